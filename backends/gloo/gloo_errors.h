@@ -1,0 +1,36 @@
+// Turns Gloo's exceptions into dtensor's typed errors, prefixed "[dtensor.gloo]".
+#pragma once
+
+#include <string>
+
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor::gloo_backend {
+
+/// Gloo 0.5 reports timeouts as IoException with "Timed out" in the text.
+inline bool is_timeout_message(const std::string& msg) {
+  return msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos ||
+         msg.find("Timeout") != std::string::npos;
+}
+
+/// Runs fn; a Gloo timeout becomes TimeoutError, any other Gloo failure a
+/// CommError, both naming `op`.
+template <typename Fn>
+void translate_errors(const std::string& op, Fn&& fn) {
+  try {
+    fn();
+  } catch (const ::gloo::IoException& e) {
+    if (is_timeout_message(e.what())) throw TimeoutError("gloo", op + ": timed out: " + e.what());
+    throw CommError("gloo", op + ": connection failed (a peer may have died): " + e.what());
+  } catch (const ::gloo::Exception& e) {
+    if (is_timeout_message(e.what())) throw TimeoutError("gloo", op + ": timed out: " + e.what());
+    throw CommError("gloo", op + ": " + e.what());
+  } catch (const ::gloo::EnforceNotMet& e) {
+    throw CommError("gloo", op + ": " + e.what());
+  }
+}
+
+}  // namespace dtensor::gloo_backend

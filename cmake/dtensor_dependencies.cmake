@@ -1,0 +1,11 @@
+# Every dependency comes from Debian's packages (scripts/install-deps.sh).
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(Eigen3 REQUIRED NO_MODULE)
+find_package(Gloo REQUIRED)
+find_package(dnnl REQUIRED)
+find_package(OpenMP REQUIRED)
+if(DTENSOR_BUILD_TESTS)
+  find_package(Catch2 2.13 REQUIRED)
+endif()

@@ -1,0 +1,189 @@
+#include "dtensor/core/distributed.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/core/logging.h"
+
+namespace dtensor {
+namespace {
+
+struct EnvInt {
+  std::optional<int> value;
+  std::string source;  // variable it came from, for messages
+};
+
+std::optional<int> parse_int_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return std::nullopt;
+  int out = 0;
+  const char* end = v + std::strlen(v);
+  auto [p, ec] = std::from_chars(v, end, out);
+  check_arg(ec == std::errc() && p == end && p != v, "init",
+            "environment variable {}='{}' is not an integer", name, v);
+  return out;
+}
+
+// The first of `names` that is set wins.
+EnvInt first_env_int(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (auto v = parse_int_env(n)) return {v, n};
+  return {};
+}
+
+std::mutex g_mutex;
+std::shared_ptr<ProcessGroup> g_world;
+int g_local_rank = 0;
+std::filesystem::path g_private_store_dir;  // created for a launcher-less single process
+
+std::map<std::string, ProcessGroupFactory>& factories() {
+  static std::map<std::string, ProcessGroupFactory> f;
+  return f;
+}
+
+}  // namespace
+
+void register_process_group_backend(const std::string& name, ProcessGroupFactory factory) {
+  std::lock_guard lock(g_mutex);
+  factories()[name] = std::move(factory);
+}
+
+ResolvedInit resolve_init_options(const InitOptions& o) {
+  ResolvedInit r;
+  r.backend = o.backend;
+  const EnvInt env_rank = first_env_int({"DTENSOR_RANK", "RANK", "OMPI_COMM_WORLD_RANK"});
+  const EnvInt env_size =
+      first_env_int({"DTENSOR_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  const EnvInt env_local =
+      first_env_int({"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+
+  r.world_size = o.world_size.value_or(env_size.value.value_or(1));
+  const std::string size_src = o.world_size ? "world_size" : env_size.value ? env_size.source : "world_size";
+  check_arg(r.world_size >= 1, "init", "{} must be >= 1, got {}", size_src, r.world_size);
+
+  if (o.rank) {
+    r.rank = *o.rank;
+  } else if (env_rank.value) {
+    r.rank = *env_rank.value;
+  } else {
+    check_arg(r.world_size == 1, "init",
+              "the rank is not set: set DTENSOR_RANK (dtensor-run does), RANK or "
+              "OMPI_COMM_WORLD_RANK, or pass InitOptions::rank (world size is {})",
+              r.world_size);
+    r.rank = 0;
+  }
+  const std::string rank_src = o.rank ? "rank" : env_rank.value ? env_rank.source : "rank";
+  check_arg(r.rank >= 0 && r.rank < r.world_size, "init", "{}={} is outside [0, {})", rank_src,
+            r.rank, r.world_size);
+  r.local_rank = o.local_rank.value_or(env_local.value.value_or(r.rank));
+  check_arg(r.local_rank >= 0, "init", "local rank must be >= 0, got {}", r.local_rank);
+
+  if (o.store) {
+    r.store = *o.store;
+  } else if (const char* s = std::getenv("DTENSOR_STORE")) {
+    r.store = s;
+  } else {
+    check_arg(r.world_size == 1, "init",
+              "DTENSOR_STORE is not set: with {} ranks a rendezvous store is needed "
+              "(file:DIR on one host, redis://HOST:PORT across hosts); dtensor-run sets it",
+              r.world_size);
+  }
+  check_arg(r.world_size == 1 || !r.store.empty(), "init", "DTENSOR_STORE is empty");
+
+  if (o.timeout) {
+    r.timeout = *o.timeout;
+  } else if (const char* t = std::getenv("DTENSOR_TIMEOUT")) {
+    char* end = nullptr;
+    const double secs = std::strtod(t, &end);
+    check_arg(end && *end == '\0' && end != t && secs > 0, "init",
+              "DTENSOR_TIMEOUT='{}' is not a positive number of seconds", t);
+    r.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
+  }
+  check_arg(r.timeout.count() > 0, "init", "timeout must be positive");
+
+  r.hostname = o.hostname.value_or(std::getenv("DTENSOR_HOSTNAME") ? std::getenv("DTENSOR_HOSTNAME") : "");
+  r.iface = o.iface.value_or(std::getenv("DTENSOR_IFNAME") ? std::getenv("DTENSOR_IFNAME") : "");
+  return r;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
+  ResolvedInit r = resolve_init_options(options);
+  ProcessGroupFactory factory;
+  {
+    std::lock_guard lock(g_mutex);
+    check_arg(!g_world, "init", "init_process_group was already called");
+    auto it = factories().find(r.backend);
+    check_arg(it != factories().end(), "init", "backend: unknown backend '{}' (this build has: {})",
+              r.backend, [] {
+                std::string names;
+                for (auto& [n, _] : factories()) names += (names.empty() ? "" : ", ") + n;
+                return names;
+              }());
+    factory = it->second;
+  }
+  if (r.store.empty()) {
+    // One process started without a launcher: a private store it removes at exit.
+    char tmpl[] = "/tmp/dtensor-solo-XXXXXX";
+    if (!mkdtemp(tmpl)) throw CommError("init", "cannot create a temporary store directory");
+    g_private_store_dir = tmpl;
+    r.store = std::string("file:") + tmpl;
+  }
+  log::set_rank(r.rank);
+  log::reload_level_from_env();
+  auto store = open_store(r.store, r.timeout, options.store ? "store" : "DTENSOR_STORE");
+  auto pg = factory(BackendInit{r.rank, r.world_size, store, r.timeout, r.hostname, r.iface});
+  log::info("initialised: rank {}/{} backend {} store {}", r.rank, r.world_size, r.backend,
+            r.store);
+  std::lock_guard lock(g_mutex);
+  g_world = pg;
+  g_local_rank = r.local_rank;
+  return pg;
+}
+
+bool is_initialized() {
+  std::lock_guard lock(g_mutex);
+  return g_world != nullptr;
+}
+
+std::shared_ptr<ProcessGroup> world() {
+  std::lock_guard lock(g_mutex);
+  check_arg(g_world != nullptr, "init",
+            "the process group is not initialised: call dtensor::init_process_group() first");
+  return g_world;
+}
+
+int get_rank() { return world()->rank(); }
+int get_world_size() { return world()->size(); }
+int get_local_rank() {
+  world();
+  return g_local_rank;
+}
+
+void destroy_process_group() {
+  std::shared_ptr<ProcessGroup> pg;
+  {
+    std::lock_guard lock(g_mutex);
+    pg = std::move(g_world);
+  }
+  if (pg) {
+    try {
+      pg->barrier();
+    } catch (const std::exception& e) {
+      log::warn("final barrier failed: {}", e.what());
+    }
+  }
+  pg.reset();
+  if (!g_private_store_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(g_private_store_dir, ec);
+    g_private_store_dir.clear();
+  }
+}
+
+}  // namespace dtensor

@@ -1,0 +1,46 @@
+#include "dtensor/core/dtype.h"
+
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor {
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32:
+      return 4;
+    case DType::F64:
+      return 8;
+    case DType::BF16:
+      return 2;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "f32";
+    case DType::F64:
+      return "f64";
+    case DType::BF16:
+      return "bf16";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view name) {
+  if (name == "f32" || name == "float32" || name == "float") return DType::F32;
+  if (name == "f64" || name == "float64" || name == "double") return DType::F64;
+  if (name == "bf16" || name == "bfloat16") return DType::BF16;
+  throw InvalidArgument("core", fmt::format("dtype: unknown dtype '{}' (expected f32, f64 or bf16)", name));
+}
+
+std::string_view device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,320 @@
+#include "dtensor/core/tensor.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/detail/strided_loop.h"
+
+namespace dtensor {
+namespace {
+
+template <typename To, typename From>
+To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    return BFloat16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <typename T>
+double as_double(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    return static_cast<float>(v);
+  else
+    return static_cast<double>(v);
+}
+
+void check_cpu(const Tensor& t, const char* op) {
+  if (!t.device().is_cpu())
+    throw NotSupported("core", fmt::format("{} on {} tensors is done by the device backend, "
+                                           "not the CPU tensor code",
+                                           op, t.device().str()));
+}
+
+// splitmix64: a counter-based generator, so element i's value needs only (seed, i).
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+double uniform_pm1(std::uint64_t seed, std::uint64_t i) {
+  const std::uint64_t r = mix(mix(seed) ^ (i * 0xd1b54a32d192ed03ull));
+  return static_cast<double>(r >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+}
+
+}  // namespace
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shape, Shape strides,
+               DType dtype)
+    : storage_(std::move(storage)),
+      offset_(offset),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      dtype_(dtype) {}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (auto e : shape)
+    check_arg(e >= 0, "core", "empty: negative extent in shape {}", shape_str(shape));
+  auto st = Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype),
+                              device);
+  return Tensor(std::move(st), 0, shape, contiguous_strides(shape), dtype);
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (device.is_cpu()) std::memset(t.data_ptr(), 0, t.nbytes());
+  else t.zero_();
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::rand(const Shape& shape, DType dtype, std::uint64_t seed) {
+  return rand_slice(shape, Shape(shape.size(), 0), shape, dtype, seed);
+}
+
+Tensor Tensor::rand_slice(const Shape& global_shape, const Shape& offset, const Shape& shape,
+                          DType dtype, std::uint64_t seed) {
+  check_arg(global_shape.size() == offset.size() && offset.size() == shape.size(), "core",
+            "rand_slice: global shape, offset and shape must have the same rank");
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    check_arg(offset[d] >= 0 && shape[d] >= 0 && offset[d] + shape[d] <= global_shape[d], "core",
+              "rand_slice: box at {} of size {} does not fit in {}", shape_str(offset),
+              shape_str(shape), shape_str(global_shape));
+  Tensor t = empty(shape, dtype);
+  const Shape gstrides = contiguous_strides(global_shape);
+  std::int64_t goff = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) goff += offset[d] * gstrides[d];
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* out = t.data<T>();
+    detail::for_each_row(shape, t.strides(), 0, gstrides, goff,
+                         [&](std::int64_t o, std::int64_t g, std::int64_t n, std::int64_t so,
+                             std::int64_t sg) {
+                           for (std::int64_t k = 0; k < n; ++k)
+                             out[o + k * so] = convert<T>(uniform_pm1(
+                                 seed, static_cast<std::uint64_t>(g + k * sg)));
+                         });
+  });
+  return t;
+}
+
+Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+
+std::int64_t Tensor::size(std::int64_t d) const {
+  return shape_[normalize_dim(d, dim(), "size")];
+}
+std::int64_t Tensor::stride(std::int64_t d) const {
+  return strides_[normalize_dim(d, dim(), "stride")];
+}
+
+bool Tensor::is_contiguous() const {
+  std::int64_t expected = 1;
+  for (std::size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] == 1) continue;
+    if (shape_[i] == 0) return true;
+    if (strides_[i] != expected) return false;
+    expected *= shape_[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->data()) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+}
+
+Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
+  check_arg(defined(), "core", "narrow: undefined tensor");
+  const std::int64_t dd = normalize_dim(d, dim(), "narrow");
+  check_arg(start >= 0 && length >= 0 && start + length <= shape_[dd], "core",
+            "narrow: [{}, {}) is outside dim {} of extent {}", start, start + length, dd,
+            shape_[dd]);
+  Shape s = shape_;
+  s[dd] = length;
+  return Tensor(storage_, offset_ + start * strides_[dd], std::move(s), strides_, dtype_);
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  check_arg(is_contiguous(), "core", "view: tensor of shape {} is not contiguous",
+            shape_str(shape_));
+  check_arg(shape_numel(shape) == numel(), "core", "view: cannot view {} as {}",
+            shape_str(shape_), shape_str(shape));
+  return Tensor(storage_, offset_, shape, contiguous_strides(shape), dtype_);
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape_, dtype_, device());
+  t.copy_(*this);
+  return t;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  Tensor t = empty(shape_, dtype, device());
+  t.copy_(*this);
+  return t;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_arg(defined() && src.defined(), "core", "copy_: undefined tensor");
+  check_arg(shape_ == src.shape_, "core", "copy_: shape {} into shape {}", shape_str(src.shape_),
+            shape_str(shape_));
+  check_cpu(*this, "copy_");
+  check_cpu(src, "copy_");
+  const std::size_t es = dtype_size(dtype_);
+  visit_dtype(dtype_, [&](auto dtag) {
+    using D = decltype(dtag);
+    visit_dtype(src.dtype_, [&](auto stag) {
+      using S = decltype(stag);
+      D* dst = static_cast<D*>(storage_->data());
+      const S* sp = static_cast<const S*>(src.storage_->data());
+      detail::for_each_row(shape_, strides_, offset_, src.strides_, src.offset_,
+                           [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd,
+                               std::int64_t ss) {
+                             if constexpr (std::is_same_v<D, S>) {
+                               if (sd == 1 && ss == 1) {
+                                 std::memmove(dst + o, sp + so, static_cast<std::size_t>(n) * es);
+                                 return;
+                               }
+                             }
+                             for (std::int64_t k = 0; k < n; ++k)
+                               dst[o + k * sd] = convert<D>(sp[so + k * ss]);
+                           });
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_arg(defined(), "core", "fill_: undefined tensor");
+  check_cpu(*this, "fill_");
+  visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(storage_->data());
+    const T v = convert<T>(value);
+    detail::for_each_row(shape_, strides_, offset_, strides_, offset_,
+                         [&](std::int64_t o, std::int64_t, std::int64_t n, std::int64_t s,
+                             std::int64_t) {
+                           for (std::int64_t k = 0; k < n; ++k) p[o + k * s] = v;
+                         });
+  });
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& src) {
+  check_arg(shape_ == src.shape_ && dtype_ == src.dtype_, "core",
+            "add_: {} {} += {} {}: shapes and dtypes must match", dtype_name(dtype_),
+            shape_str(shape_), dtype_name(src.dtype_), shape_str(src.shape_));
+  check_cpu(*this, "add_");
+  visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = static_cast<T*>(storage_->data());
+    const T* sp = static_cast<const T*>(src.storage_->data());
+    detail::for_each_row(shape_, strides_, offset_, src.strides_, src.offset_,
+                         [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd,
+                             std::int64_t ss) {
+                           for (std::int64_t k = 0; k < n; ++k) {
+                             if constexpr (std::is_same_v<T, BFloat16>)
+                               dst[o + k * sd] = BFloat16(static_cast<float>(dst[o + k * sd]) +
+                                                          static_cast<float>(sp[so + k * ss]));
+                             else
+                               dst[o + k * sd] += sp[so + k * ss];
+                           }
+                         });
+  });
+  return *this;
+}
+
+double Tensor::item(std::initializer_list<std::int64_t> index) const {
+  check_arg(static_cast<std::int64_t>(index.size()) == dim(), "core",
+            "item: {} indices for a tensor of rank {}", index.size(), dim());
+  std::int64_t off = offset_;
+  std::size_t d = 0;
+  for (auto i : index) {
+    check_arg(i >= 0 && i < shape_[d], "core", "item: index {} out of range for dim {} ({})", i,
+              d, shape_[d]);
+    off += i * strides_[d++];
+  }
+  check_cpu(*this, "item");
+  return visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return as_double(static_cast<const T*>(storage_->data())[off]);
+  });
+}
+
+double Tensor::item_flat(std::int64_t flat) const {
+  check_arg(flat >= 0 && flat < numel(), "core", "item_flat: index {} out of range ({})", flat,
+            numel());
+  std::int64_t off = offset_;
+  for (std::size_t d = shape_.size(); d-- > 0;) {
+    off += (flat % shape_[d]) * strides_[d];
+    flat /= shape_[d];
+  }
+  check_cpu(*this, "item_flat");
+  return visit_dtype(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    return as_double(static_cast<const T*>(storage_->data())[off]);
+  });
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  return fmt::format("Tensor({}, {}, {})", dtype_name(dtype_), shape_str(shape_), device().str());
+}
+
+namespace {
+template <typename Fn>
+void for_each_pair(const Tensor& a, const Tensor& b, Fn&& fn) {
+  visit_dtype(a.dtype(), [&](auto at) {
+    using A = decltype(at);
+    visit_dtype(b.dtype(), [&](auto bt) {
+      using B = decltype(bt);
+      const A* pa = static_cast<const A*>(a.storage()->data());
+      const B* pb = static_cast<const B*>(b.storage()->data());
+      detail::for_each_row(a.shape(), a.strides(), a.storage_offset(), b.strides(),
+                           b.storage_offset(),
+                           [&](std::int64_t oa, std::int64_t ob, std::int64_t n, std::int64_t sa,
+                               std::int64_t sb) {
+                             for (std::int64_t k = 0; k < n; ++k)
+                               fn(as_double(pa[oa + k * sa]), as_double(pb[ob + k * sb]));
+                           });
+    });
+  });
+}
+}  // namespace
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  check_arg(a.shape() == b.shape(), "core", "max_abs_diff: shapes {} and {} differ",
+            shape_str(a.shape()), shape_str(b.shape()));
+  check_cpu(a, "max_abs_diff");
+  check_cpu(b, "max_abs_diff");
+  double m = 0;
+  for_each_pair(a, b, [&](double x, double y) {
+    const double d = std::abs(x - y);
+    if (d > m || std::isnan(d)) m = std::isnan(d) ? INFINITY : d;
+  });
+  return m;
+}
+
+double max_abs(const Tensor& a) {
+  check_cpu(a, "max_abs");
+  double m = 0;
+  for_each_pair(a, a, [&](double x, double) { m = std::max(m, std::abs(x)); });
+  return m;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,88 @@
+// Element types and devices.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace dtensor {
+
+enum class DType : std::uint8_t { F32, F64, BF16 };
+
+std::size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);  // "f32", "f64", "bf16"
+/// Parses "f32" / "float32", "f64" / "float64", "bf16" / "bfloat16".
+DType parse_dtype(std::string_view name);
+
+/// bfloat16: the top 16 bits of an IEEE float. Conversion rounds to nearest even.
+struct BFloat16 {
+  std::uint16_t bits = 0;
+  BFloat16() = default;
+  explicit BFloat16(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {  // NaN stays a (quiet) NaN
+      bits = static_cast<std::uint16_t>((u >> 16) | 0x40u);
+      return;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    bits = static_cast<std::uint16_t>(u >> 16);
+  }
+  explicit operator float() const {
+    std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+/// Maps a C++ element type to its DType.
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::F32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::F64;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = DType::BF16;
+};
+
+/// Calls f(T{}) with T the C++ type of `t`; the one switch over dtypes that
+/// element-wise code needs.
+template <typename F>
+decltype(auto) visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::F32:
+      return f(float{});
+    case DType::F64:
+      return f(double{});
+    case DType::BF16:
+      return f(BFloat16{});
+  }
+  return f(float{});
+}
+
+enum class DeviceType : std::uint8_t { CPU, CUDA };
+
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+
+  static Device cpu() { return {}; }
+  static Device cuda(int i) { return {DeviceType::CUDA, i}; }
+  bool is_cpu() const { return type == DeviceType::CPU; }
+  bool is_cuda() const { return type == DeviceType::CUDA; }
+  bool operator==(const Device&) const = default;
+  std::string str() const;  // "cpu", "cuda:0"
+};
+
+std::string_view device_type_name(DeviceType t);
+
+}  // namespace dtensor

@@ -1,0 +1,38 @@
+// Reference-counted device memory shared by all views of a tensor.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "dtensor/core/dtype.h"
+
+namespace dtensor {
+
+class Storage {
+ public:
+  /// CPU storage is 64-byte aligned (cache line, AVX-512 vector) and uninitialised.
+  /// CUDA storage goes through the allocator the CUDA backend installs.
+  static std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device);
+  /// Wraps memory owned elsewhere; `deleter` runs when the last view goes away.
+  Storage(void* data, std::size_t nbytes, Device device, std::function<void(void*)> deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+  /// Allocator hook for non-CPU devices (set by the CUDA backend when it is built).
+  using DeviceAllocator = std::function<std::shared_ptr<Storage>(std::size_t, Device)>;
+  static void set_device_allocator(DeviceType type, DeviceAllocator alloc);
+
+ private:
+  void* data_;
+  std::size_t nbytes_;
+  Device device_;
+  std::function<void(void*)> deleter_;
+};
+
+}  // namespace dtensor

@@ -1,0 +1,28 @@
+// Key-value store used for rendezvous. Backends wrap it for their own needs
+// (Gloo's rendezvous, NCCL's unique id).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dtensor {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual void set(const std::string& key, const std::vector<char>& value) = 0;
+  /// Blocks until `key` exists (or the timeout passes: TimeoutError).
+  virtual std::vector<char> get(const std::string& key) = 0;
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  /// "file:/tmp/dir" or "redis://host:port": what another process needs to reach this store.
+  virtual std::string url() const = 0;
+};
+
+/// Opens the store named by `url`: "file:DIR" (or a plain path) or "redis://HOST:PORT".
+/// Throws InvalidArgument naming `what` (e.g. "DTENSOR_STORE") when malformed.
+std::shared_ptr<Store> open_store(const std::string& url, std::chrono::milliseconds timeout,
+                                  const char* what = "store");
+
+}  // namespace dtensor

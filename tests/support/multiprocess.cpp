@@ -1,0 +1,173 @@
+#include "tests/support/multiprocess.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "tools/launch/process_set.h"
+
+namespace dtensor::testing {
+namespace {
+
+constexpr const char* kRankVar = "DTENSOR_HARNESS_RANK";
+constexpr const char* kCallVar = "DTENSOR_HARNESS_CALL";
+
+// Catch2's test-spec syntax treats these as special; escape them to select
+// exactly one test case by name.
+std::string escape_test_name(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == ',' || c == '[' || c == ']' || c == '\\' || c == '*' || c == '~' || c == '"')
+      out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw std::runtime_error("cannot resolve /proc/self/exe");
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+// Which run_ranks call of the current test case this is (0-based). The
+// parent and the child count the same calls in the same order.
+int next_call_index() {
+  static std::string current_test;
+  static int counter = 0;
+  const std::string name = Catch::getResultCapture().getCurrentTestName();
+  if (name != current_test) {
+    current_test = name;
+    counter = 0;
+  }
+  return counter++;
+}
+
+void run_as_rank(int call, const std::function<void(RankContext&)>& body, const RunOptions& o) {
+  const char* want = std::getenv(kCallVar);
+  if (!want || std::atoi(want) != call) return;  // another call of this test case
+  RankContext ctx;
+  ctx.rank = std::atoi(std::getenv(kRankVar));
+  ctx.world_size = std::atoi(std::getenv("DTENSOR_WORLD_SIZE"));
+  if (o.init_process_group) ctx.pg = init_process_group();
+  body(ctx);
+  if (o.init_process_group) destroy_process_group();
+}
+
+}  // namespace
+
+bool in_rank_process() { return std::getenv(kRankVar) != nullptr; }
+
+std::string JobResult::report() const {
+  std::ostringstream os;
+  if (deadline_passed) os << "the job passed its deadline\n";
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const RankResult& rr = ranks[r];
+    if (rr.ok) continue;
+    os << "rank " << r << " failed: " << rr.status
+       << (rr.killed_at_deadline ? " (hung: killed at the deadline)" : "")
+       << (rr.stopped_after_failure ? " (stopped after another rank failed)" : "") << "\n";
+    // The tail is what matters and keeps the report readable.
+    const std::size_t keep = 4000;
+    const std::string tail =
+        rr.output.size() > keep ? "...\n" + rr.output.substr(rr.output.size() - keep) : rr.output;
+    std::istringstream lines(tail);
+    std::string line;
+    while (std::getline(lines, line)) os << "  [rank " << r << "] " << line << "\n";
+  }
+  return os.str();
+}
+
+JobResult run_ranks_collect(int world_size, const std::function<void(RankContext&)>& body,
+                            const RunOptions& o) {
+  const int call = next_call_index();
+  if (in_rank_process()) {
+    run_as_rank(call, body, o);
+    return {};
+  }
+  launch::TempDir job_dir("dtensor-test");
+  const std::string store_dir = job_dir.path() + "/store";
+  std::filesystem::create_directory(store_dir);
+  const std::string test_name = Catch::getResultCapture().getCurrentTestName();
+
+  launch::ProcessSet set;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < world_size; ++r) {
+    launch::ProcessSpec spec;
+    spec.argv = {self_exe(), escape_test_name(test_name), "--use-colour", "no"};
+    spec.env = o.env;
+    spec.env[kRankVar] = std::to_string(r);
+    spec.env[kCallVar] = std::to_string(call);
+    spec.env["DTENSOR_RANK"] = std::to_string(r);
+    spec.env["DTENSOR_LOCAL_RANK"] = std::to_string(r);
+    spec.env["DTENSOR_WORLD_SIZE"] = std::to_string(world_size);
+    spec.env["DTENSOR_STORE"] = "file:" + store_dir;
+    spec.env["DTENSOR_TIMEOUT"] = std::to_string(o.comm_timeout.count() / 1000.0);
+    if (auto it = o.rank_env.find(r); it != o.rank_env.end())
+      for (auto& [k, v] : it->second) spec.env[k] = v;
+    spec.output_file = job_dir.path() + "/rank" + std::to_string(r) + ".log";
+    set.start(spec);
+  }
+
+  JobResult result;
+  result.ranks.resize(static_cast<std::size_t>(world_size));
+  std::vector<double> exit_seconds(static_cast<std::size_t>(world_size), -1);
+  auto note_exits = [&] {
+    for (int r = 0; r < world_size; ++r)
+      if (set.status(r).exited && exit_seconds[r] < 0)
+        exit_seconds[r] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const auto deadline = start + o.deadline;
+  auto w = launch::wait_for(set, deadline);
+  note_exits();
+  if (w.outcome == launch::Outcome::RankFailed) {
+    result.first_failed_rank = static_cast<int>(w.failed_index);
+    // Let the others notice the failure themselves, within the grace period.
+    const auto until = std::min(deadline, std::chrono::steady_clock::now() + o.grace_after_failure);
+    while (!set.all_exited() && std::chrono::steady_clock::now() < until) {
+      set.poll(std::chrono::milliseconds(50));
+      note_exits();
+    }
+  }
+  std::vector<bool> running_at_deadline(static_cast<std::size_t>(world_size), false);
+  if (!set.all_exited()) {
+    result.deadline_passed = std::chrono::steady_clock::now() >= deadline;
+    for (int r = 0; r < world_size; ++r) running_at_deadline[r] = !set.status(r).exited;
+    set.stop_all(std::chrono::milliseconds(1000));
+  }
+  for (int r = 0; r < world_size; ++r) {
+    RankResult& rr = result.ranks[r];
+    const auto& st = set.status(r);
+    rr.ok = st.ok();
+    rr.status = st.describe();
+    rr.killed_at_deadline = running_at_deadline[r] && result.deadline_passed;
+    rr.stopped_after_failure = running_at_deadline[r] && !result.deadline_passed;
+    rr.output = read_file(job_dir.path() + "/rank" + std::to_string(r) + ".log");
+    rr.seconds = exit_seconds[r];
+    if (!rr.ok && result.first_failed_rank < 0) result.first_failed_rank = r;
+  }
+  return result;
+}
+
+void run_ranks(int world_size, const std::function<void(RankContext&)>& body,
+               const RunOptions& options) {
+  JobResult res = run_ranks_collect(world_size, body, options);
+  if (in_rank_process()) return;
+  bool all_ok = !res.deadline_passed;
+  for (auto& r : res.ranks) all_ok = all_ok && r.ok;
+  if (!all_ok) FAIL(res.report());
+}
+
+}  // namespace dtensor::testing

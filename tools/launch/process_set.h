@@ -1,0 +1,89 @@
+// Starting, watching and stopping a set of rank processes. Shared by the
+// launcher (dtensor-run) and the multi-process test harness, which differ
+// only in where output goes and what they do when a rank fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtensor::launch {
+
+struct ProcessSpec {
+  std::vector<std::string> argv;              // argv[0] is the program (PATH is searched)
+  std::map<std::string, std::string> env;     // added to (or overriding) this process's environment
+  /// Where stdout+stderr go: empty = forwarded line by line to our stdout with
+  /// `line_prefix` in front; otherwise a file path (the harness reads it later).
+  std::string output_file;
+  std::string line_prefix;
+};
+
+struct ExitStatus {
+  bool exited = false;  // false while running
+  int code = 0;         // exit code when it exited normally
+  int signal = 0;       // the signal that ended it, or 0
+  bool killed_by_us = false;
+  bool ok() const { return exited && signal == 0 && code == 0; }
+  std::string describe() const;  // "exit code 3", "killed by signal 9 (SIGKILL)", ...
+};
+
+class ProcessSet {
+ public:
+  ProcessSet() = default;
+  ~ProcessSet();  // kills whatever is still running, so no process outlives us
+  ProcessSet(const ProcessSet&) = delete;
+  ProcessSet& operator=(const ProcessSet&) = delete;
+
+  /// Starts one process; throws std::runtime_error when fork/exec fails.
+  void start(const ProcessSpec& spec);
+  std::size_t size() const { return procs_.size(); }
+  const ExitStatus& status(std::size_t i) const { return procs_[i].status; }
+
+  /// Pumps output and reaps children for up to `budget`. Returns the index of the
+  /// first process that exited unsuccessfully since the last call, if any.
+  std::optional<std::size_t> poll(std::chrono::milliseconds budget);
+  bool all_exited() const;
+  /// SIGTERM to all still running; SIGKILL to those still alive after `grace`.
+  void stop_all(std::chrono::milliseconds grace);
+  /// Forwards a signal to every running process.
+  void signal_all(int sig);
+
+ private:
+  struct Proc {
+    pid_t pid = -1;
+    int out_fd = -1;  // pipe read end when forwarding
+    std::string prefix;
+    std::string pending;  // partial line
+    ExitStatus status;
+    bool reported = false;
+  };
+  void drain(Proc& p, bool final);
+  std::vector<Proc> procs_;
+};
+
+/// Runs until all processes exit, one fails, or the deadline passes.
+enum class Outcome { AllSucceeded, RankFailed, DeadlinePassed };
+struct WaitResult {
+  Outcome outcome;
+  std::size_t failed_index = 0;  // for RankFailed: the first rank that failed
+};
+WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadline);
+
+/// A fresh, private directory under $TMPDIR (or /tmp); removed by the destructor.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& stem);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dtensor::launch
