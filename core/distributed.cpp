@@ -64,7 +64,9 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
       first_env_int({"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
 
   r.world_size = o.world_size.value_or(env_size.value.value_or(1));
-  const std::string size_src = o.world_size ? "world_size" : env_size.value ? env_size.source : "world_size";
+  const std::string size_src = o.world_size     ? "world_size"
+                               : env_size.value ? env_size.source
+                                                : "world_size";
   check_arg(r.world_size >= 1, "init", "{} must be >= 1, got {}", size_src, r.world_size);
 
   if (o.rank) {
@@ -107,7 +109,8 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   }
   check_arg(r.timeout.count() > 0, "init", "timeout must be positive");
 
-  r.hostname = o.hostname.value_or(std::getenv("DTENSOR_HOSTNAME") ? std::getenv("DTENSOR_HOSTNAME") : "");
+  r.hostname =
+      o.hostname.value_or(std::getenv("DTENSOR_HOSTNAME") ? std::getenv("DTENSOR_HOSTNAME") : "");
   r.iface = o.iface.value_or(std::getenv("DTENSOR_IFNAME") ? std::getenv("DTENSOR_IFNAME") : "");
   return r;
 }
@@ -122,7 +125,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     check_arg(it != factories().end(), "init", "backend: unknown backend '{}' (this build has: {})",
               r.backend, [] {
                 std::string names;
-                for (auto& [n, _] : factories()) names += (names.empty() ? "" : ", ") + n;
+                for (auto& [n, _] : factories())
+                  names += (names.empty() ? "" : ", ") + n;
                 return names;
               }());
     factory = it->second;
@@ -158,8 +162,12 @@ std::shared_ptr<ProcessGroup> world() {
   return g_world;
 }
 
-int get_rank() { return world()->rank(); }
-int get_world_size() { return world()->size(); }
+int get_rank() {
+  return world()->rank();
+}
+int get_world_size() {
+  return world()->size();
+}
 int get_local_rank() {
   world();
   return g_local_rank;

@@ -34,10 +34,13 @@ DType parse_dtype(std::string_view name) {
   if (name == "f32" || name == "float32" || name == "float") return DType::F32;
   if (name == "f64" || name == "float64" || name == "double") return DType::F64;
   if (name == "bf16" || name == "bfloat16") return DType::BF16;
-  throw InvalidArgument("core", fmt::format("dtype: unknown dtype '{}' (expected f32, f64 or bf16)", name));
+  throw InvalidArgument("core",
+                        fmt::format("dtype: unknown dtype '{}' (expected f32, f64 or bf16)", name));
 }
 
-std::string_view device_type_name(DeviceType t) { return t == DeviceType::CPU ? "cpu" : "cuda"; }
+std::string_view device_type_name(DeviceType t) {
+  return t == DeviceType::CPU ? "cpu" : "cuda";
+}
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", index);

@@ -44,6 +44,8 @@ void set_rank(int rank) {
   apply_pattern(*logger());
 }
 
-void reload_level_from_env() { logger()->set_level(level_from_env()); }
+void reload_level_from_env() {
+  logger()->set_level(level_from_env());
+}
 
 }  // namespace dtensor::log

@@ -11,7 +11,8 @@ namespace dtensor {
 
 std::int64_t shape_numel(const Shape& s) {
   std::int64_t n = 1;
-  for (auto e : s) n *= e;
+  for (auto e : s)
+    n *= e;
   return n;
 }
 
@@ -25,7 +26,9 @@ Shape contiguous_strides(const Shape& s) {
   return st;
 }
 
-std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+std::string shape_str(const Shape& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
 
 std::int64_t normalize_dim(std::int64_t dim, std::int64_t ndim, const char* what) {
   const std::int64_t d = dim < 0 ? dim + ndim : dim;

@@ -63,15 +63,17 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shap
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (auto e : shape)
     check_arg(e >= 0, "core", "empty: negative extent in shape {}", shape_str(shape));
-  auto st = Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype),
-                              device);
+  auto st =
+      Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype), device);
   return Tensor(std::move(st), 0, shape, contiguous_strides(shape), dtype);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  if (device.is_cpu()) std::memset(t.data_ptr(), 0, t.nbytes());
-  else t.zero_();
+  if (device.is_cpu())
+    std::memset(t.data_ptr(), 0, t.nbytes());
+  else
+    t.zero_();
   return t;
 }
 
@@ -96,22 +98,24 @@ Tensor Tensor::rand_slice(const Shape& global_shape, const Shape& offset, const 
   Tensor t = empty(shape, dtype);
   const Shape gstrides = contiguous_strides(global_shape);
   std::int64_t goff = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) goff += offset[d] * gstrides[d];
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    goff += offset[d] * gstrides[d];
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = t.data<T>();
-    detail::for_each_row(shape, t.strides(), 0, gstrides, goff,
-                         [&](std::int64_t o, std::int64_t g, std::int64_t n, std::int64_t so,
-                             std::int64_t sg) {
-                           for (std::int64_t k = 0; k < n; ++k)
-                             out[o + k * so] = convert<T>(uniform_pm1(
-                                 seed, static_cast<std::uint64_t>(g + k * sg)));
-                         });
+    detail::for_each_row(
+        shape, t.strides(), 0, gstrides, goff,
+        [&](std::int64_t o, std::int64_t g, std::int64_t n, std::int64_t so, std::int64_t sg) {
+          for (std::int64_t k = 0; k < n; ++k)
+            out[o + k * so] = convert<T>(uniform_pm1(seed, static_cast<std::uint64_t>(g + k * sg)));
+        });
   });
   return t;
 }
 
-Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+Device Tensor::device() const {
+  return storage_ ? storage_->device() : Device::cpu();
+}
 
 std::int64_t Tensor::size(std::int64_t d) const {
   return shape_[normalize_dim(d, dim(), "size")];
@@ -133,7 +137,8 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   if (!storage_) return nullptr;
-  return static_cast<char*>(storage_->data()) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
+  return static_cast<char*>(storage_->data()) +
+         offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
 }
 
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
@@ -150,12 +155,14 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
 Tensor Tensor::view(const Shape& shape) const {
   check_arg(is_contiguous(), "core", "view: tensor of shape {} is not contiguous",
             shape_str(shape_));
-  check_arg(shape_numel(shape) == numel(), "core", "view: cannot view {} as {}",
-            shape_str(shape_), shape_str(shape));
+  check_arg(shape_numel(shape) == numel(), "core", "view: cannot view {} as {}", shape_str(shape_),
+            shape_str(shape));
   return Tensor(storage_, offset_, shape, contiguous_strides(shape), dtype_);
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape_, dtype_, device());
@@ -182,18 +189,18 @@ Tensor& Tensor::copy_(const Tensor& src) {
       using S = decltype(stag);
       D* dst = static_cast<D*>(storage_->data());
       const S* sp = static_cast<const S*>(src.storage_->data());
-      detail::for_each_row(shape_, strides_, offset_, src.strides_, src.offset_,
-                           [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd,
-                               std::int64_t ss) {
-                             if constexpr (std::is_same_v<D, S>) {
-                               if (sd == 1 && ss == 1) {
-                                 std::memmove(dst + o, sp + so, static_cast<std::size_t>(n) * es);
-                                 return;
-                               }
-                             }
-                             for (std::int64_t k = 0; k < n; ++k)
-                               dst[o + k * sd] = convert<D>(sp[so + k * ss]);
-                           });
+      detail::for_each_row(
+          shape_, strides_, offset_, src.strides_, src.offset_,
+          [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd, std::int64_t ss) {
+            if constexpr (std::is_same_v<D, S>) {
+              if (sd == 1 && ss == 1) {
+                std::memmove(dst + o, sp + so, static_cast<std::size_t>(n) * es);
+                return;
+              }
+            }
+            for (std::int64_t k = 0; k < n; ++k)
+              dst[o + k * sd] = convert<D>(sp[so + k * ss]);
+          });
     });
   });
   return *this;
@@ -206,11 +213,12 @@ Tensor& Tensor::fill_(double value) {
     using T = decltype(tag);
     T* p = static_cast<T*>(storage_->data());
     const T v = convert<T>(value);
-    detail::for_each_row(shape_, strides_, offset_, strides_, offset_,
-                         [&](std::int64_t o, std::int64_t, std::int64_t n, std::int64_t s,
-                             std::int64_t) {
-                           for (std::int64_t k = 0; k < n; ++k) p[o + k * s] = v;
-                         });
+    detail::for_each_row(
+        shape_, strides_, offset_, strides_, offset_,
+        [&](std::int64_t o, std::int64_t, std::int64_t n, std::int64_t s, std::int64_t) {
+          for (std::int64_t k = 0; k < n; ++k)
+            p[o + k * s] = v;
+        });
   });
   return *this;
 }
@@ -224,17 +232,17 @@ Tensor& Tensor::add_(const Tensor& src) {
     using T = decltype(tag);
     T* dst = static_cast<T*>(storage_->data());
     const T* sp = static_cast<const T*>(src.storage_->data());
-    detail::for_each_row(shape_, strides_, offset_, src.strides_, src.offset_,
-                         [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd,
-                             std::int64_t ss) {
-                           for (std::int64_t k = 0; k < n; ++k) {
-                             if constexpr (std::is_same_v<T, BFloat16>)
-                               dst[o + k * sd] = BFloat16(static_cast<float>(dst[o + k * sd]) +
-                                                          static_cast<float>(sp[so + k * ss]));
-                             else
-                               dst[o + k * sd] += sp[so + k * ss];
-                           }
-                         });
+    detail::for_each_row(
+        shape_, strides_, offset_, src.strides_, src.offset_,
+        [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd, std::int64_t ss) {
+          for (std::int64_t k = 0; k < n; ++k) {
+            if constexpr (std::is_same_v<T, BFloat16>)
+              dst[o + k * sd] = BFloat16(static_cast<float>(dst[o + k * sd]) +
+                                         static_cast<float>(sp[so + k * ss]));
+            else
+              dst[o + k * sd] += sp[so + k * ss];
+          }
+        });
   });
   return *this;
 }
@@ -245,8 +253,8 @@ double Tensor::item(std::initializer_list<std::int64_t> index) const {
   std::int64_t off = offset_;
   std::size_t d = 0;
   for (auto i : index) {
-    check_arg(i >= 0 && i < shape_[d], "core", "item: index {} out of range for dim {} ({})", i,
-              d, shape_[d]);
+    check_arg(i >= 0 && i < shape_[d], "core", "item: index {} out of range for dim {} ({})", i, d,
+              shape_[d]);
     off += i * strides_[d++];
   }
   check_cpu(*this, "item");
@@ -285,13 +293,12 @@ void for_each_pair(const Tensor& a, const Tensor& b, Fn&& fn) {
       using B = decltype(bt);
       const A* pa = static_cast<const A*>(a.storage()->data());
       const B* pb = static_cast<const B*>(b.storage()->data());
-      detail::for_each_row(a.shape(), a.strides(), a.storage_offset(), b.strides(),
-                           b.storage_offset(),
-                           [&](std::int64_t oa, std::int64_t ob, std::int64_t n, std::int64_t sa,
-                               std::int64_t sb) {
-                             for (std::int64_t k = 0; k < n; ++k)
-                               fn(as_double(pa[oa + k * sa]), as_double(pb[ob + k * sb]));
-                           });
+      detail::for_each_row(
+          a.shape(), a.strides(), a.storage_offset(), b.strides(), b.storage_offset(),
+          [&](std::int64_t oa, std::int64_t ob, std::int64_t n, std::int64_t sa, std::int64_t sb) {
+            for (std::int64_t k = 0; k < n; ++k)
+              fn(as_double(pa[oa + k * sa]), as_double(pb[ob + k * sb]));
+          });
     });
   });
 }

@@ -1,5 +1,7 @@
 #include "dtensor/core/version.h"
 
 namespace dtensor {
-std::string version() { return DTENSOR_VERSION_STRING; }
+std::string version() {
+  return DTENSOR_VERSION_STRING;
+}
 }  // namespace dtensor

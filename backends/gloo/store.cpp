@@ -45,13 +45,15 @@ class GlooBackedStore : public Store {
 
 std::shared_ptr<Store> open_store(const std::string& url, std::chrono::milliseconds timeout,
                                   const char* what) {
-  static const std::regex redis_re(R"(^redis://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})$)");
+  static const std::regex redis_re(
+      R"(^redis://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})$)");
   std::smatch m;
   if (url.rfind("redis://", 0) == 0) {
     check_arg(std::regex_match(url, m, redis_re), "store",
               "{}='{}' is not a valid Redis URL (expected redis://HOST:PORT)", what, url);
     const int port = std::stoi(m[2]);
-    check_arg(port > 0 && port < 65536, "store", "{}='{}': port {} is out of range", what, url, port);
+    check_arg(port > 0 && port < 65536, "store", "{}='{}': port {} is out of range", what, url,
+              port);
     std::unique_ptr<gloo::rendezvous::Store> s;
     gloo_backend::translate_errors("redis connect", [&] {
       s = std::make_unique<gloo::rendezvous::RedisStore>(m[1].str(), port);

@@ -1,1 +1,157 @@
+// Single-process tests of the core Tensor: views share storage, copies do not,
+// strided copies and conversions are exact, seeded random data is the same
+// wherever it is generated.
 #include <catch2/catch.hpp>
+#include <cstdint>
+
+#include "dtensor/core/tensor.h"
+
+using dtensor::DType;
+using dtensor::Shape;
+using dtensor::Tensor;
+
+namespace {
+// Fills t with its own row-major flat index, computed independently of Tensor's loops.
+void iota(Tensor& t) {
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    p[i] = static_cast<double>(i);
+}
+}  // namespace
+
+TEST_CASE("tensor storage is 64-byte aligned and shapes/strides are row-major", "[tensor]") {
+  for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
+    Tensor t = Tensor::empty({2, 3, 5}, dt);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 64 == 0);
+    REQUIRE(t.strides() == Shape{15, 5, 1});
+    REQUIRE(t.numel() == 30);
+    REQUIRE(t.nbytes() == 30 * dtensor::dtype_size(dt));
+    REQUIRE(t.is_contiguous());
+  }
+  Tensor z = Tensor::empty({4, 0, 3}, DType::F32);
+  REQUIRE(z.numel() == 0);
+  REQUIRE(z.defined());
+}
+
+TEST_CASE("narrow is a view sharing storage; contiguous copies only when needed", "[tensor]") {
+  Tensor t = Tensor::empty({3, 4, 5}, DType::F64);
+  iota(t);
+  Tensor v = t.narrow(2, 1, 3);
+  REQUIRE(v.shares_storage_with(t));
+  REQUIRE_FALSE(v.is_contiguous());
+  REQUIRE(v.shape() == Shape{3, 4, 3});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 3; ++k)
+        REQUIRE(v.item({i, j, k}) == i * 20 + j * 5 + (k + 1));
+  Tensor c = v.contiguous();
+  REQUIRE(c.is_contiguous());
+  REQUIRE_FALSE(c.shares_storage_with(t));
+  REQUIRE(dtensor::max_abs_diff(c, v) == 0.0);
+  Tensor row = t.narrow(0, 1, 1);
+  REQUIRE(row.is_contiguous());
+  REQUIRE(row.contiguous().shares_storage_with(t));
+  // Writes through a view land in the base tensor.
+  v.fill_(-1);
+  REQUIRE(t.item({2, 3, 1}) == -1);
+  REQUIRE(t.item({2, 3, 0}) == 2 * 20 + 3 * 5);
+  REQUIRE(t.item({2, 3, 4}) == 2 * 20 + 3 * 5 + 4);
+  // Negative dims count from the end.
+  REQUIRE(t.narrow(-1, 0, 2).shape() == Shape{3, 4, 2});
+}
+
+TEST_CASE("copy_ between strided views and across dtypes", "[tensor]") {
+  Tensor src = Tensor::empty({4, 6}, DType::F64);
+  iota(src);
+  Tensor dst = Tensor::zeros({4, 10}, DType::F32);
+  Tensor window = dst.narrow(1, 2, 6);
+  window.copy_(src);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 10; ++j) {
+      const double expect = (j >= 2 && j < 8) ? i * 6 + (j - 2) : 0.0;
+      REQUIRE(dst.item({i, j}) == expect);
+    }
+  // Into a strided destination from a strided source.
+  Tensor a = Tensor::zeros({4, 3}, DType::F64);
+  a.copy_(src.narrow(1, 3, 3));
+  REQUIRE(a.item({3, 2}) == 3 * 6 + 5);
+  REQUIRE_THROWS_AS(a.copy_(src), dtensor::InvalidArgument);
+}
+
+TEST_CASE("bf16 conversion rounds to nearest even and round-trips exactly representable values",
+          "[tensor][bf16]") {
+  Tensor t = Tensor::empty({5}, DType::F32);
+  float* p = t.data<float>();
+  p[0] = 1.0f;
+  p[1] = -2.5f;
+  p[2] = 1.0f + 1.0f / 256.0f;  // exactly halfway between two bf16 values: to even (1.0)
+  p[3] = 1.0f + 3.0f / 256.0f;  // halfway: to even (1 + 4/256)
+  p[4] = 3.0e38f;
+  Tensor b = t.to(DType::BF16);
+  REQUIRE(b.item({0}) == 1.0);
+  REQUIRE(b.item({1}) == -2.5);
+  REQUIRE(b.item({2}) == 1.0);
+  REQUIRE(b.item({3}) == 1.0 + 4.0 / 256.0);
+  REQUIRE(std::abs(b.item({4}) - 3.0e38) / 3.0e38 < 1.0 / 128);
+}
+
+TEST_CASE("seeded random fill is reproducible and rand_slice matches the whole", "[tensor][rand]") {
+  Tensor a = Tensor::rand({3, 7, 5}, DType::F64, 42);
+  Tensor b = Tensor::rand({3, 7, 5}, DType::F64, 42);
+  Tensor c = Tensor::rand({3, 7, 5}, DType::F64, 43);
+  REQUIRE(dtensor::max_abs_diff(a, b) == 0.0);
+  REQUIRE(dtensor::max_abs_diff(a, c) > 0.1);
+  REQUIRE(dtensor::max_abs(a) <= 1.0);
+  Tensor s = Tensor::rand_slice({3, 7, 5}, {1, 2, 1}, {2, 4, 3}, DType::F64, 42);
+  REQUIRE(dtensor::max_abs_diff(s, a.narrow(0, 1, 2).narrow(1, 2, 4).narrow(2, 1, 3)) == 0.0);
+  // f32 data is the f64 data rounded: the f64 oracle sees the same inputs.
+  Tensor f = Tensor::rand({3, 7, 5}, DType::F32, 42);
+  REQUIRE(dtensor::max_abs_diff(f, a) < 1e-7);
+  // The values spread over [-1, 1): mean near 0.
+  double sum = 0;
+  Tensor big = Tensor::rand({10000}, DType::F64, 7);
+  for (int i = 0; i < 10000; ++i)
+    sum += big.item({i});
+  REQUIRE(std::abs(sum / 10000) < 0.05);
+}
+
+TEST_CASE("add_ and fill_ on strided views", "[tensor]") {
+  Tensor t = Tensor::zeros({2, 5}, DType::F64);
+  Tensor ones = Tensor::full({2, 2}, 1.5, DType::F64);
+  t.narrow(1, 3, 2).add_(ones);
+  t.narrow(1, 3, 2).add_(ones);
+  REQUIRE(t.item({1, 4}) == 3.0);
+  REQUIRE(t.item({1, 2}) == 0.0);
+  REQUIRE_THROWS_AS(t.add_(ones), dtensor::InvalidArgument);
+}
+
+TEST_CASE("tensor errors are typed and name the operation", "[tensor][errors]") {
+  Tensor t = Tensor::zeros({2, 3}, DType::F32);
+  try {
+    t.narrow(1, 2, 5);
+    FAIL("expected an exception");
+  } catch (const dtensor::InvalidArgument& e) {
+    REQUIRE(std::string(e.what()).rfind("[dtensor.core] narrow", 0) == 0);
+  }
+  REQUIRE_THROWS_AS(t.data<double>(), dtensor::InvalidArgument);
+  REQUIRE_THROWS_AS(t.view({4}), dtensor::InvalidArgument);
+  REQUIRE_THROWS_AS(Tensor::empty({2, -1}, DType::F32), dtensor::InvalidArgument);
+  REQUIRE_THROWS_AS(t.item({2, 0}), dtensor::InvalidArgument);
+  REQUIRE_THROWS_AS(dtensor::parse_dtype("f16"), dtensor::InvalidArgument);
+  REQUIRE_THROWS_AS(Tensor::empty({2}, DType::F32, dtensor::Device::cuda(0)),
+                    dtensor::NotSupported);
+}
+
+TEST_CASE("parse_int_list accepts lists and names the parameter on bad input", "[core][parse]") {
+  REQUIRE(dtensor::parse_int_list("2,3,4", "--input") == Shape{2, 3, 4});
+  REQUIRE(dtensor::parse_int_list("2x2", "--mesh", 'x') == Shape{2, 2});
+  for (const char* bad : {"", "2,,3", "a", "2,3,", "1.5"}) {
+    INFO(bad);
+    try {
+      dtensor::parse_int_list(bad, "--input");
+      FAIL("expected an exception");
+    } catch (const dtensor::InvalidArgument& e) {
+      REQUIRE(std::string(e.what()).find("--input") != std::string::npos);
+    }
+  }
+}

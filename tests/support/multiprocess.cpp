@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -67,7 +68,9 @@ void run_as_rank(int call, const std::function<void(RankContext&)>& body, const 
 
 }  // namespace
 
-bool in_rank_process() { return std::getenv(kRankVar) != nullptr; }
+bool in_rank_process() {
+  return std::getenv(kRankVar) != nullptr;
+}
 
 std::string JobResult::report() const {
   std::ostringstream os;
@@ -84,7 +87,8 @@ std::string JobResult::report() const {
         rr.output.size() > keep ? "...\n" + rr.output.substr(rr.output.size() - keep) : rr.output;
     std::istringstream lines(tail);
     std::string line;
-    while (std::getline(lines, line)) os << "  [rank " << r << "] " << line << "\n";
+    while (std::getline(lines, line))
+      os << "  [rank " << r << "] " << line << "\n";
   }
   return os.str();
 }
@@ -115,7 +119,8 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
     spec.env["DTENSOR_STORE"] = "file:" + store_dir;
     spec.env["DTENSOR_TIMEOUT"] = std::to_string(o.comm_timeout.count() / 1000.0);
     if (auto it = o.rank_env.find(r); it != o.rank_env.end())
-      for (auto& [k, v] : it->second) spec.env[k] = v;
+      for (auto& [k, v] : it->second)
+        spec.env[k] = v;
     spec.output_file = job_dir.path() + "/rank" + std::to_string(r) + ".log";
     set.start(spec);
   }
@@ -144,7 +149,8 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
   std::vector<bool> running_at_deadline(static_cast<std::size_t>(world_size), false);
   if (!set.all_exited()) {
     result.deadline_passed = std::chrono::steady_clock::now() >= deadline;
-    for (int r = 0; r < world_size; ++r) running_at_deadline[r] = !set.status(r).exited;
+    for (int r = 0; r < world_size; ++r)
+      running_at_deadline[r] = !set.status(r).exited;
     set.stop_all(std::chrono::milliseconds(1000));
   }
   for (int r = 0; r < world_size; ++r) {
@@ -166,7 +172,8 @@ void run_ranks(int world_size, const std::function<void(RankContext&)>& body,
   JobResult res = run_ranks_collect(world_size, body, options);
   if (in_rank_process()) return;
   bool all_ok = !res.deadline_passed;
-  for (auto& r : res.ranks) all_ok = all_ok && r.ok;
+  for (auto& r : res.ranks)
+    all_ok = all_ok && r.ok;
   if (!all_ok) FAIL(res.report());
 }
 

@@ -23,7 +23,8 @@ std::string ExitStatus::describe() const {
   if (!exited) return "still running";
   if (signal != 0) {
     const char* name = sigabbrev_np(signal);
-    return "killed by signal " + std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "") +
+    return "killed by signal " + std::to_string(signal) +
+           (name ? std::string(" (SIG") + name + ")" : "") +
            (killed_by_us ? " after the job was stopped" : "");
   }
   return "exit code " + std::to_string(code);
@@ -45,18 +46,22 @@ void ProcessSet::start(const ProcessSpec& spec) {
     if (eq != std::string::npos && spec.env.count(kv.substr(0, eq))) continue;
     env_strings.push_back(std::move(kv));
   }
-  for (auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  for (auto& [k, v] : spec.env)
+    env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
-  for (auto& s : env_strings) envp.push_back(s.data());
+  for (auto& s : env_strings)
+    envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<std::string> argv_copy = spec.argv;
-  for (auto& s : argv_copy) argv.push_back(s.data());
+  for (auto& s : argv_copy)
+    argv.push_back(s.data());
   argv.push_back(nullptr);
 
   int pipefd[2] = {-1, -1};
   int file_fd = -1;
   if (spec.output_file.empty()) {
-    if (pipe2(pipefd, O_CLOEXEC) != 0) throw std::runtime_error("pipe: " + std::string(strerror(errno)));
+    if (pipe2(pipefd, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe: " + std::string(strerror(errno)));
   } else {
     file_fd = open(spec.output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (file_fd < 0) throw std::runtime_error("open " + spec.output_file + ": " + strerror(errno));
@@ -172,10 +177,12 @@ void ProcessSet::stop_all(std::chrono::milliseconds grace) {
       kill(p.pid, SIGTERM);
     }
   const auto until = std::chrono::steady_clock::now() + grace;
-  while (!all_exited() && std::chrono::steady_clock::now() < until) poll(std::chrono::milliseconds(20));
+  while (!all_exited() && std::chrono::steady_clock::now() < until)
+    poll(std::chrono::milliseconds(20));
   for (auto& p : procs_)
     if (!p.status.exited) kill(p.pid, SIGKILL);
-  while (!all_exited()) poll(std::chrono::milliseconds(20));
+  while (!all_exited())
+    poll(std::chrono::milliseconds(20));
 }
 
 WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadline) {

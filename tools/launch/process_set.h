@@ -14,8 +14,8 @@
 namespace dtensor::launch {
 
 struct ProcessSpec {
-  std::vector<std::string> argv;              // argv[0] is the program (PATH is searched)
-  std::map<std::string, std::string> env;     // added to (or overriding) this process's environment
+  std::vector<std::string> argv;           // argv[0] is the program (PATH is searched)
+  std::map<std::string, std::string> env;  // added to (or overriding) this process's environment
   /// Where stdout+stderr go: empty = forwarded line by line to our stdout with
   /// `line_prefix` in front; otherwise a file path (the harness reads it later).
   std::string output_file;

@@ -74,15 +74,17 @@ class ProcessGroup {
   virtual void broadcast(Tensor& t, int root) = 0;
   /// Rank r contributes `in` (counts[r] elements); `out` (sum of counts) receives
   /// every contribution in rank order. Uneven and zero counts are fine.
-  virtual void allgather(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts) = 0;
+  virtual void allgather(const Tensor& in, Tensor& out,
+                         const std::vector<std::int64_t>& counts) = 0;
   /// `in` holds size() consecutive blocks of counts[q] elements; rank r receives
   /// the reduction of everyone's block r in `out` (counts[r] elements).
-  virtual void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts,
+  virtual void reduce_scatter(const Tensor& in, Tensor& out,
+                              const std::vector<std::int64_t>& counts,
                               ReduceOp op = ReduceOp::Sum) = 0;
   /// `in` holds send_counts[q] elements for each rank q in order; `out` receives
   /// recv_counts[q] from each q in order.
-  virtual void all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts, Tensor& out,
-                          const std::vector<std::int64_t>& recv_counts) = 0;
+  virtual void all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts,
+                          Tensor& out, const std::vector<std::int64_t>& recv_counts) = 0;
   virtual void barrier() = 0;
 
   /// A group of the given members (ranks of THIS group, strictly increasing).

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian packages libdtensor builds and tests with. Idempotent:
+# it installs only what is missing, and does nothing when all is present.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libgloo-dev libhiredis-dev
+  libdnnl-dev ocl-icd-opencl-dev
+  libeigen3-dev libspdlog-dev libfmt-dev
+  catch2
+  redis-server
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    SUDO=sudo
+  else
+    echo "install-deps: not root. Run as root (or with sudo):" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+else
+  SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
