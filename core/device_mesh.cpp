@@ -1,0 +1,177 @@
+#include "dtensor/core/device_mesh.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dtensor/core/distributed.h"
+#include "dtensor/core/errors.h"
+#include "dtensor/core/logging.h"
+
+namespace dtensor {
+
+struct DeviceMesh::Impl {
+  DeviceType device_type;
+  Shape shape;
+  std::vector<int> ranks;
+  std::optional<std::vector<std::int64_t>> coord;
+  std::vector<std::shared_ptr<ProcessGroup>> dim_groups;
+  std::shared_ptr<ProcessGroup> mesh_group;
+};
+
+namespace {
+
+std::vector<int> iota_ranks(const Shape& shape) {
+  std::vector<int> r(static_cast<std::size_t>(shape_numel(shape)));
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int>(i);
+  return r;
+}
+
+// Group of `members` (world ranks) from the world group: the world itself when
+// it is exactly the world, so a 1-D mesh over everyone opens no new connections.
+std::shared_ptr<ProcessGroup> group_of(const std::shared_ptr<ProcessGroup>& world,
+                                       const std::vector<int>& members) {
+  bool is_world = static_cast<int>(members.size()) == world->size();
+  for (std::size_t i = 0; is_world && i < members.size(); ++i)
+    is_world = members[i] == static_cast<int>(i);
+  if (is_world) return world;
+  // Subgroup members are addressed by rank in the world group; the group
+  // orders them ascending, so sort and keep the mesh order by mapping below.
+  return world->new_subgroup(members);
+}
+
+}  // namespace
+
+DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape)
+    : DeviceMesh(device_type, shape, iota_ranks(shape)) {}
+
+DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::vector<int>& ranks)
+    : DeviceMesh(device_type, shape, ranks, world()) {}
+
+DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::vector<int>& ranks,
+                       std::shared_ptr<ProcessGroup> world_group) {
+  check_arg(world_group != nullptr, "mesh", "DeviceMesh: no world group");
+  check_arg(!shape.empty() && shape.size() <= 3, "mesh",
+            "mesh shape: {} has {} dims; 1, 2 or 3 are supported", shape_str(shape), shape.size());
+  for (auto s : shape)
+    check_arg(s >= 1, "mesh", "mesh shape: every dim must be >= 1, got {}", shape_str(shape));
+  check_arg(shape_numel(shape) == static_cast<std::int64_t>(ranks.size()), "mesh",
+            "mesh shape {} holds {} ranks but {} were given", shape_str(shape), shape_numel(shape),
+            ranks.size());
+  check_arg(static_cast<std::int64_t>(ranks.size()) <= world_group->size(), "mesh",
+            "mesh shape {} needs {} ranks but the world has {}", shape_str(shape), ranks.size(),
+            world_group->size());
+  std::set<int> seen;
+  for (int r : ranks) {
+    check_arg(r >= 0 && r < world_group->size(), "mesh",
+              "mesh ranks: rank {} is outside the world [0, {})", r, world_group->size());
+    check_arg(seen.insert(r).second, "mesh", "mesh ranks: rank {} appears twice", r);
+  }
+  auto impl = std::make_shared<Impl>();
+  impl->device_type = device_type;
+  impl->shape = shape;
+  impl->ranks = ranks;
+  const int me = world_group->rank();
+  auto it = std::find(ranks.begin(), ranks.end(), me);
+  if (it != ranks.end()) {
+    std::int64_t flat = it - ranks.begin();
+    std::vector<std::int64_t> c(shape.size());
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      c[d] = flat % shape[d];
+      flat /= shape[d];
+    }
+    impl->coord = c;
+    // Groups are created in a fixed order (dim 0, 1, ..., then the whole mesh)
+    // on every member, which is what subgroup creation requires.
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      std::vector<int> members;
+      std::vector<std::int64_t> cc = c;
+      for (std::int64_t i = 0; i < shape[d]; ++i) {
+        cc[d] = i;
+        std::int64_t f = 0;
+        for (std::size_t k = 0; k < shape.size(); ++k) f = f * shape[k] + cc[k];
+        members.push_back(ranks[static_cast<std::size_t>(f)]);
+      }
+      check_arg(std::is_sorted(members.begin(), members.end()), "mesh",
+                "mesh ranks: along each mesh dim the ranks must increase (dim {} has {})", d,
+                fmt::join(members, ","));
+      impl->dim_groups.push_back(group_of(world_group, members));
+    }
+    std::vector<int> all = ranks;
+    std::sort(all.begin(), all.end());
+    impl->mesh_group = shape.size() == 1 ? impl->dim_groups[0] : group_of(world_group, all);
+  }
+  impl_ = std::move(impl);
+  log::debug("created {}", str());
+}
+
+DeviceType DeviceMesh::device_type() const { return impl_->device_type; }
+std::int64_t DeviceMesh::ndim() const { return static_cast<std::int64_t>(impl_->shape.size()); }
+std::int64_t DeviceMesh::size(std::int64_t dim) const {
+  return impl_->shape[normalize_dim(dim, ndim(), "mesh dim")];
+}
+std::int64_t DeviceMesh::size() const { return shape_numel(impl_->shape); }
+const Shape& DeviceMesh::shape() const { return impl_->shape; }
+const std::vector<int>& DeviceMesh::ranks() const { return impl_->ranks; }
+const std::optional<std::vector<std::int64_t>>& DeviceMesh::get_coordinate() const {
+  return impl_->coord;
+}
+
+std::int64_t DeviceMesh::get_local_rank(std::int64_t dim) const {
+  check_arg(impl_->coord.has_value(), "mesh", "get_local_rank: this rank is not in {}", str());
+  return (*impl_->coord)[normalize_dim(dim, ndim(), "mesh dim")];
+}
+
+std::shared_ptr<ProcessGroup> DeviceMesh::get_group(std::int64_t dim) const {
+  check_arg(impl_->coord.has_value(), "mesh", "get_group: this rank is not in {}", str());
+  return impl_->dim_groups[normalize_dim(dim, ndim(), "mesh dim")];
+}
+
+std::shared_ptr<ProcessGroup> DeviceMesh::get_mesh_group() const {
+  check_arg(impl_->coord.has_value(), "mesh", "get_mesh_group: this rank is not in {}", str());
+  return impl_->mesh_group;
+}
+
+int DeviceMesh::rank_at(const std::vector<std::int64_t>& c) const {
+  check_arg(c.size() == impl_->shape.size(), "mesh", "rank_at: coordinate of rank {} for a {}-D mesh",
+            c.size(), impl_->shape.size());
+  std::int64_t f = 0;
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    check_arg(c[k] >= 0 && c[k] < impl_->shape[k], "mesh", "rank_at: coordinate out of range");
+    f = f * impl_->shape[k] + c[k];
+  }
+  return impl_->ranks[static_cast<std::size_t>(f)];
+}
+
+std::optional<std::vector<std::int64_t>> DeviceMesh::coordinate_of(int world_rank) const {
+  auto it = std::find(impl_->ranks.begin(), impl_->ranks.end(), world_rank);
+  if (it == impl_->ranks.end()) return std::nullopt;
+  std::int64_t flat = it - impl_->ranks.begin();
+  std::vector<std::int64_t> c(impl_->shape.size());
+  for (std::size_t d = c.size(); d-- > 0;) {
+    c[d] = flat % impl_->shape[d];
+    flat /= impl_->shape[d];
+  }
+  return c;
+}
+
+bool DeviceMesh::operator==(const DeviceMesh& o) const {
+  return impl_ == o.impl_ || (impl_->device_type == o.impl_->device_type &&
+                              impl_->shape == o.impl_->shape && impl_->ranks == o.impl_->ranks);
+}
+
+std::size_t DeviceMesh::hash() const {
+  std::size_t h = static_cast<std::size_t>(impl_->device_type) + 0x51ed27ull;
+  for (auto s : impl_->shape) h = h * 1000003u ^ static_cast<std::size_t>(s);
+  for (auto r : impl_->ranks) h = h * 1000003u ^ static_cast<std::size_t>(r);
+  return h;
+}
+
+std::string DeviceMesh::str() const {
+  return fmt::format("DeviceMesh({}, {}, ranks=[{}])", device_type_name(impl_->device_type),
+                     shape_str(impl_->shape), fmt::join(impl_->ranks, ", "));
+}
+
+}  // namespace dtensor

@@ -1,0 +1,48 @@
+// DTensor: a local tensor plus the spec that says which part of the global
+// tensor it is. The entry points mirror PyTorch DTensor.
+#pragma once
+
+#include <optional>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/placement/dtensor_spec.h"
+
+namespace dtensor {
+
+class DTensor {
+ public:
+  DTensor(Tensor local, DTensorSpec spec);
+
+  /// Wraps each rank's local tensor. Without `global_shape`, one collective
+  /// over the mesh derives it from all local shapes and checks that they fit
+  /// the placements; with it, the local shape is checked against the spec.
+  static DTensor from_local(const Tensor& local, const DeviceMesh& mesh,
+                            const Placements& placements,
+                            const std::optional<Shape>& global_shape = std::nullopt);
+
+  const Tensor& to_local() const { return local_; }
+  const DTensorSpec& spec() const { return spec_; }
+  const DeviceMesh& mesh() const { return spec_.mesh(); }
+  const Placements& placements() const { return spec_.placements(); }
+  const Shape& shape() const { return spec_.shape(); }
+  DType dtype() const { return spec_.dtype(); }
+
+  /// The same tensor with other placements (same mesh). Returns *this (sharing
+  /// the local tensor) when nothing changes; otherwise a fresh local tensor.
+  DTensor redistribute(const DeviceMesh& mesh, const Placements& placements) const;
+  /// The whole global tensor on every rank of the mesh.
+  Tensor full_tensor() const;
+
+ private:
+  Tensor local_;
+  DTensorSpec spec_;
+};
+
+/// Splits `global` (given on world rank `src`; other ranks may pass an
+/// undefined Tensor) over the mesh. `src` sends each rank only its part.
+/// Partial(sum) placements put the value on index 0 of that mesh dim and zeros
+/// elsewhere; Partial(avg|max|min) put it everywhere.
+DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh, const Placements& placements,
+                          int src = 0);
+
+}  // namespace dtensor

@@ -1,0 +1,46 @@
+// The redistribute planner: from a spec and target placements, the sequence
+// of one-mesh-dim transitions that gets there, each moving as little as
+// possible and never gathering a nested shard more than needed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/placement/dtensor_spec.h"
+
+namespace dtensor {
+
+struct RedistributeStep {
+  enum class Kind {
+    AllGather,      // S(d) -> R
+    AllReduce,      // P -> R
+    ReduceScatter,  // P -> S(d)
+    AllToAll,       // S(d) -> S(d')
+    LocalChunk,     // R -> S(d)
+    ToPartial,      // R -> P
+  };
+  Kind kind;
+  std::int64_t mesh_dim;
+  Placement from;
+  Placement to;
+  std::string str() const;  // "mesh dim 1: S(2) -> R (all-gather)"
+};
+
+/// Plans src -> dst. InvalidArgument for S -> P, or placements that don't fit.
+std::vector<RedistributeStep> plan_redistribute(const DTensorSpec& src, const Placements& dst);
+
+/// Runs one step on this rank's local tensor: `from` is the spec before the
+/// step, `to` the spec after it. Collective over mesh dim `step.mesh_dim`.
+Tensor apply_redistribute_step(const Tensor& local, const DTensorSpec& from, const DTensorSpec& to,
+                               const RedistributeStep& step);
+
+/// Checks cheaply that every rank of `group` passed the same `fingerprint`
+/// (one small all-reduce). On disagreement every rank throws the same
+/// InvalidArgument naming `what`. With DTENSOR_DEBUG=1 the full descriptions
+/// are compared and the message shows each rank's.
+void check_ranks_agree(ProcessGroup& group, std::size_t fingerprint, const std::string& what,
+                       const std::string& description);
+
+}  // namespace dtensor

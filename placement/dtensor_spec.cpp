@@ -1,0 +1,92 @@
+#include "dtensor/placement/dtensor_spec.h"
+
+#include "dtensor/core/errors.h"
+#include "dtensor/placement/chunk.h"
+
+namespace dtensor {
+
+DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, Shape global_shape, DType dtype)
+    : mesh_(std::move(mesh)), placements_(std::move(placements)), shape_(std::move(global_shape)),
+      dtype_(dtype) {
+  check_arg(static_cast<std::int64_t>(placements_.size()) == mesh_.ndim(), "placement",
+            "placements: {} given ({}) for a {}-D mesh; one per mesh dim is needed",
+            placements_.size(), placements_str(placements_), mesh_.ndim());
+  for (auto e : shape_)
+    check_arg(e >= 0, "placement", "global shape {} has a negative extent", shape_str(shape_));
+  for (auto& p : placements_) {
+    if (p.is_shard())
+      check_arg(p.dim() >= -ndim() && p.dim() < ndim(), "placement",
+                "placements: {} is out of range for a tensor of rank {}", p.str(), ndim());
+    p = p.normalized(ndim());
+  }
+}
+
+Shape DTensorSpec::local_shape_at(const std::vector<std::int64_t>& c) const {
+  Shape s = shape_;
+  for (std::size_t i = 0; i < placements_.size(); ++i)
+    if (placements_[i].is_shard()) {
+      const auto d = placements_[i].dim();
+      s[d] = chunk_extent(s[d], mesh_.size(static_cast<std::int64_t>(i)), c[i]).length;
+    }
+  return s;
+}
+
+Shape DTensorSpec::global_offset_at(const std::vector<std::int64_t>& c) const {
+  Shape s = shape_, off(shape_.size(), 0);
+  for (std::size_t i = 0; i < placements_.size(); ++i)
+    if (placements_[i].is_shard()) {
+      const auto d = placements_[i].dim();
+      const Extent e = chunk_extent(s[d], mesh_.size(static_cast<std::int64_t>(i)), c[i]);
+      off[d] += e.offset;
+      s[d] = e.length;
+    }
+  return off;
+}
+
+Shape DTensorSpec::local_shape() const {
+  const auto& c = mesh_.get_coordinate();
+  return c ? local_shape_at(*c) : Shape(shape_.size(), 0);
+}
+
+Shape DTensorSpec::global_offset() const {
+  const auto& c = mesh_.get_coordinate();
+  return c ? global_offset_at(*c) : Shape(shape_.size(), 0);
+}
+
+bool DTensorSpec::is_replicated() const {
+  for (auto& p : placements_)
+    if (!p.is_replicate()) return false;
+  return true;
+}
+
+bool DTensorSpec::has_partial() const {
+  for (auto& p : placements_)
+    if (p.is_partial()) return true;
+  return false;
+}
+
+std::vector<std::int64_t> DTensorSpec::mesh_dims_sharding(std::int64_t d) const {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < placements_.size(); ++i)
+    if (placements_[i].is_shard(d)) out.push_back(static_cast<std::int64_t>(i));
+  return out;
+}
+
+bool DTensorSpec::operator==(const DTensorSpec& o) const {
+  return dtype_ == o.dtype_ && shape_ == o.shape_ && placements_ == o.placements_ &&
+         mesh_ == o.mesh_;
+}
+
+std::size_t DTensorSpec::hash() const {
+  std::size_t h = mesh_.hash() ^ (static_cast<std::size_t>(dtype_) + 0x9e3779b97f4a7c15ull);
+  for (auto& p : placements_) h = h * 1000003u ^ p.hash();
+  for (auto e : shape_) h = h * 1000003u ^ static_cast<std::size_t>(e);
+  return h;
+}
+
+std::string DTensorSpec::str() const {
+  return fmt::format("DTensorSpec({}, {}, [{}] on {})", dtype_name(dtype_), shape_str(shape_),
+                     placements_str(placements_), mesh_.str());
+}
+
+}  // namespace dtensor

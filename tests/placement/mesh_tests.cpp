@@ -1,0 +1,72 @@
+// DeviceMesh: coordinates, per-dimension groups, meshes over some of the ranks.
+#include <catch2/catch.hpp>
+
+#include "dtensor/core/device_mesh.h"
+#include "tests/support/multiprocess.h"
+
+using namespace dtensor;
+using dtensor::testing::RankContext;
+using dtensor::testing::run_ranks;
+
+TEST_CASE("2x2 mesh: coordinates, local ranks and row/column groups P=4", "[mesh][mp]") {
+  run_ranks(4, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {2, 2});
+    const auto c = *mesh.get_coordinate();
+    REQUIRE(c == std::vector<std::int64_t>{ctx.rank / 2, ctx.rank % 2});
+    REQUIRE(mesh.get_local_rank(0) == ctx.rank / 2);
+    REQUIRE(mesh.get_local_rank(1) == ctx.rank % 2);
+    REQUIRE(mesh.get_group(0)->size() == 2);
+    REQUIRE(mesh.get_group(0)->rank() == ctx.rank / 2);
+    REQUIRE(mesh.get_group(1)->rank() == ctx.rank % 2);
+    // Sum of world ranks over each group, checked against the layout.
+    Tensor t = Tensor::full({1}, ctx.rank, DType::F64);
+    mesh.get_group(0)->allreduce(t);
+    REQUIRE(t.item({0}) == 2 * (ctx.rank % 2) + 2);  // column: r%2 + (r%2 + 2)
+    Tensor u = Tensor::full({1}, ctx.rank, DType::F64);
+    mesh.get_group(1)->allreduce(u);
+    REQUIRE(u.item({0}) == 4 * (ctx.rank / 2) + 1);  // row: 2k + 2k+1
+    REQUIRE(mesh.rank_at({1, 0}) == 2);
+    REQUIRE(mesh.str() == "DeviceMesh(cpu, [2, 2], ranks=[0, 1, 2, 3])");
+  });
+}
+
+TEST_CASE("mesh over some of the world's ranks: outsiders have no coordinate P=4", "[mesh][mp]") {
+  run_ranks(4, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {2}, {1, 3});
+    if (ctx.rank == 1 || ctx.rank == 3) {
+      REQUIRE(mesh.get_coordinate().has_value());
+      REQUIRE(mesh.get_local_rank(0) == ctx.rank / 2);
+      Tensor t = Tensor::full({1}, ctx.rank, DType::F64);
+      mesh.get_group(0)->allreduce(t);
+      REQUIRE(t.item({0}) == 4.0);
+    } else {
+      REQUIRE_FALSE(mesh.get_coordinate().has_value());
+      REQUIRE_THROWS_AS(mesh.get_group(0), InvalidArgument);
+    }
+  });
+}
+
+TEST_CASE("3-D mesh 2x1x2: groups per dim have sizes 2, 1, 2 P=4", "[mesh][mp]") {
+  run_ranks(4, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2, 1, 2});
+    REQUIRE(mesh.ndim() == 3);
+    REQUIRE(mesh.get_group(0)->size() == 2);
+    REQUIRE(mesh.get_group(1)->size() == 1);
+    REQUIRE(mesh.get_group(2)->size() == 2);
+    Tensor t = Tensor::full({3}, 1.0, DType::F32);
+    mesh.get_group(1)->allreduce(t);  // a one-rank group: unchanged, no traffic
+    REQUIRE(t.item({2}) == 1.0);
+  });
+}
+
+TEST_CASE("mesh errors: size larger than the world, repeated ranks, bad shapes P=2",
+          "[mesh][errors][mp]") {
+  run_ranks(2, [](RankContext&) {
+    REQUIRE_THROWS_AS(DeviceMesh(DeviceType::CPU, {4}), InvalidArgument);
+    REQUIRE_THROWS_AS(DeviceMesh(DeviceType::CPU, {2}, {0, 0}), InvalidArgument);
+    REQUIRE_THROWS_AS(DeviceMesh(DeviceType::CPU, {2}, {0, 2}), InvalidArgument);
+    REQUIRE_THROWS_AS(DeviceMesh(DeviceType::CPU, {0}), InvalidArgument);
+    REQUIRE_THROWS_AS(DeviceMesh(DeviceType::CPU, {1, 1, 1, 2}), InvalidArgument);
+    REQUIRE_THROWS_AS(DeviceMesh(DeviceType::CPU, {3}, {0, 1}), InvalidArgument);
+  });
+}

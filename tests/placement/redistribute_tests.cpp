@@ -1,0 +1,310 @@
+// Multi-process redistribute tests: every transition pair on 1-D meshes
+// (P = 1..5) and from every placement pair on a 2x2 mesh, uneven and empty
+// shards, exact round trips and Partial sums, and the error cases.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "dtensor/core/device_mesh.h"
+#include "dtensor/placement/dtensor.h"
+#include "dtensor/placement/redistribute.h"
+#include "tests/placement/redistribute_oracle.h"
+#include "tests/support/multiprocess.h"
+#include "tests/support/registration.h"
+
+using namespace dtensor;
+using dtensor::testing::oracle_local;
+using dtensor::testing::RankContext;
+using dtensor::testing::register_test;
+using dtensor::testing::run_ranks;
+
+namespace {
+
+const std::vector<Placement> kPlacements = {Shard(0), Shard(1), Replicate(), Partial()};
+
+// Checks src -> dst on this rank: the local result is exactly the oracle's,
+// the full tensor is G, and (without Partial in src) going back gives the
+// original local tensor bit for bit.
+void check_transition(const DeviceMesh& mesh, const Shape& gshape, DType dtype,
+                      const Placements& src, const Placements& dst) {
+  INFO("redistribute [" << placements_str(src) << "] -> [" << placements_str(dst) << "] of "
+                        << shape_str(gshape) << " on " << mesh.str());
+  const Tensor G = testing::integer_tensor(gshape, dtype, 7);
+  const auto coord = *mesh.get_coordinate();
+  std::vector<bool> src_split(src.size(), true), dst_split(src.size());
+  for (std::size_t i = 0; i < src.size(); ++i) dst_split[i] = src[i] == dst[i];
+  const Tensor local = oracle_local(G, mesh.shape(), src, coord, src_split);
+  DTensor x = DTensor::from_local(local, mesh, src, gshape);
+  DTensor y = x.redistribute(mesh, dst);
+  REQUIRE(y.placements() == dst);
+  const Tensor expect = oracle_local(G, mesh.shape(), dst, coord, dst_split);
+  REQUIRE(y.to_local().shape() == expect.shape());
+  REQUIRE(max_abs_diff(y.to_local(), expect) == 0.0);
+  REQUIRE(max_abs_diff(y.full_tensor(), G) == 0.0);
+  // The input is never modified.
+  REQUIRE(max_abs_diff(x.to_local(), local) == 0.0);
+  bool src_partial = false;
+  for (auto& p : src) src_partial = src_partial || p.is_partial();
+  if (!src_partial) {
+    DTensor back = y.redistribute(mesh, src);
+    REQUIRE(max_abs_diff(back.to_local(), local) == 0.0);
+  }
+}
+
+bool is_error_pair(const Placements& src, const Placements& dst) {
+  for (std::size_t i = 0; i < src.size(); ++i)
+    if (src[i].is_shard() && dst[i].is_partial()) return true;
+  return false;
+}
+
+void check_error_pair(const DeviceMesh& mesh, const Shape& gshape, const Placements& src,
+                      const Placements& dst) {
+  const Tensor G = testing::integer_tensor(gshape, DType::F64, 7);
+  const Tensor local = oracle_local(G, mesh.shape(), src, *mesh.get_coordinate(),
+                                    std::vector<bool>(src.size(), true));
+  DTensor x = DTensor::from_local(local, mesh, src, gshape);
+  try {
+    x.redistribute(mesh, dst);
+    FAIL("expected InvalidArgument for " << placements_str(src) << " -> " << placements_str(dst));
+  } catch (const InvalidArgument& e) {
+    REQUIRE(std::string(e.what()).find("not supported") != std::string::npos);
+  }
+}
+
+std::string shape_tag(const Shape& g, const Shape& mesh) {
+  bool even = true, empty = false;
+  for (auto L : g)
+    for (auto n : mesh) {
+      even = even && L % n == 0;
+      empty = empty || (L + n - 1) / n * (n - 1) >= L;
+    }
+  return empty ? "empty shards" : even ? "even" : "uneven";
+}
+
+DTENSOR_TEST_REGISTRAR {
+  // 1-D meshes: every (src, dst) pair for P = 1..4 on a 10x7 tensor (10 over
+  // 4 -> 3,3,3,1), and P = 5 on 8x5 (8 over 5 -> 2,2,2,2,0).
+  for (int P = 1; P <= 5; ++P) {
+    const Shape g = P == 5 ? Shape{8, 5} : Shape{10, 7};
+    for (const auto& s : kPlacements)
+      for (const auto& d : kPlacements) {
+        const Placements src{s}, dst{d};
+        const bool err = is_error_pair(src, dst);
+        if (err && P > 2) continue;  // the error is checked at P = 1, 2
+        const std::string name = fmt::format("redistribute {}->{} {} P={}{}", s.str(), d.str(),
+                                             shape_tag(g, {P}), P, err ? " is an error" : "");
+        register_test(name, "[redistribute][mp]", [=] {
+          run_ranks(P, [=](RankContext&) {
+            DeviceMesh mesh(DeviceType::CPU, {P});
+            if (err)
+              check_error_pair(mesh, g, src, dst);
+            else
+              check_transition(mesh, g, DType::F64, src, dst);
+          });
+        });
+      }
+  }
+  // 2x2 mesh: from each placement pair to every other (nested shards like
+  // S(0),S(0) included), on an uneven 10x7 tensor.
+  for (const auto& s0 : kPlacements)
+    for (const auto& s1 : kPlacements) {
+      const Placements src{s0, s1};
+      const std::string name =
+          fmt::format("redistribute 2x2 mesh from [{}] to every placement pair uneven",
+                      placements_str(src));
+      register_test(name, "[redistribute][mp][2d]", [=] {
+        run_ranks(4, [=](RankContext&) {
+          DeviceMesh mesh(DeviceType::CPU, {2, 2});
+          for (const auto& d0 : kPlacements)
+            for (const auto& d1 : kPlacements) {
+              const Placements dst{d0, d1};
+              if (is_error_pair(src, dst))
+                check_error_pair(mesh, {10, 7}, src, dst);
+              else
+                check_transition(mesh, {10, 7}, DType::F64, src, dst);
+            }
+        });
+      });
+    }
+}
+
+}  // namespace
+
+TEST_CASE("redistribute f32 and bf16 integer data exactly on a 1-D mesh P=3", "[redistribute][mp]") {
+  run_ranks(3, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {3});
+    for (DType dt : {DType::F32, DType::BF16})
+      for (const auto& s : kPlacements)
+        for (const auto& d : kPlacements)
+          if (!is_error_pair({s}, {d})) check_transition(mesh, {7, 10, 3}, dt, {s}, {d});
+  });
+}
+
+TEST_CASE("redistribute on a 2x1x2 mesh with a 3-D tensor, S(2)->S(0) all-to-all P=4",
+          "[redistribute][mp][3d]") {
+  run_ranks(4, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2, 1, 2});
+    check_transition(mesh, {5, 3, 9}, DType::F64, {Shard(0), Replicate(), Shard(2)},
+                     {Shard(0), Replicate(), Shard(1)});
+    check_transition(mesh, {5, 3, 9}, DType::F64, {Shard(2), Partial(), Shard(2)},
+                     {Replicate(), Shard(1), Shard(0)});
+    check_transition(mesh, {5, 3, 9}, DType::F64, {Partial(), Shard(0), Partial()},
+                     {Shard(2), Replicate(), Shard(2)});
+  });
+}
+
+TEST_CASE("redistribute plans: all-to-all for S(i)->S(j), no step when unchanged, nested shards "
+          "regathered",
+          "[redistribute][plan][mp]") {
+  run_ranks(4, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2, 2});
+    using K = RedistributeStep::Kind;
+    auto plan = [&](Placements s, Placements d) {
+      return plan_redistribute(DTensorSpec(mesh, s, {8, 8}, DType::F32), d);
+    };
+    REQUIRE(plan({Shard(0), Shard(1)}, {Shard(0), Shard(1)}).empty());
+    auto p = plan({Shard(0), Replicate()}, {Shard(1), Replicate()});
+    REQUIRE(p.size() == 1);
+    REQUIRE(p[0].kind == K::AllToAll);
+    // S(0),S(0) -> R,S(0): mesh dim 1's shard is nested in mesh dim 0's, so it
+    // is gathered first, then re-cut from the whole.
+    p = plan({Shard(0), Shard(0)}, {Replicate(), Shard(0)});
+    REQUIRE(p.size() == 3);
+    REQUIRE(p[0].mesh_dim == 1);
+    REQUIRE(p[0].kind == K::AllGather);
+    REQUIRE(p[1].mesh_dim == 0);
+    REQUIRE(p[1].kind == K::AllGather);
+    REQUIRE(p[2].kind == K::LocalChunk);
+    // S(0),S(1) -> R,S(1): the inner shard is on another dim; only mesh dim 0 moves.
+    p = plan({Shard(0), Shard(1)}, {Replicate(), Shard(1)});
+    REQUIRE(p.size() == 1);
+    REQUIRE(p[0].kind == K::AllGather);
+    p = plan({Partial(), Replicate()}, {Shard(0), Replicate()});
+    REQUIRE(p.size() == 1);
+    REQUIRE(p[0].kind == K::ReduceScatter);
+  });
+}
+
+TEST_CASE("redistribute Partial(avg), Partial(max), Partial(min) reduce correctly P=3",
+          "[redistribute][partial][mp]") {
+  run_ranks(3, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {3});
+    const Tensor G = testing::integer_tensor({6, 4}, DType::F64, 3);
+    // avg: rank r holds G + (r - 1) * 6: the mean is G.
+    Tensor a = G.clone();
+    a.add_(Tensor::full({6, 4}, 6.0 * (ctx.rank - 1), DType::F64));
+    auto avg = DTensor::from_local(a, mesh, {Partial(ReduceOp::Avg)}, Shape{6, 4});
+    REQUIRE(max_abs_diff(avg.full_tensor(), G) == 0.0);
+    // max: rank r holds G - r, the max is G (rank 0); min: G + r -> G.
+    Tensor m = G.clone();
+    m.add_(Tensor::full({6, 4}, -ctx.rank, DType::F64));
+    auto mx = DTensor::from_local(m, mesh, {Partial(ReduceOp::Max)}, Shape{6, 4});
+    REQUIRE(max_abs_diff(mx.redistribute(mesh, {Shard(0)}).to_local(),
+                         G.narrow(0, 2 * ctx.rank, 2)) == 0.0);
+    Tensor n = G.clone();
+    n.add_(Tensor::full({6, 4}, ctx.rank, DType::F64));
+    auto mn = DTensor::from_local(n, mesh, {Partial(ReduceOp::Min)}, Shape{6, 4});
+    REQUIRE(max_abs_diff(mn.full_tensor(), G) == 0.0);
+  });
+}
+
+TEST_CASE("redistribute round trips through every placement give back the original exactly P=4",
+          "[redistribute][roundtrip][mp]") {
+  run_ranks(4, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2, 2});
+    const Tensor G = Tensor::rand({9, 11, 5}, DType::F32, 99);  // not integers: bits must survive
+    DTensor x = distribute_tensor(G, mesh, {Shard(2), Shard(0)});
+    DTensor cur = x;
+    const std::vector<Placements> chain = {{Shard(0), Shard(0)}, {Replicate(), Shard(1)},
+                                           {Shard(1), Shard(2)}, {Partial(), Replicate()},
+                                           {Shard(2), Partial()}, {Replicate(), Replicate()},
+                                           {Shard(2), Shard(0)}};
+    for (const auto& p : chain) cur = cur.redistribute(mesh, p);
+    REQUIRE(max_abs_diff(cur.to_local(), x.to_local()) == 0.0);
+  });
+}
+
+TEST_CASE("redistribute errors: placement count, dim out of range, another mesh",
+          "[redistribute][errors][mp]") {
+  run_ranks(2, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2});
+    DTensor x = distribute_tensor(Tensor::rand({4, 4}, DType::F32, 1), mesh, {Shard(0)});
+    REQUIRE_THROWS_AS(x.redistribute(mesh, {Shard(0), Replicate()}), InvalidArgument);
+    REQUIRE_THROWS_AS(x.redistribute(mesh, {Shard(2)}), InvalidArgument);
+    DeviceMesh other(DeviceType::CPU, {1}, {0});
+    REQUIRE_THROWS_AS(x.redistribute(other, {Replicate()}), InvalidArgument);
+  });
+}
+
+TEST_CASE("redistribute with ranks disagreeing on the target fails on every rank, no hang P=3",
+          "[redistribute][errors][agreement][mp]") {
+  run_ranks(3, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {3});
+    DTensor x = distribute_tensor(Tensor::rand({6, 6}, DType::F32, 1), mesh, {Shard(0)});
+    const Placements target = ctx.rank == 1 ? Placements{Shard(1)} : Placements{Replicate()};
+    try {
+      x.redistribute(mesh, target);
+      FAIL("expected a disagreement error");
+    } catch (const InvalidArgument& e) {
+      REQUIRE(std::string(e.what()).find("disagree") != std::string::npos);
+    }
+  });
+}
+
+TEST_CASE("redistribute disagreement with DTENSOR_DEBUG=1 lists every rank's arguments P=2",
+          "[redistribute][errors][agreement][mp]") {
+  testing::RunOptions o;
+  o.env.emplace("DTENSOR_DEBUG", "1");
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        DeviceMesh mesh(DeviceType::CPU, {2});
+        DTensor x = distribute_tensor(Tensor::rand({6, 6}, DType::F32, 1), mesh, {Shard(0)});
+        try {
+          x.redistribute(mesh, ctx.rank == 0 ? Placements{Shard(1)} : Placements{Replicate()});
+          FAIL("expected a disagreement error");
+        } catch (const InvalidArgument& e) {
+          const std::string m = e.what();
+          REQUIRE(m.find("rank 0: ") != std::string::npos);
+          REQUIRE(m.find("-> [S(1)]") != std::string::npos);
+          REQUIRE(m.find("-> [R]") != std::string::npos);
+        }
+      },
+      o);
+}
+
+TEST_CASE("from_local derives uneven global shapes and rejects shards that break the chunk rule",
+          "[dtensor][from_local][mp]") {
+  run_ranks(4, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {2, 2});
+    // 10 rows over mesh dim 0 (5,5), then 5 over mesh dim 1 (3,2): nested S(0),S(0).
+    const std::int64_t rows = ctx.rank % 2 == 0 ? 3 : 2;
+    auto x = DTensor::from_local(Tensor::zeros({rows, 3}, DType::F32), mesh, {Shard(0), Shard(0)});
+    REQUIRE(x.shape() == Shape{10, 3});
+    auto y = DTensor::from_local(Tensor::zeros({2, 3 + ctx.rank % 2}, DType::F32), mesh,
+                                 {Replicate(), Shard(1)});
+    REQUIRE(y.shape() == Shape{2, 7});
+    // Rank 3 claims 3 columns where 7 over 2 gives 4 then 3: shapes don't fit.
+    const std::int64_t bad_cols = ctx.rank % 2 == 0 ? 3 : 4;
+    REQUIRE_THROWS_AS(
+        DTensor::from_local(Tensor::zeros({2, bad_cols}, DType::F32), mesh, {Replicate(), Shard(1)}),
+        InvalidArgument);
+  });
+}
+
+TEST_CASE("distribute_tensor from a non-zero source sends each rank only its part P=3",
+          "[dtensor][distribute][mp]") {
+  run_ranks(3, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {3});
+    const Tensor G = Tensor::rand({7, 5}, DType::F64, 5);
+    auto before = ctx.pg->counters().bytes_received.load();
+    DTensor x = distribute_tensor(ctx.rank == 2 ? G : Tensor(), mesh, {Shard(0)}, /*src=*/2);
+    auto got = ctx.pg->counters().bytes_received.load() - before;
+    const auto [off, len] = testing::oracle_chunk(7, 3, ctx.rank);
+    REQUIRE(max_abs_diff(x.to_local(), G.narrow(0, off, len)) == 0.0);
+    if (ctx.rank != 2) {
+      // Its part plus the small shape/dtype broadcast, nothing more.
+      REQUIRE(got >= static_cast<std::uint64_t>(len * 5 * 8));
+      REQUIRE(got <= static_cast<std::uint64_t>(len * 5 * 8 + 256));
+    }
+  });
+}
