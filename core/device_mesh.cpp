@@ -25,7 +25,8 @@ namespace {
 
 std::vector<int> iota_ranks(const Shape& shape) {
   std::vector<int> r(static_cast<std::size_t>(shape_numel(shape)));
-  for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<int>(i);
+  for (std::size_t i = 0; i < r.size(); ++i)
+    r[i] = static_cast<int>(i);
   return r;
 }
 
@@ -91,7 +92,8 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
       for (std::int64_t i = 0; i < shape[d]; ++i) {
         cc[d] = i;
         std::int64_t f = 0;
-        for (std::size_t k = 0; k < shape.size(); ++k) f = f * shape[k] + cc[k];
+        for (std::size_t k = 0; k < shape.size(); ++k)
+          f = f * shape[k] + cc[k];
         members.push_back(ranks[static_cast<std::size_t>(f)]);
       }
       check_arg(std::is_sorted(members.begin(), members.end()), "mesh",
@@ -107,14 +109,24 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
   log::debug("created {}", str());
 }
 
-DeviceType DeviceMesh::device_type() const { return impl_->device_type; }
-std::int64_t DeviceMesh::ndim() const { return static_cast<std::int64_t>(impl_->shape.size()); }
+DeviceType DeviceMesh::device_type() const {
+  return impl_->device_type;
+}
+std::int64_t DeviceMesh::ndim() const {
+  return static_cast<std::int64_t>(impl_->shape.size());
+}
 std::int64_t DeviceMesh::size(std::int64_t dim) const {
   return impl_->shape[normalize_dim(dim, ndim(), "mesh dim")];
 }
-std::int64_t DeviceMesh::size() const { return shape_numel(impl_->shape); }
-const Shape& DeviceMesh::shape() const { return impl_->shape; }
-const std::vector<int>& DeviceMesh::ranks() const { return impl_->ranks; }
+std::int64_t DeviceMesh::size() const {
+  return shape_numel(impl_->shape);
+}
+const Shape& DeviceMesh::shape() const {
+  return impl_->shape;
+}
+const std::vector<int>& DeviceMesh::ranks() const {
+  return impl_->ranks;
+}
 const std::optional<std::vector<std::int64_t>>& DeviceMesh::get_coordinate() const {
   return impl_->coord;
 }
@@ -135,8 +147,8 @@ std::shared_ptr<ProcessGroup> DeviceMesh::get_mesh_group() const {
 }
 
 int DeviceMesh::rank_at(const std::vector<std::int64_t>& c) const {
-  check_arg(c.size() == impl_->shape.size(), "mesh", "rank_at: coordinate of rank {} for a {}-D mesh",
-            c.size(), impl_->shape.size());
+  check_arg(c.size() == impl_->shape.size(), "mesh",
+            "rank_at: coordinate of rank {} for a {}-D mesh", c.size(), impl_->shape.size());
   std::int64_t f = 0;
   for (std::size_t k = 0; k < c.size(); ++k) {
     check_arg(c[k] >= 0 && c[k] < impl_->shape[k], "mesh", "rank_at: coordinate out of range");
@@ -164,8 +176,10 @@ bool DeviceMesh::operator==(const DeviceMesh& o) const {
 
 std::size_t DeviceMesh::hash() const {
   std::size_t h = static_cast<std::size_t>(impl_->device_type) + 0x51ed27ull;
-  for (auto s : impl_->shape) h = h * 1000003u ^ static_cast<std::size_t>(s);
-  for (auto r : impl_->ranks) h = h * 1000003u ^ static_cast<std::size_t>(r);
+  for (auto s : impl_->shape)
+    h = h * 1000003u ^ static_cast<std::size_t>(s);
+  for (auto r : impl_->ranks)
+    h = h * 1000003u ^ static_cast<std::size_t>(r);
   return h;
 }
 

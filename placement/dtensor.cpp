@@ -10,7 +10,8 @@ namespace {
 int mesh_group_rank_of(const DeviceMesh& mesh, int world_rank) {
   // The mesh group orders its members by world rank.
   int idx = 0;
-  for (int r : mesh.ranks()) idx += r < world_rank;
+  for (int r : mesh.ranks())
+    idx += r < world_rank;
   return idx;
 }
 
@@ -32,7 +33,8 @@ Tensor local_part(const Tensor& global, const DTensorSpec& spec,
 
 }  // namespace
 
-DTensor::DTensor(Tensor local, DTensorSpec spec) : local_(std::move(local)), spec_(std::move(spec)) {
+DTensor::DTensor(Tensor local, DTensorSpec spec)
+    : local_(std::move(local)), spec_(std::move(spec)) {
   check_arg(local_.defined(), "dtensor", "DTensor: the local tensor is undefined");
   check_arg(local_.dtype() == spec_.dtype(), "dtensor", "DTensor: local dtype {} but spec says {}",
             dtype_name(local_.dtype()), dtype_name(spec_.dtype()));
@@ -42,23 +44,28 @@ DTensor::DTensor(Tensor local, DTensorSpec spec) : local_(std::move(local)), spe
 }
 
 DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
-                            const Placements& placements, const std::optional<Shape>& global_shape) {
+                            const Placements& placements,
+                            const std::optional<Shape>& global_shape) {
   check_arg(local.defined(), "dtensor", "from_local: the local tensor is undefined");
-  if (global_shape) return DTensor(local, DTensorSpec(mesh, placements, *global_shape, local.dtype()));
+  if (global_shape)
+    return DTensor(local, DTensorSpec(mesh, placements, *global_shape, local.dtype()));
   // Derive the global shape: gather every rank's local shape over the mesh.
   auto group = mesh.get_mesh_group();
   const std::int64_t nd = local.dim();
-  check_ranks_agree(*group, static_cast<std::size_t>(nd) * 7919 + static_cast<std::size_t>(local.dtype()),
+  check_ranks_agree(*group,
+                    static_cast<std::size_t>(nd) * 7919 + static_cast<std::size_t>(local.dtype()),
                     "from_local", fmt::format("rank-{} {} tensor", nd, dtype_name(local.dtype())));
   const int n = group->size();
   Tensor mine = Tensor::empty({nd}, DType::F64);
-  for (std::int64_t d = 0; d < nd; ++d) mine.data<double>()[d] = static_cast<double>(local.size(d));
+  for (std::int64_t d = 0; d < nd; ++d)
+    mine.data<double>()[d] = static_cast<double>(local.size(d));
   Tensor all = Tensor::empty({n * nd}, DType::F64);
   group->allgather(mine, all, std::vector<std::int64_t>(n, nd));
   auto shape_of = [&](const std::vector<std::int64_t>& coord) {
     const int g = mesh_group_rank_of(mesh, mesh.rank_at(coord));
     Shape s(nd);
-    for (std::int64_t d = 0; d < nd; ++d) s[d] = static_cast<std::int64_t>(all.item({g * nd + d}));
+    for (std::int64_t d = 0; d < nd; ++d)
+      s[d] = static_cast<std::int64_t>(all.item({g * nd + d}));
     return s;
   };
   // Along each sharded tensor dim, the global extent is the sum over the mesh
@@ -99,10 +106,10 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
             "mesh: redistributing to another mesh is not supported ({} -> {})", spec_.mesh().str(),
             mesh.str());
   auto steps = plan_redistribute(spec_, placements);
-  check_ranks_agree(*mesh.get_mesh_group(),
-                    spec_.hash() * 31 + DTensorSpec(mesh, placements, spec_.shape(), dtype()).hash(),
-                    "redistribute",
-                    spec_.str() + " -> [" + placements_str(placements) + "]");
+  check_ranks_agree(
+      *mesh.get_mesh_group(),
+      spec_.hash() * 31 + DTensorSpec(mesh, placements, spec_.shape(), dtype()).hash(),
+      "redistribute", spec_.str() + " -> [" + placements_str(placements) + "]");
   if (steps.empty()) return *this;
   Tensor cur = local_;
   Placements cur_p = spec_.placements();
@@ -121,8 +128,8 @@ Tensor DTensor::full_tensor() const {
   return redistribute(mesh(), Placements(mesh().ndim(), Replicate())).to_local();
 }
 
-DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh, const Placements& placements,
-                          int src) {
+DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
+                          const Placements& placements, int src) {
   auto coord = mesh.get_coordinate();
   check_arg(coord.has_value(), "dtensor", "distribute_tensor: this rank is not in {}", mesh.str());
   check_arg(mesh.coordinate_of(src).has_value(), "dtensor",

@@ -6,7 +6,9 @@
 namespace dtensor {
 
 DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, Shape global_shape, DType dtype)
-    : mesh_(std::move(mesh)), placements_(std::move(placements)), shape_(std::move(global_shape)),
+    : mesh_(std::move(mesh)),
+      placements_(std::move(placements)),
+      shape_(std::move(global_shape)),
       dtype_(dtype) {
   check_arg(static_cast<std::int64_t>(placements_.size()) == mesh_.ndim(), "placement",
             "placements: {} given ({}) for a {}-D mesh; one per mesh dim is needed",
@@ -79,8 +81,10 @@ bool DTensorSpec::operator==(const DTensorSpec& o) const {
 
 std::size_t DTensorSpec::hash() const {
   std::size_t h = mesh_.hash() ^ (static_cast<std::size_t>(dtype_) + 0x9e3779b97f4a7c15ull);
-  for (auto& p : placements_) h = h * 1000003u ^ p.hash();
-  for (auto e : shape_) h = h * 1000003u ^ static_cast<std::size_t>(e);
+  for (auto& p : placements_)
+    h = h * 1000003u ^ p.hash();
+  for (auto e : shape_)
+    h = h * 1000003u ^ static_cast<std::size_t>(e);
   return h;
 }
 

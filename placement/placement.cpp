@@ -33,7 +33,8 @@ std::string Placement::str() const {
 
 std::string placements_str(const Placements& p) {
   std::string s;
-  for (std::size_t i = 0; i < p.size(); ++i) s += (i ? "," : "") + p[i].str();
+  for (std::size_t i = 0; i < p.size(); ++i)
+    s += (i ? "," : "") + p[i].str();
   return s;
 }
 

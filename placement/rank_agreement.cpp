@@ -33,7 +33,8 @@ std::vector<std::string> gather_descriptions(ProcessGroup& group, const std::str
   std::vector<std::string> out(n);
   std::int64_t at = 0;
   for (int q = 0; q < n; ++q)
-    for (std::int64_t i = 0; i < counts[q]; ++i) out[q] += static_cast<char>(all.item({at++}));
+    for (std::int64_t i = 0; i < counts[q]; ++i)
+      out[q] += static_cast<char>(all.item({at++}));
   return out;
 }
 
@@ -51,7 +52,8 @@ void check_ranks_agree(ProcessGroup& group, std::size_t fingerprint, const std::
   }
   group.allreduce(t, ReduceOp::Max);
   bool same = true;
-  for (int k = 0; k < 3; ++k) same = same && p[k] == -p[k + 3];
+  for (int k = 0; k < 3; ++k)
+    same = same && p[k] == -p[k + 3];
   if (debug_checks()) {
     const auto all = gather_descriptions(group, description);
     bool all_same = same;

@@ -45,7 +45,8 @@ std::vector<RedistributeStep> plan_redistribute(const DTensorSpec& src, const Pl
 
   // keep[i]: mesh dim i ends as it started and needs no step.
   std::vector<bool> keep(nm);
-  for (std::int64_t i = 0; i < nm; ++i) keep[i] = from[i] == dst[i];
+  for (std::int64_t i = 0; i < nm; ++i)
+    keep[i] = from[i] == dst[i];
   for (bool changed = true; changed;) {
     changed = false;
     for (std::int64_t j = 0; j < nm; ++j) {

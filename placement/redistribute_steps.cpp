@@ -36,7 +36,8 @@ Tensor pack(const std::vector<Tensor>& blocks, DType dtype, std::int64_t total) 
 
 std::vector<std::int64_t> numels(const std::vector<Shape>& shapes) {
   std::vector<std::int64_t> out;
-  for (auto& s : shapes) out.push_back(shape_numel(s));
+  for (auto& s : shapes)
+    out.push_back(shape_numel(s));
   return out;
 }
 
@@ -69,7 +70,8 @@ Tensor all_gather(const Tensor& local, const StepContext& s, ProcessGroup& g, st
     return out;
   }
   std::int64_t total = 0;
-  for (auto c : counts) total += c;
+  for (auto c : counts)
+    total += c;
   Tensor buf = Tensor::empty({total}, local.dtype());
   g.allgather(local.contiguous().view({local.numel()}), buf, counts);
   unpack_along(buf, shapes, offsets, d, out);
@@ -93,7 +95,8 @@ Tensor reduce_scatter(const Tensor& local, const StepContext& s, ProcessGroup& g
   auto blocks = blocks_for_peers(local, s, d);
   std::vector<std::int64_t> counts;
   std::int64_t total = 0;
-  for (auto& b : blocks) total += counts.emplace_back(b.numel());
+  for (auto& b : blocks)
+    total += counts.emplace_back(b.numel());
   Tensor buf = pack(blocks, local.dtype(), total);
   Tensor out = Tensor::empty(s.to.local_shape_at(s.coord), local.dtype());
   Tensor flat = out.view({out.numel()});
@@ -106,7 +109,8 @@ Tensor all_to_all(const Tensor& local, const StepContext& s, ProcessGroup& g, st
   auto send_blocks = blocks_for_peers(local, s, d_to);
   std::vector<std::int64_t> send_counts;
   std::int64_t send_total = 0;
-  for (auto& b : send_blocks) send_total += send_counts.emplace_back(b.numel());
+  for (auto& b : send_blocks)
+    send_total += send_counts.emplace_back(b.numel());
   Tensor send = pack(send_blocks, local.dtype(), send_total);
 
   // From q: q's old shard restricted to my new range along d_to.

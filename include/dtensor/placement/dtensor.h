@@ -42,7 +42,7 @@ class DTensor {
 /// undefined Tensor) over the mesh. `src` sends each rank only its part.
 /// Partial(sum) placements put the value on index 0 of that mesh dim and zeros
 /// elsewhere; Partial(avg|max|min) put it everywhere.
-DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh, const Placements& placements,
-                          int src = 0);
+DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
+                          const Placements& placements, int src = 0);
 
 }  // namespace dtensor

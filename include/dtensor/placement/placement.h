@@ -49,9 +49,15 @@ class Placement {
 using Placements = std::vector<Placement>;
 
 /// PyTorch-style spellings.
-inline Placement Shard(std::int64_t dim) { return Placement::shard(dim); }
-inline Placement Replicate() { return Placement::replicate(); }
-inline Placement Partial(ReduceOp op = ReduceOp::Sum) { return Placement::partial(op); }
+inline Placement Shard(std::int64_t dim) {
+  return Placement::shard(dim);
+}
+inline Placement Replicate() {
+  return Placement::replicate();
+}
+inline Placement Partial(ReduceOp op = ReduceOp::Sum) {
+  return Placement::partial(op);
+}
 
 /// "S(3),R,P(sum)".
 std::string placements_str(const Placements& p);

@@ -1,0 +1,74 @@
+// OpSchema: one call of an operator, as the dispatcher sees it: the name and
+// the arguments (DTensors, plain Tensors, int lists, scalars, flags, nones),
+// plus a key made of the input specs and the non-tensor arguments that
+// decides the sharding (and so keys the propagation cache).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "dtensor/placement/dtensor.h"
+
+namespace dtensor {
+
+using IntList = std::vector<std::int64_t>;
+/// An absent optional argument (e.g. no bias).
+struct None {
+  bool operator==(const None&) const = default;
+};
+using OpArg = std::variant<None, DTensor, Tensor, IntList, std::int64_t, double, bool, std::string>;
+
+/// What decides the sharding of a call: the op, every DTensor argument's spec
+/// and every other argument's value (tensors only by dtype and shape).
+struct OpSchemaKey {
+  std::string op;
+  std::vector<DTensorSpec> specs;
+  std::string rest;  // canonical text of the non-DTensor arguments
+  bool operator==(const OpSchemaKey& o) const {
+    return op == o.op && rest == o.rest && specs == o.specs;
+  }
+};
+struct OpSchemaKeyHash {
+  std::size_t operator()(const OpSchemaKey& k) const;
+};
+
+class OpSchema {
+ public:
+  OpSchema(std::string op, std::vector<OpArg> args);
+
+  const std::string& op() const { return op_; }
+  const std::vector<OpArg>& args() const { return args_; }
+  std::size_t size() const { return args_.size(); }
+
+  /// Typed access; InvalidArgument naming the op and position on a type mismatch.
+  const DTensor& dtensor(std::size_t i) const;
+  const Tensor& tensor(std::size_t i) const;
+  const IntList& int_list(std::size_t i) const;
+  std::int64_t int_value(std::size_t i) const;
+  double scalar(std::size_t i) const;  // double or int
+  bool flag(std::size_t i) const;
+  const std::string& text(std::size_t i) const;
+  bool is_none(std::size_t i) const;
+  bool is_dtensor(std::size_t i) const;
+
+  /// Positions of the DTensor arguments, in order.
+  const std::vector<std::size_t>& dtensor_positions() const { return dtensor_pos_; }
+  /// Their specs, in the same order.
+  std::vector<DTensorSpec> input_specs() const;
+  /// The mesh all DTensor arguments share (InvalidArgument if they differ or there are none).
+  const DeviceMesh& mesh() const;
+
+  const OpSchemaKey& key() const { return key_; }
+  std::string str() const;
+
+ private:
+  std::string op_;
+  std::vector<OpArg> args_;
+  std::vector<std::size_t> dtensor_pos_;
+  OpSchemaKey key_;
+};
+
+}  // namespace dtensor

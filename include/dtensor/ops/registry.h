@@ -1,0 +1,93 @@
+// The operator registry: what the dispatcher knows about each operator.
+//
+// An operator has (any of):
+//  - an OpDef: how to validate a call, the outputs' global shapes, and its
+//    sharding strategies (per-mesh-dim signatures, expanded over the mesh, or
+//    whole-mesh strategies);
+//  - local kernels keyed by (device type, dtype), run on local tensors;
+//  - a custom handler that replaces the default path for the operator.
+// The library registers its own operators through exactly this interface.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtensor/ops/op_schema.h"
+
+namespace dtensor {
+
+/// One mesh dim's valid placements: one per DTensor input, one per output.
+struct ShardingSignature {
+  Placements inputs;
+  Placements outputs;
+};
+
+/// A full strategy: for each DTensor input and each output, its placements
+/// (one per mesh dim).
+struct ShardingStrategy {
+  std::vector<Placements> inputs;
+  std::vector<Placements> outputs;
+  std::string str() const;
+};
+
+struct TensorMeta {
+  Shape shape;
+  DType dtype;
+};
+
+/// The propagator's answer for a call.
+struct OutputSharding {
+  ShardingStrategy strategy;
+  std::vector<DTensorSpec> input_specs;   // what each DTensor input is redistributed to
+  std::vector<DTensorSpec> output_specs;  // what the outputs are
+  double cost_bytes = 0;                  // estimated bytes the redistribution moves per rank
+  bool needs_redistribute = false;
+};
+
+/// What a local kernel gets: the arguments with DTensors replaced by their
+/// local tensors (already redistributed), and the specs on both sides.
+struct KernelCall {
+  const OpSchema& schema;
+  std::vector<OpArg> local_args;
+  std::vector<DTensorSpec> input_specs;
+  std::vector<DTensorSpec> output_specs;
+  const Tensor& local(std::size_t i) const;  // local tensor at argument position i
+};
+using LocalKernel = std::function<std::vector<Tensor>(const KernelCall&)>;
+
+class OpCall;
+/// A custom handler gets the whole call and returns the outputs.
+using OpHandler = std::function<std::vector<DTensor>(OpCall&)>;
+
+struct OpDef {
+  std::string name;
+  /// Throws InvalidArgument naming the bad argument. Runs on every rank before
+  /// anything else; must depend only on what every rank knows (specs, values).
+  std::function<void(const OpSchema&)> validate;
+  /// Global shape and dtype of each output.
+  std::function<std::vector<TensorMeta>(const OpSchema&)> output_meta;
+  /// Per-mesh-dim signatures; the propagator takes every combination over the mesh dims.
+  std::function<std::vector<ShardingSignature>(const OpSchema&)> signatures;
+  /// Or whole strategies, when mesh dims are not independent.
+  std::function<std::vector<ShardingStrategy>(const OpSchema&)> strategies;
+};
+
+/// Registering a name twice throws InvalidArgument unless `override_existing`.
+void register_op(OpDef def, bool override_existing = false);
+void register_kernel(const std::string& op, DeviceType device, DType dtype, LocalKernel kernel,
+                     bool override_existing = false);
+void register_op_handler(const std::string& op, OpHandler handler, bool override_existing = false);
+/// Removes an operator's definition, kernels and handler (plugins being unloaded, tests).
+void unregister_op(const std::string& op);
+bool has_op(const std::string& op);
+std::vector<std::string> registered_ops();
+
+/// Access used by the dispatcher (and by handlers that want a kernel).
+const OpDef& op_def(const std::string& op);       // InvalidArgument "unknown operator" when missing
+const OpDef* find_op_def(const std::string& op);  // nullptr when missing
+const LocalKernel& find_kernel(const std::string& op, DeviceType device, DType dtype);
+const OpHandler* find_handler(const std::string& op);
+
+}  // namespace dtensor

@@ -1,0 +1,230 @@
+#include "dtensor/ops/dispatch.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/core/logging.h"
+#include "dtensor/placement/redistribute.h"
+
+namespace dtensor {
+namespace {
+
+struct Stats {
+  std::atomic<std::uint64_t> calls{0}, hits{0}, misses{0}, redistributed{0}, handler_calls{0};
+};
+Stats& stats() {
+  static Stats s;
+  return s;
+}
+
+struct PropagationCache {
+  std::mutex mutex;
+  // Node-based: references to values stay valid while other keys are added.
+  std::unordered_map<OpSchemaKey, OutputSharding, OpSchemaKeyHash> map;
+};
+PropagationCache& cache() {
+  static PropagationCache c;
+  return c;
+}
+
+bool agreement_checks_enabled() {
+  const char* v = std::getenv("DTENSOR_CHECK_AGREEMENT");
+  return !(v && std::string(v) == "0");
+}
+
+// Every combination of per-mesh-dim signatures, mesh dim 0 varying slowest,
+// so the enumeration order (and so the tie-break) is the same on every rank.
+std::vector<ShardingStrategy> expand_signatures(const std::vector<ShardingSignature>& sigs,
+                                                std::int64_t mesh_ndim, std::size_t n_in,
+                                                std::size_t n_out) {
+  std::vector<ShardingStrategy> out;
+  if (sigs.empty()) return out;
+  std::vector<std::size_t> idx(static_cast<std::size_t>(mesh_ndim), 0);
+  while (true) {
+    ShardingStrategy s;
+    s.inputs.assign(n_in, Placements{});
+    s.outputs.assign(n_out, Placements{});
+    for (std::int64_t m = 0; m < mesh_ndim; ++m) {
+      const auto& sig = sigs[idx[m]];
+      for (std::size_t i = 0; i < n_in; ++i)
+        s.inputs[i].push_back(sig.inputs.at(i));
+      for (std::size_t o = 0; o < n_out; ++o)
+        s.outputs[o].push_back(sig.outputs.at(o));
+    }
+    out.push_back(std::move(s));
+    std::int64_t m = mesh_ndim - 1;
+    for (; m >= 0; --m) {
+      if (++idx[m] < sigs.size()) break;
+      idx[m] = 0;
+    }
+    if (m < 0) break;
+  }
+  return out;
+}
+
+OutputSharding compute_sharding(const OpSchema& schema, const OpDef& def) {
+  const DeviceMesh& mesh = schema.mesh();
+  const auto specs = schema.input_specs();
+  check_arg(static_cast<bool>(def.output_meta), "dispatch",
+            "{}: the operator has no output_meta, so the default path cannot run it", def.name);
+  const auto metas = def.output_meta(schema);
+  std::vector<ShardingStrategy> candidates;
+  if (def.strategies) candidates = def.strategies(schema);
+  if (def.signatures) {
+    auto more = expand_signatures(def.signatures(schema), mesh.ndim(), specs.size(), metas.size());
+    candidates.insert(candidates.end(), more.begin(), more.end());
+  }
+  check_arg(!candidates.empty(), "dispatch", "{}: the operator lists no sharding strategy",
+            def.name);
+  OutputSharding best;
+  best.cost_bytes = std::numeric_limits<double>::infinity();
+  bool found = false;
+  for (auto& cand : candidates) {
+    if (cand.inputs.size() != specs.size() || cand.outputs.size() != metas.size()) continue;
+    double cost = 0;
+    std::vector<DTensorSpec> in_specs, out_specs;
+    try {
+      for (std::size_t i = 0; i < specs.size() && std::isfinite(cost); ++i) {
+        cost += redistribute_cost_bytes(specs[i], cand.inputs[i]);
+        in_specs.emplace_back(mesh, cand.inputs[i], specs[i].shape(), specs[i].dtype());
+      }
+      for (std::size_t o = 0; o < metas.size(); ++o)
+        out_specs.emplace_back(mesh, cand.outputs[o], metas[o].shape, metas[o].dtype);
+    } catch (const InvalidArgument&) {
+      continue;  // a placement that does not fit these tensors (e.g. a dim out of range)
+    }
+    if (!std::isfinite(cost) || (found && cost >= best.cost_bytes)) continue;
+    found = true;
+    best.strategy = cand;
+    best.cost_bytes = cost;
+    best.input_specs = std::move(in_specs);
+    best.output_specs = std::move(out_specs);
+  }
+  std::string have;
+  for (auto& s : specs)
+    have += (have.empty() ? "" : ", ") + placements_str(s.placements());
+  check_arg(found, "dispatch", "{}: no sharding strategy accepts inputs placed as [{}]", def.name,
+            have);
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    best.needs_redistribute = best.needs_redistribute || !(best.input_specs[i] == specs[i]);
+  log::debug("propagate {}: {} (cost {} bytes)", schema.str(), best.strategy.str(),
+             best.cost_bytes);
+  return best;
+}
+
+}  // namespace
+
+const OutputSharding& propagate(const OpSchema& schema) {
+  auto& c = cache();
+  {
+    std::lock_guard lock(c.mutex);
+    auto it = c.map.find(schema.key());
+    if (it != c.map.end()) {
+      ++stats().hits;
+      return it->second;
+    }
+  }
+  ++stats().misses;
+  const OpDef& def = op_def(schema.op());
+  OutputSharding s = compute_sharding(schema, def);
+  std::lock_guard lock(c.mutex);
+  return c.map.emplace(schema.key(), std::move(s)).first->second;
+}
+
+OpCall::OpCall(OpSchema schema) : schema_(std::move(schema)) {}
+
+bool OpCall::has_strategies() const {
+  const OpDef* d = find_op_def(schema_.op());
+  return d && (d->signatures || d->strategies);
+}
+
+const OutputSharding& OpCall::sharding() {
+  if (!sharding_) sharding_ = &propagate(schema_);
+  return *sharding_;
+}
+
+std::vector<DTensor> OpCall::redistributed_inputs() {
+  const auto& s = sharding();
+  std::vector<DTensor> out;
+  const auto& pos = schema_.dtensor_positions();
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    const DTensor& x = schema_.dtensor(pos[i]);
+    if (x.spec() == s.input_specs[i]) {
+      out.push_back(x);
+    } else {
+      ++stats().redistributed;
+      out.push_back(x.redistribute(x.mesh(), s.input_specs[i].placements()));
+    }
+  }
+  return out;
+}
+
+std::vector<DTensor> OpCall::run_default() {
+  return run_kernel(redistributed_inputs());
+}
+
+std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
+  const auto& s = sharding();
+  const auto& pos = schema_.dtensor_positions();
+  check_arg(inputs.size() == pos.size(), "dispatch", "{}: {} inputs given, {} expected",
+            schema_.op(), inputs.size(), pos.size());
+  KernelCall call{schema_, schema_.args(), {}, s.output_specs};
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    call.local_args[pos[i]] = inputs[i].to_local();
+    call.input_specs.push_back(inputs[i].spec());
+  }
+  const DTensor& first = inputs.at(0);
+  const LocalKernel& kernel =
+      find_kernel(schema_.op(), first.to_local().device().type, first.dtype());
+  std::vector<Tensor> locals = kernel(call);
+  check_arg(locals.size() == s.output_specs.size(), "dispatch",
+            "{}: the kernel returned {} outputs, {} expected", schema_.op(), locals.size(),
+            s.output_specs.size());
+  std::vector<DTensor> outs;
+  for (std::size_t o = 0; o < locals.size(); ++o)
+    outs.emplace_back(locals[o], s.output_specs[o]);
+  return outs;
+}
+
+std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
+  ++stats().calls;
+  OpSchema schema(op, std::move(args));
+  const DeviceMesh& mesh = schema.mesh();
+  // All ranks must be making the same call: checked before anything else, so
+  // validation errors below are raised identically on every rank.
+  if (agreement_checks_enabled())
+    check_ranks_agree(*mesh.get_mesh_group(), OpSchemaKeyHash()(schema.key()), op, schema.str());
+  const OpHandler* handler = find_handler(op);
+  const OpDef* def = find_op_def(op);
+  check_arg(handler != nullptr || def != nullptr, "dispatch",
+            "unknown operator '{}': nothing is registered under that name", op);
+  if (def && def->validate) def->validate(schema);
+  OpCall call(std::move(schema));
+  if (handler) {
+    ++stats().handler_calls;
+    return (*handler)(call);
+  }
+  return call.run_default();
+}
+
+DispatchStats dispatch_stats() {
+  auto& s = stats();
+  return {s.calls.load(), s.hits.load(), s.misses.load(), s.redistributed.load(),
+          s.handler_calls.load()};
+}
+
+void reset_dispatch_stats() {
+  auto& s = stats();
+  s.calls = s.hits = s.misses = s.redistributed = s.handler_calls = 0;
+}
+
+void clear_propagation_cache() {
+  std::lock_guard lock(cache().mutex);
+  cache().map.clear();
+}
+
+}  // namespace dtensor

@@ -1,0 +1,119 @@
+// Definitions and sharding strategies of the element-wise operators and the
+// reductions to a scalar. Their CPU kernels live in backends/eigen/.
+//
+// Partial(sum) is allowed exactly where the maths is linear in that input:
+// add(P, P), mul(P, R), scale(P), relu_backward(P, R), sum(P); relu is not
+// linear, so a Partial input is reduced first.
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/pointwise.h"
+
+namespace dtensor {
+namespace {
+
+void check_same_shape(const OpSchema& s, std::size_t i, std::size_t j) {
+  const auto& a = s.dtensor(i);
+  const auto& b = s.dtensor(j);
+  check_arg(a.shape() == b.shape(), "ops", "{}: shapes {} and {} differ (no broadcasting)", s.op(),
+            shape_str(a.shape()), shape_str(b.shape()));
+  check_arg(a.dtype() == b.dtype(), "ops", "{}: dtypes {} and {} differ", s.op(),
+            dtype_name(a.dtype()), dtype_name(b.dtype()));
+}
+
+std::vector<TensorMeta> same_as_input(const OpSchema& s) {
+  return {{s.dtensor(0).shape(), s.dtensor(0).dtype()}};
+}
+std::vector<TensorMeta> scalar_output(const OpSchema& s) {
+  return {{{}, s.dtensor(0).dtype()}};
+}
+
+// Shard(d) on every input and the output, for every tensor dim, then Replicate;
+// plus the op's own Partial signatures.
+std::function<std::vector<ShardingSignature>(const OpSchema&)> shard_or_replicate(
+    std::size_t n_in, std::vector<ShardingSignature> partial_sigs) {
+  return [n_in, partial_sigs](const OpSchema& s) {
+    std::vector<ShardingSignature> sigs;
+    for (std::int64_t d = 0; d < s.dtensor(0).spec().ndim(); ++d)
+      sigs.push_back({Placements(n_in, Shard(d)), {Shard(d)}});
+    sigs.push_back({Placements(n_in, Replicate()), {Replicate()}});
+    sigs.insert(sigs.end(), partial_sigs.begin(), partial_sigs.end());
+    return sigs;
+  };
+}
+
+// A sharded input's local sums are partial sums of the whole.
+std::vector<ShardingSignature> reduction_signatures(const OpSchema& s) {
+  std::vector<ShardingSignature> sigs;
+  for (std::int64_t d = 0; d < s.dtensor(0).spec().ndim(); ++d)
+    sigs.push_back({{Shard(d)}, {Partial()}});
+  sigs.push_back({{Replicate()}, {Replicate()}});
+  sigs.push_back({{Partial()}, {Partial()}});
+  return sigs;
+}
+
+OpDef make_def(std::string name, std::function<void(const OpSchema&)> validate,
+               std::function<std::vector<TensorMeta>(const OpSchema&)> meta,
+               std::function<std::vector<ShardingSignature>(const OpSchema&)> signatures) {
+  OpDef d;
+  d.name = std::move(name);
+  d.validate = std::move(validate);
+  d.output_meta = std::move(meta);
+  d.signatures = std::move(signatures);
+  return d;
+}
+
+void same_shapes(const OpSchema& s) {
+  check_same_shape(s, 0, 1);
+}
+void scalar_second(const OpSchema& s) {
+  s.scalar(1);
+}
+void no_checks(const OpSchema&) {}
+
+struct Registrar {
+  Registrar() {
+    const ShardingSignature pp_p{{Partial(), Partial()}, {Partial()}};
+    const ShardingSignature pr_p{{Partial(), Replicate()}, {Partial()}};
+    const ShardingSignature rp_p{{Replicate(), Partial()}, {Partial()}};
+    const ShardingSignature p_p{{Partial()}, {Partial()}};
+    register_op(make_def("add", same_shapes, same_as_input, shard_or_replicate(2, {pp_p})));
+    register_op(make_def("mul", same_shapes, same_as_input, shard_or_replicate(2, {pr_p, rp_p})));
+    register_op(make_def("scale", scalar_second, same_as_input, shard_or_replicate(1, {p_p})));
+    register_op(make_def("relu", no_checks, same_as_input, shard_or_replicate(1, {})));
+    register_op(
+        make_def("relu_backward", same_shapes, same_as_input, shard_or_replicate(2, {pr_p})));
+    register_op(make_def("sum", no_checks, scalar_output, reduction_signatures));
+    register_op(make_def("mean", no_checks, scalar_output, reduction_signatures));
+  }
+};
+const Registrar registrar;
+
+DTensor one(std::vector<DTensor> v) {
+  return std::move(v.at(0));
+}
+
+}  // namespace
+
+DTensor add(const DTensor& a, const DTensor& b) {
+  return one(dispatch("add", {a, b}));
+}
+DTensor mul(const DTensor& a, const DTensor& b) {
+  return one(dispatch("mul", {a, b}));
+}
+DTensor scale(const DTensor& a, double s) {
+  return one(dispatch("scale", {a, s}));
+}
+DTensor relu(const DTensor& a) {
+  return one(dispatch("relu", {a}));
+}
+DTensor relu_backward(const DTensor& g, const DTensor& x) {
+  return one(dispatch("relu_backward", {g, x}));
+}
+DTensor sum(const DTensor& a) {
+  return one(dispatch("sum", {a}));
+}
+DTensor mean(const DTensor& a) {
+  return one(dispatch("mean", {a}));
+}
+
+}  // namespace dtensor

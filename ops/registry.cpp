@@ -1,0 +1,152 @@
+#include "dtensor/ops/registry.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor {
+namespace {
+
+// Entries are created by whichever registration comes first (the op's
+// definition, a kernel or a handler), so static registrars in different
+// translation units may run in any order.
+struct OpEntry {
+  std::unique_ptr<OpDef> def;
+  std::map<std::pair<DeviceType, DType>, LocalKernel> kernels;
+  std::unique_ptr<OpHandler> handler;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, OpEntry> ops;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+void check_name(const std::string& op) {
+  check_arg(!op.empty(), "registry", "operator name must not be empty");
+}
+
+}  // namespace
+
+std::string ShardingStrategy::str() const {
+  std::string s;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    s += (i ? ", " : "") + placements_str(inputs[i]);
+  s += " -> ";
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    s += (i ? ", " : "") + placements_str(outputs[i]);
+  return s;
+}
+
+const Tensor& KernelCall::local(std::size_t i) const {
+  check_arg(i < local_args.size() && std::holds_alternative<Tensor>(local_args[i]), "dispatch",
+            "{}: argument {} is not a tensor", schema.op(), i);
+  return std::get<Tensor>(local_args[i]);
+}
+
+void register_op(OpDef def, bool override_existing) {
+  check_name(def.name);
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto& e = r.ops[def.name];
+  check_arg(
+      !e.def || override_existing, "registry",
+      "register_op: operator '{}' is already registered (pass override_existing to replace it)",
+      def.name);
+  e.def = std::make_unique<OpDef>(std::move(def));
+}
+
+void register_kernel(const std::string& op, DeviceType device, DType dtype, LocalKernel kernel,
+                     bool override_existing) {
+  check_name(op);
+  check_arg(static_cast<bool>(kernel), "registry", "register_kernel: empty kernel for '{}'", op);
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto& slot = r.ops[op].kernels[{device, dtype}];
+  check_arg(
+      !slot || override_existing, "registry",
+      "register_kernel: '{}' already has a {} {} kernel (pass override_existing to replace it)", op,
+      device_type_name(device), dtype_name(dtype));
+  slot = std::move(kernel);
+}
+
+void register_op_handler(const std::string& op, OpHandler handler, bool override_existing) {
+  check_name(op);
+  check_arg(static_cast<bool>(handler), "registry", "register_op_handler: empty handler for '{}'",
+            op);
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto& e = r.ops[op];
+  check_arg(
+      !e.handler || override_existing, "registry",
+      "register_op_handler: '{}' already has a handler (pass override_existing to replace it)", op);
+  e.handler = std::make_unique<OpHandler>(std::move(handler));
+}
+
+void unregister_op(const std::string& op) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.ops.erase(op);
+}
+
+bool has_op(const std::string& op) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(op);
+  return it != r.ops.end() && (it->second.def || it->second.handler);
+}
+
+std::vector<std::string> registered_ops() {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::vector<std::string> out;
+  for (auto& [name, e] : r.ops)
+    if (e.def || e.handler) out.push_back(name);
+  return out;
+}
+
+// Entries are never erased while a call runs (unregister_op is for plugins
+// being unloaded between calls), so references stay valid for the call.
+const OpDef& op_def(const std::string& op) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(op);
+  check_arg(it != r.ops.end() && it->second.def, "dispatch",
+            "unknown operator '{}': no definition is registered (register_op)", op);
+  return *it->second.def;
+}
+
+const OpDef* find_op_def(const std::string& op) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(op);
+  return it != r.ops.end() ? it->second.def.get() : nullptr;
+}
+
+const LocalKernel& find_kernel(const std::string& op, DeviceType device, DType dtype) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(op);
+  if (it != r.ops.end()) {
+    auto k = it->second.kernels.find({device, dtype});
+    if (k != it->second.kernels.end()) return k->second;
+  }
+  throw NotSupported("dispatch", fmt::format("operator '{}' has no kernel for {} {} tensors", op,
+                                             device_type_name(device), dtype_name(dtype)));
+}
+
+const OpHandler* find_handler(const std::string& op) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(op);
+  return it != r.ops.end() && it->second.handler ? it->second.handler.get() : nullptr;
+}
+
+}  // namespace dtensor
