@@ -36,9 +36,15 @@ struct Finished {
 // dtensor-run started in the background; its output goes to a file.
 class Launcher {
  public:
-  explicit Launcher(const Args& args) : dir_("dtensor-launcher-test") {
+  /// With `split_stderr`, its stderr goes to its own file (stderr()) instead.
+  explicit Launcher(const Args& args, bool split_stderr = false) : dir_("dtensor-launcher-test") {
     dtensor::launch::ProcessSpec spec;
-    spec.argv = {kRun};
+    if (split_stderr) {
+      // The shell execs the launcher: same pid, stderr redirected.
+      spec.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DTENSOR_TEST_STDERR\""};
+      spec.env["DTENSOR_TEST_STDERR"] = dir_.path() + "/stderr";
+    }
+    spec.argv.push_back(kRun);
     spec.argv.insert(spec.argv.end(), args.begin(), args.end());
     spec.output_file = dir_.path() + "/output";
     set_.start(spec);
@@ -48,12 +54,8 @@ class Launcher {
   pid_t pid() const { return set_.pid(0); }
   const std::string& scratch() const { return dir_.path(); }
 
-  std::string output() const {
-    std::ifstream in(dir_.path() + "/output");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  std::string output() const { return read(dir_.path() + "/output"); }
+  std::string stderr_output() const { return read(dir_.path() + "/stderr"); }
 
   // Waits until `needle` appears `count` times in the output.
   void wait_for_output(const std::string& needle, int count, std::chrono::seconds timeout = 20s) {
@@ -92,6 +94,12 @@ class Launcher {
   }
 
  private:
+  static std::string read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
   dtensor::launch::TempDir dir_;
   dtensor::launch::ProcessSet set_;
   std::chrono::steady_clock::time_point start_;
@@ -177,6 +185,21 @@ TEST_CASE("launcher: -n 4 gives every rank its rank and one shared store with pr
   for (std::string line; std::getline(lines, line);)
     CHECK(std::regex_match(line, std::regex(R"(\[[0-3]\] .*)")));
   require_nothing_left(f, 4);
+}
+
+TEST_CASE("launcher: rank stderr stays on stderr with the launcher's own messages", "[launcher]") {
+  Launcher l(concat({"-n", "2"}, fixture({"env", "barrier", "exit-on", "1", "4"})), true);
+  const Finished f = l.finish();
+  const std::string err = l.stderr_output();
+  INFO("stdout:\n" << f.output << "stderr:\n" << err);
+  CHECK(f.code == 4);
+  for (const char* r : {"0", "1"}) {
+    CHECK(contains(f.output, std::string("[") + r + "] rank=" + r + " world=2"));
+    CHECK(contains(err, std::string("[") + r + "] on stderr from " + r + "\n"));
+  }
+  CHECK_FALSE(contains(f.output, "on stderr"));
+  CHECK_FALSE(contains(f.output, "dtensor-run:"));
+  CHECK(contains(err, "dtensor-run: rank 1 failed: exit code 4"));
 }
 
 TEST_CASE("launcher: a failing rank stops the others and is named with its exit code",
