@@ -33,8 +33,19 @@ std::string ExitStatus::describe() const {
 ProcessSet::~ProcessSet() {
   if (!all_exited()) stop_all(std::chrono::milliseconds(2000));
   for (auto& p : procs_)
-    if (p.out_fd >= 0) close(p.out_fd);
+    for (Stream* s : {&p.out, &p.err})
+      if (s->fd >= 0) close(s->fd);
 }
+
+namespace {
+
+// A pipe whose read end we keep (non-blocking, close-on-exec so that later
+// children do not inherit it and keep it open).
+void make_pipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe: " + std::string(strerror(errno)));
+}
+
+}  // namespace
 
 void ProcessSet::start(const ProcessSpec& spec) {
   if (spec.argv.empty()) throw std::runtime_error("ProcessSet::start: empty argv");
@@ -57,25 +68,42 @@ void ProcessSet::start(const ProcessSpec& spec) {
     argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  int pipefd[2] = {-1, -1};
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
   int file_fd = -1;
   if (spec.output_file.empty()) {
-    if (pipe2(pipefd, O_CLOEXEC) != 0)
-      throw std::runtime_error("pipe: " + std::string(strerror(errno)));
+    make_pipe(out_pipe);
+    if (spec.separate_stderr) {
+      try {
+        make_pipe(err_pipe);
+      } catch (...) {
+        close(out_pipe[0]);
+        close(out_pipe[1]);
+        throw;
+      }
+    }
   } else {
     file_fd = open(spec.output_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (file_fd < 0) throw std::runtime_error("open " + spec.output_file + ": " + strerror(errno));
   }
+  auto close_all = [&] {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], file_fd})
+      if (fd >= 0) close(fd);
+  };
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork: " + std::string(strerror(errno)));
+  if (pid < 0) {
+    const int e = errno;
+    close_all();
+    throw std::runtime_error("fork: " + std::string(strerror(e)));
+  }
   if (pid == 0) {
     // A rank must never outlive the process that watches it.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
-    const int out = file_fd >= 0 ? file_fd : pipefd[1];
+    const int out = file_fd >= 0 ? file_fd : out_pipe[1];
+    const int err = err_pipe[1] >= 0 ? err_pipe[1] : out;
     dup2(out, STDOUT_FILENO);
-    dup2(out, STDERR_FILENO);
+    dup2(err, STDERR_FILENO);
     execvpe(argv[0], argv.data(), envp.data());
     const char msg[] = "dtensor: exec failed\n";
     (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
@@ -84,54 +112,61 @@ void ProcessSet::start(const ProcessSpec& spec) {
   Proc p;
   p.pid = pid;
   p.prefix = spec.line_prefix;
-  if (file_fd >= 0) {
-    close(file_fd);
-  } else {
-    close(pipefd[1]);
-    p.out_fd = pipefd[0];
-    fcntl(p.out_fd, F_SETFL, fcntl(p.out_fd, F_GETFL) | O_NONBLOCK);
-  }
+  if (file_fd >= 0) close(file_fd);
+  auto keep_read_end = [](int fds[2], Stream& s, bool to_stderr) {
+    if (fds[0] < 0) return;
+    close(fds[1]);
+    s.fd = fds[0];
+    s.to_stderr = to_stderr;
+    fcntl(s.fd, F_SETFL, fcntl(s.fd, F_GETFL) | O_NONBLOCK);
+  };
+  keep_read_end(out_pipe, p.out, false);
+  keep_read_end(err_pipe, p.err, true);
   procs_.push_back(std::move(p));
 }
 
-void ProcessSet::drain(Proc& p, bool final) {
-  if (p.out_fd < 0) return;
+void ProcessSet::drain(Proc& p, Stream& s, bool final) {
+  if (s.fd < 0 && s.pending.empty()) return;
   char buf[65536];
-  while (true) {
-    ssize_t n = read(p.out_fd, buf, sizeof(buf));
+  while (s.fd >= 0) {
+    ssize_t n = read(s.fd, buf, sizeof(buf));
     if (n > 0) {
-      p.pending.append(buf, static_cast<std::size_t>(n));
+      s.pending.append(buf, static_cast<std::size_t>(n));
       continue;
     }
     if (n == 0) {  // EOF
-      close(p.out_fd);
-      p.out_fd = -1;
+      close(s.fd);
+      s.fd = -1;
       final = true;
     }
     break;
   }
   std::size_t start = 0, nl;
   std::string out;
-  while ((nl = p.pending.find('\n', start)) != std::string::npos) {
+  while ((nl = s.pending.find('\n', start)) != std::string::npos) {
     out += p.prefix;
-    out.append(p.pending, start, nl - start + 1);
+    out.append(s.pending, start, nl - start + 1);
     start = nl + 1;
   }
-  p.pending.erase(0, start);
-  if (final && !p.pending.empty()) {
-    out += p.prefix + p.pending + "\n";
-    p.pending.clear();
+  s.pending.erase(0, start);
+  // A process that writes a lot without a newline (progress bars) would make
+  // us buffer without bound; past 64 KiB it is shown as a line of its own.
+  if ((final || s.pending.size() > 65536) && !s.pending.empty()) {
+    out += p.prefix + s.pending + "\n";
+    s.pending.clear();
   }
   if (!out.empty()) {
-    std::cout << out;
-    std::cout.flush();
+    std::ostream& sink = s.to_stderr ? std::cerr : std::cout;
+    sink << out;
+    sink.flush();
   }
 }
 
 std::optional<std::size_t> ProcessSet::poll(std::chrono::milliseconds budget) {
   std::vector<pollfd> fds;
   for (auto& p : procs_)
-    if (p.out_fd >= 0) fds.push_back({p.out_fd, POLLIN, 0});
+    for (Stream* s : {&p.out, &p.err})
+      if (s->fd >= 0) fds.push_back({s->fd, POLLIN, 0});
   const int ms = static_cast<int>(std::min<std::int64_t>(budget.count(), 50));
   if (!fds.empty())
     ::poll(fds.data(), fds.size(), ms);
@@ -140,7 +175,8 @@ std::optional<std::size_t> ProcessSet::poll(std::chrono::milliseconds budget) {
   std::optional<std::size_t> failed;
   for (std::size_t i = 0; i < procs_.size(); ++i) {
     Proc& p = procs_[i];
-    drain(p, false);
+    drain(p, p.out, false);
+    drain(p, p.err, false);
     if (p.status.exited) continue;
     int st = 0;
     pid_t r = waitpid(p.pid, &st, WNOHANG);
@@ -148,7 +184,8 @@ std::optional<std::size_t> ProcessSet::poll(std::chrono::milliseconds budget) {
       p.status.exited = true;
       if (WIFEXITED(st)) p.status.code = WEXITSTATUS(st);
       if (WIFSIGNALED(st)) p.status.signal = WTERMSIG(st);
-      drain(p, true);
+      drain(p, p.out, true);
+      drain(p, p.err, true);
     }
     if (p.status.exited && !p.status.ok() && !p.reported) {
       p.reported = true;
@@ -169,15 +206,16 @@ void ProcessSet::signal_all(int sig) {
     if (!p.status.exited) kill(p.pid, sig);
 }
 
-void ProcessSet::stop_all(std::chrono::milliseconds grace) {
+void ProcessSet::stop_all(std::chrono::milliseconds grace, int first_signal,
+                          const std::function<bool()>& hurry) {
   for (auto& p : procs_)
     if (!p.status.exited) {
       p.status.killed_by_us = true;
       p.reported = true;  // a rank we stopped is not "the" failure
-      kill(p.pid, SIGTERM);
+      kill(p.pid, first_signal);
     }
   const auto until = std::chrono::steady_clock::now() + grace;
-  while (!all_exited() && std::chrono::steady_clock::now() < until)
+  while (!all_exited() && std::chrono::steady_clock::now() < until && !(hurry && hurry()))
     poll(std::chrono::milliseconds(20));
   for (auto& p : procs_)
     if (!p.status.exited) kill(p.pid, SIGKILL);
@@ -185,9 +223,14 @@ void ProcessSet::stop_all(std::chrono::milliseconds grace) {
     poll(std::chrono::milliseconds(20));
 }
 
-WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadline) {
+WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadline,
+                    const std::function<bool()>& interrupted) {
   while (true) {
-    if (auto f = set.poll(std::chrono::milliseconds(50))) return {Outcome::RankFailed, *f};
+    const auto failed = set.poll(std::chrono::milliseconds(50));
+    // Checked before a failure: when Ctrl-C reaches the ranks and us together,
+    // the ranks dying of it are a consequence, not the cause.
+    if (interrupted && interrupted()) return {Outcome::Interrupted, 0};
+    if (failed) return {Outcome::RankFailed, *failed};
     if (set.all_exited()) return {Outcome::AllSucceeded, 0};
     if (std::chrono::steady_clock::now() >= deadline) return {Outcome::DeadlinePassed, 0};
   }

@@ -6,6 +6,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <csignal>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,6 +22,9 @@ struct ProcessSpec {
   /// `line_prefix` in front; otherwise a file path (the harness reads it later).
   std::string output_file;
   std::string line_prefix;
+  /// When forwarding: send stderr to our stderr (prefixed too) instead of
+  /// merging it into stdout, so that `2>file` on the launcher still separates them.
+  bool separate_stderr = false;
 };
 
 struct ExitStatus {
@@ -42,36 +47,47 @@ class ProcessSet {
   void start(const ProcessSpec& spec);
   std::size_t size() const { return procs_.size(); }
   const ExitStatus& status(std::size_t i) const { return procs_[i].status; }
+  pid_t pid(std::size_t i) const { return procs_[i].pid; }
 
   /// Pumps output and reaps children for up to `budget`. Returns the index of the
   /// first process that exited unsuccessfully since the last call, if any.
   std::optional<std::size_t> poll(std::chrono::milliseconds budget);
   bool all_exited() const;
-  /// SIGTERM to all still running; SIGKILL to those still alive after `grace`.
-  void stop_all(std::chrono::milliseconds grace);
+  /// `first_signal` (SIGTERM unless told) to all still running; SIGKILL to those
+  /// still alive after `grace`, or as soon as `hurry` returns true (e.g. a second Ctrl-C).
+  /// Returns once every process has exited.
+  void stop_all(std::chrono::milliseconds grace, int first_signal = SIGTERM,
+                const std::function<bool()>& hurry = {});
   /// Forwards a signal to every running process.
   void signal_all(int sig);
 
  private:
+  struct Stream {
+    int fd = -1;          // pipe read end when forwarding
+    std::string pending;  // partial line
+    bool to_stderr = false;
+  };
   struct Proc {
     pid_t pid = -1;
-    int out_fd = -1;  // pipe read end when forwarding
+    Stream out, err;  // err is used only with separate_stderr
     std::string prefix;
-    std::string pending;  // partial line
     ExitStatus status;
     bool reported = false;
   };
-  void drain(Proc& p, bool final);
+  void drain(Proc& p, Stream& s, bool final);
   std::vector<Proc> procs_;
 };
 
-/// Runs until all processes exit, one fails, or the deadline passes.
-enum class Outcome { AllSucceeded, RankFailed, DeadlinePassed };
+/// Runs until all processes exit, one fails, the deadline passes, or
+/// `interrupted` (checked about every 50 ms, e.g. a flag set by a signal handler)
+/// returns true.
+enum class Outcome { AllSucceeded, RankFailed, DeadlinePassed, Interrupted };
 struct WaitResult {
   Outcome outcome;
   std::size_t failed_index = 0;  // for RankFailed: the first rank that failed
 };
-WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadline);
+WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadline,
+                    const std::function<bool()>& interrupted = {});
 
 /// A fresh, private directory under $TMPDIR (or /tmp); removed by the destructor.
 class TempDir {

@@ -1,0 +1,356 @@
+// End-to-end tests of dtensor-run: the launcher runs as a subprocess (through
+// the same ProcessSet it uses itself) on the fixture program fixture_rank.cpp,
+// and the tests read what it printed, its exit status, and what it left behind.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "tests/launcher/usage_cases.h"
+#include "tools/launch/process_set.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Args = std::vector<std::string>;
+
+const std::string kRun = DTENSOR_RUN_PATH;
+const std::string kFixture = DTENSOR_LAUNCHER_FIXTURE;
+
+struct Finished {
+  int code = -1;   // exit code, when it exited
+  int signal = 0;  // the signal that killed it, or 0
+  double seconds = 0;
+  std::string output;               // its stdout and stderr, interleaved
+  std::vector<pid_t> pids;          // "pid=N" lines of the ranks
+  std::vector<std::string> stores;  // "store=URL" lines of the ranks
+};
+
+// dtensor-run started in the background; its output goes to a file.
+class Launcher {
+ public:
+  /// With `split_stderr`, its stderr goes to its own file (stderr()) instead.
+  explicit Launcher(const Args& args, bool split_stderr = false) : dir_("dtensor-launcher-test") {
+    dtensor::launch::ProcessSpec spec;
+    if (split_stderr) {
+      // The shell execs the launcher: same pid, stderr redirected.
+      spec.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DTENSOR_TEST_STDERR\""};
+      spec.env["DTENSOR_TEST_STDERR"] = dir_.path() + "/stderr";
+    }
+    spec.argv.push_back(kRun);
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    spec.output_file = dir_.path() + "/output";
+    set_.start(spec);
+    start_ = std::chrono::steady_clock::now();
+  }
+
+  pid_t pid() const { return set_.pid(0); }
+  const std::string& scratch() const { return dir_.path(); }
+
+  std::string output() const { return read(dir_.path() + "/output"); }
+  std::string stderr_output() const { return read(dir_.path() + "/stderr"); }
+
+  // Waits until `needle` appears `count` times in the output.
+  void wait_for_output(const std::string& needle, int count, std::chrono::seconds timeout = 20s) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      const std::string out = output();
+      int n = 0;
+      for (std::size_t at = out.find(needle); at != std::string::npos;
+           at = out.find(needle, at + 1))
+        ++n;
+      if (n >= count) return;
+      if (set_.all_exited() || std::chrono::steady_clock::now() > until)
+        FAIL("waited for " << count << " x '" << needle << "'; the output is:\n" << out);
+      set_.poll(20ms);
+    }
+  }
+
+  Finished finish(std::chrono::seconds timeout = 20s) {
+    dtensor::launch::wait_for(set_, std::chrono::steady_clock::now() + timeout);
+    if (!set_.all_exited()) {
+      set_.stop_all(1000ms);
+      FAIL("dtensor-run did not exit within " << timeout.count() << " s; its output:\n"
+                                              << output());
+    }
+    Finished f;
+    f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    f.code = set_.status(0).code;
+    f.signal = set_.status(0).signal;
+    f.output = output();
+    static const std::regex pid_re(R"(pid=(\d+))"), store_re(R"(store=(\S+))");
+    for (std::sregex_iterator it(f.output.begin(), f.output.end(), pid_re), end; it != end; ++it)
+      f.pids.push_back(std::stoi((*it)[1]));
+    for (std::sregex_iterator it(f.output.begin(), f.output.end(), store_re), end; it != end; ++it)
+      f.stores.push_back((*it)[1]);
+    return f;
+  }
+
+ private:
+  static std::string read(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  dtensor::launch::TempDir dir_;
+  dtensor::launch::ProcessSet set_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+Finished run(const Args& args) {
+  return Launcher(args).finish();
+}
+
+Args fixture(std::initializer_list<std::string> steps) {
+  Args a{kFixture};
+  a.insert(a.end(), steps);
+  return a;
+}
+
+Args concat(Args a, const Args& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Not running: gone, or a zombie nobody reaped yet (when our launcher was
+// killed, its ranks are reparented to a PID 1 that may reap slowly).
+bool process_gone(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && line.size() > paren + 2 && line[paren + 2] == 'Z';
+}
+
+// The job directory of a private store "file:/tmp/dtensor-run-XXXXXX/store".
+fs::path job_dir_of(const std::string& store) {
+  REQUIRE(store.rfind("file:", 0) == 0);
+  const fs::path dir = fs::path(store.substr(5)).parent_path();
+  REQUIRE(dir.filename().string().rfind("dtensor-run-", 0) == 0);
+  return dir;
+}
+
+void require_nothing_left(const Finished& f, std::size_t ranks) {
+  INFO(f.output);
+  REQUIRE(f.pids.size() == ranks);
+  for (pid_t pid : f.pids)
+    CHECK(process_gone(pid));
+  REQUIRE_FALSE(f.stores.empty());
+  CHECK_FALSE(fs::exists(job_dir_of(f.stores[0])));
+}
+
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("launcher: -n 1 runs one rank with its environment", "[launcher]") {
+  const Finished f = run(concat({"-n", "1"}, fixture({"env", "pid"})));
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK(f.signal == 0);
+  REQUIRE(f.stores.size() == 1);
+  CHECK(contains(f.output, "[0] rank=0 world=1 local=0 store=" + f.stores[0] + " timeout=(unset)"));
+  CHECK(contains(f.output, "[0] on stderr from 0\n"));
+  require_nothing_left(f, 1);
+}
+
+TEST_CASE("launcher: -n 4 gives every rank its rank and one shared store with prefixed output",
+          "[launcher]") {
+  const Finished f = run(concat({"-n", "4", "--timeout", "7.5"}, fixture({"env", "pid"})));
+  INFO(f.output);
+  CHECK(f.code == 0);
+  REQUIRE(f.stores.size() == 4);
+  CHECK(std::set<std::string>(f.stores.begin(), f.stores.end()).size() == 1);
+  const fs::path dir = job_dir_of(f.stores[0]);
+  CHECK(dir.filename().string().size() == std::string("dtensor-run-XXXXXX").size());
+  for (int r = 0; r < 4; ++r) {
+    const std::string p = "[" + std::to_string(r) + "] ";
+    CHECK(contains(f.output, p + "rank=" + std::to_string(r) + " world=4 local=" +
+                                 std::to_string(r) + " store=" + f.stores[0] + " timeout=7.5\n"));
+    CHECK(contains(f.output, p + "on stderr from " + std::to_string(r) + "\n"));
+  }
+  // Every line of a rank is prefixed, and the launcher says nothing on success.
+  std::istringstream lines(f.output);
+  for (std::string line; std::getline(lines, line);)
+    CHECK(std::regex_match(line, std::regex(R"(\[[0-3]\] .*)")));
+  require_nothing_left(f, 4);
+}
+
+TEST_CASE("launcher: rank stderr stays on stderr with the launcher's own messages", "[launcher]") {
+  Launcher l(concat({"-n", "2"}, fixture({"env", "barrier", "exit-on", "1", "4"})), true);
+  const Finished f = l.finish();
+  const std::string err = l.stderr_output();
+  INFO("stdout:\n" << f.output << "stderr:\n" << err);
+  CHECK(f.code == 4);
+  for (const char* r : {"0", "1"}) {
+    CHECK(contains(f.output, std::string("[") + r + "] rank=" + r + " world=2"));
+    CHECK(contains(err, std::string("[") + r + "] on stderr from " + r + "\n"));
+  }
+  CHECK_FALSE(contains(f.output, "on stderr"));
+  CHECK_FALSE(contains(f.output, "dtensor-run:"));
+  CHECK(contains(err, "dtensor-run: rank 1 failed: exit code 4"));
+}
+
+TEST_CASE("launcher: a failing rank stops the others and is named with its exit code",
+          "[launcher]") {
+  const Finished f = run(
+      concat({"-n", "4"}, fixture({"env", "pid", "barrier", "exit-on", "2", "3", "sleep", "60"})));
+  INFO(f.output);
+  CHECK(f.code == 3);  // the failed rank's own exit code
+  CHECK(f.seconds < 10);
+  CHECK(contains(f.output, "dtensor-run: rank 2 failed: exit code 3; stopping the other ranks\n"));
+  CHECK_FALSE(contains(f.output, "also failed"));  // the stopped ranks are not failures
+  require_nothing_left(f, 4);
+}
+
+TEST_CASE("launcher: a rank killed by SIGKILL is named with the signal", "[launcher]") {
+  const Finished f = run(
+      concat({"-n", "3"}, fixture({"env", "pid", "barrier", "kill-on", "1", "9", "sleep", "60"})));
+  INFO(f.output);
+  CHECK(f.code == 128 + 9);
+  CHECK(f.seconds < 10);
+  CHECK(contains(f.output,
+                 "dtensor-run: rank 1 failed: killed by signal 9 (SIGKILL); stopping the other "
+                 "ranks\n"));
+  require_nothing_left(f, 3);
+}
+
+TEST_CASE("launcher: a rank that ignores SIGTERM is killed after the grace period", "[launcher]") {
+  const Finished f = run(concat({"-n", "2"}, fixture({"env", "pid", "ignore-term", "barrier",
+                                                      "exit-on", "0", "1", "sleep", "60"})));
+  INFO(f.output);
+  CHECK(f.code == 1);
+  CHECK(f.seconds > 2.5);  // SIGTERM first, with a grace of 3 s ...
+  CHECK(f.seconds < 10);   // ... then SIGKILL
+  CHECK(contains(f.output, "dtensor-run: rank 0 failed: exit code 1"));
+  require_nothing_left(f, 2);
+}
+
+TEST_CASE("launcher: SIGTERM and SIGINT are forwarded to the ranks", "[launcher]") {
+  const int sig = GENERATE(SIGTERM, SIGINT);
+  const std::string name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  Launcher l(concat({"-n", "3"},
+                    fixture({"env", "pid", "trap-term", "7", "barrier", "ready", "sleep", "60"})));
+  l.wait_for_output("] ready\n", 3);
+  REQUIRE(kill(l.pid(), sig) == 0);
+  const Finished f = l.finish();
+  INFO(f.output);
+  CHECK(f.code == 128 + sig);
+  CHECK(f.seconds < 10);
+  CHECK(contains(f.output, "dtensor-run: got " + name + "; forwarding it to the ranks\n"));
+  for (int r = 0; r < 3; ++r)
+    CHECK(contains(f.output, "[" + std::to_string(r) + "] got " + name));
+  CHECK_FALSE(contains(f.output, "failed"));  // ranks ending on a signal we sent did not fail
+  require_nothing_left(f, 3);
+}
+
+TEST_CASE("launcher: killed by SIGKILL it leaves no rank and no store behind", "[launcher]") {
+  Launcher l(concat({"-n", "2"}, fixture({"env", "pid", "barrier", "ready", "sleep", "60"})));
+  l.wait_for_output("] ready\n", 2);
+  REQUIRE(kill(l.pid(), SIGKILL) == 0);
+  const Finished f = l.finish();
+  INFO(f.output);
+  CHECK(f.signal == SIGKILL);
+  REQUIRE(f.pids.size() == 2);
+  REQUIRE(f.stores.size() == 2);
+  // Nobody was left to wait for: the kernel kills the ranks (PDEATHSIG) and a
+  // helper process removes the store, both shortly after.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  auto all_clean = [&] {
+    return process_gone(f.pids[0]) && process_gone(f.pids[1]) &&
+           !fs::exists(job_dir_of(f.stores[0]));
+  };
+  while (!all_clean() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(20ms);
+  CHECK(process_gone(f.pids[0]));
+  CHECK(process_gone(f.pids[1]));
+  CHECK_FALSE(fs::exists(job_dir_of(f.stores[0])));
+}
+
+TEST_CASE("launcher: deadline stops the job with exit code 124", "[launcher]") {
+  const Finished f =
+      run(concat({"--deadline", "1", "-n", "2"}, fixture({"env", "pid", "sleep", "60"})));
+  INFO(f.output);
+  CHECK(f.code == 124);
+  CHECK(f.seconds > 0.9);
+  CHECK(f.seconds < 8);
+  CHECK(contains(f.output, "dtensor-run: the deadline of 1 s passed; stopping ranks 0, 1\n"));
+  require_nothing_left(f, 2);
+}
+
+TEST_CASE("launcher: nnodes and node-rank give global ranks and the world size", "[launcher]") {
+  dtensor::launch::TempDir shared("dtensor-launcher-shared");
+  const std::string store = "file:" + shared.path() + "/store";
+  Finished f = run(
+      concat({"-n", "2", "--nnodes", "3", "--node-rank", "1", "--store", store}, fixture({"env"})));
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK(contains(f.output, "[2] rank=2 world=6 local=0 store=" + store + " "));
+  CHECK(contains(f.output, "[3] rank=3 world=6 local=1 store=" + store + " "));
+  CHECK_FALSE(contains(f.output, "[0]"));
+  CHECK(fs::is_directory(shared.path() + "/store"));  // the user's store is created and kept
+
+  f = run(concat({"-n", "2", "--nnodes=2", "--node-rank=1", "--store=redis://localhost:6379"},
+                 fixture({"env"})));
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK(contains(f.output, "[2] rank=2 world=4 local=0 store=redis://localhost:6379 "));
+  CHECK(contains(f.output, "[3] rank=3 world=4 local=1 store=redis://localhost:6379 "));
+}
+
+TEST_CASE("launcher: usage errors exit 2 naming the argument and start nothing", "[launcher]") {
+  dtensor::launch::TempDir scratch("dtensor-launcher-usage");
+  const std::string marker = scratch.path() + "/started";
+  for (const auto& c : dtensor::run::testing::usage_cases()) {
+    Args args;
+    for (const auto& a : c.args) {
+      if (a == "PROG")
+        for (const auto& s : fixture({"touch", marker}))
+          args.push_back(s);
+      else
+        args.push_back(a);
+    }
+    std::string joined;
+    for (const auto& a : args)
+      joined += " " + a;
+    INFO("dtensor-run" << joined);
+    const Finished f = run(args);
+    INFO(f.output);
+    CHECK(f.code == 2);
+    CHECK(contains(f.output, "dtensor-run: "));
+    CHECK(contains(f.output, c.names));
+    CHECK(contains(f.output, "usage: dtensor-run -n P"));
+    CHECK_FALSE(fs::exists(marker));
+  }
+}
+
+TEST_CASE("launcher: a program that cannot run is refused before starting", "[launcher]") {
+  Finished f = run({"-n", "2", "no-such-program-dtensor"});
+  CHECK(f.code == 127);
+  CHECK(contains(f.output, "no-such-program-dtensor: no such program"));
+  dtensor::launch::TempDir scratch("dtensor-launcher-noexec");
+  const std::string data = scratch.path() + "/data.txt";
+  std::ofstream(data) << "not a program\n";
+  f = run({"-n", "2", data});
+  CHECK(f.code == 126);
+  CHECK(contains(f.output, data + ": not an executable file"));
+}
+
+TEST_CASE("launcher: help documents the options and exit codes", "[launcher]") {
+  const Finished f = run({"--help"});
+  CHECK(f.code == 0);
+  for (const char* s : {"usage: dtensor-run -n P", "--store", "--timeout", "--deadline", "--nnodes",
+                        "--node-rank", "DTENSOR_RANK", "Exit status", "124", "128+S"})
+    CHECK(contains(f.output, s));
+}

@@ -1,0 +1,223 @@
+#include "tools/dtensor-run/options.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <regex>
+
+namespace dtensor::run {
+namespace {
+
+// Caps that catch typos (-n 40000) before they fork thousands of processes;
+// far above what one host or one job of this library uses.
+constexpr int kMaxProcs = 4096;
+constexpr int kMaxNodes = 65536;
+
+int parse_count(const std::string& name, const std::string& value, int min, int max) {
+  int out = 0;
+  const char* end = value.data() + value.size();
+  auto [p, ec] = std::from_chars(value.data(), end, out);
+  if (value.empty() || p != end || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    throw UsageError(name + ": '" + value + "' is not a whole number");
+  if (ec == std::errc::result_out_of_range || out < min || out > max)
+    throw UsageError(name + ": " + value + " is out of range (" + std::to_string(min) + " to " +
+                     std::to_string(max) + ")");
+  return out;
+}
+
+double parse_seconds(const std::string& name, const std::string& value) {
+  char* end = nullptr;
+  const double s = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(s) || s <= 0)
+    throw UsageError(name + ": '" + value + "' is not a positive number of seconds");
+  return s;
+}
+
+// The same forms the library's open_store accepts (backends/gloo/store.cpp),
+// checked here so that a typo fails before any process starts.
+void check_store(const std::string& name, const std::string& url) {
+  static const std::regex redis_re(
+      R"(^redis://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})$)");
+  std::smatch m;
+  if (url.rfind("redis://", 0) == 0) {
+    if (!std::regex_match(url, m, redis_re))
+      throw UsageError(name + ": '" + url +
+                       "' is not a valid Redis URL (expected redis://HOST:PORT)");
+    const int port = std::stoi(m[2]);
+    if (port < 1 || port > 65535)
+      throw UsageError(name + ": '" + url + "': port " + m[2].str() + " is out of range");
+    return;
+  }
+  if (url.rfind("file:", 0) == 0) {
+    const std::string dir = url.substr(5);
+    if (dir.empty() || dir.find("://") != std::string::npos)
+      throw UsageError(name + ": '" + url + "' names no directory (expected file:DIR)");
+    return;
+  }
+  throw UsageError(name + ": '" + url +
+                   "' is not a store (expected file:DIR or redis://HOST:PORT)");
+}
+
+}  // namespace
+
+Options parse_options(const std::vector<std::string>& args) {
+  Options o;
+  std::optional<std::string> nproc_name;  // as spelled, for messages
+  std::string nnodes_name = "--nnodes", node_rank_name = "--node-rank", store_name = "--store";
+  bool node_rank_given = false;
+  // Keep scanning after the first mistake so that `--help` anywhere before
+  // PROGRAM still shows the help.
+  std::optional<UsageError> first_error;
+  auto attempt = [&](auto&& f) {
+    try {
+      f();
+    } catch (const UsageError& e) {
+      if (!first_error) first_error = e;
+    }
+  };
+
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-' || a == "-") break;  // PROGRAM
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+      continue;
+    }
+    // Split "--opt=value" and "-nVALUE".
+    std::string name = a;
+    std::optional<std::string> value;
+    if (a.rfind("--", 0) == 0) {
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        name = a.substr(0, eq);
+        value = a.substr(eq + 1);
+      }
+    } else if (a.size() > 2) {
+      name = a.substr(0, 2);
+      value = a.substr(2);
+    }
+    static const char* const kWithValue[] = {
+        "-n", "--nproc-per-node", "--nnodes", "--node-rank", "--store", "--timeout", "--deadline"};
+    bool known = false;
+    for (const char* k : kWithValue)
+      known = known || name == k;
+    if (!known) {
+      attempt([&] { throw UsageError("unknown option '" + a + "'"); });
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= args.size()) {
+        attempt([&] { throw UsageError(name + ": missing value"); });
+        continue;
+      }
+      value = args[++i];
+    }
+    attempt([&] {
+      if (name == "-n" || name == "--nproc-per-node") {
+        nproc_name = name;
+        o.nproc = parse_count(name, *value, 1, kMaxProcs);
+      } else if (name == "--nnodes") {
+        nnodes_name = name;
+        o.nnodes = parse_count(name, *value, 1, kMaxNodes);
+      } else if (name == "--node-rank") {
+        node_rank_given = true;
+        o.node_rank = parse_count(name, *value, 0, kMaxNodes - 1);
+      } else if (name == "--store") {
+        check_store(name, *value);
+        o.store = *value;
+      } else if (name == "--timeout") {
+        parse_seconds(name, *value);
+        o.timeout = *value;
+      } else if (name == "--deadline") {
+        o.deadline = std::chrono::milliseconds(
+            static_cast<std::int64_t>(std::ceil(parse_seconds(name, *value) * 1000)));
+      }
+    });
+  }
+  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (o.help) return o;
+  if (first_error) throw *first_error;
+
+  if (!nproc_name) throw UsageError("missing -n P: the number of processes to start");
+  if (o.command.empty()) throw UsageError("missing PROGRAM: the program each rank runs");
+  if (o.node_rank >= o.nnodes)
+    throw UsageError(node_rank_name + " " + std::to_string(o.node_rank) + " must be less than " +
+                     nnodes_name + " " + std::to_string(o.nnodes) +
+                     (node_rank_given && o.nnodes == 1 ? " (did you forget --nnodes?)" : ""));
+  if (o.nnodes > 1 && o.store.empty())
+    throw UsageError(
+        nnodes_name + " " + std::to_string(o.nnodes) +
+        ": the ranks on all nodes need one store they can all reach, and the default one is "
+        "private to this node: pass --store redis://HOST:PORT (or --store file:DIR with DIR on a "
+        "shared file system)");
+  return o;
+}
+
+std::map<std::string, std::string> rank_environment(const Options& o, int local_rank,
+                                                    const std::string& store_url) {
+  std::map<std::string, std::string> env{
+      {"DTENSOR_RANK", std::to_string(o.global_rank(local_rank))},
+      {"DTENSOR_WORLD_SIZE", std::to_string(o.world_size())},
+      {"DTENSOR_LOCAL_RANK", std::to_string(local_rank)},
+      {"DTENSOR_STORE", store_url},
+  };
+  if (o.timeout) env["DTENSOR_TIMEOUT"] = *o.timeout;
+  return env;
+}
+
+std::string usage_line() {
+  return "usage: dtensor-run -n P [--store file:DIR|redis://HOST:PORT] [--timeout S] "
+         "[--deadline S] [--nnodes N --node-rank R] [--] PROGRAM [ARGS...]";
+}
+
+std::string help_text() {
+  return usage_line() + R"(
+
+Starts P processes of PROGRAM on this machine, as ranks of one libdtensor job,
+and watches them: when one fails, the others are stopped.
+
+Options:
+  -n, --nproc-per-node P  processes to start on this node (1 to 4096)
+  --store URL             rendezvous store: file:DIR (one host, or a shared file
+                          system) or redis://HOST:PORT. Default: a fresh private
+                          directory, /tmp/dtensor-run-XXXXXX/store, removed when
+                          the job ends. A file:DIR of your own is kept;
+                          use a fresh one per job
+  --timeout S             communication timeout of the ranks, in seconds
+                          (sets DTENSOR_TIMEOUT)
+  --deadline S            stop the whole job after S seconds (exit status 124)
+  --nnodes N              nodes in the job; run dtensor-run once per node
+                          (needs --store, default 1)
+  --node-rank R           this node's index, 0 to N-1 (default 0)
+  -h, --help              show this help
+  --                      end of options (for a PROGRAM whose name starts with -)
+
+Each rank gets DTENSOR_RANK (R*P + local rank), DTENSOR_WORLD_SIZE (N*P),
+DTENSOR_LOCAL_RANK, DTENSOR_STORE and, with --timeout, DTENSOR_TIMEOUT.
+Every line a rank prints is prefixed with its rank ("[3] "): its stdout on our
+stdout, its stderr on our stderr. SIGINT, SIGTERM and SIGHUP are forwarded to
+the ranks; ranks still running 10 s later are killed (at once on a second
+signal). When a rank fails (non-zero exit or a signal), the others get SIGTERM,
+then SIGKILL after 3 s.
+
+Exit status:
+  0        every rank exited with code 0
+  N        the first rank to fail exited with code N (passed on as is)
+  128+S    the first rank to fail was killed by signal S (137: SIGKILL), or
+           dtensor-run got signal S and stopped the job (130: SIGINT,
+           143: SIGTERM)
+  2        usage error: nothing was started
+  124      --deadline passed and the job was stopped
+  125      dtensor-run itself failed (e.g. cannot create the store directory)
+  126      PROGRAM is not executable: nothing was started
+  127      PROGRAM was not found: nothing was started
+A rank's exit code can coincide with one of these; dtensor-run's own message
+on stderr ("dtensor-run: ...") says which it was.
+)";
+}
+
+}  // namespace dtensor::run
