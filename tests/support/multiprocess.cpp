@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "tools/launch/process_set.h"
@@ -67,7 +69,9 @@ void run_as_rank(int call, const std::function<void(RankContext&)>& body, const 
 
 }  // namespace
 
-bool in_rank_process() { return std::getenv(kRankVar) != nullptr; }
+bool in_rank_process() {
+  return std::getenv(kRankVar) != nullptr;
+}
 
 std::string JobResult::report() const {
   std::ostringstream os;
@@ -84,7 +88,8 @@ std::string JobResult::report() const {
         rr.output.size() > keep ? "...\n" + rr.output.substr(rr.output.size() - keep) : rr.output;
     std::istringstream lines(tail);
     std::string line;
-    while (std::getline(lines, line)) os << "  [rank " << r << "] " << line << "\n";
+    while (std::getline(lines, line))
+      os << "  [rank " << r << "] " << line << "\n";
   }
   return os.str();
 }
@@ -106,16 +111,21 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
   for (int r = 0; r < world_size; ++r) {
     launch::ProcessSpec spec;
     spec.argv = {self_exe(), escape_test_name(test_name), "--use-colour", "no"};
-    spec.env = o.env;
-    spec.env[kRankVar] = std::to_string(r);
-    spec.env[kCallVar] = std::to_string(call);
+    // Defaults first, so that RunOptions::env can override them (e.g. a
+    // test that rendezvouses through Redis sets DTENSOR_STORE itself).
     spec.env["DTENSOR_RANK"] = std::to_string(r);
     spec.env["DTENSOR_LOCAL_RANK"] = std::to_string(r);
     spec.env["DTENSOR_WORLD_SIZE"] = std::to_string(world_size);
     spec.env["DTENSOR_STORE"] = "file:" + store_dir;
     spec.env["DTENSOR_TIMEOUT"] = std::to_string(o.comm_timeout.count() / 1000.0);
+    for (auto& [k, v] : o.env)
+      spec.env[k] = v;
     if (auto it = o.rank_env.find(r); it != o.rank_env.end())
-      for (auto& [k, v] : it->second) spec.env[k] = v;
+      for (auto& [k, v] : it->second)
+        spec.env[k] = v;
+    // The harness's own selectors are never overridden.
+    spec.env[kRankVar] = std::to_string(r);
+    spec.env[kCallVar] = std::to_string(call);
     spec.output_file = job_dir.path() + "/rank" + std::to_string(r) + ".log";
     set.start(spec);
   }
@@ -130,21 +140,28 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const auto deadline = start + o.deadline;
-  auto w = launch::wait_for(set, deadline);
-  note_exits();
-  if (w.outcome == launch::Outcome::RankFailed) {
-    result.first_failed_rank = static_cast<int>(w.failed_index);
+  // Our own loop rather than launch::wait_for: each rank's exit time is noted
+  // as it happens (tests assert on how fast survivors notice a failure).
+  std::optional<std::size_t> failed;
+  while (!set.all_exited() && std::chrono::steady_clock::now() < deadline) {
+    failed = set.poll(std::chrono::milliseconds(20));
+    note_exits();
+    if (failed) break;
+  }
+  if (failed) {
+    result.first_failed_rank = static_cast<int>(*failed);
     // Let the others notice the failure themselves, within the grace period.
     const auto until = std::min(deadline, std::chrono::steady_clock::now() + o.grace_after_failure);
     while (!set.all_exited() && std::chrono::steady_clock::now() < until) {
-      set.poll(std::chrono::milliseconds(50));
+      set.poll(std::chrono::milliseconds(20));
       note_exits();
     }
   }
   std::vector<bool> running_at_deadline(static_cast<std::size_t>(world_size), false);
   if (!set.all_exited()) {
     result.deadline_passed = std::chrono::steady_clock::now() >= deadline;
-    for (int r = 0; r < world_size; ++r) running_at_deadline[r] = !set.status(r).exited;
+    for (int r = 0; r < world_size; ++r)
+      running_at_deadline[r] = !set.status(r).exited;
     set.stop_all(std::chrono::milliseconds(1000));
   }
   for (int r = 0; r < world_size; ++r) {
@@ -166,7 +183,8 @@ void run_ranks(int world_size, const std::function<void(RankContext&)>& body,
   JobResult res = run_ranks_collect(world_size, body, options);
   if (in_rank_process()) return;
   bool all_ok = !res.deadline_passed;
-  for (auto& r : res.ranks) all_ok = all_ok && r.ok;
+  for (auto& r : res.ranks)
+    all_ok = all_ok && r.ok;
   if (!all_ok) FAIL(res.report());
 }
 
