@@ -12,8 +12,9 @@ namespace dtensor::gloo_backend {
 
 /// Gloo 0.5 reports timeouts as IoException with "Timed out" in the text.
 inline bool is_timeout_message(const std::string& msg) {
+  // The stores say "Wait timeout for key(s)", the pairs "Read timeout" / "Write timeout".
   return msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos ||
-         msg.find("Timeout") != std::string::npos;
+         msg.find("Timeout") != std::string::npos || msg.find(" timeout") != std::string::npos;
 }
 
 /// Runs fn; a Gloo timeout becomes TimeoutError, any other Gloo failure a

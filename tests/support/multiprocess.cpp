@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "tools/launch/process_set.h"
@@ -110,17 +111,21 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
   for (int r = 0; r < world_size; ++r) {
     launch::ProcessSpec spec;
     spec.argv = {self_exe(), escape_test_name(test_name), "--use-colour", "no"};
-    spec.env = o.env;
-    spec.env[kRankVar] = std::to_string(r);
-    spec.env[kCallVar] = std::to_string(call);
+    // Defaults first, so that RunOptions::env can override them (e.g. a
+    // test that rendezvouses through Redis sets DTENSOR_STORE itself).
     spec.env["DTENSOR_RANK"] = std::to_string(r);
     spec.env["DTENSOR_LOCAL_RANK"] = std::to_string(r);
     spec.env["DTENSOR_WORLD_SIZE"] = std::to_string(world_size);
     spec.env["DTENSOR_STORE"] = "file:" + store_dir;
     spec.env["DTENSOR_TIMEOUT"] = std::to_string(o.comm_timeout.count() / 1000.0);
+    for (auto& [k, v] : o.env)
+      spec.env[k] = v;
     if (auto it = o.rank_env.find(r); it != o.rank_env.end())
       for (auto& [k, v] : it->second)
         spec.env[k] = v;
+    // The harness's own selectors are never overridden.
+    spec.env[kRankVar] = std::to_string(r);
+    spec.env[kCallVar] = std::to_string(call);
     spec.output_file = job_dir.path() + "/rank" + std::to_string(r) + ".log";
     set.start(spec);
   }
@@ -135,14 +140,20 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const auto deadline = start + o.deadline;
-  auto w = launch::wait_for(set, deadline);
-  note_exits();
-  if (w.outcome == launch::Outcome::RankFailed) {
-    result.first_failed_rank = static_cast<int>(w.failed_index);
+  // Our own loop rather than launch::wait_for: each rank's exit time is noted
+  // as it happens (tests assert on how fast survivors notice a failure).
+  std::optional<std::size_t> failed;
+  while (!set.all_exited() && std::chrono::steady_clock::now() < deadline) {
+    failed = set.poll(std::chrono::milliseconds(20));
+    note_exits();
+    if (failed) break;
+  }
+  if (failed) {
+    result.first_failed_rank = static_cast<int>(*failed);
     // Let the others notice the failure themselves, within the grace period.
     const auto until = std::min(deadline, std::chrono::steady_clock::now() + o.grace_after_failure);
     while (!set.all_exited() && std::chrono::steady_clock::now() < until) {
-      set.poll(std::chrono::milliseconds(50));
+      set.poll(std::chrono::milliseconds(20));
       note_exits();
     }
   }

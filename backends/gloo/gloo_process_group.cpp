@@ -1,0 +1,449 @@
+#include "backends/gloo/gloo_process_group.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <numeric>
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "backends/gloo/gloo_errors.h"
+#include "backends/gloo/p2p_work.h"
+#include "backends/gloo/reduce_kernels.h"
+#include "backends/gloo/store_adapter.h"
+#include "backends/gloo/traffic.h"
+#include "dtensor/core/errors.h"
+#include "dtensor/core/logging.h"
+
+namespace dtensor::gloo_backend {
+namespace {
+
+// Gloo's collectives put their own prefix (0x01..0x08) in the top byte of a
+// slot and the tag in bits 24..55; point-to-point messages use a prefix of
+// their own so they never match a collective's. Gloo matches messages per
+// connection, so the slot needs no (src, dst) component: equal tags between
+// the same two ranks match in posting order, as in MPI.
+constexpr std::uint64_t kP2PSlotPrefix = 0x40;
+std::uint64_t p2p_slot(int tag) {
+  return (kP2PSlotPrefix << 56) |
+         (static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag)) << 24);
+}
+
+// Ring allreduce segment size; traffic accounting must use the same value.
+constexpr std::size_t kAllreduceSegmentBytes = 1 << 20;
+
+std::string join(const std::vector<int>& v, const char* sep) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    s += (i ? sep : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::vector<std::size_t> to_bytes(const std::vector<std::int64_t>& counts, std::size_t elem) {
+  std::vector<std::size_t> out(counts.size());
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    out[i] = static_cast<std::size_t>(counts[i]) * elem;
+  return out;
+}
+
+std::vector<std::int64_t> to_byte_counts(const std::vector<std::int64_t>& counts,
+                                         std::size_t elem) {
+  std::vector<std::int64_t> out(counts.size());
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    out[i] = counts[i] * static_cast<std::int64_t>(elem);
+  return out;
+}
+
+std::int64_t sum(const std::vector<std::int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), std::int64_t{0});
+}
+
+char* bytes_of(const Tensor& t) {
+  return static_cast<char*>(t.data_ptr());
+}
+
+// Copies src into dst unless they are the same memory (in-place calls).
+void copy_bytes(const Tensor& dst, const Tensor& src) {
+  if (src.nbytes() > 0 && dst.data_ptr() != src.data_ptr())
+    std::memcpy(dst.data_ptr(), src.data_ptr(), src.nbytes());
+}
+
+std::atomic<int> g_world_generation{0};
+
+}  // namespace
+
+GlooProcessGroup::GlooProcessGroup(int rank, int size, std::vector<int> global_ranks,
+                                   std::shared_ptr<Store> store, std::string prefix,
+                                   std::chrono::milliseconds timeout,
+                                   std::shared_ptr<::gloo::transport::Device> device)
+    : rank_(rank),
+      size_(size),
+      global_ranks_(std::move(global_ranks)),
+      store_(std::move(store)),
+      prefix_(std::move(prefix)),
+      timeout_(timeout),
+      device_(std::move(device)),
+      self_(timeout) {}
+
+GlooProcessGroup::~GlooProcessGroup() = default;
+
+std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendInit& init) {
+  check_arg(init.world_size >= 1 && init.rank >= 0 && init.rank < init.world_size, "gloo",
+            "rank {} is outside world of size {}", init.rank, init.world_size);
+  check_arg(init.store != nullptr, "gloo", "store: a rendezvous store is required");
+  std::vector<int> world(static_cast<std::size_t>(init.world_size));
+  std::iota(world.begin(), world.end(), 0);
+  // Every rank creates its worlds in the same order, so the generation agrees
+  // across ranks and a second init in one job gets fresh store keys.
+  const std::string prefix = "dtensor.gloo/world" + std::to_string(g_world_generation++);
+
+  std::shared_ptr<::gloo::transport::Device> device;
+  if (init.world_size > 1) {
+    ::gloo::transport::tcp::attr attr;
+    std::string what;
+    // Loopback unless told otherwise: nothing listens off-host by default.
+    if (!init.hostname.empty()) {
+      attr.hostname = init.hostname;
+      what = "hostname '" + init.hostname + "' (DTENSOR_HOSTNAME)";
+    } else if (!init.iface.empty()) {
+      attr.iface = init.iface;
+      what = "interface '" + init.iface + "' (DTENSOR_IFNAME)";
+    } else {
+      attr.hostname = "127.0.0.1";
+      what = "127.0.0.1";
+    }
+    try {
+      device = ::gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      throw InvalidArgument("gloo", "cannot create a TCP device on " + what + ": " + e.what());
+    }
+    log::debug("gloo: rank {} TCP device {}", init.rank, device->str());
+  }
+  std::shared_ptr<GlooProcessGroup> pg(new GlooProcessGroup(
+      init.rank, init.world_size, std::move(world), init.store, prefix, init.timeout, device));
+  if (init.world_size > 1) pg->connect();
+  return pg;
+}
+
+void GlooProcessGroup::connect() {
+  auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
+  ctx->setTimeout(timeout_);
+  StoreAdapter store(store_, prefix_, timeout_);
+  log::debug("gloo: connecting group '{}' as rank {}/{} (world ranks {})", prefix_, rank_, size_,
+             join(global_ranks_, ","));
+  translate_errors("rendezvous of group '" + prefix_ + "'",
+                   [&] { ctx->connectFullMesh(store, device_); });
+  context_ = std::move(ctx);
+  log::debug("gloo: group '{}' connected ({} peers)", prefix_, size_ - 1);
+}
+
+void GlooProcessGroup::check_usable(const std::string& op) const {
+  std::lock_guard lock(mutex_);
+  if (!failure_.empty())
+    throw CommError("gloo", op + ": the group is unusable after an earlier failure: " + failure_);
+}
+
+void GlooProcessGroup::fail(const std::string& reason) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!failure_.empty()) return;
+    failure_ = reason;
+  }
+  log::debug("gloo: group '{}' broken: {}", prefix_, reason);
+  if (!context_) return;
+  // Gloo has no public "abort": but a wait that times out signals every
+  // connection of the context (closing its sockets and failing its pending
+  // operations), so a zero-timeout wait on an empty buffer does exactly that.
+  // Peers then see their connection close instead of waiting out a timeout.
+  try {
+    auto poison = context_->createUnboundBuffer(nullptr, 0);
+    poison->waitRecv(nullptr, std::chrono::milliseconds(0));
+  } catch (...) {
+    // Expected: the wait reports the timeout it just simulated.
+  }
+}
+
+template <typename Fn>
+void GlooProcessGroup::run_collective(const std::string& op, Fn&& fn) {
+  check_usable(op);
+  try {
+    translate_errors(op, std::forward<Fn>(fn));
+  } catch (const CommError& e) {
+    fail(e.what());
+    throw;
+  }
+}
+
+void GlooProcessGroup::account(std::uint64_t sent, std::uint64_t received, std::uint64_t messages) {
+  counters_.bytes_sent += sent;
+  counters_.bytes_received += received;
+  counters_.messages_sent += messages;
+}
+
+void GlooProcessGroup::check_tensor(const Tensor& t, const char* param, const char* op) const {
+  check_arg(t.defined(), "gloo", "{}: {} is an undefined tensor", op, param);
+  check_arg(t.device().is_cpu(), "gloo", "{}: {} is on {}; the gloo backend takes CPU tensors", op,
+            param, t.device().str());
+  check_arg(t.is_contiguous(), "gloo", "{}: {} must be contiguous ({})", op, param, t.str());
+}
+
+void GlooProcessGroup::check_peer(int peer, const char* param, const char* op) const {
+  check_arg(peer >= 0 && peer < size_, "gloo", "{}: {}={} is outside the group of {} ranks", op,
+            param, peer, size_);
+}
+
+// ---- point to point ----
+
+std::shared_ptr<Work> GlooProcessGroup::isend(const Tensor& t, int dst, int tag) {
+  return post_p2p(true, t, dst, tag);
+}
+
+std::shared_ptr<Work> GlooProcessGroup::irecv(const Tensor& t, int src, int tag) {
+  return post_p2p(false, t, src, tag);
+}
+
+std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, int peer, int tag) {
+  const char* op = is_send ? "isend" : "irecv";
+  check_tensor(t, "t", op);
+  check_peer(peer, is_send ? "dst" : "src", op);
+  check_arg(tag >= 0, "gloo", "{}: tag={} must be >= 0", op, tag);
+  // Our own rank: a local copy, never the network (and no TCP to ourselves).
+  if (peer == rank_)
+    return is_send ? self_.post_send(t, rank_, tag) : self_.post_recv(t, rank_, tag);
+
+  std::string what = fmt::format("{} rank {}", is_send ? "send to" : "recv from", peer);
+  if (global_ranks_[peer] != peer) what += fmt::format(" (world rank {})", global_ranks_[peer]);
+  what += fmt::format(" tag {}", tag);
+  check_usable(what);
+  std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
+  try {
+    translate_errors(what, [&] {
+      buffer = context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
+      if (is_send)
+        buffer->send(peer, p2p_slot(tag));
+      else
+        buffer->recv(peer, p2p_slot(tag));
+    });
+  } catch (const CommError& e) {
+    fail(e.what());
+    throw;
+  }
+  if (is_send) account(t.nbytes(), 0, 1);
+  return std::make_shared<P2PWork>(shared_from_this(), is_send, t, std::move(buffer),
+                                   std::move(what));
+}
+
+// ---- collectives ----
+
+void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
+  check_tensor(t, "t", "allreduce");
+  const std::size_t n = static_cast<std::size_t>(t.numel());
+  if (size_ == 1 || n == 0) return;  // the reduction of one contribution is itself (Avg too)
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    ::gloo::AllreduceOptions opts(context_);
+    opts.setOutput<T>(t.data<T>(), n);
+    opts.setReduceFunction(gloo_reduce_fn<T>(op));
+    opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
+    opts.setMaxSegmentSize(kAllreduceSegmentBytes);
+    opts.setTimeout(timeout_);
+    run_collective(
+        fmt::format("allreduce({}, {} x {})", reduce_op_name(op), n, dtype_name(t.dtype())),
+        [&] { ::gloo::allreduce(opts); });
+    if (op == ReduceOp::Avg) divide_in_place<T>(t.data<T>(), n, size_);
+  });
+  const Traffic tr = ring_allreduce_traffic(t.nbytes(), dtype_size(t.dtype()),
+                                            kAllreduceSegmentBytes, size_, rank_);
+  account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+void GlooProcessGroup::broadcast(Tensor& t, int root) {
+  check_tensor(t, "t", "broadcast");
+  check_peer(root, "root", "broadcast");
+  if (size_ == 1 || t.nbytes() == 0) return;
+  ::gloo::BroadcastOptions opts(context_);
+  opts.setOutput<char>(bytes_of(t), t.nbytes());
+  opts.setRoot(root);
+  opts.setTimeout(timeout_);
+  run_collective(fmt::format("broadcast(root {}, {} bytes)", root, t.nbytes()),
+                 [&] { ::gloo::broadcast(opts); });
+  const Traffic tr = broadcast_traffic(t.nbytes(), size_, rank_, root);
+  account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
+                                 const std::vector<std::int64_t>& counts) {
+  check_tensor(in, "in", "allgather");
+  check_tensor(out, "out", "allgather");
+  check_arg(static_cast<int>(counts.size()) == size_, "gloo",
+            "allgather: counts has {} entries for a group of {} ranks", counts.size(), size_);
+  for (std::size_t q = 0; q < counts.size(); ++q)
+    check_arg(counts[q] >= 0, "gloo", "allgather: counts[{}]={} is negative", q, counts[q]);
+  check_arg(in.dtype() == out.dtype(), "gloo", "allgather: out is {} but in is {}",
+            dtype_name(out.dtype()), dtype_name(in.dtype()));
+  check_arg(in.numel() == counts[rank_], "gloo", "allgather: in has {} elements but counts[{}]={}",
+            in.numel(), rank_, counts[rank_]);
+  check_arg(out.numel() == sum(counts), "gloo",
+            "allgather: out has {} elements but the counts add up to {}", out.numel(), sum(counts));
+  const std::size_t elem = dtype_size(in.dtype());
+  if (size_ == 1) {
+    copy_bytes(out, in);
+    return;
+  }
+  if (out.nbytes() == 0) return;  // every rank knows the counts: all skip alike
+  const std::vector<std::size_t> block_bytes = to_bytes(counts, elem);
+  ::gloo::AllgathervOptions opts(context_);
+  // When `in` already sits at its place in `out` (in-place), Gloo needs no input.
+  const std::size_t my_offset =
+      std::accumulate(block_bytes.begin(), block_bytes.begin() + rank_, std::size_t{0});
+  if (in.data_ptr() != bytes_of(out) + my_offset) opts.setInput<char>(bytes_of(in), in.nbytes());
+  opts.setOutput<char>(bytes_of(out), block_bytes);
+  opts.setTimeout(timeout_);
+  run_collective(fmt::format("allgather({} x {})", out.numel(), dtype_name(out.dtype())),
+                 [&] { ::gloo::allgatherv(opts); });
+  const Traffic tr = allgatherv_traffic(block_bytes, rank_);
+  account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+void GlooProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
+                                      const std::vector<std::int64_t>& counts, ReduceOp op) {
+  check_tensor(in, "in", "reduce_scatter");
+  check_tensor(out, "out", "reduce_scatter");
+  check_arg(static_cast<int>(counts.size()) == size_, "gloo",
+            "reduce_scatter: counts has {} entries for a group of {} ranks", counts.size(), size_);
+  for (std::size_t q = 0; q < counts.size(); ++q)
+    check_arg(counts[q] >= 0, "gloo", "reduce_scatter: counts[{}]={} is negative", q, counts[q]);
+  check_arg(in.dtype() == out.dtype(), "gloo", "reduce_scatter: out is {} but in is {}",
+            dtype_name(out.dtype()), dtype_name(in.dtype()));
+  check_arg(in.numel() == sum(counts), "gloo",
+            "reduce_scatter: in has {} elements but the counts add up to {}", in.numel(),
+            sum(counts));
+  check_arg(out.numel() == counts[rank_], "gloo",
+            "reduce_scatter: out has {} elements but counts[{}]={}", out.numel(), rank_,
+            counts[rank_]);
+  if (size_ == 1) {
+    copy_bytes(out, in);  // one contribution: Sum, Avg, Max and Min are all the identity
+    return;
+  }
+  if (in.nbytes() == 0) return;
+  // All-to-all moves block q to rank q — (P-1)/P of the data, like a ring
+  // reduce-scatter, in one step — then each rank reduces its P blocks locally.
+  const std::size_t elem = dtype_size(in.dtype());
+  const std::int64_t mine = counts[rank_];
+  Tensor gathered = Tensor::empty({mine * size_}, in.dtype());
+  const std::vector<std::int64_t> recv_counts(static_cast<std::size_t>(size_), mine);
+  ::gloo::AlltoallvOptions opts(context_);
+  opts.setInput<char>(bytes_of(in), to_byte_counts(counts, elem));
+  opts.setOutput<char>(bytes_of(gathered), to_byte_counts(recv_counts, elem));
+  opts.setTimeout(timeout_);
+  run_collective(fmt::format("reduce_scatter({}, {} x {})", reduce_op_name(op), in.numel(),
+                             dtype_name(in.dtype())),
+                 [&] { ::gloo::alltoallv(opts); });
+  visit_dtype(in.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    reduce_blocks<T>(op, gathered.data<T>(), static_cast<std::size_t>(size_),
+                     static_cast<std::size_t>(mine), static_cast<std::size_t>(mine), out.data<T>());
+  });
+  const Traffic tr = alltoallv_traffic(to_bytes(counts, elem), to_bytes(recv_counts, elem), rank_);
+  account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+void GlooProcessGroup::all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts,
+                                  Tensor& out, const std::vector<std::int64_t>& recv_counts) {
+  check_tensor(in, "in", "all_to_all");
+  check_tensor(out, "out", "all_to_all");
+  check_arg(static_cast<int>(send_counts.size()) == size_, "gloo",
+            "all_to_all: send_counts has {} entries for a group of {} ranks", send_counts.size(),
+            size_);
+  check_arg(static_cast<int>(recv_counts.size()) == size_, "gloo",
+            "all_to_all: recv_counts has {} entries for a group of {} ranks", recv_counts.size(),
+            size_);
+  for (int q = 0; q < size_; ++q) {
+    check_arg(send_counts[q] >= 0, "gloo", "all_to_all: send_counts[{}]={} is negative", q,
+              send_counts[q]);
+    check_arg(recv_counts[q] >= 0, "gloo", "all_to_all: recv_counts[{}]={} is negative", q,
+              recv_counts[q]);
+  }
+  check_arg(in.dtype() == out.dtype(), "gloo", "all_to_all: out is {} but in is {}",
+            dtype_name(out.dtype()), dtype_name(in.dtype()));
+  check_arg(in.numel() == sum(send_counts), "gloo",
+            "all_to_all: in has {} elements but send_counts add up to {}", in.numel(),
+            sum(send_counts));
+  check_arg(out.numel() == sum(recv_counts), "gloo",
+            "all_to_all: out has {} elements but recv_counts add up to {}", out.numel(),
+            sum(recv_counts));
+  check_arg(send_counts[rank_] == recv_counts[rank_], "gloo",
+            "all_to_all: send_counts[{0}]={1} but recv_counts[{0}]={2} (what a rank sends itself)",
+            rank_, send_counts[rank_], recv_counts[rank_]);
+  check_arg(!in.shares_storage_with(out) || in.nbytes() == 0, "gloo",
+            "all_to_all: in and out must not share storage");
+  if (size_ == 1) {
+    copy_bytes(out, in);
+    return;
+  }
+  // No early exit on empty buffers: only this rank knows its counts, and the
+  // others still expect its (empty) messages.
+  const std::size_t elem = dtype_size(in.dtype());
+  ::gloo::AlltoallvOptions opts(context_);
+  opts.setInput<char>(bytes_of(in), to_byte_counts(send_counts, elem));
+  opts.setOutput<char>(bytes_of(out), to_byte_counts(recv_counts, elem));
+  opts.setTimeout(timeout_);
+  run_collective(
+      fmt::format("all_to_all({} -> {} x {})", in.numel(), out.numel(), dtype_name(in.dtype())),
+      [&] { ::gloo::alltoallv(opts); });
+  const Traffic tr =
+      alltoallv_traffic(to_bytes(send_counts, elem), to_bytes(recv_counts, elem), rank_);
+  account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+void GlooProcessGroup::barrier() {
+  if (size_ == 1) return;
+  ::gloo::BarrierOptions opts(context_);
+  opts.setTimeout(timeout_);
+  run_collective("barrier", [&] { ::gloo::barrier(opts); });
+  const Traffic tr = barrier_traffic(size_);
+  account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+// ---- subgroups ----
+
+std::shared_ptr<ProcessGroup> GlooProcessGroup::new_subgroup(const std::vector<int>& ranks) {
+  check_arg(!ranks.empty(), "gloo", "new_subgroup: ranks is empty");
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    check_arg(ranks[i] >= 0 && ranks[i] < size_, "gloo",
+              "new_subgroup: ranks[{}]={} is outside the group of {} ranks", i, ranks[i], size_);
+    check_arg(i == 0 || ranks[i] > ranks[i - 1], "gloo",
+              "new_subgroup: ranks must be strictly increasing, got [{}]", join(ranks, ", "));
+  }
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  check_arg(me != ranks.end(), "gloo",
+            "new_subgroup: rank {} is not in ranks [{}]; only the members call new_subgroup", rank_,
+            join(ranks, ", "));
+  check_usable("new_subgroup");
+  int serial;
+  {
+    // Members create their groups in the same order, so counting per member
+    // list gives every member the same, unique store prefix without talking.
+    std::lock_guard lock(mutex_);
+    serial = subgroups_made_[ranks]++;
+  }
+  const std::string prefix = prefix_ + "/sub" + join(ranks, ".") + "#" + std::to_string(serial);
+  std::vector<int> global;
+  for (int r : ranks)
+    global.push_back(global_ranks_[r]);
+  const int sub_rank = static_cast<int>(me - ranks.begin());
+  const int sub_size = static_cast<int>(ranks.size());
+  std::shared_ptr<GlooProcessGroup> sub(new GlooProcessGroup(sub_rank, sub_size, std::move(global),
+                                                             store_, prefix, timeout_, device_));
+  if (sub_size > 1) sub->connect();  // a group of one needs no connection
+  return sub;
+}
+
+}  // namespace dtensor::gloo_backend

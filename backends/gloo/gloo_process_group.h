@@ -1,0 +1,98 @@
+// dtensor::ProcessGroup over Gloo's TCP transport (CPU tensors).
+//
+// One gloo::rendezvous::Context per group; the world and its subgroups share
+// one TCP device (one event-loop thread). A group of one rank has no context:
+// its operations are local copies, it never talks to itself over TCP.
+//
+// Failure model: Gloo closes every connection of a context when an operation
+// times out, and we do the same on any other failure (a peer that died), so
+// that the other ranks notice at once instead of waiting out their timeout.
+// After a CommError/TimeoutError the group is unusable; every later call
+// throws CommError naming the first failure.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/gloo/self_mailbox.h"
+#include "dtensor/core/distributed.h"
+#include "dtensor/core/process_group.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace dtensor::gloo_backend {
+
+class GlooProcessGroup : public ProcessGroup,
+                         public std::enable_shared_from_this<GlooProcessGroup> {
+ public:
+  /// Connects the world group (every rank calls it). Binds to init.hostname,
+  /// else init.iface, else 127.0.0.1.
+  static std::shared_ptr<GlooProcessGroup> create_world(const BackendInit& init);
+
+  ~GlooProcessGroup() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend_name() const override { return "gloo"; }
+  const std::vector<int>& global_ranks() const override { return global_ranks_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+
+  std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0) override;
+  std::shared_ptr<Work> irecv(const Tensor& t, int src, int tag = 0) override;
+
+  void allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum) override;
+  void broadcast(Tensor& t, int root) override;
+  void allgather(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts,
+                      ReduceOp op = ReduceOp::Sum) override;
+  void all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts, Tensor& out,
+                  const std::vector<std::int64_t>& recv_counts) override;
+  void barrier() override;
+
+  std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
+
+  // ---- used by the point-to-point Work handles ----
+  /// Throws CommError when an earlier failure broke the group.
+  void check_usable(const std::string& op) const;
+  /// Records the first failure and closes every connection so peers notice.
+  void fail(const std::string& reason);
+
+ private:
+  GlooProcessGroup(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Store> store,
+                   std::string prefix, std::chrono::milliseconds timeout,
+                   std::shared_ptr<::gloo::transport::Device> device);
+  /// Rendezvous through the store and connect every pair (size() > 1 only).
+  void connect();
+  /// Runs a blocking Gloo call: typed errors naming `op`, the group broken on failure.
+  template <typename Fn>
+  void run_collective(const std::string& op, Fn&& fn);
+  void account(std::uint64_t sent, std::uint64_t received, std::uint64_t messages);
+  void check_tensor(const Tensor& t, const char* param, const char* op) const;
+  void check_peer(int peer, const char* param, const char* op) const;
+  std::shared_ptr<Work> post_p2p(bool is_send, const Tensor& t, int peer, int tag);
+
+  const int rank_;
+  const int size_;
+  const std::vector<int> global_ranks_;
+  const std::shared_ptr<Store> store_;
+  const std::string prefix_;  // this group's namespace in the store
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<::gloo::transport::Device> device_;  // null for a world of one
+  std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
+  SelfMailbox self_;
+
+  mutable std::mutex mutex_;
+  std::string failure_;                             // the first failure; empty while healthy
+  std::map<std::vector<int>, int> subgroups_made_;  // per member list, for unique prefixes
+};
+
+}  // namespace dtensor::gloo_backend

@@ -1,0 +1,45 @@
+#include "backends/gloo/p2p_work.h"
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include "backends/gloo/gloo_errors.h"
+#include "backends/gloo/gloo_process_group.h"
+
+namespace dtensor::gloo_backend {
+
+P2PWork::P2PWork(std::shared_ptr<GlooProcessGroup> group, bool is_send, Tensor tensor,
+                 std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, std::string what)
+    : group_(std::move(group)),
+      is_send_(is_send),
+      tensor_(std::move(tensor)),
+      buffer_(std::move(buffer)),
+      what_(std::move(what)) {}
+
+P2PWork::~P2PWork() = default;
+
+void P2PWork::wait(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mutex_);
+  if (finished_) {
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
+  if (timeout.count() < 0) timeout = group_->timeout();
+  try {
+    // A broken group has closed its connections: nothing will complete, and
+    // nothing can write into the buffer any more, so we need not wait.
+    group_->check_usable(what_);
+    translate_errors(what_, [&] {
+      const bool completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
+      if (!completed) throw CommError("gloo", what_ + ": aborted");
+    });
+  } catch (const CommError& e) {
+    finished_ = true;
+    error_ = std::current_exception();
+    group_->fail(e.what());
+    throw;
+  }
+  finished_ = true;
+  if (!is_send_) group_->counters().bytes_received += tensor_.nbytes();
+}
+
+}  // namespace dtensor::gloo_backend

@@ -1,0 +1,84 @@
+#include "backends/gloo/self_mailbox.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace dtensor::gloo_backend {
+
+struct SelfMailbox::State {
+  Tensor tensor;
+  bool done = false;
+  std::exception_ptr error;
+};
+
+class SelfMailbox::SelfWork : public Work {
+ public:
+  SelfWork(std::shared_ptr<Shared> shared, std::shared_ptr<State> state, std::string what,
+           std::chrono::milliseconds default_timeout)
+      : shared_(std::move(shared)),
+        state_(std::move(state)),
+        what_(std::move(what)),
+        default_timeout_(default_timeout) {}
+
+  void wait(std::chrono::milliseconds timeout) override {
+    if (timeout.count() < 0) timeout = default_timeout_;
+    std::unique_lock lock(shared_->m);
+    // Another thread may post the matching operation while we wait.
+    if (!shared_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
+      throw TimeoutError("gloo", fmt::format("{}: timed out after {} ms: the matching {} was never "
+                                             "posted on this rank",
+                                             what_, timeout.count(),
+                                             what_.rfind("send", 0) == 0 ? "irecv" : "isend"));
+    if (state_->error) std::rethrow_exception(state_->error);
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<State> state_;
+  std::string what_;
+  std::chrono::milliseconds default_timeout_;
+};
+
+std::shared_ptr<Work> SelfMailbox::post_send(const Tensor& t, int self_rank, int tag) {
+  return post(true, t, self_rank, tag);
+}
+
+std::shared_ptr<Work> SelfMailbox::post_recv(const Tensor& t, int self_rank, int tag) {
+  return post(false, t, self_rank, tag);
+}
+
+std::shared_ptr<Work> SelfMailbox::post(bool is_send, const Tensor& t, int self_rank, int tag) {
+  auto state = std::make_shared<State>();
+  state->tensor = t;
+  const std::string what =
+      fmt::format("{} rank {} (itself) tag {}", is_send ? "send to" : "recv from", self_rank, tag);
+  {
+    std::lock_guard lock(shared_->m);
+    auto& mine = is_send ? shared_->sends[tag] : shared_->recvs[tag];
+    auto& theirs = is_send ? shared_->recvs[tag] : shared_->sends[tag];
+    if (theirs.empty()) {
+      mine.push_back(state);
+    } else {
+      std::shared_ptr<State> other = theirs.front();
+      theirs.pop_front();
+      const Tensor& src = is_send ? state->tensor : other->tensor;
+      const Tensor& dst = is_send ? other->tensor : state->tensor;
+      if (src.nbytes() != dst.nbytes()) {
+        // Both sides learn of the mismatch, as they would from a remote peer.
+        auto err = std::make_exception_ptr(CommError(
+            "gloo", fmt::format("send to rank {} (itself) tag {}: {} bytes sent but the receive "
+                                "expects {}",
+                                self_rank, tag, src.nbytes(), dst.nbytes())));
+        state->error = other->error = err;
+      } else if (src.nbytes() > 0) {
+        std::memcpy(dst.data_ptr(), src.data_ptr(), src.nbytes());
+      }
+      state->done = other->done = true;
+      shared_->cv.notify_all();
+    }
+  }
+  return std::make_shared<SelfWork>(shared_, state, what, timeout_);
+}
+
+}  // namespace dtensor::gloo_backend

@@ -1,0 +1,185 @@
+// Faults: a stalled peer must surface as TimeoutError within the timeout, a
+// dead peer as CommError long before it; never a hang.
+#include <signal.h>
+
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "tests/comm/comm_test_util.h"
+#include "tests/support/multiprocess.h"
+
+using namespace dtensor;
+using namespace dtensor::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Collects and checks a job in which `dead` killed itself with SIGKILL: every
+// other rank must finish on its own, within `prompt_s` of the death.
+void check_survivors(const JobResult& res, int dead, double prompt_s) {
+  INFO(res.report());
+  REQUIRE(!res.deadline_passed);
+  CHECK_THAT(res.ranks[dead].status, Catch::Contains("signal 9"));
+  for (int r = 0; r < static_cast<int>(res.ranks.size()); ++r) {
+    if (r == dead) continue;
+    INFO("rank " << r << " exited " << res.ranks[r].seconds << " s after start, the dead rank at "
+                 << res.ranks[dead].seconds << " s");
+    CHECK(res.ranks[r].ok);
+    CHECK(res.ranks[r].seconds - res.ranks[dead].seconds < prompt_s);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("stalled rank: allreduce times out within the group timeout P=2", "[comm][fault]") {
+  RunOptions opt;
+  opt.comm_timeout = 2s;
+  opt.deadline = 30s;
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        Tensor t = Tensor::full({1000}, 1.0, DType::F32);
+        if (ctx.rank == 1) {
+          std::this_thread::sleep_for(3500ms);  // stalls past rank 0's timeout
+          // Rank 0 gave up and closed its connections: we must fail, not hang.
+          REQUIRE_THROWS_AS(pg.allreduce(t), CommError);
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          pg.allreduce(t);
+          FAIL("allreduce with a stalled peer returned");
+        } catch (const TimeoutError& e) {
+          const double s = seconds_since(t0);
+          INFO(e.what() << " after " << s << " s");
+          CHECK(s >= 1.8);
+          CHECK(s < 2.0 + 3.0);
+          CHECK_THAT(std::string(e.what()), Catch::StartsWith("[dtensor.gloo] allreduce"));
+        }
+        // The group is now unusable, and says why at once.
+        const auto t1 = std::chrono::steady_clock::now();
+        CHECK_THROWS_WITH(pg.barrier(), Catch::Contains("unusable after an earlier failure"));
+        CHECK(seconds_since(t1) < 1.0);
+      },
+      opt);
+}
+
+TEST_CASE("stalled peer: irecv wait times out, with the group and an explicit timeout P=2",
+          "[comm][fault]") {
+  RunOptions opt;
+  opt.comm_timeout = 2s;
+  opt.deadline = 30s;
+  for (const auto explicit_timeout : {-1ms, 300ms}) {
+    run_ranks(
+        2,
+        [explicit_timeout](RankContext& ctx) {
+          auto& pg = *ctx.pg;
+          Tensor t = Tensor::zeros({64}, DType::F64);
+          if (ctx.rank == 1) {
+            std::this_thread::sleep_for(3000ms);  // never sends in time
+            REQUIRE_THROWS_AS(pg.isend(t, 0)->wait(), CommError);
+            return;
+          }
+          auto w = pg.irecv(t, 1, 3);
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            w->wait(explicit_timeout);
+            FAIL("wait on a recv that never comes returned");
+          } catch (const TimeoutError& e) {
+            const double s = seconds_since(t0);
+            const double limit = explicit_timeout.count() < 0 ? 2.0 : 0.3;
+            INFO(e.what() << " after " << s << " s");
+            CHECK(s >= limit * 0.9);
+            CHECK(s < limit + 3.0);
+            CHECK_THAT(std::string(e.what()), Catch::Contains("recv from rank 1 tag 3"));
+          }
+          // The handle keeps its failure.
+          CHECK_THROWS_AS(w->wait(), TimeoutError);
+        },
+        opt);
+  }
+}
+
+TEST_CASE("dead peer mid-allreduce: survivors get CommError promptly P=3", "[comm][fault]") {
+  RunOptions opt;
+  opt.comm_timeout = 10s;  // "promptly" must mean far sooner than this
+  opt.deadline = 40s;
+  opt.grace_after_failure = 20s;
+  const JobResult res = run_ranks_collect(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        if (ctx.rank == 2) {
+          // Dies while everyone is in the middle of the allreduce loop below.
+          std::thread([] {
+            std::this_thread::sleep_for(200ms);
+            raise(SIGKILL);
+          }).detach();
+        }
+        Tensor t = Tensor::full({2 << 20}, 1.0, DType::F32);  // 8 MiB
+        const auto t0 = std::chrono::steady_clock::now();
+        bool failed = false;
+        while (!failed && seconds_since(t0) < 25) {
+          try {
+            pg.allreduce(t, ReduceOp::Max);
+          } catch (const CommError& e) {
+            failed = true;
+            std::printf("rank %d: %s after %.2f s\n", ctx.rank, e.what(), seconds_since(t0));
+          }
+        }
+        REQUIRE(failed);
+      },
+      opt);
+  if (in_rank_process()) return;
+  check_survivors(res, 2, 4.0);
+}
+
+TEST_CASE("dead peer mid-halo-exchange: both neighbours get CommError promptly P=3",
+          "[comm][fault]") {
+  RunOptions opt;
+  opt.comm_timeout = 10s;
+  opt.deadline = 40s;
+  opt.grace_after_failure = 20s;
+  const JobResult res = run_ranks_collect(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        const int r = ctx.rank;
+        auto exchange = [&](bool die_after_posting) {
+          std::vector<Tensor> keep;
+          std::vector<P2POp> ops;
+          for (int peer : {r - 1, r + 1}) {
+            if (peer < 0 || peer > 2) continue;
+            keep.push_back(Tensor::zeros({1 << 16}, DType::F32));
+            ops.push_back(P2POp::recv(keep.back(), peer));
+          }
+          if (die_after_posting) {
+            pg.batch_isend_irecv(ops);
+            std::this_thread::sleep_for(100ms);  // the neighbours are now waiting on us
+            raise(SIGKILL);
+          }
+          for (int peer : {r - 1, r + 1}) {
+            if (peer < 0 || peer > 2) continue;
+            keep.push_back(Tensor::full({1 << 16}, 1.0, DType::F32));
+            ops.push_back(P2POp::send(keep.back(), peer));
+          }
+          auto works = pg.batch_isend_irecv(ops);
+          wait_all(works);
+        };
+        exchange(false);  // a healthy round first: connections are in use
+        if (r == 1) exchange(true);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          exchange(false);
+          FAIL("the exchange with a dead neighbour returned");
+        } catch (const CommError& e) {
+          std::printf("rank %d: %s after %.2f s\n", r, e.what(), seconds_since(t0));
+          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 1"));
+        }
+      },
+      opt);
+  if (in_rank_process()) return;
+  check_survivors(res, 1, 4.0);
+}
