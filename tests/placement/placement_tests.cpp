@@ -16,7 +16,8 @@ TEST_CASE("chunk rule matches torch.chunk: 10 over 4 is 3,3,3,1 and 8 over 5 is 
     REQUIRE(chunk_extent(10, 4, r).offset == at);
     at += a[r];
   }
-  for (int r = 0; r < 5; ++r) REQUIRE(chunk_extent(8, 5, r).length == b[r]);
+  for (int r = 0; r < 5; ++r)
+    REQUIRE(chunk_extent(8, 5, r).length == b[r]);
   REQUIRE(chunk_extent(8, 5, 4).offset == 8);
   // Tiny extents: 1 over 4 leaves three empty ranks; 0 over 3 leaves all empty.
   REQUIRE(chunk_extent(1, 4, 0).length == 1);
@@ -26,7 +27,7 @@ TEST_CASE("chunk rule matches torch.chunk: 10 over 4 is 3,3,3,1 and 8 over 5 is 
   REQUIRE_THROWS_AS(chunk_extent(4, 2, 2), InvalidArgument);
 }
 
-TEST_CASE("chunk rule tiles [0, L) exactly for every L and P up to 40", "[placement][chunk]") {
+TEST_CASE("chunk rule tiles 0..L exactly for every L and P up to 40", "[placement][chunk]") {
   for (std::int64_t L = 0; L <= 40; ++L)
     for (std::int64_t P = 1; P <= 12; ++P) {
       std::int64_t next = 0;

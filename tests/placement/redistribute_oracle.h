@@ -1,7 +1,7 @@
 // Test-side oracle for DTensor layouts, written independently of the library:
 // where each rank's shard lies (torch.chunk by enumeration, nested in mesh-dim
 // order) and what a rank holds for Partial(sum) placements. Values are small
-// integers in f64/f32, so sums are exact whatever the reduction order.
+// integers, so sums are exact whatever the reduction order.
 #pragma once
 
 #include <vector>
@@ -16,7 +16,8 @@ inline std::pair<std::int64_t, std::int64_t> oracle_chunk(std::int64_t L, std::i
                                                           std::int64_t r) {
   const std::int64_t c = (L + P - 1) / P;
   std::int64_t start = 0;
-  for (std::int64_t q = 0; q < r; ++q) start += std::max<std::int64_t>(0, std::min(c, L - start));
+  for (std::int64_t q = 0; q < r; ++q)
+    start += std::max<std::int64_t>(0, std::min(c, L - start));
   return {start, std::max<std::int64_t>(0, std::min(c, L - start))};
 }
 
@@ -29,32 +30,30 @@ inline Tensor integer_tensor(const Shape& shape, DType dtype, std::uint64_t seed
   return out.to(dtype);
 }
 
+/// The integer weight of index c in a linear split over n ranks: 2, 3, ...,
+/// and the last makes them sum to 1 (n=2: 2,-1; n=3: 2,3,-4). A linear split
+/// commutes with any reduction over other mesh dims, as real partial sums do.
+inline double split_weight(std::int64_t c, std::int64_t n) {
+  if (c < n - 1) return static_cast<double>(c + 2);
+  double rest = 1;
+  for (std::int64_t k = 0; k < n - 1; ++k)
+    rest -= static_cast<double>(k + 2);
+  return rest;
+}
+
 /// What the rank at `coord` holds for `placements` of the global tensor G.
-/// For a Partial(sum) mesh dim i: with random_split[i] the value is split into
-/// integer parts R(i,0..n-2) and the remainder; otherwise index 0 holds it all.
+/// For a Partial(sum) mesh dim i: with split[i] the value is weighted by
+/// split_weight(coord[i]); otherwise index 0 holds it all.
 inline Tensor oracle_local(const Tensor& G, const Shape& mesh_shape, const Placements& placements,
-                           const std::vector<std::int64_t>& coord,
-                           const std::vector<bool>& random_split) {
-  Tensor W = G.clone();
-  for (std::size_t i = 0; i < placements.size(); ++i) {
-    if (!placements[i].is_partial()) continue;
-    const std::int64_t n = mesh_shape[i];
-    if (!random_split[i]) {
-      if (coord[i] != 0) W = Tensor::zeros(G.shape(), G.dtype());
-      continue;
-    }
-    if (coord[i] < n - 1) {
-      W = integer_tensor(G.shape(), G.dtype(), 1000 + 10 * i + coord[i]);
-    } else {
-      Tensor rest = W.to(DType::F64);
-      for (std::int64_t k = 0; k < n - 1; ++k) {
-        Tensor part = integer_tensor(G.shape(), DType::F64, 1000 + 10 * i + k);
-        for (std::int64_t e = 0; e < rest.numel(); ++e)
-          rest.data<double>()[e] -= part.data<double>()[e];
-      }
-      W = rest.to(G.dtype());
-    }
-  }
+                           const std::vector<std::int64_t>& coord, const std::vector<bool>& split) {
+  double weight = 1;
+  for (std::size_t i = 0; i < placements.size(); ++i)
+    if (placements[i].is_partial())
+      weight *= split[i] ? split_weight(coord[i], mesh_shape[i]) : (coord[i] == 0 ? 1.0 : 0.0);
+  Tensor W = G.to(DType::F64);
+  for (std::int64_t e = 0; e < W.numel(); ++e)
+    W.data<double>()[e] *= weight;
+  W = W.to(G.dtype());
   Tensor v = W;
   std::vector<std::int64_t> len = G.shape(), off(G.shape().size(), 0);
   for (std::size_t i = 0; i < placements.size(); ++i) {

@@ -18,7 +18,9 @@ std::deque<std::string>& strings() {
 }
 
 // Every registered case runs this; it looks up the body by the running test's name.
-void dispatch() { bodies().at(Catch::getResultCapture().getCurrentTestName())(); }
+void dispatch() {
+  bodies().at(Catch::getResultCapture().getCurrentTestName())();
+}
 
 }  // namespace
 
@@ -28,7 +30,8 @@ void register_test(const std::string& name, const std::string& tags, std::functi
   const std::string& n = strings().emplace_back(name);
   const std::string& t = strings().emplace_back(tags);
   Catch::AutoReg reg(Catch::makeTestInvoker(&dispatch), Catch::SourceLineInfo(__FILE__, __LINE__),
-                     Catch::StringRef(), Catch::NameAndTags{Catch::StringRef(n), Catch::StringRef(t)});
+                     Catch::StringRef(),
+                     Catch::NameAndTags{Catch::StringRef(n), Catch::StringRef(t)});
   (void)reg;
 }
 

@@ -16,8 +16,8 @@ void register_test(const std::string& name, const std::string& tags, std::functi
 #define DTENSOR_TEST_CONCAT2(a, b) a##b
 #define DTENSOR_TEST_CONCAT(a, b) DTENSOR_TEST_CONCAT2(a, b)
 /// DTENSOR_TEST_REGISTRAR { register_test(...); ... } runs at start-up.
-#define DTENSOR_TEST_REGISTRAR                                                             \
-  static void DTENSOR_TEST_CONCAT(dtensor_registrar_fn_, __LINE__)();                      \
-  static const int DTENSOR_TEST_CONCAT(dtensor_registrar_, __LINE__) =                     \
-      (DTENSOR_TEST_CONCAT(dtensor_registrar_fn_, __LINE__)(), 0);                         \
+#define DTENSOR_TEST_REGISTRAR                                         \
+  static void DTENSOR_TEST_CONCAT(dtensor_registrar_fn_, __LINE__)();  \
+  static const int DTENSOR_TEST_CONCAT(dtensor_registrar_, __LINE__) = \
+      (DTENSOR_TEST_CONCAT(dtensor_registrar_fn_, __LINE__)(), 0);     \
   static void DTENSOR_TEST_CONCAT(dtensor_registrar_fn_, __LINE__)()
