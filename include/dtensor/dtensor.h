@@ -1,6 +1,7 @@
 // libdtensor: the one header users include.
 #pragma once
 
+#include "dtensor/core/device_mesh.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/errors.h"
@@ -10,3 +11,13 @@
 #include "dtensor/core/store.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/core/version.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/op_schema.h"
+#include "dtensor/ops/plugin.h"
+#include "dtensor/ops/pointwise.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/placement/chunk.h"
+#include "dtensor/placement/dtensor.h"
+#include "dtensor/placement/dtensor_spec.h"
+#include "dtensor/placement/placement.h"
+#include "dtensor/placement/redistribute.h"
