@@ -83,11 +83,12 @@ Tensor LocalConvKernels::forward(const Tensor& x, const Tensor& w, const Tensor&
     // output is the bias alone.
     Tensor y = Tensor::zeros(out_shape, x.dtype(), x.device());
     if (b.defined() && y.numel() > 0)
-      for (std::int64_t c = 0; c < out_shape[1]; ++c) y.narrow(1, c, 1).fill_(b.item_flat(c));
+      for (std::int64_t c = 0; c < out_shape[1]; ++c)
+        y.narrow(1, c, 1).fill_(b.item_flat(c));
     return y;
   }
-  Tensor y = forward_impl(x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(),
-                          p);
+  Tensor y =
+      forward_impl(x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p);
   if (y.shape() != out_shape)
     throw Error(kComponent, fmt::format("{} forward returned shape {}, expected {}", name(),
                                         shape_str(y.shape()), shape_str(out_shape)));
@@ -115,8 +116,7 @@ Tensor LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
 
 ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const Tensor& x,
                                                    const Shape& weight_shape,
-                                                   const ConvParams& params,
-                                                   bool want_bias) const {
+                                                   const ConvParams& params, bool want_bias) const {
   check_operand(grad_out, "grad_output");
   check_operand(x, "input");
   check_same_kind(x, "input", grad_out, "grad_output");

@@ -30,7 +30,8 @@ std::vector<T> expand_list(const std::vector<T>& v, std::int64_t n, const T& dfl
 
 std::string padding_str(const ConvParams::Padding& p) {
   std::vector<std::string> parts;
-  for (const auto& [l, r] : p) parts.push_back(fmt::format("({}, {})", l, r));
+  for (const auto& [l, r] : p)
+    parts.push_back(fmt::format("({}, {})", l, r));
   return fmt::format("[{}]", fmt::join(parts, ", "));
 }
 
@@ -39,7 +40,8 @@ std::string padding_str(const ConvParams::Padding& p) {
 ConvParams::Padding ConvParams::symmetric_padding(const std::vector<std::int64_t>& pads) {
   Padding out;
   out.reserve(pads.size());
-  for (auto p : pads) out.emplace_back(p, p);
+  for (auto p : pads)
+    out.emplace_back(p, p);
   return out;
 }
 
@@ -48,8 +50,8 @@ ConvParams ConvParams::expanded(std::int64_t spatial_dims) const {
             "input: convolutions have 1 to 3 spatial dims, not {}", spatial_dims);
   ConvParams p;
   p.stride = expand_list(stride, spatial_dims, std::int64_t{1}, "stride");
-  p.padding = expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0},
-                          "padding");
+  p.padding =
+      expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0}, "padding");
   p.dilation = expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation");
   p.groups = groups;
   return p;
@@ -90,8 +92,7 @@ ConvParams check_conv_args(const Shape& input, const Shape& weight,
     check_arg(p.stride[i] >= 1, kComponent, "stride: must be >= 1 in every spatial dim, got [{}]",
               fmt::join(p.stride, ", "));
     check_arg(p.dilation[i] >= 1, kComponent,
-              "dilation: must be >= 1 in every spatial dim, got [{}]",
-              fmt::join(p.dilation, ", "));
+              "dilation: must be >= 1 in every spatial dim, got [{}]", fmt::join(p.dilation, ", "));
     check_arg(p.padding[i].first >= 0 && p.padding[i].second >= 0, kComponent,
               "padding: must be >= 0 on both sides, got {}", padding_str(p.padding));
   }

@@ -106,7 +106,8 @@ bool HaloPlan::needs_exchange() const {
 std::int64_t HaloPlan::exchanged_elements() const {
   std::int64_t n = 0;
   for (const auto& p : ranks_)
-    for (const auto& t : p.send) n += t.length();
+    for (const auto& t : p.send)
+      n += t.length();
   return n;
 }
 
@@ -122,8 +123,10 @@ std::string HaloPlan::str() const {
       s += fmt::format(" need [{}, {}] window [{}, {}) lp={} rp={}{}", p.need_first, p.need_last,
                        p.window.offset, p.window.end(), p.pad_left, p.pad_right,
                        p.window_in_padding ? " (in padding)" : "");
-    for (const auto& t : p.recv) s += fmt::format(" recv {}:[{}, {})", t.peer, t.lo, t.hi);
-    for (const auto& t : p.send) s += fmt::format(" send {}:[{}, {})", t.peer, t.lo, t.hi);
+    for (const auto& t : p.recv)
+      s += fmt::format(" recv {}:[{}, {})", t.peer, t.lo, t.hi);
+    for (const auto& t : p.send)
+      s += fmt::format(" send {}:[{}, {})", t.peer, t.lo, t.hi);
     s += "\n";
   }
   return s;

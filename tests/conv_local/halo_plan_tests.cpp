@@ -38,8 +38,7 @@ HaloGeometry random_geometry(std::mt19937_64& rng, std::int64_t ranks) {
     const std::int64_t max_pad = uni(0, 3) == 0 ? 2 * extent : 4;
     g.pad_left = uni(0, max_pad);
     g.pad_right = uni(0, max_pad);
-    if (conv_output_length(g.length, g.kernel, g.stride, g.dilation, g.pad_left, g.pad_right) >=
-        1)
+    if (conv_output_length(g.length, g.kernel, g.stride, g.dilation, g.pad_left, g.pad_right) >= 1)
       return g;
   }
 }
@@ -148,14 +147,15 @@ void check_transfers(const HaloPlan& plan) {
     // no empty messages).
     for (const auto& q : ranks) {
       if (q.rank == p.rank) continue;
-      const bool meets = std::max(q.input.offset, p.window.offset) <
-                         std::min(q.input.end(), p.window.end());
+      const bool meets =
+          std::max(q.input.offset, p.window.offset) < std::min(q.input.end(), p.window.end());
       CHECK(meets == (find_transfer(p.recv, q.rank) != nullptr));
     }
     // Own part + receives tile the window.
     if (!p.window.empty()) {
       std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
-      for (const auto& t : p.recv) pieces.emplace_back(t.lo, t.hi);
+      for (const auto& t : p.recv)
+        pieces.emplace_back(t.lo, t.hi);
       const Extent own = p.own_part();
       if (!own.empty()) pieces.emplace_back(own.offset, own.end());
       std::sort(pieces.begin(), pieces.end());
@@ -184,8 +184,7 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
   const Tensor x = Tensor::rand({batch, channels, g.length}, DType::F64, seed);
   const Tensor w = Tensor::rand({out_channels, channels / groups, g.kernel}, DType::F64, seed + 1);
   const Tensor b = Tensor::rand({out_channels}, DType::F64, seed + 2);
-  const Tensor gy =
-      Tensor::rand({batch, out_channels, plan.output_length()}, DType::F64, seed + 3);
+  const Tensor gy = Tensor::rand({batch, out_channels, plan.output_length()}, DType::F64, seed + 3);
   const Tensor y_ref = ref_conv_forward(x, w, b, global_p);
   const Tensor gx_ref = ref_conv_grad_input(gy, w, x.shape(), global_p);
   const Tensor gw_ref = ref_conv_grad_weight(gy, x, w.shape(), global_p);
@@ -207,15 +206,16 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
     if (!p.has_output) continue;  // sends only
     Tensor win = Tensor::zeros({batch, channels, p.window.length}, DType::F64);
     const Extent own = p.own_part();
-    win.narrow(2, own.offset - p.window.offset, own.length)
-        .copy_(shard[r].narrow(2, own.offset - p.input.offset, own.length));
+    if (!own.empty())
+      win.narrow(2, own.offset - p.window.offset, own.length)
+          .copy_(shard[r].narrow(2, own.offset - p.input.offset, own.length));
     for (const auto& t : p.recv) {
       const HaloRankPlan& q = ranks[static_cast<std::size_t>(t.peer)];
       const HaloTransfer* s = find_transfer(q.send, p.rank);
       REQUIRE(s != nullptr);
       win.narrow(2, t.lo - p.window.offset, t.length())
           .copy_(shard[static_cast<std::size_t>(t.peer)].narrow(2, s->lo - q.input.offset,
-                                                               s->length()));
+                                                                s->length()));
     }
     window[r] = win;
     const ConvParams local_p = params_1d(g.stride, g.dilation, p.pad_left, p.pad_right, groups);
@@ -236,8 +236,8 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
   for (std::size_t r = 0; r < P; ++r) {
     const HaloRankPlan& p = ranks[r];
     Tensor gx_r = Tensor::zeros({batch, channels, p.input.length}, DType::F64);
-    if (p.has_output) {
-      const Extent own = p.own_part();
+    const Extent own = p.own_part();
+    if (p.has_output && !own.empty()) {
       gx_r.narrow(2, own.offset - p.input.offset, own.length)
           .add_(grad_window[r].narrow(2, own.offset - p.window.offset, own.length));
     }
@@ -245,10 +245,10 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
       const HaloRankPlan& q = ranks[static_cast<std::size_t>(t.peer)];
       const HaloTransfer* s = find_transfer(q.grad_send(), p.rank);
       REQUIRE(s != nullptr);
-      REQUIRE(*s == HaloTransfer{t.peer, t.lo, t.hi});
+      REQUIRE(*s == HaloTransfer{p.rank, t.lo, t.hi});
       gx_r.narrow(2, t.lo - p.input.offset, t.length())
           .add_(grad_window[static_cast<std::size_t>(t.peer)].narrow(2, s->lo - q.window.offset,
-                                                                    s->length()));
+                                                                     s->length()));
     }
     gx.narrow(2, p.input.offset, p.input.length).copy_(gx_r);
   }
@@ -275,7 +275,8 @@ HaloGeometry geo(std::int64_t L, std::int64_t P, std::int64_t K, std::int64_t s,
 TEST_CASE("chunk_extent follows torch.chunk, including empty trailing shards", "[chunk]") {
   auto lengths = [](std::int64_t L, std::int64_t P) {
     std::vector<std::int64_t> v;
-    for (std::int64_t r = 0; r < P; ++r) v.push_back(chunk_extent(L, P, r).length);
+    for (std::int64_t r = 0; r < P; ++r)
+      v.push_back(chunk_extent(L, P, r).length);
     return v;
   };
   CHECK(lengths(10, 4) == std::vector<std::int64_t>{3, 3, 3, 1});
@@ -287,9 +288,10 @@ TEST_CASE("chunk_extent follows torch.chunk, including empty trailing shards", "
   CHECK_THROWS_AS(chunk_extent(4, 2, 2), InvalidArgument);
 }
 
-TEST_CASE("halo plan: random geometries, P=1..6: receptive fields, window sizes, matched "
-          "transfers, no self-sends, no wrap",
-          "[halo]") {
+TEST_CASE(
+    "halo plan: random geometries, P=1..6: receptive fields, window sizes, matched "
+    "transfers, no self-sends, no wrap",
+    "[halo]") {
   std::mt19937_64 rng(20240611);
   for (int iter = 0; iter < 400; ++iter) {
     for (std::int64_t P = 1; P <= 6; ++P) {
@@ -302,11 +304,12 @@ TEST_CASE("halo plan: random geometries, P=1..6: receptive fields, window sizes,
   }
 }
 
-TEST_CASE("halo plan: simulated halo forward, grad_input add-back and grad_weight/grad_bias "
-          "equal the global reference (random 1-D geometries, P=1..6, groups)",
-          "[halo][simulation]") {
+TEST_CASE(
+    "halo plan: simulated halo forward, grad_input add-back and grad_weight/grad_bias "
+    "equal the global reference (random 1-D geometries, P=1..6, groups)",
+    "[halo][simulation]") {
   std::mt19937_64 rng(99);
-  for (int iter = 0; iter < 120; ++iter) {
+  for (int iter = 0; iter < 300; ++iter) {
     for (std::int64_t P = 1; P <= 6; ++P) {
       const HaloGeometry g = random_geometry(rng, P);
       const HaloPlan plan(g);
@@ -319,9 +322,10 @@ TEST_CASE("halo plan: simulated halo forward, grad_input add-back and grad_weigh
   }
 }
 
-TEST_CASE("halo plan: P=1 has no traffic and the right edge gets zero padding, not wrap "
-          "(defect 3)",
-          "[halo][defects]") {
+TEST_CASE(
+    "halo plan: P=1 has no traffic and the right edge gets zero padding, not wrap "
+    "(defect 3)",
+    "[halo][defects]") {
   const HaloPlan plan(geo(5, 1, 3, 1, 1, 1, 1));
   const auto& p = plan.rank(0);
   CHECK(p.window == Extent{0, 5});
@@ -334,17 +338,18 @@ TEST_CASE("halo plan: P=1 has no traffic and the right edge gets zero padding, n
   // Edge ranks never talk to each other, whatever P.
   for (std::int64_t P = 2; P <= 6; ++P) {
     const HaloPlan pp(geo(24, P, 3, 1, 1, 1, 1));
-    CHECK(find_transfer(pp.rank(0).recv, P - 1) == nullptr);
-    CHECK(find_transfer(pp.rank(P - 1).recv, 0) == nullptr || P == 2);
+    CHECK((P == 2 || find_transfer(pp.rank(0).recv, P - 1) == nullptr));
+    CHECK((find_transfer(pp.rank(P - 1).recv, 0) == nullptr || P == 2));
     CHECK(pp.rank(0).pad_left == 1);
     CHECK(pp.rank(P - 1).pad_right == 1);
     check_all(geo(24, P, 3, 1, 1, 1, 1));
   }
 }
 
-TEST_CASE("halo plan: even kernels, asymmetric padding and a zero-width left halo (d1 == 0) "
-          "give chunk-consistent windows (defect 4)",
-          "[halo][defects]") {
+TEST_CASE(
+    "halo plan: even kernels, asymmetric padding and a zero-width left halo (d1 == 0) "
+    "give chunk-consistent windows (defect 4)",
+    "[halo][defects]") {
   // K=2 with 'same' padding (0, 1): only the right neighbour's first column is needed.
   {
     const HaloPlan plan(geo(8, 2, 2, 1, 1, 0, 1));
@@ -371,7 +376,8 @@ TEST_CASE("halo plan: even kernels, asymmetric padding and a zero-width left hal
       for (std::int64_t pr = 0; pr <= 3; ++pr)
         for (std::int64_t s : {1, 2})
           for (std::int64_t d : {1, 2})
-            for (std::int64_t P : {2, 3, 4}) check_all(geo(17, P, K, s, d, pl, pr));
+            for (std::int64_t P : {2, 3, 4})
+              check_all(geo(17, P, K, s, d, pl, pr));
 }
 
 TEST_CASE("halo plan: shards narrower than the halo exchange over several hops", "[halo]") {
@@ -406,8 +412,7 @@ TEST_CASE("halo plan: empty trailing shards (L=8, P=5) and ranks that only send"
   }
 }
 
-TEST_CASE("halo plan: stride == K with shards aligned to the stride needs no exchange",
-          "[halo]") {
+TEST_CASE("halo plan: stride == K with shards aligned to the stride needs no exchange", "[halo]") {
   for (auto g : {geo(12, 3, 2, 2, 1, 0, 0), geo(16, 4, 4, 4, 1, 0, 0), geo(18, 3, 3, 3, 1, 0, 0)}) {
     const HaloPlan plan(g);
     INFO(plan.str());
@@ -416,7 +421,7 @@ TEST_CASE("halo plan: stride == K with shards aligned to the stride needs no exc
     check_all(g);
   }
   // Misaligned shards do exchange.
-  CHECK(HaloPlan(geo(10, 3, 2, 2, 1, 0, 0)).needs_exchange());
+  CHECK(HaloPlan(geo(9, 3, 2, 2, 1, 0, 0)).needs_exchange());
 }
 
 TEST_CASE("halo plan: windows wholly in the padding read nothing and give the bias alone",

@@ -38,7 +38,7 @@ Geometry geometry(const Shape& x, const Shape& w, const ConvParams& p) {
     g.k[t] = w[2 + i];
     g.s[t] = p.stride.empty() ? 1 : pick(p.stride, i);
     g.d[t] = p.dilation.empty() ? 1 : pick(p.dilation, i);
-    const auto pad = p.padding.empty() ? std::pair<std::int64_t, std::int64_t>{0, 0}
+    const auto pad = p.padding.empty()       ? std::pair<std::int64_t, std::int64_t>{0, 0}
                      : p.padding.size() == 1 ? p.padding[0]
                                              : p.padding.at(i);
     g.pl[t] = pad.first;
@@ -46,7 +46,8 @@ Geometry geometry(const Shape& x, const Shape& w, const ConvParams& p) {
     // Outputs are the positions j whose whole dilated kernel fits in the padded input.
     const std::int64_t span = g.d[t] * (g.k[t] - 1) + 1;
     std::int64_t o = 0;
-    while (o * g.s[t] + span <= g.pl[t] + g.in[t] + g.pr[t]) ++o;
+    while (o * g.s[t] + span <= g.pl[t] + g.in[t] + g.pr[t])
+      ++o;
     g.out[t] = o;
   }
   return g;
@@ -54,7 +55,8 @@ Geometry geometry(const Shape& x, const Shape& w, const ConvParams& p) {
 
 Shape out_shape(const Shape& x, const Geometry& g) {
   Shape s{g.n, g.oc};
-  for (std::size_t i = 3 - (x.size() - 2); i < 3; ++i) s.push_back(g.out[i]);
+  for (std::size_t i = 3 - (x.size() - 2); i < 3; ++i)
+    s.push_back(g.out[i]);
   return s;
 }
 
@@ -175,8 +177,7 @@ Tensor ref_conv_grad_weight(const Tensor& grad_out, const Tensor& x, const Shape
                     if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1] || i2 < 0 ||
                         i2 >= g.in[2])
                       continue;
-                    acc += GY[(((n * g.oc + oc) * g.out[0] + j0) * g.out[1] + j1) * g.out[2] +
-                              j2] *
+                    acc += GY[(((n * g.oc + oc) * g.out[0] + j0) * g.out[1] + j1) * g.out[2] + j2] *
                            X[(((n * g.c + c) * g.in[0] + i0) * g.in[1] + i1) * g.in[2] + i2];
                   }
             GW[wi++] = acc;
@@ -192,7 +193,8 @@ Tensor ref_conv_grad_bias(const Tensor& grad_out) {
   double* GB = gb.data<double>();
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t c = 0; c < oc; ++c)
-      for (std::int64_t k = 0; k < inner; ++k) GB[c] += GY[(i * oc + c) * inner + k];
+      for (std::int64_t k = 0; k < inner; ++k)
+        GB[c] += GY[(i * oc + c) * inner + k];
   return gb;
 }
 

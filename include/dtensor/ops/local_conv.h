@@ -37,8 +37,7 @@ class LocalConvKernels {
   virtual std::string name() const = 0;
 
   /// y = conv(x, w) + b. `b` may be an undefined Tensor (no bias).
-  Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b,
-                 const ConvParams& params) const;
+  Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& params) const;
 
   /// grad_input of shape `input_shape` from grad_output and the weight.
   Tensor backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
@@ -57,8 +56,7 @@ class LocalConvKernels {
   virtual Tensor backward_data_impl(const Tensor& grad_out, const Tensor& w,
                                     const Shape& input_shape, const ConvParams& params) const = 0;
   virtual ConvWeightGrads backward_weights_impl(const Tensor& grad_out, const Tensor& x,
-                                                const Shape& weight_shape,
-                                                const ConvParams& params,
+                                                const Shape& weight_shape, const ConvParams& params,
                                                 bool want_bias) const = 0;
 };
 
