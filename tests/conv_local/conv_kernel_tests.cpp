@@ -7,7 +7,7 @@
 // accumulated in precision u makes R roundings, each at most u times a partial
 // sum, and partial sums are of the size of the result, so |error| <= c*u*R*
 // max(1, |result|) with a small c for blocked orders. bf16 results also carry
-// one output rounding (relative 2^-9 of the largest value). The sweeps print how
+// one output rounding (at most 2^-8 of the largest value; we allow two). The sweeps print how
 // close the worst case came (WARN lines).
 #include <catch2/catch.hpp>
 
@@ -105,7 +105,7 @@ double unit_roundoff(DType t) {
     case DType::F32:
       return std::ldexp(1.0, -24);
     case DType::BF16:
-      return std::ldexp(1.0, -9);
+      return std::ldexp(1.0, -8);  // 8 significant bits
   }
   return 1;
 }
@@ -131,6 +131,9 @@ void check_close(const Tensor& got, const Tensor& ref, double tol, const char* w
   const double err = max_abs_diff(got, ref);
   INFO(what << ": max |error| " << err << ", tolerance " << tol);
   CHECK(err <= tol);
+  if (std::getenv("DTENSOR_CONV_TEST_VERBOSE") && err / tol > 0.3)
+    std::cout << what << " " << got.str() << " err " << err << " tol " << tol << " ref_max "
+              << max_abs(ref) << "\n";
   worst.note(err, tol);
 }
 
@@ -192,24 +195,24 @@ TEST_CASE(
     "local conv kernels: Eigen f64 matches the reference on random configs (1-3 dims, "
     "stride, dilation, asymmetric padding, groups, depthwise, all passes)",
     "[kernels][f64]") {
-  random_sweep(DType::F64, 80, 11);
+  random_sweep(DType::F64, 150, 11);
 }
 
 TEST_CASE("local conv kernels: oneDNN f32 matches the reference on random configs (all passes)",
           "[kernels][f32]") {
-  random_sweep(DType::F32, 80, 12);
+  random_sweep(DType::F32, 150, 12);
 }
 
 TEST_CASE(
     "local conv kernels: oneDNN bf16 matches the reference within bf16 rounding "
     "(all passes)",
     "[kernels][bf16]") {
-  random_sweep(DType::BF16, 60, 13);
+  random_sweep(DType::BF16, 100, 13);
 }
 
 TEST_CASE(
     "local conv kernels: fixed shapes at the extremes (kernel 7, dilation 3, stride 4, "
-    "padding wider than the kernel, 1x1, depthwise 3-D)",
+    "padding wider than the kernel, 1x1, depthwise 3-D, blocked layouts)",
     "[kernels]") {
   std::vector<Config> configs;
   auto add = [&](Shape in, Shape w, ConvParams p, bool bias = true) {
@@ -222,6 +225,13 @@ TEST_CASE(
   add({1, 4, 7, 6}, {4, 2, 3, 2}, ConvParams{{2, 1}, {{1, 0}, {0, 2}}, {1, 2}, 2});
   add({2, 3, 5, 6, 4}, {6, 1, 3, 3, 2},
       ConvParams{{1, 2, 1}, {{1, 1}, {0, 2}, {1, 0}}, {1, 1, 2}, 3});
+  // Channel counts that make oneDNN choose its blocked-layout JIT kernels, so the
+  // reorders between plain and blocked layouts are exercised too.
+  add({1, 32, 12, 13}, {32, 32, 3, 3}, ConvParams{{1}, {{1, 2}, {0, 1}}, {1}, 1});
+  add({2, 16, 10, 9}, {32, 16, 3, 2}, ConvParams{{2, 1}, {{1, 1}}, {1, 2}, 1});
+  add({1, 32, 11, 12}, {32, 1, 3, 3}, ConvParams{{1}, {{1, 1}}, {2}, 32});  // depthwise
+  add({1, 32, 40}, {64, 16, 5}, ConvParams{{1}, {{4, 0}}, {1}, 2});
+  add({1, 16, 6, 7, 5}, {16, 16, 3, 3, 3}, ConvParams{{1}, {{1, 1}, {2, 0}, {0, 1}}, {1}, 1});
   for (DType t : {DType::F64, DType::F32, DType::BF16}) {
     const auto kernels = local_conv_kernels(Device::cpu(), t);
     Worst worst;
