@@ -28,61 +28,62 @@ ConvGeometry ConvGeometry::make(const Shape& input, const Shape& weight, const C
 
 namespace {
 
-// Walks the column matrix one segment (row, o0, o1) of n = O2 entries at a time:
-// f(j, in0, s2, lo, hi, n) with j the segment's offset in the matrix; entries
-// o in [lo, hi) read x[in0 + o*s2], the others read padding. Computing [lo, hi)
-// once per segment keeps the padding test out of the innermost loop.
+// Walks the tile's column matrix one segment (row, o0, o1) of n = O2 entries at
+// a time: f(j, in0, s2, lo, hi, n) with j the segment's offset in the matrix;
+// entries o in [lo, hi) read x[in0 + o*s2], the others read padding. Computing
+// [lo, hi) once per segment keeps the padding test out of the innermost loop.
 template <typename F>
-void for_each_tap(const ConvGeometry& g, F&& f) {
+void for_each_segment(const ConvGeometry& g, const OutputTile& tile, F&& f) {
   const auto& I = g.in;
   const auto& O = g.out;
-  const std::int64_t osize = g.out_size();
+  const std::int64_t cols = tile.columns(g);
+  const std::int64_t s2 = g.stride[2];
   std::int64_t row = 0;
   for (std::int64_t c = 0; c < g.group_channels; ++c)
     for (std::int64_t k0 = 0; k0 < g.kernel[0]; ++k0)
       for (std::int64_t k1 = 0; k1 < g.kernel[1]; ++k1)
         for (std::int64_t k2 = 0; k2 < g.kernel[2]; ++k2, ++row) {
-          std::int64_t j = row * osize;
-          for (std::int64_t o0 = 0; o0 < O[0]; ++o0) {
+          // Outputs o2 in [lo, hi) read inside the input along the last dim.
+          const std::int64_t shift = k2 * g.dilation[2] - g.pad_left[2];
+          const std::int64_t lo = std::min(shift >= 0 ? 0 : (-shift + s2 - 1) / s2, O[2]);
+          const std::int64_t hi =
+              std::clamp(I[2] - shift <= 0 ? 0 : (I[2] - shift + s2 - 1) / s2, lo, O[2]);
+          std::int64_t j = row * cols;
+          for (std::int64_t seg = tile.begin; seg < tile.end; ++seg, j += O[2]) {
+            const std::int64_t o0 = seg / O[1], o1 = seg % O[1];
             const std::int64_t i0 = o0 * g.stride[0] - g.pad_left[0] + k0 * g.dilation[0];
-            for (std::int64_t o1 = 0; o1 < O[1]; ++o1, j += O[2]) {
-              const std::int64_t i1 = o1 * g.stride[1] - g.pad_left[1] + k1 * g.dilation[1];
-              const bool outside = i0 < 0 || i0 >= I[0] || i1 < 0 || i1 >= I[1];
-              const std::int64_t base = ((c * I[0] + i0) * I[1] + i1) * I[2];
-              // Outputs o2 in [lo, hi) read inside the input along the last dim.
-              const std::int64_t shift = k2 * g.dilation[2] - g.pad_left[2];
-              const std::int64_t s2 = g.stride[2];
-              std::int64_t lo = shift >= 0 ? 0 : (-shift + s2 - 1) / s2;
-              std::int64_t hi = I[2] - shift <= 0 ? 0 : (I[2] - shift + s2 - 1) / s2;
-              lo = std::min(lo, O[2]);
-              hi = std::clamp(hi, lo, O[2]);
-              if (outside) lo = hi = O[2];
-              f(j, base + shift, s2, lo, hi, O[2]);
+            const std::int64_t i1 = o1 * g.stride[1] - g.pad_left[1] + k1 * g.dilation[1];
+            if (i0 < 0 || i0 >= I[0] || i1 < 0 || i1 >= I[1]) {
+              f(j, 0, s2, O[2], O[2], O[2]);  // the whole segment reads padding
+              continue;
             }
+            f(j, ((c * I[0] + i0) * I[1] + i1) * I[2] + shift, s2, lo, hi, O[2]);
           }
         }
 }
 
 }  // namespace
 
-void im2col(const ConvGeometry& g, const double* x, double* col) {
-  for_each_tap(g, [&](std::int64_t j, std::int64_t in0, std::int64_t s2, std::int64_t lo,
-                      std::int64_t hi, std::int64_t n) {
-    double* dst = col + j;
-    std::fill(dst, dst + lo, 0.0);
-    for (std::int64_t o = lo; o < hi; ++o)
-      dst[o] = x[in0 + o * s2];
-    std::fill(dst + hi, dst + n, 0.0);
-  });
+void im2col(const ConvGeometry& g, const OutputTile& tile, const double* x, double* col) {
+  for_each_segment(g, tile,
+                   [&](std::int64_t j, std::int64_t in0, std::int64_t s2, std::int64_t lo,
+                       std::int64_t hi, std::int64_t n) {
+                     double* dst = col + j;
+                     std::fill(dst, dst + lo, 0.0);
+                     for (std::int64_t o = lo; o < hi; ++o)
+                       dst[o] = x[in0 + o * s2];
+                     std::fill(dst + hi, dst + n, 0.0);
+                   });
 }
 
-void col2im_add(const ConvGeometry& g, const double* col, double* x) {
-  for_each_tap(g, [&](std::int64_t j, std::int64_t in0, std::int64_t s2, std::int64_t lo,
-                      std::int64_t hi, std::int64_t) {
-    const double* src = col + j;
-    for (std::int64_t o = lo; o < hi; ++o)
-      x[in0 + o * s2] += src[o];
-  });
+void col2im_add(const ConvGeometry& g, const OutputTile& tile, const double* col, double* x) {
+  for_each_segment(g, tile,
+                   [&](std::int64_t j, std::int64_t in0, std::int64_t s2, std::int64_t lo,
+                       std::int64_t hi, std::int64_t) {
+                     const double* src = col + j;
+                     for (std::int64_t o = lo; o < hi; ++o)
+                       x[in0 + o * s2] += src[o];
+                   });
 }
 
 }  // namespace dtensor::eigen_backend

@@ -31,10 +31,20 @@ struct ConvGeometry {
   std::int64_t col_rows() const { return group_channels * kernel_size(); }
 };
 
-/// x: one sample's Cg channels, [Cg, I0, I1, I2] dense. col: [col_rows, out_size].
-void im2col(const ConvGeometry& g, const double* x, double* col);
+/// A tile of the output positions: the (o0, o1) "segments" [begin, end), each
+/// one row of O2 outputs. Tiling keeps the column matrix cache-sized instead of
+/// Cg*K x O (hundreds of MB for a 3-D volume).
+struct OutputTile {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t columns(const ConvGeometry& g) const { return (end - begin) * g.out[2]; }
+};
+
+/// x: one sample's Cg channels, [Cg, I0, I1, I2] dense.
+/// col: [col_rows, tile.columns] row-major; column j holds what output
+/// (tile.begin * O2 + j) reads.
+void im2col(const ConvGeometry& g, const OutputTile& tile, const double* x, double* col);
 
 /// The adjoint of im2col: x += scatter(col). Overlapping taps accumulate.
-void col2im_add(const ConvGeometry& g, const double* col, double* x);
+void col2im_add(const ConvGeometry& g, const OutputTile& tile, const double* col, double* x);
 
 }  // namespace dtensor::eigen_backend

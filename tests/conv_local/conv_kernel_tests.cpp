@@ -232,6 +232,10 @@ TEST_CASE(
   add({1, 32, 11, 12}, {32, 1, 3, 3}, ConvParams{{1}, {{1, 1}}, {2}, 32});  // depthwise
   add({1, 32, 40}, {64, 16, 5}, ConvParams{{1}, {{4, 0}}, {1}, 2});
   add({1, 16, 6, 7, 5}, {16, 16, 3, 3, 3}, ConvParams{{1}, {{1, 1}, {2, 0}, {0, 1}}, {1}, 1});
+  // Large enough for the Eigen kernel to split the output into several column
+  // tiles (uneven last tile), cheap for the reference (one channel).
+  add({1, 1, 400, 180}, {1, 1, 7, 7}, ConvParams{{2, 1}, {{3, 1}, {0, 2}}, {1, 1}, 1});
+  add({1, 1, 100, 101, 70}, {1, 1, 3, 3, 3}, ConvParams{{1}, {{1, 0}, {0, 1}, {2, 2}}, {1}, 1});
   for (DType t : {DType::F64, DType::F32, DType::BF16}) {
     const auto kernels = local_conv_kernels(Device::cpu(), t);
     Worst worst;
