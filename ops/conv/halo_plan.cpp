@@ -47,7 +47,7 @@ HaloPlan::HaloPlan(const HaloGeometry& g) : geometry_(g) {
     p.rank = r;
     p.input = chunk_extent(L, g.ranks, r);
     p.output = chunk_extent(output_length_, g.ranks, r);
-    p.has_output = !p.output.empty();
+    p.has_output = p.output.length > 0;
     if (!p.has_output) {
       p.window = {p.input.offset, 0};
       continue;
@@ -77,7 +77,7 @@ HaloPlan::HaloPlan(const HaloGeometry& g) : geometry_(g) {
   // each overlap with another rank is one transfer. Iterating (receiver, sender)
   // pairs in ascending order gives both lists a deterministic, ascending order.
   for (auto& recv : ranks_) {
-    if (recv.window.empty()) continue;
+    if (recv.window.length == 0) continue;
     for (auto& send : ranks_) {
       if (send.rank == recv.rank) continue;  // own data is copied, never sent
       const auto [lo, hi] =

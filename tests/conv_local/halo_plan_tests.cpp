@@ -77,7 +77,7 @@ void check_windows(const HaloPlan& plan) {
     covered_outputs += p.output.length;
     CHECK(p.has_output == (p.output.length > 0));
     if (!p.has_output) {
-      CHECK(p.window.empty());
+      CHECK(p.window.length == 0);
       CHECK(p.recv.empty());
       continue;
     }
@@ -152,12 +152,12 @@ void check_transfers(const HaloPlan& plan) {
       CHECK(meets == (find_transfer(p.recv, q.rank) != nullptr));
     }
     // Own part + receives tile the window.
-    if (!p.window.empty()) {
+    if (p.window.length > 0) {
       std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
       for (const auto& t : p.recv)
         pieces.emplace_back(t.lo, t.hi);
       const Extent own = p.own_part();
-      if (!own.empty()) pieces.emplace_back(own.offset, own.end());
+      if (own.length > 0) pieces.emplace_back(own.offset, own.end());
       std::sort(pieces.begin(), pieces.end());
       std::int64_t at = p.window.offset;
       for (const auto& [lo, hi] : pieces) {
@@ -206,7 +206,7 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
     if (!p.has_output) continue;  // sends only
     Tensor win = Tensor::zeros({batch, channels, p.window.length}, DType::F64);
     const Extent own = p.own_part();
-    if (!own.empty())
+    if (own.length > 0)
       win.narrow(2, own.offset - p.window.offset, own.length)
           .copy_(shard[r].narrow(2, own.offset - p.input.offset, own.length));
     for (const auto& t : p.recv) {
@@ -237,7 +237,7 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
     const HaloRankPlan& p = ranks[r];
     Tensor gx_r = Tensor::zeros({batch, channels, p.input.length}, DType::F64);
     const Extent own = p.own_part();
-    if (p.has_output && !own.empty()) {
+    if (p.has_output && own.length > 0) {
       gx_r.narrow(2, own.offset - p.input.offset, own.length)
           .add_(grad_window[r].narrow(2, own.offset - p.window.offset, own.length));
     }
@@ -394,7 +394,7 @@ TEST_CASE("halo plan: empty trailing shards (L=8, P=5) and ranks that only send"
   {
     const HaloPlan plan(geo(8, 5, 3, 1, 1, 1, 1));
     const auto& p4 = plan.rank(4);
-    CHECK(p4.input.empty());
+    CHECK(p4.input.length == 0);
     CHECK_FALSE(p4.has_output);
     CHECK(p4.recv.empty());
     CHECK(p4.send.empty());
@@ -433,7 +433,7 @@ TEST_CASE("halo plan: windows wholly in the padding read nothing and give the bi
     CHECK(plan.rank(0).recv == std::vector<HaloTransfer>{{1, 1, 2}});
     CHECK(plan.rank(1).window_in_padding);
     CHECK(plan.rank(2).window_in_padding);
-    CHECK(plan.rank(1).window.empty());
+    CHECK(plan.rank(1).window.length == 0);
     CHECK(plan.rank(1).recv.empty());
     check_all(geo(2, 3, 1, 1, 1, 0, 6));
   }
