@@ -1,0 +1,116 @@
+// What the three oneDNN convolution passes share: the engine and streams, the
+// mapping of tensors and ConvParams to oneDNN descriptors, operands that move
+// between the user's plain NC(D)HW layout and the primitive's preferred one,
+// and the primitive cache.
+//
+// Private to backends/onednn: nothing outside this folder includes dnnl.hpp.
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <dnnl.hpp>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/ops/conv_params.h"
+
+namespace dtensor::onednn {
+
+/// The CPU engine, created on first use (not at load time: a process may fork
+/// first, DESIGN.md §6).
+const dnnl::engine& engine();
+/// This thread's stream on engine(): oneDNN streams are not meant to be shared
+/// between threads that submit concurrently.
+dnnl::stream& stream();
+
+dnnl::memory::data_type data_type(DType t);
+
+/// oneDNN's view of a convolution's geometry (dilation is d - 1 in oneDNN).
+struct ConvDims {
+  dnnl::memory::dims src, weights, bias, dst;  // weights are goi... when groups > 1
+  dnnl::memory::dims strides, dilates, padding_l, padding_r;
+  dnnl::memory::format_tag src_tag, weights_tag;  // plain NC(D)HW / (g)oi(d)hw
+
+  ConvDims(const Shape& input, const Shape& weight, const ConvParams& p);
+};
+
+/// Descriptors for the user's plain layout, and "any" for the primitive to choose.
+dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, DType t, dnnl::memory::format_tag tag);
+dnnl::memory::desc any_md(const dnnl::memory::dims& dims, DType t);
+
+/// One argument of a primitive: the user's plain layout and the primitive's.
+/// When they differ, a cached reorder converts between them on every call.
+class Operand {
+ public:
+  Operand() = default;
+  /// `is_input`: the reorder runs user -> primitive, else primitive -> user.
+  Operand(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool is_input);
+
+  /// Memory in the primitive's layout holding the user's data (reordered if needed).
+  dnnl::memory input(const Tensor& t) const;
+  /// Memory the primitive writes into: the user's tensor itself, or a temporary...
+  dnnl::memory output(const Tensor& t) const;
+  /// ...which this then reorders into the user's tensor.
+  void finish_output(dnnl::memory written, const Tensor& t) const;
+
+ private:
+  dnnl::memory::desc user_, prim_;
+  bool same_ = true;
+  dnnl::reorder reorder_;
+};
+
+/// "fwd|f32|x[1, 3, 8]|w[4, 3, 3]|bias|stride=[1] ..." — what determines a primitive.
+std::string cache_key(const char* pass, DType t, const Shape& input, const Shape& weight, bool bias,
+                      const ConvParams& p);
+
+/// A small LRU of prepared primitives (plus their operands): creating a oneDNN
+/// convolution JIT-compiles code, far too slow to repeat on every call.
+template <typename Plan>
+class PlanCache {
+ public:
+  explicit PlanCache(std::size_t capacity = 128) : capacity_(capacity) {}
+
+  template <typename Make>
+  std::shared_ptr<const Plan> get(const std::string& key, Make&& make) {
+    {
+      std::lock_guard lock(mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
+      }
+    }
+    // Built outside the lock: creation can take milliseconds. Two threads may
+    // race to build the same plan; the second one's insert wins, harmlessly.
+    auto plan = std::make_shared<const Plan>(make());
+    std::lock_guard lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) order_.erase(it->second);
+    order_.emplace_front(key, plan);
+    index_[key] = order_.begin();
+    if (order_.size() > capacity_) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return plan;
+  }
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<const Plan>>;
+  std::size_t capacity_;
+  std::mutex mu_;
+  std::list<Entry> order_;
+  std::unordered_map<std::string, typename std::list<Entry>::iterator> index_;
+};
+
+/// Turns a oneDNN error raised while creating a primitive into NotSupported
+/// naming the pass, dtype and shapes (e.g. bf16 on a CPU without bf16 support).
+[[noreturn]] void rethrow_unsupported(const dnnl::error& e, const std::string& what);
+
+/// The implementation oneDNN chose ("jit:avx512_core", "ref:any", ...), for logs.
+std::string impl_name(const dnnl::primitive_desc_base& pd);
+
+}  // namespace dtensor::onednn

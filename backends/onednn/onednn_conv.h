@@ -1,0 +1,25 @@
+// The three oneDNN convolution passes (f32, bf16), one file each. Operands are
+// contiguous and validated by LocalConvKernels; params are expanded.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include "backends/onednn/onednn_common.h"
+#include "dtensor/ops/local_conv.h"
+
+namespace dtensor::onednn {
+
+Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
+
+Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
+                          const ConvParams& p);
+
+ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
+                                      const Shape& weight_shape, const ConvParams& p,
+                                      bool want_bias);
+
+/// The forward primitive descriptor the backward passes need as a hint (oneDNN
+/// picks backward implementations and layouts compatible with it).
+dnnl::convolution_forward::primitive_desc forward_pd(DType t, const ConvDims& d, bool bias);
+
+}  // namespace dtensor::onednn

@@ -1,0 +1,145 @@
+#include "dtensor/ops/conv_params.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor {
+namespace {
+
+constexpr const char* kComponent = "conv";
+
+// floor(a / b) for b > 0; C++ division truncates toward zero, which would turn a
+// slightly-too-short input (negative numerator) into one valid output.
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  const std::int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+template <typename T>
+std::vector<T> expand_list(const std::vector<T>& v, std::int64_t n, const T& dflt,
+                           const char* name) {
+  if (v.empty()) return std::vector<T>(static_cast<std::size_t>(n), dflt);
+  if (v.size() == 1) return std::vector<T>(static_cast<std::size_t>(n), v[0]);
+  check_arg(static_cast<std::int64_t>(v.size()) == n, kComponent,
+            "{}: {} values given for a convolution with {} spatial dims (give 1 or {})", name,
+            v.size(), n, n);
+  return v;
+}
+
+std::string padding_str(const ConvParams::Padding& p) {
+  std::vector<std::string> parts;
+  for (const auto& [l, r] : p)
+    parts.push_back(fmt::format("({}, {})", l, r));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+ConvParams::Padding ConvParams::symmetric_padding(const std::vector<std::int64_t>& pads) {
+  Padding out;
+  out.reserve(pads.size());
+  for (auto p : pads)
+    out.emplace_back(p, p);
+  return out;
+}
+
+ConvParams ConvParams::expanded(std::int64_t spatial_dims) const {
+  check_arg(spatial_dims >= 1 && spatial_dims <= 3, kComponent,
+            "input: convolutions have 1 to 3 spatial dims, not {}", spatial_dims);
+  ConvParams p;
+  p.stride = expand_list(stride, spatial_dims, std::int64_t{1}, "stride");
+  p.padding =
+      expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0}, "padding");
+  p.dilation = expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation");
+  p.groups = groups;
+  return p;
+}
+
+std::string ConvParams::str() const {
+  return fmt::format("stride=[{}] padding={} dilation=[{}] groups={}", fmt::join(stride, ", "),
+                     padding_str(padding), fmt::join(dilation, ", "), groups);
+}
+
+std::int64_t conv_kernel_extent(std::int64_t kernel, std::int64_t dilation) {
+  return dilation * (kernel - 1) + 1;
+}
+
+std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
+                                std::int64_t dilation, std::int64_t pad_left,
+                                std::int64_t pad_right) {
+  return floor_div(length + pad_left + pad_right - conv_kernel_extent(kernel, dilation), stride) +
+         1;
+}
+
+ConvParams check_conv_args(const Shape& input, const Shape& weight,
+                           const std::optional<Shape>& bias, const ConvParams& params) {
+  const auto rank = static_cast<std::int64_t>(input.size());
+  check_arg(rank >= 3 && rank <= 5, kComponent,
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(input));
+  for (auto e : input)
+    check_arg(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
+  check_arg(static_cast<std::int64_t>(weight.size()) == rank, kComponent,
+            "weight: shape {} has rank {} but the input {} has rank {} (expected [OC, C/groups, "
+            "k...])",
+            shape_str(weight), weight.size(), shape_str(input), rank);
+  const std::int64_t n_spatial = rank - 2;
+  const ConvParams p = params.expanded(n_spatial);
+
+  for (std::int64_t i = 0; i < n_spatial; ++i) {
+    check_arg(p.stride[i] >= 1, kComponent, "stride: must be >= 1 in every spatial dim, got [{}]",
+              fmt::join(p.stride, ", "));
+    check_arg(p.dilation[i] >= 1, kComponent,
+              "dilation: must be >= 1 in every spatial dim, got [{}]", fmt::join(p.dilation, ", "));
+    check_arg(p.padding[i].first >= 0 && p.padding[i].second >= 0, kComponent,
+              "padding: must be >= 0 on both sides, got {}", padding_str(p.padding));
+  }
+  check_arg(p.groups >= 1, kComponent, "groups: must be >= 1, got {}", p.groups);
+
+  const std::int64_t channels = input[1];
+  const std::int64_t out_channels = weight[0];
+  check_arg(out_channels >= 0 && weight[1] >= 0, kComponent, "weight: negative extent in {}",
+            shape_str(weight));
+  check_arg(channels % p.groups == 0, kComponent,
+            "groups: {} groups do not divide the input's {} channels", p.groups, channels);
+  check_arg(out_channels % p.groups == 0, kComponent,
+            "groups: {} groups do not divide the weight's {} output channels", p.groups,
+            out_channels);
+  check_arg(weight[1] * p.groups == channels, kComponent,
+            "weight: shape {} expects {} input channels ({} per group x {} groups), the input {} "
+            "has {}",
+            shape_str(weight), weight[1] * p.groups, weight[1], p.groups, shape_str(input),
+            channels);
+  for (std::int64_t i = 0; i < n_spatial; ++i)
+    check_arg(weight[2 + i] >= 1, kComponent, "weight: kernel extents must be >= 1, got shape {}",
+              shape_str(weight));
+  if (bias) {
+    check_arg(bias->size() == 1 && (*bias)[0] == out_channels, kComponent,
+              "bias: expected shape [{}] (one per output channel), got {}", out_channels,
+              shape_str(*bias));
+  }
+  for (std::int64_t i = 0; i < n_spatial; ++i) {
+    const std::int64_t len = input[2 + i];
+    const std::int64_t o = conv_output_length(len, weight[2 + i], p.stride[i], p.dilation[i],
+                                              p.padding[i].first, p.padding[i].second);
+    check_arg(o >= 1, kComponent,
+              "input: spatial dim {} of length {} with padding ({}, {}) is shorter than the "
+              "kernel's extent {} (kernel {}, dilation {}): the output would be empty",
+              i, len, p.padding[i].first, p.padding[i].second,
+              conv_kernel_extent(weight[2 + i], p.dilation[i]), weight[2 + i], p.dilation[i]);
+  }
+  return p;
+}
+
+Shape conv_output_shape(const Shape& input, const Shape& weight, const ConvParams& params) {
+  const ConvParams p = check_conv_args(input, weight, std::nullopt, params);
+  Shape out{input[0], weight[0]};
+  for (std::size_t i = 0; i < p.stride.size(); ++i)
+    out.push_back(conv_output_length(input[2 + i], weight[2 + i], p.stride[i], p.dilation[i],
+                                     p.padding[i].first, p.padding[i].second));
+  return out;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,173 @@
+#include "dtensor/ops/local_conv.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor {
+namespace {
+
+constexpr const char* kComponent = "conv";
+
+void check_operand(const Tensor& t, const char* name) {
+  check_arg(t.defined(), kComponent, "{}: undefined tensor", name);
+}
+
+void check_same_kind(const Tensor& a, const char* an, const Tensor& b, const char* bn) {
+  check_arg(a.dtype() == b.dtype(), kComponent, "{}: dtype {} differs from the {}'s {}", bn,
+            dtype_name(b.dtype()), an, dtype_name(a.dtype()));
+  check_arg(a.device() == b.device(), kComponent, "{}: on {} but the {} is on {}", bn,
+            b.device().str(), an, a.device().str());
+}
+
+std::optional<Shape> bias_shape(const Tensor& b) {
+  return b.defined() ? std::optional<Shape>(b.shape()) : std::nullopt;
+}
+
+Shape output_shape(const Shape& input, const Shape& weight, const ConvParams& p) {
+  Shape out{input[0], weight[0]};
+  for (std::size_t i = 0; i < p.stride.size(); ++i)
+    out.push_back(conv_output_length(input[2 + i], weight[2 + i], p.stride[i], p.dilation[i],
+                                     p.padding[i].first, p.padding[i].second));
+  return out;
+}
+
+// Sum of grad_out over every dim but the channels: the bias gradient, for the
+// degenerate cases the backends never see. Accumulates in f64.
+Tensor bias_grad(const Tensor& grad_out) {
+  const Tensor g = grad_out.contiguous();
+  const std::int64_t n = g.size(0), oc = g.size(1);
+  const std::int64_t inner = oc == 0 ? 0 : g.numel() / std::max<std::int64_t>(n * oc, 1);
+  std::vector<double> acc(static_cast<std::size_t>(oc), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t c = 0; c < oc; ++c)
+      for (std::int64_t k = 0; k < inner; ++k)
+        acc[static_cast<std::size_t>(c)] += g.item_flat((i * oc + c) * inner + k);
+  Tensor out = Tensor::empty({oc}, grad_out.dtype());
+  for (std::int64_t c = 0; c < oc; ++c)
+    out.narrow(0, c, 1).fill_(acc[static_cast<std::size_t>(c)]);
+  return out;
+}
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::pair<DeviceType, DType>, std::shared_ptr<LocalConvKernels>> kernels;
+};
+
+// Function-local so that backends' static registrars, which run while the
+// shared object loads, never see it unconstructed.
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+Tensor LocalConvKernels::forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                 const ConvParams& params) const {
+  check_operand(x, "input");
+  check_operand(w, "weight");
+  check_same_kind(x, "input", w, "weight");
+  if (b.defined()) check_same_kind(x, "input", b, "bias");
+  const ConvParams p = check_conv_args(x.shape(), w.shape(), bias_shape(b), params);
+  const Shape out_shape = output_shape(x.shape(), w.shape(), p);
+  if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0) {
+    // No data reaches any output (empty shard, window wholly in padding): the
+    // output is the bias alone.
+    Tensor y = Tensor::zeros(out_shape, x.dtype(), x.device());
+    if (b.defined() && y.numel() > 0)
+      for (std::int64_t c = 0; c < out_shape[1]; ++c)
+        y.narrow(1, c, 1).fill_(b.item_flat(c));
+    return y;
+  }
+  Tensor y =
+      forward_impl(x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p);
+  if (y.shape() != out_shape)
+    throw Error(kComponent, fmt::format("{} forward returned shape {}, expected {}", name(),
+                                        shape_str(y.shape()), shape_str(out_shape)));
+  return y;
+}
+
+Tensor LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
+                                       const Shape& input_shape, const ConvParams& params) const {
+  check_operand(grad_out, "grad_output");
+  check_operand(w, "weight");
+  check_same_kind(grad_out, "grad_output", w, "weight");
+  const ConvParams p = check_conv_args(input_shape, w.shape(), std::nullopt, params);
+  const Shape out_shape = output_shape(input_shape, w.shape(), p);
+  check_arg(grad_out.shape() == out_shape, kComponent,
+            "grad_output: shape {} does not match the convolution's output shape {}",
+            shape_str(grad_out.shape()), shape_str(out_shape));
+  if (shape_numel(input_shape) == 0 || w.numel() == 0 || grad_out.numel() == 0)
+    return Tensor::zeros(input_shape, grad_out.dtype(), grad_out.device());
+  Tensor gx = backward_data_impl(grad_out.contiguous(), w.contiguous(), input_shape, p);
+  if (gx.shape() != input_shape)
+    throw Error(kComponent, fmt::format("{} backward_data returned shape {}, expected {}", name(),
+                                        shape_str(gx.shape()), shape_str(input_shape)));
+  return gx;
+}
+
+ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const Tensor& x,
+                                                   const Shape& weight_shape,
+                                                   const ConvParams& params, bool want_bias) const {
+  check_operand(grad_out, "grad_output");
+  check_operand(x, "input");
+  check_same_kind(x, "input", grad_out, "grad_output");
+  const ConvParams p = check_conv_args(x.shape(), weight_shape, std::nullopt, params);
+  const Shape out_shape = output_shape(x.shape(), weight_shape, p);
+  check_arg(grad_out.shape() == out_shape, kComponent,
+            "grad_output: shape {} does not match the convolution's output shape {}",
+            shape_str(grad_out.shape()), shape_str(out_shape));
+  if (x.numel() == 0 || shape_numel(weight_shape) == 0 || grad_out.numel() == 0) {
+    ConvWeightGrads g;
+    g.grad_weight = Tensor::zeros(weight_shape, x.dtype(), x.device());
+    if (want_bias) g.grad_bias = bias_grad(grad_out);
+    return g;
+  }
+  ConvWeightGrads g =
+      backward_weights_impl(grad_out.contiguous(), x.contiguous(), weight_shape, p, want_bias);
+  if (g.grad_weight.shape() != weight_shape ||
+      (want_bias && (!g.grad_bias.defined() || g.grad_bias.shape() != Shape{weight_shape[0]})))
+    throw Error(kComponent, fmt::format("{} backward_weights returned grad_weight {} and "
+                                        "grad_bias {}, expected {} and [{}]",
+                                        name(), g.grad_weight.str(), g.grad_bias.str(),
+                                        shape_str(weight_shape), weight_shape[0]));
+  if (!want_bias) g.grad_bias = Tensor();
+  return g;
+}
+
+void register_local_conv_kernels(DeviceType device, DType dtype,
+                                 std::shared_ptr<LocalConvKernels> kernels) {
+  check_arg(kernels != nullptr, kComponent, "register_local_conv_kernels: null kernels for {} {}",
+            device_type_name(device), dtype_name(dtype));
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.kernels[{device, dtype}] = std::move(kernels);
+}
+
+std::shared_ptr<LocalConvKernels> local_conv_kernels(Device device, DType dtype) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.kernels.find({device.type, dtype});
+  if (it == r.kernels.end())
+    throw NotSupported(kComponent,
+                       fmt::format("no local convolution kernels for {} tensors of dtype {} in "
+                                   "this build",
+                                   device_type_name(device.type), dtype_name(dtype)));
+  return it->second;
+}
+
+bool has_local_conv_kernels(DeviceType device, DType dtype) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  return r.kernels.count({device, dtype}) != 0;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,454 @@
+// The halo plan of DESIGN.md §5, checked three ways: structural invariants over
+// many random geometries, a full single-process simulation of the halo algorithm
+// (forward, grad_input with the add-back, grad_weight/grad_bias partial sums)
+// against the naive reference convolution, and named cases for the seed's
+// defects (§2, items 3-4) and the edge geometries.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <vector>
+
+#include "dtensor/ops/conv_params.h"
+#include "ops/conv/halo_plan.h"
+#include "tests/support/reference_conv.h"
+
+using namespace dtensor;
+using dtensor::testing::ref_conv_forward;
+using dtensor::testing::ref_conv_grad_bias;
+using dtensor::testing::ref_conv_grad_input;
+using dtensor::testing::ref_conv_grad_weight;
+
+namespace {
+
+// A random 1-D geometry with at least one output. Lengths and padding are drawn
+// so that narrow shards (multi-hop halos), empty trailing shards, strides larger
+// than the kernel and windows wholly in the padding all occur.
+HaloGeometry random_geometry(std::mt19937_64& rng, std::int64_t ranks) {
+  auto uni = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  for (;;) {
+    HaloGeometry g;
+    g.ranks = ranks;
+    g.length = uni(0, 1) ? uni(0, 12) : uni(0, 48);
+    g.kernel = uni(1, 7);
+    g.stride = uni(1, 4);
+    g.dilation = uni(1, 3);
+    const std::int64_t extent = g.dilation * (g.kernel - 1) + 1;
+    const std::int64_t max_pad = uni(0, 3) == 0 ? 2 * extent : 4;
+    g.pad_left = uni(0, max_pad);
+    g.pad_right = uni(0, max_pad);
+    if (conv_output_length(g.length, g.kernel, g.stride, g.dilation, g.pad_left, g.pad_right) >= 1)
+      return g;
+  }
+}
+
+ConvParams params_1d(std::int64_t s, std::int64_t d, std::int64_t pl, std::int64_t pr,
+                     std::int64_t groups = 1) {
+  ConvParams p;
+  p.stride = {s};
+  p.dilation = {d};
+  p.padding = {{pl, pr}};
+  p.groups = groups;
+  return p;
+}
+
+const HaloTransfer* find_transfer(const std::vector<HaloTransfer>& v, std::int64_t peer) {
+  for (const auto& t : v)
+    if (t.peer == peer) return &t;
+  return nullptr;
+}
+
+// Receptive fields and window sizes: with (lp, rp), the local convolution over
+// the window reads, for each output j, exactly the input positions the global
+// convolution reads, and the window is exactly long enough for o1 - o0 outputs.
+void check_windows(const HaloPlan& plan) {
+  const HaloGeometry& g = plan.geometry();
+  const std::int64_t E = plan.kernel_extent();
+  std::int64_t covered_outputs = 0;
+  std::int64_t expected_output_start = 0;
+  for (const auto& p : plan.ranks()) {
+    INFO("rank " << p.rank);
+    // Owned ranges follow the chunk rule and tile [0, L) and [0, O) in order.
+    CHECK(p.input == chunk_extent(g.length, g.ranks, p.rank));
+    CHECK(p.output == chunk_extent(plan.output_length(), g.ranks, p.rank));
+    CHECK(p.output.offset == expected_output_start);
+    expected_output_start = p.output.end();
+    covered_outputs += p.output.length;
+    CHECK(p.has_output == (p.output.length > 0));
+    if (!p.has_output) {
+      CHECK(p.window.length == 0);
+      CHECK(p.recv.empty());
+      continue;
+    }
+    CHECK(p.pad_left >= 0);
+    CHECK(p.pad_right >= 0);
+    CHECK(p.window.offset >= 0);
+    CHECK(p.window.end() <= g.length);
+    // The local convolution yields exactly o1 - o0 outputs, and the division is exact.
+    const std::int64_t span = p.window.length + p.pad_left + p.pad_right;
+    CHECK((span - E) % g.stride == 0);
+    CHECK(conv_output_length(p.window.length, g.kernel, g.stride, g.dilation, p.pad_left,
+                             p.pad_right) == p.output.length);
+    for (std::int64_t j = p.output.offset; j < p.output.end(); ++j) {
+      const std::int64_t jl = j - p.output.offset;
+      for (std::int64_t t = 0; t < g.kernel; ++t) {
+        const std::int64_t global = j * g.stride - g.pad_left + t * g.dilation;
+        const std::int64_t local = jl * g.stride - p.pad_left + t * g.dilation;
+        const bool global_is_data = global >= 0 && global < g.length;
+        const bool local_is_data = local >= 0 && local < p.window.length;
+        INFO("output " << j << " tap " << t << " global " << global << " local " << local);
+        REQUIRE(global_is_data == local_is_data);
+        if (local_is_data) CHECK(p.window.offset + local == global);
+      }
+    }
+    if (p.window_in_padding) {
+      CHECK(p.window.length == 0);
+      CHECK((p.need_first > g.length - 1 || p.need_last < 0));
+    } else {
+      // Tight: the window's first and last positions are read by some output.
+      CHECK(p.window.offset == std::max<std::int64_t>(p.need_first, 0));
+      CHECK(p.window.end() - 1 == std::min<std::int64_t>(p.need_last, g.length - 1));
+    }
+  }
+  CHECK(covered_outputs == plan.output_length());
+}
+
+// Traffic: matched pairs, no self-sends, no wrap, and the window is tiled by the
+// own part plus the receives, in order.
+void check_transfers(const HaloPlan& plan) {
+  const auto& ranks = plan.ranks();
+  std::size_t n_send = 0, n_recv = 0;
+  for (const auto& p : ranks) {
+    INFO("rank " << p.rank);
+    n_send += p.send.size();
+    n_recv += p.recv.size();
+    for (const auto& t : p.recv) {
+      CHECK(t.peer != p.rank);
+      CHECK(t.lo < t.hi);
+      const auto& q = ranks[static_cast<std::size_t>(t.peer)];
+      CHECK(t.lo >= q.input.offset);
+      CHECK(t.hi <= q.input.end());
+      CHECK(t.lo >= p.window.offset);
+      CHECK(t.hi <= p.window.end());
+      const HaloTransfer* s = find_transfer(q.send, p.rank);
+      REQUIRE(s != nullptr);
+      CHECK(s->lo == t.lo);
+      CHECK(s->hi == t.hi);
+    }
+    for (const auto& t : p.send) {
+      CHECK(t.peer != p.rank);
+      const auto& q = ranks[static_cast<std::size_t>(t.peer)];
+      const HaloTransfer* r = find_transfer(q.recv, p.rank);
+      REQUIRE(r != nullptr);
+      CHECK(*r == HaloTransfer{p.rank, t.lo, t.hi});
+    }
+    // Exactly the ranks whose owned range meets the window send to it (no wrap,
+    // no empty messages).
+    for (const auto& q : ranks) {
+      if (q.rank == p.rank) continue;
+      const bool meets =
+          std::max(q.input.offset, p.window.offset) < std::min(q.input.end(), p.window.end());
+      CHECK(meets == (find_transfer(p.recv, q.rank) != nullptr));
+    }
+    // Own part + receives tile the window.
+    if (p.window.length > 0) {
+      std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
+      for (const auto& t : p.recv)
+        pieces.emplace_back(t.lo, t.hi);
+      const Extent own = p.own_part();
+      if (own.length > 0) pieces.emplace_back(own.offset, own.end());
+      std::sort(pieces.begin(), pieces.end());
+      std::int64_t at = p.window.offset;
+      for (const auto& [lo, hi] : pieces) {
+        CHECK(lo == at);
+        at = hi;
+      }
+      CHECK(at == p.window.end());
+    }
+    CHECK(p.grad_send() == p.recv);
+    CHECK(p.grad_recv() == p.send);
+  }
+  CHECK(n_send == n_recv);
+  if (plan.geometry().ranks == 1) CHECK_FALSE(plan.needs_exchange());
+}
+
+// The whole halo algorithm in one process: each "rank" holds its shard, gathers
+// its window from its own shard and the peers' sends, runs the reference on it,
+// and the backward scatters the window gradient back and adds it up. Results
+// must equal the global reference convolution.
+void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
+              std::int64_t out_channels, std::int64_t groups, std::uint64_t seed) {
+  const HaloGeometry& g = plan.geometry();
+  const ConvParams global_p = params_1d(g.stride, g.dilation, g.pad_left, g.pad_right, groups);
+  const Tensor x = Tensor::rand({batch, channels, g.length}, DType::F64, seed);
+  const Tensor w = Tensor::rand({out_channels, channels / groups, g.kernel}, DType::F64, seed + 1);
+  const Tensor b = Tensor::rand({out_channels}, DType::F64, seed + 2);
+  const Tensor gy = Tensor::rand({batch, out_channels, plan.output_length()}, DType::F64, seed + 3);
+  const Tensor y_ref = ref_conv_forward(x, w, b, global_p);
+  const Tensor gx_ref = ref_conv_grad_input(gy, w, x.shape(), global_p);
+  const Tensor gw_ref = ref_conv_grad_weight(gy, x, w.shape(), global_p);
+  const Tensor gb_ref = ref_conv_grad_bias(gy);
+  REQUIRE(y_ref.size(2) == plan.output_length());
+
+  const auto& ranks = plan.ranks();
+  const std::size_t P = ranks.size();
+  std::vector<Tensor> shard(P), window(P), grad_window(P);
+  for (std::size_t r = 0; r < P; ++r)
+    shard[r] = x.narrow(2, ranks[r].input.offset, ranks[r].input.length).clone();
+
+  // Forward: assemble windows from the shards, only through planned transfers.
+  Tensor y = Tensor::zeros(y_ref.shape(), DType::F64);
+  Tensor gw = Tensor::zeros(w.shape(), DType::F64);
+  Tensor gb = Tensor::zeros(b.shape(), DType::F64);
+  for (std::size_t r = 0; r < P; ++r) {
+    const HaloRankPlan& p = ranks[r];
+    if (!p.has_output) continue;  // sends only
+    Tensor win = Tensor::zeros({batch, channels, p.window.length}, DType::F64);
+    const Extent own = p.own_part();
+    if (own.length > 0)
+      win.narrow(2, own.offset - p.window.offset, own.length)
+          .copy_(shard[r].narrow(2, own.offset - p.input.offset, own.length));
+    for (const auto& t : p.recv) {
+      const HaloRankPlan& q = ranks[static_cast<std::size_t>(t.peer)];
+      const HaloTransfer* s = find_transfer(q.send, p.rank);
+      REQUIRE(s != nullptr);
+      win.narrow(2, t.lo - p.window.offset, t.length())
+          .copy_(shard[static_cast<std::size_t>(t.peer)].narrow(2, s->lo - q.input.offset,
+                                                                s->length()));
+    }
+    window[r] = win;
+    const ConvParams local_p = params_1d(g.stride, g.dilation, p.pad_left, p.pad_right, groups);
+    const Tensor y_r = ref_conv_forward(win, w, b, local_p);
+    REQUIRE(y_r.size(2) == p.output.length);
+    y.narrow(2, p.output.offset, p.output.length).copy_(y_r);
+
+    const Tensor gy_r = gy.narrow(2, p.output.offset, p.output.length).clone();
+    grad_window[r] = ref_conv_grad_input(gy_r, w, win.shape(), local_p);
+    gw.add_(ref_conv_grad_weight(gy_r, win, w.shape(), local_p));
+    gb.add_(ref_conv_grad_bias(gy_r));
+  }
+  CHECK(max_abs_diff(y, y_ref) < 1e-12);
+
+  // Backward: each rank keeps its own part of the window gradient and adds what
+  // the peers send back (the reverse of the forward gather).
+  Tensor gx = Tensor::zeros(x.shape(), DType::F64);
+  for (std::size_t r = 0; r < P; ++r) {
+    const HaloRankPlan& p = ranks[r];
+    Tensor gx_r = Tensor::zeros({batch, channels, p.input.length}, DType::F64);
+    const Extent own = p.own_part();
+    if (p.has_output && own.length > 0) {
+      gx_r.narrow(2, own.offset - p.input.offset, own.length)
+          .add_(grad_window[r].narrow(2, own.offset - p.window.offset, own.length));
+    }
+    for (const auto& t : p.grad_recv()) {
+      const HaloRankPlan& q = ranks[static_cast<std::size_t>(t.peer)];
+      const HaloTransfer* s = find_transfer(q.grad_send(), p.rank);
+      REQUIRE(s != nullptr);
+      REQUIRE(*s == HaloTransfer{p.rank, t.lo, t.hi});
+      gx_r.narrow(2, t.lo - p.input.offset, t.length())
+          .add_(grad_window[static_cast<std::size_t>(t.peer)].narrow(2, s->lo - q.window.offset,
+                                                                     s->length()));
+    }
+    gx.narrow(2, p.input.offset, p.input.length).copy_(gx_r);
+  }
+  CHECK(max_abs_diff(gx, gx_ref) < 1e-12);
+  CHECK(max_abs_diff(gw, gw_ref) < 1e-11);
+  CHECK(max_abs_diff(gb, gb_ref) < 1e-11);
+}
+
+void check_all(const HaloGeometry& g, std::uint64_t seed = 7) {
+  const HaloPlan plan(g);
+  INFO(plan.str());
+  check_windows(plan);
+  check_transfers(plan);
+  simulate(plan, 2, 2, 3, 1, seed);
+}
+
+HaloGeometry geo(std::int64_t L, std::int64_t P, std::int64_t K, std::int64_t s, std::int64_t d,
+                 std::int64_t pl, std::int64_t pr) {
+  return HaloGeometry{L, P, K, s, d, pl, pr};
+}
+
+}  // namespace
+
+TEST_CASE("chunk_extent follows torch.chunk, including empty trailing shards", "[chunk]") {
+  auto lengths = [](std::int64_t L, std::int64_t P) {
+    std::vector<std::int64_t> v;
+    for (std::int64_t r = 0; r < P; ++r)
+      v.push_back(chunk_extent(L, P, r).length);
+    return v;
+  };
+  CHECK(lengths(10, 4) == std::vector<std::int64_t>{3, 3, 3, 1});
+  CHECK(lengths(8, 5) == std::vector<std::int64_t>{2, 2, 2, 2, 0});
+  CHECK(lengths(0, 3) == std::vector<std::int64_t>{0, 0, 0});
+  CHECK(chunk_extent(8, 5, 4) == Extent{8, 0});
+  CHECK(chunk_extent(10, 4, 3) == Extent{9, 1});
+  CHECK_THROWS_AS(chunk_extent(4, 0, 0), InvalidArgument);
+  CHECK_THROWS_AS(chunk_extent(4, 2, 2), InvalidArgument);
+}
+
+TEST_CASE(
+    "halo plan: random geometries, P=1..6: receptive fields, window sizes, matched "
+    "transfers, no self-sends, no wrap",
+    "[halo]") {
+  std::mt19937_64 rng(20240611);
+  for (int iter = 0; iter < 400; ++iter) {
+    for (std::int64_t P = 1; P <= 6; ++P) {
+      const HaloGeometry g = random_geometry(rng, P);
+      const HaloPlan plan(g);
+      INFO("iteration " << iter << "\n" << plan.str());
+      check_windows(plan);
+      check_transfers(plan);
+    }
+  }
+}
+
+TEST_CASE(
+    "halo plan: simulated halo forward, grad_input add-back and grad_weight/grad_bias "
+    "equal the global reference (random 1-D geometries, P=1..6, groups)",
+    "[halo][simulation]") {
+  std::mt19937_64 rng(99);
+  for (int iter = 0; iter < 300; ++iter) {
+    for (std::int64_t P = 1; P <= 6; ++P) {
+      const HaloGeometry g = random_geometry(rng, P);
+      const HaloPlan plan(g);
+      const std::int64_t groups = std::uniform_int_distribution<std::int64_t>(1, 2)(rng);
+      const std::int64_t batch = std::uniform_int_distribution<std::int64_t>(1, 2)(rng);
+      INFO("iteration " << iter << " groups " << groups << "\n" << plan.str());
+      simulate(plan, batch, 2 * groups, 2 * groups, groups,
+               static_cast<std::uint64_t>(iter * 10 + P));
+    }
+  }
+}
+
+TEST_CASE(
+    "halo plan: P=1 has no traffic and the right edge gets zero padding, not wrap "
+    "(defect 3)",
+    "[halo][defects]") {
+  const HaloPlan plan(geo(5, 1, 3, 1, 1, 1, 1));
+  const auto& p = plan.rank(0);
+  CHECK(p.window == Extent{0, 5});
+  CHECK(p.pad_left == 1);
+  CHECK(p.pad_right == 1);
+  CHECK(p.recv.empty());
+  CHECK(p.send.empty());
+  CHECK_FALSE(plan.needs_exchange());
+  check_all(geo(5, 1, 3, 1, 1, 1, 1));
+  // Edge ranks never talk to each other, whatever P.
+  for (std::int64_t P = 2; P <= 6; ++P) {
+    const HaloPlan pp(geo(24, P, 3, 1, 1, 1, 1));
+    CHECK((P == 2 || find_transfer(pp.rank(0).recv, P - 1) == nullptr));
+    CHECK((find_transfer(pp.rank(P - 1).recv, 0) == nullptr || P == 2));
+    CHECK(pp.rank(0).pad_left == 1);
+    CHECK(pp.rank(P - 1).pad_right == 1);
+    check_all(geo(24, P, 3, 1, 1, 1, 1));
+  }
+}
+
+TEST_CASE(
+    "halo plan: even kernels, asymmetric padding and a zero-width left halo (d1 == 0) "
+    "give chunk-consistent windows (defect 4)",
+    "[halo][defects]") {
+  // K=2 with 'same' padding (0, 1): only the right neighbour's first column is needed.
+  {
+    const HaloPlan plan(geo(8, 2, 2, 1, 1, 0, 1));
+    CHECK(plan.output_length() == 8);
+    CHECK(plan.rank(0).recv == std::vector<HaloTransfer>{{1, 4, 5}});
+    CHECK(plan.rank(1).recv.empty());
+    CHECK(plan.rank(1).pad_right == 1);
+    CHECK(plan.rank(0).pad_left == 0);
+    check_all(geo(8, 2, 2, 1, 1, 0, 1));
+  }
+  // Causal K=3, padding (2, 0): traffic flows left to right only.
+  {
+    const HaloPlan plan(geo(9, 3, 3, 1, 1, 2, 0));
+    CHECK(plan.rank(0).recv.empty());
+    CHECK(plan.rank(0).pad_left == 2);
+    CHECK(plan.rank(1).recv == std::vector<HaloTransfer>{{0, 1, 3}});
+    CHECK(plan.rank(2).recv == std::vector<HaloTransfer>{{1, 4, 6}});
+    CHECK(plan.rank(2).send.empty());
+    check_all(geo(9, 3, 3, 1, 1, 2, 0));
+  }
+  // Even kernels, asymmetric padding, strides and dilations in a sweep.
+  for (std::int64_t K : {2, 4, 6})
+    for (std::int64_t pl = 0; pl <= 3; ++pl)
+      for (std::int64_t pr = 0; pr <= 3; ++pr)
+        for (std::int64_t s : {1, 2})
+          for (std::int64_t d : {1, 2})
+            for (std::int64_t P : {2, 3, 4})
+              check_all(geo(17, P, K, s, d, pl, pr));
+}
+
+TEST_CASE("halo plan: shards narrower than the halo exchange over several hops", "[halo]") {
+  const HaloPlan plan(geo(12, 6, 7, 1, 1, 3, 3));
+  const auto& p = plan.rank(2);
+  CHECK(p.need_first == 1);
+  CHECK(p.need_last == 8);
+  CHECK(p.recv == std::vector<HaloTransfer>{{0, 1, 2}, {1, 2, 4}, {3, 6, 8}, {4, 8, 9}});
+  check_all(geo(12, 6, 7, 1, 1, 3, 3));
+  check_all(geo(10, 5, 5, 1, 3, 6, 6));  // dilation widens the halo to 12 columns
+}
+
+TEST_CASE("halo plan: empty trailing shards (L=8, P=5) and ranks that only send", "[halo]") {
+  {
+    const HaloPlan plan(geo(8, 5, 3, 1, 1, 1, 1));
+    const auto& p4 = plan.rank(4);
+    CHECK(p4.input.length == 0);
+    CHECK_FALSE(p4.has_output);
+    CHECK(p4.recv.empty());
+    CHECK(p4.send.empty());
+    check_all(geo(8, 5, 3, 1, 1, 1, 1));
+  }
+  {
+    // Stride 2 shrinks the output: rank 3 owns input [9, 10) but no output, and
+    // still sends its column to rank 2.
+    const HaloPlan plan(geo(10, 4, 2, 2, 1, 0, 0));
+    CHECK(plan.output_length() == 5);
+    const auto& p3 = plan.rank(3);
+    CHECK_FALSE(p3.has_output);
+    CHECK(p3.send == std::vector<HaloTransfer>{{2, 9, 10}});
+    check_all(geo(10, 4, 2, 2, 1, 0, 0));
+  }
+}
+
+TEST_CASE("halo plan: stride == K with shards aligned to the stride needs no exchange", "[halo]") {
+  for (auto g : {geo(12, 3, 2, 2, 1, 0, 0), geo(16, 4, 4, 4, 1, 0, 0), geo(18, 3, 3, 3, 1, 0, 0)}) {
+    const HaloPlan plan(g);
+    INFO(plan.str());
+    CHECK_FALSE(plan.needs_exchange());
+    CHECK(plan.exchanged_elements() == 0);
+    check_all(g);
+  }
+  // Misaligned shards do exchange.
+  CHECK(HaloPlan(geo(9, 3, 2, 2, 1, 0, 0)).needs_exchange());
+}
+
+TEST_CASE("halo plan: windows wholly in the padding read nothing and give the bias alone",
+          "[halo]") {
+  {
+    const HaloPlan plan(geo(2, 3, 1, 1, 1, 0, 6));
+    CHECK(plan.output_length() == 8);
+    CHECK_FALSE(plan.rank(0).window_in_padding);
+    CHECK(plan.rank(0).recv == std::vector<HaloTransfer>{{1, 1, 2}});
+    CHECK(plan.rank(1).window_in_padding);
+    CHECK(plan.rank(2).window_in_padding);
+    CHECK(plan.rank(1).window.length == 0);
+    CHECK(plan.rank(1).recv.empty());
+    check_all(geo(2, 3, 1, 1, 1, 0, 6));
+  }
+  {
+    const HaloPlan plan(geo(2, 2, 1, 1, 1, 6, 0));
+    CHECK(plan.rank(0).window_in_padding);
+    check_all(geo(2, 2, 1, 1, 1, 6, 0));
+  }
+  check_all(geo(0, 2, 3, 1, 1, 2, 2));  // no input at all: every window is padding
+}
+
+TEST_CASE("halo plan: invalid geometries are rejected naming the parameter", "[halo]") {
+  CHECK_THROWS_WITH(HaloPlan(geo(8, 2, 3, 0, 1, 0, 0)), Catch::Contains("stride"));
+  CHECK_THROWS_WITH(HaloPlan(geo(8, 2, 3, 1, 0, 0, 0)), Catch::Contains("dilation"));
+  CHECK_THROWS_WITH(HaloPlan(geo(8, 2, 3, 1, 1, -1, 0)), Catch::Contains("padding"));
+  CHECK_THROWS_WITH(HaloPlan(geo(2, 2, 5, 1, 1, 0, 0)), Catch::Contains("input"));
+  CHECK_THROWS_AS(HaloPlan(geo(8, 0, 3, 1, 1, 0, 0)), InvalidArgument);
+}
