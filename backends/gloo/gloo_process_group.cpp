@@ -225,7 +225,7 @@ std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, 
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
   try {
     translate_errors(what, [&] {
-      buffer = context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
+      buffer = pool_.acquire(*context_, t.data_ptr(), t.nbytes());
       if (is_send)
         buffer->send(peer, p2p_slot(tag));
       else

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/gloo/buffer_pool.h"
 #include "backends/gloo/self_mailbox.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
@@ -65,6 +66,8 @@ class GlooProcessGroup : public ProcessGroup,
   void check_usable(const std::string& op) const;
   /// Records the first failure and closes every connection so peers notice.
   void fail(const std::string& reason);
+  /// Where completed transfers return their buffers for reuse.
+  BufferPool& buffer_pool() { return pool_; }
 
  private:
   GlooProcessGroup(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Store> store,
@@ -89,6 +92,7 @@ class GlooProcessGroup : public ProcessGroup,
   std::shared_ptr<::gloo::transport::Device> device_;  // null for a world of one
   std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
   SelfMailbox self_;
+  BufferPool pool_;  // after context_: its buffers go before the connections
 
   mutable std::mutex mutex_;
   std::string failure_;                             // the first failure; empty while healthy

@@ -40,6 +40,8 @@ void P2PWork::wait(std::chrono::milliseconds timeout) {
   }
   finished_ = true;
   if (!is_send_) group_->counters().bytes_received += tensor_.nbytes();
+  // Nothing is pending on it any more: the next transfer on this memory reuses it.
+  group_->buffer_pool().release(std::move(buffer_));
 }
 
 }  // namespace dtensor::gloo_backend
