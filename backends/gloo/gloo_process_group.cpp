@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_process_group.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -77,6 +79,24 @@ void copy_bytes(const Tensor& dst, const Tensor& src) {
 
 std::atomic<int> g_world_generation{0};
 
+// Gloo writes to its sockets with writev(), not send(MSG_NOSIGNAL): writing to
+// a peer that died raises SIGPIPE, whose default action kills this process
+// before Gloo can report the error. (Python ignores SIGPIPE, which is why
+// PyTorch never meets this.) We ignore it too, but only if the application
+// left it at the default: a handler it installed stays.
+void ignore_sigpipe_unless_handled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    if (sigaction(SIGPIPE, &ignore, nullptr) == 0)
+      log::debug("gloo: SIGPIPE ignored so that a dead peer is an error, not our death");
+  });
+}
+
 }  // namespace
 
 GlooProcessGroup::GlooProcessGroup(int rank, int size, std::vector<int> global_ranks,
@@ -119,6 +139,7 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendIn
       attr.hostname = "127.0.0.1";
       what = "127.0.0.1";
     }
+    ignore_sigpipe_unless_handled();
     try {
       device = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
@@ -168,6 +189,12 @@ void GlooProcessGroup::fail(const std::string& reason) {
   } catch (...) {
     // Expected: the wait reports the timeout it just simulated.
   }
+}
+
+void GlooProcessGroup::park_unfinished(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer,
+                                       Tensor tensor) {
+  std::lock_guard lock(mutex_);
+  parked_.emplace_back(std::move(buffer), std::move(tensor));
 }
 
 template <typename Fn>

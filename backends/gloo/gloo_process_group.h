@@ -9,6 +9,10 @@
 // that the other ranks notice at once instead of waiting out their timeout.
 // After a CommError/TimeoutError the group is unusable; every later call
 // throws CommError naming the first failure.
+//
+// Creating the first multi-rank group sets SIGPIPE to "ignore" unless the
+// application installed its own handler: Gloo's writes to a dead peer would
+// otherwise kill the process instead of raising CommError.
 #pragma once
 
 #include <chrono>
@@ -68,6 +72,10 @@ class GlooProcessGroup : public ProcessGroup,
   void fail(const std::string& reason);
   /// Where completed transfers return their buffers for reuse.
   BufferPool& buffer_pool() { return pool_; }
+  /// Keeps a dropped, never-waited transfer's buffer and memory alive as long
+  /// as the connections: Gloo may still read or write them, and a receive
+  /// whose buffer vanished would break the connection.
+  void park_unfinished(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, Tensor tensor);
 
  private:
   GlooProcessGroup(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Store> store,
@@ -93,6 +101,7 @@ class GlooProcessGroup : public ProcessGroup,
   std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
   SelfMailbox self_;
   BufferPool pool_;  // after context_: its buffers go before the connections
+  std::vector<std::pair<std::unique_ptr<::gloo::transport::UnboundBuffer>, Tensor>> parked_;
 
   mutable std::mutex mutex_;
   std::string failure_;                             // the first failure; empty while healthy

@@ -265,3 +265,17 @@ TEST_CASE("p2p repeated exchanges on the same tensors see fresh data each step P
     }
   });
 }
+
+TEST_CASE("p2p a dropped, never-waited receive does not break the group P=2", "[comm][p2p]") {
+  run_ranks(2, [](RankContext& ctx) {
+    auto& pg = *ctx.pg;
+    if (ctx.rank == 0) {
+      pg.irecv(Tensor::zeros({1000}, DType::F32), 1, 7);  // handle dropped at once
+    } else {
+      pg.isend(Tensor::full({1000}, 3.0, DType::F32), 0, 7)->wait();
+    }
+    Tensor t = Tensor::full({4}, 1.0, DType::F64);
+    pg.allreduce(t);
+    CHECK(max_error(t, [](auto) { return 2.0; }) == 0);
+  });
+}
