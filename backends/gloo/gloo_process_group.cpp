@@ -13,6 +13,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -162,7 +163,34 @@ void GlooProcessGroup::connect() {
   translate_errors("rendezvous of group '" + prefix_ + "'",
                    [&] { ctx->connectFullMesh(store, device_); });
   context_ = std::move(ctx);
+  // Each rank published the addresses of its pairs, one per peer, in rank
+  // order without itself (Gloo's rendezvous layout); ours is at our slot.
+  try {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      const std::vector<char> all = store.get(std::to_string(peer));
+      const std::size_t width = all.size() / static_cast<std::size_t>(size_ - 1);
+      const std::size_t slot = static_cast<std::size_t>(rank_ > peer ? rank_ - 1 : rank_);
+      const std::vector<char> mine(all.begin() + slot * width, all.begin() + (slot + 1) * width);
+      peer_by_address_[::gloo::transport::tcp::Address(mine).str()] = peer;
+    }
+  } catch (const std::exception& e) {
+    // Only error messages lose their rank names.
+    log::debug("gloo: cannot map peer addresses to ranks: {}", e.what());
+  }
   log::debug("gloo: group '{}' connected ({} peers)", prefix_, size_ - 1);
+}
+
+std::string GlooProcessGroup::name_peers(const std::string& msg) const {
+  std::string out = msg;
+  for (const auto& [address, peer] : peer_by_address_) {
+    const auto at = out.find(address);
+    if (at == std::string::npos) continue;
+    std::string name = fmt::format(" (= rank {}", peer);
+    if (global_ranks_[peer] != peer) name += fmt::format(", world rank {}", global_ranks_[peer]);
+    out.insert(at + address.size(), name + ")");
+  }
+  return out;
 }
 
 void GlooProcessGroup::check_usable(const std::string& op) const {
@@ -201,7 +229,13 @@ template <typename Fn>
 void GlooProcessGroup::run_collective(const std::string& op, Fn&& fn) {
   check_usable(op);
   try {
-    translate_errors(op, std::forward<Fn>(fn));
+    translate_errors(op, [&] {
+      try {
+        fn();
+      } catch (const ::gloo::IoException& e) {
+        throw ::gloo::IoException(name_peers(e.what()));
+      }
+    });
   } catch (const CommError& e) {
     fail(e.what());
     throw;

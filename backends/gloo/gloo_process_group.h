@@ -86,6 +86,8 @@ class GlooProcessGroup : public ProcessGroup,
   /// Runs a blocking Gloo call: typed errors naming `op`, the group broken on failure.
   template <typename Fn>
   void run_collective(const std::string& op, Fn&& fn);
+  /// `msg` with " (= rank i)" after each peer address Gloo printed in it.
+  std::string name_peers(const std::string& msg) const;
   void account(std::uint64_t sent, std::uint64_t received, std::uint64_t messages);
   void check_tensor(const Tensor& t, const char* param, const char* op) const;
   void check_peer(int peer, const char* param, const char* op) const;
@@ -106,6 +108,9 @@ class GlooProcessGroup : public ProcessGroup,
   mutable std::mutex mutex_;
   std::string failure_;                             // the first failure; empty while healthy
   std::map<std::vector<int>, int> subgroups_made_;  // per member list, for unique prefixes
+  // Gloo names a failed connection by the peer's address ("[127.0.0.1]:687");
+  // this maps those strings to group ranks. Written once, in connect().
+  std::map<std::string, int> peer_by_address_;
 };
 
 }  // namespace dtensor::gloo_backend
