@@ -70,6 +70,26 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
               "mesh ranks: rank {} is outside the world [0, {})", r, world_group->size());
     check_arg(seen.insert(r).second, "mesh", "mesh ranks: rank {} appears twice", r);
   }
+  // Along each mesh dim the ranks must increase. Checked here for the whole
+  // mesh, not row by row while the groups are created: each rank creates only
+  // its own rows' groups, so a per-row check let the ranks of a valid row go
+  // on into group creation while those of an invalid row raised (a hang).
+  {
+    std::int64_t inner = 1;  // distance between neighbours along dim d (row-major)
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      for (std::int64_t f = 0; f < static_cast<std::int64_t>(ranks.size()); ++f) {
+        const bool has_next = (f / inner) % shape[d] + 1 < shape[d];
+        if (!has_next) continue;
+        const int a = ranks[static_cast<std::size_t>(f)];
+        const int b = ranks[static_cast<std::size_t>(f + inner)];
+        check_arg(a < b, "mesh",
+                  "mesh ranks: along each mesh dim the ranks must increase (dim {} has {} "
+                  "before {})",
+                  d, a, b);
+      }
+      inner *= shape[d];
+    }
+  }
   auto impl = std::make_shared<Impl>();
   impl->device_type = device_type;
   impl->shape = shape;

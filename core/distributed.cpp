@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -103,8 +104,13 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   } else if (const char* t = std::getenv("DTENSOR_TIMEOUT")) {
     char* end = nullptr;
     const double secs = std::strtod(t, &end);
-    check_arg(end && *end == '\0' && end != t && secs > 0, "init",
-              "DTENSOR_TIMEOUT='{}' is not a positive number of seconds", t);
+    // Finite and bounded too: "inf" or "1e300" seconds would overflow the
+    // conversion to milliseconds below (undefined behaviour).
+    constexpr double kMaxSeconds = 1e9;  // ~31 years: "no timeout" for any real job
+    check_arg(end && *end == '\0' && end != t && std::isfinite(secs) && secs > 0 &&
+                  secs <= kMaxSeconds,
+              "init", "DTENSOR_TIMEOUT='{}' is not a positive number of seconds (at most {:g})",
+              t, kMaxSeconds);
     r.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
   }
   check_arg(r.timeout.count() > 0, "init", "timeout must be positive");
@@ -133,10 +139,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   }
   if (r.store.empty()) {
     // One process started without a launcher: a private store it removes at exit.
-    char tmpl[] = "/tmp/dtensor-solo-XXXXXX";
-    if (!mkdtemp(tmpl)) throw CommError("init", "cannot create a temporary store directory");
+    // Under $TMPDIR like the launcher's and the harness's directories.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dtensor-solo-XXXXXX";
+    if (!mkdtemp(tmpl.data()))
+      throw CommError("init", fmt::format("cannot create a temporary store directory {}", tmpl));
     g_private_store_dir = tmpl;
-    r.store = std::string("file:") + tmpl;
+    r.store = "file:" + tmpl;
   }
   log::set_rank(r.rank);
   log::reload_level_from_env();

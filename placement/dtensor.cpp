@@ -1,5 +1,9 @@
 #include "dtensor/placement/dtensor.h"
 
+#include <functional>
+#include <optional>
+#include <string>
+
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/placement/redistribute.h"
@@ -36,6 +40,12 @@ Tensor local_part(const Tensor& global, const DTensorSpec& spec,
 DTensor::DTensor(Tensor local, DTensorSpec spec)
     : local_(std::move(local)), spec_(std::move(spec)) {
   check_arg(local_.defined(), "dtensor", "DTensor: the local tensor is undefined");
+  // A local tensor on another device than its mesh would reach a backend
+  // that cannot read it (e.g. Gloo given CUDA memory): refuse it here, by name.
+  check_arg(local_.device().type == spec_.mesh().device_type(), "dtensor",
+            "device: the local tensor is on {} but {} is a {} mesh",
+            device_type_name(local_.device().type), spec_.mesh().str(),
+            device_type_name(spec_.mesh().device_type()));
   check_arg(local_.dtype() == spec_.dtype(), "dtensor", "DTensor: local dtype {} but spec says {}",
             dtype_name(local_.dtype()), dtype_name(spec_.dtype()));
   check_arg(local_.shape() == spec_.local_shape(), "dtensor",
@@ -105,11 +115,23 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
   check_arg(mesh == spec_.mesh(), "redistribute",
             "mesh: redistributing to another mesh is not supported ({} -> {})", spec_.mesh().str(),
             mesh.str());
+  // Agreement comes before any validation of the target: a rank whose target
+  // is invalid must not throw alone while the others wait in a collective
+  // (they would hang until the timeout). An invalid target enters the
+  // fingerprint as its error message, so ranks that all pass the same invalid
+  // target agree and all raise the same InvalidArgument below.
+  std::size_t target_hash = 0;
+  std::optional<InvalidArgument> invalid;
+  try {
+    target_hash = DTensorSpec(mesh, placements, spec_.shape(), dtype()).hash();
+  } catch (const InvalidArgument& e) {
+    invalid = e;
+    target_hash = std::hash<std::string>()(e.what());
+  }
+  check_ranks_agree(*mesh.get_mesh_group(), spec_.hash() * 31 + target_hash, "redistribute",
+                    spec_.str() + " -> [" + placements_str(placements) + "]");
+  if (invalid) throw *invalid;
   auto steps = plan_redistribute(spec_, placements);
-  check_ranks_agree(
-      *mesh.get_mesh_group(),
-      spec_.hash() * 31 + DTensorSpec(mesh, placements, spec_.shape(), dtype()).hash(),
-      "redistribute", spec_.str() + " -> [" + placements_str(placements) + "]");
   if (steps.empty()) return *this;
   Tensor cur = local_;
   Placements cur_p = spec_.placements();
@@ -137,18 +159,36 @@ DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
   auto group = mesh.get_mesh_group();
   const int src_g = mesh_group_rank_of(mesh, src);
   const bool i_am_src = group->rank() == src_g;
-  check_arg(!i_am_src || global.defined(), "dtensor",
-            "distribute_tensor: the source rank {} passed an undefined tensor", src);
+  // Ranks that disagree on the source would broadcast from different roots
+  // (a hang), and on the placements would cut and receive different shapes.
+  check_ranks_agree(*group, std::hash<std::string>()(placements_str(placements)) * 31 +
+                                static_cast<std::size_t>(src),
+                    "distribute_tensor",
+                    fmt::format("src {} placements [{}]", src, placements_str(placements)));
   // Shape and dtype travel from the source: the other ranks need not know them.
+  // The source's own mistakes travel too (meta[0] < 0), so that every rank
+  // raises the same error instead of the source alone while the others wait.
+  constexpr double kUndefined = -1, kTooManyDims = -2;
   Tensor meta = Tensor::zeros({10}, DType::F64);
   if (i_am_src) {
-    check_arg(global.dim() <= 8, "dtensor", "distribute_tensor: rank {} > 8", global.dim());
-    meta.data<double>()[0] = static_cast<double>(global.dtype());
-    meta.data<double>()[1] = static_cast<double>(global.dim());
-    for (std::int64_t d = 0; d < global.dim(); ++d)
-      meta.data<double>()[2 + d] = static_cast<double>(global.size(d));
+    if (!global.defined()) {
+      meta.data<double>()[0] = kUndefined;
+    } else if (global.dim() > 8) {
+      meta.data<double>()[0] = kTooManyDims;
+      meta.data<double>()[1] = static_cast<double>(global.dim());
+    } else {
+      meta.data<double>()[0] = static_cast<double>(global.dtype());
+      meta.data<double>()[1] = static_cast<double>(global.dim());
+      for (std::int64_t d = 0; d < global.dim(); ++d)
+        meta.data<double>()[2 + d] = static_cast<double>(global.size(d));
+    }
   }
   group->broadcast(meta, src_g);
+  check_arg(meta.item({0}) != kUndefined, "dtensor",
+            "distribute_tensor: the source rank {} passed an undefined tensor", src);
+  check_arg(meta.item({0}) != kTooManyDims, "dtensor",
+            "distribute_tensor: the source's tensor has {} dims; at most 8 are supported",
+            meta.item({1}));
   const auto dtype = static_cast<DType>(static_cast<int>(meta.item({0})));
   Shape shape(static_cast<std::size_t>(meta.item({1})));
   for (std::size_t d = 0; d < shape.size(); ++d)

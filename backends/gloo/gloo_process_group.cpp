@@ -156,12 +156,19 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendIn
 
 void GlooProcessGroup::connect() {
   auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
-  ctx->setTimeout(timeout_);
+  // Gloo waits 5x the context's timeout for a pair's initial connection
+  // (tcp/pair.h, waitUntil: "a longer timeout when waiting for initial
+  // connect"), so a peer that died after publishing its address kept the
+  // others in the rendezvous for 5x DTENSOR_TIMEOUT. The pairs are created
+  // with a fifth of it, which makes that wait the timeout we promise; the
+  // context's own timeout is restored after (operations pass theirs anyway).
+  ctx->setTimeout(std::max(timeout_ / 5, std::chrono::milliseconds(1)));
   StoreAdapter store(store_, prefix_, timeout_);
   log::debug("gloo: connecting group '{}' as rank {}/{} (world ranks {})", prefix_, rank_, size_,
              join(global_ranks_, ","));
   translate_errors("rendezvous of group '" + prefix_ + "'",
                    [&] { ctx->connectFullMesh(store, device_); });
+  ctx->setTimeout(timeout_);
   context_ = std::move(ctx);
   // Each rank published the addresses of its pairs, one per peer, in rank
   // order without itself (Gloo's rendezvous layout); ours is at our slot.

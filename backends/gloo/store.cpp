@@ -1,6 +1,5 @@
 // open_store: the rendezvous stores, built on Gloo's FileStore and RedisStore.
 #include <filesystem>
-#include <regex>
 
 #include <gloo/rendezvous/file_store.h>
 #define HIREDIS_NESTED_INCLUDE
@@ -9,6 +8,7 @@
 #include "backends/gloo/gloo_errors.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/store.h"
+#include "dtensor/core/store_url.h"
 
 namespace dtensor {
 namespace {
@@ -45,25 +45,30 @@ class GlooBackedStore : public Store {
 
 std::shared_ptr<Store> open_store(const std::string& url, std::chrono::milliseconds timeout,
                                   const char* what) {
-  static const std::regex redis_re(
-      R"(^redis://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})$)");
-  std::smatch m;
-  if (url.rfind("redis://", 0) == 0) {
-    check_arg(std::regex_match(url, m, redis_re), "store",
-              "{}='{}' is not a valid Redis URL (expected redis://HOST:PORT)", what, url);
-    const int port = std::stoi(m[2]);
-    check_arg(port > 0 && port < 65536, "store", "{}='{}': port {} is out of range", what, url,
-              port);
+  const StoreUrl u = parse_store_url(url);
+  switch (u.problem) {
+    case StoreUrl::Problem::BadRedis:
+      throw InvalidArgument("store", fmt::format("{}='{}' is not a valid Redis URL (expected "
+                                                 "redis://HOST:PORT)",
+                                                 what, url));
+    case StoreUrl::Problem::BadPort:
+      throw InvalidArgument("store",
+                            fmt::format("{}='{}': port {} is out of range", what, url, u.port));
+    case StoreUrl::Problem::NoDirectory:
+      throw InvalidArgument("store", fmt::format("{}='{}' is not a store URL (expected file:DIR "
+                                                 "or redis://HOST:PORT)",
+                                                 what, url));
+    case StoreUrl::Problem::None:
+      break;
+  }
+  if (u.kind == StoreUrl::Kind::Redis) {
     std::unique_ptr<gloo::rendezvous::Store> s;
     gloo_backend::translate_errors("redis connect", [&] {
-      s = std::make_unique<gloo::rendezvous::RedisStore>(m[1].str(), port);
+      s = std::make_unique<gloo::rendezvous::RedisStore>(u.host, u.port);
     });
     return std::make_shared<GlooBackedStore>(std::move(s), url, timeout);
   }
-  std::string path = url;
-  if (url.rfind("file:", 0) == 0) path = url.substr(5);
-  check_arg(!path.empty() && path.find("://") == std::string::npos, "store",
-            "{}='{}' is not a store URL (expected file:DIR or redis://HOST:PORT)", what, url);
+  const std::string& path = u.path;
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   check_arg(std::filesystem::is_directory(path), "store",

@@ -12,6 +12,10 @@
 //             part added where it belongs); backward-weights on the window
 //             gives this rank's partial sums.
 // Everything is computed from global shapes: no sizes are exchanged.
+#include <cstdlib>
+#include <functional>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
@@ -19,6 +23,7 @@
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/local_conv.h"
+#include "dtensor/placement/redistribute.h"
 #include "ops/conv/conv_call.h"
 #include "ops/conv/conv_strategies.h"
 #include "ops/conv/halo_exchange.h"
@@ -247,13 +252,34 @@ ConvParams expand_for(const DTensor& input, const ConvParams& params) {
             shape_str(input.shape()));
   return params.expanded(input.spec().ndim() - 2);
 }
+
+// The front-end's own checks (expand_for) run before dispatch's agreement
+// check. A rank whose arguments fail them must not raise alone: the others
+// would go on into that agreement check and wait there until the timeout. So
+// a failing rank takes part in one agreement check of its own, with its error
+// as the fingerprint. Both paths make exactly one check_ranks_agree call on the
+// same group, so the collectives pair up: every rank raises, with the same
+// error when all failed alike and "ranks disagree" otherwise.
+std::vector<OpArg> encoded_params_agreed(const DTensor& input, const ConvParams& params,
+                                         const char* op) {
+  try {
+    return conv::encode_params(expand_for(input, params));
+  } catch (const InvalidArgument& e) {
+    const char* v = std::getenv("DTENSOR_CHECK_AGREEMENT");  // as dispatch() reads it
+    const bool checks = !(v && std::string(v) == "0");
+    if (checks && input.mesh().contains_this_rank())
+      check_ranks_agree(*input.mesh().get_mesh_group(), std::hash<std::string>()(e.what()), op,
+                        e.what());
+    throw;
+  }
+}
 }  // namespace
 
 DTensor convolution(const DTensor& input, const DTensor& weight, const std::optional<DTensor>& bias,
                     const ConvParams& params) {
   std::vector<OpArg> args{input, weight};
   args.push_back(bias ? OpArg(*bias) : OpArg(None{}));
-  for (auto& a : conv::encode_params(expand_for(input, params)))
+  for (auto& a : encoded_params_agreed(input, params, conv::kForwardOp))
     args.push_back(std::move(a));
   return dispatch(conv::kForwardOp, std::move(args)).at(0);
 }
@@ -264,7 +290,7 @@ ConvGrads convolution_backward(const DTensor& grad_output, const DTensor& input,
   ConvGrads g;
   if (!mask.input && !mask.weight && !mask.bias) return g;
   std::vector<OpArg> args{grad_output, input, weight};
-  for (auto& a : conv::encode_params(expand_for(input, params)))
+  for (auto& a : encoded_params_agreed(input, params, conv::kBackwardOp))
     args.push_back(std::move(a));
   for (auto& a : conv::encode_mask(mask))
     args.push_back(std::move(a));

@@ -3,7 +3,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <regex>
+
+#include "dtensor/core/store_url.h"
 
 namespace dtensor::run {
 namespace {
@@ -33,24 +34,22 @@ double parse_seconds(const std::string& name, const std::string& value) {
   return s;
 }
 
-// The same forms the library's open_store accepts (backends/gloo/store.cpp),
-// checked here so that a typo fails before any process starts.
+// The forms the library's open_store accepts (the same parser,
+// include/dtensor/core/store_url.h), checked here so that a typo fails before
+// any process starts. Unlike the library, a plain path needs its "file:".
 void check_store(const std::string& name, const std::string& url) {
-  static const std::regex redis_re(
-      R"(^redis://([A-Za-z0-9_.\-]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})$)");
-  std::smatch m;
+  const StoreUrl u = parse_store_url(url);
   if (url.rfind("redis://", 0) == 0) {
-    if (!std::regex_match(url, m, redis_re))
+    if (u.problem == StoreUrl::Problem::BadPort)
+      throw UsageError(name + ": '" + url + "': port " + std::to_string(u.port) +
+                       " is out of range");
+    if (u.kind != StoreUrl::Kind::Redis)
       throw UsageError(name + ": '" + url +
                        "' is not a valid Redis URL (expected redis://HOST:PORT)");
-    const int port = std::stoi(m[2]);
-    if (port < 1 || port > 65535)
-      throw UsageError(name + ": '" + url + "': port " + m[2].str() + " is out of range");
     return;
   }
   if (url.rfind("file:", 0) == 0) {
-    const std::string dir = url.substr(5);
-    if (dir.empty() || dir.find("://") != std::string::npos)
+    if (u.kind != StoreUrl::Kind::File)
       throw UsageError(name + ": '" + url + "' names no directory (expected file:DIR)");
     return;
   }

@@ -30,7 +30,10 @@ class DTensor {
   /// The same tensor with other placements (same mesh). Returns *this (sharing
   /// the local tensor) when nothing changes; otherwise a fresh local tensor.
   DTensor redistribute(const DeviceMesh& mesh, const Placements& placements) const;
-  /// The whole global tensor on every rank of the mesh.
+  /// The whole global tensor on every rank of the mesh. Like redistribute(),
+  /// and as in PyTorch, when the tensor is already replicated on every mesh dim
+  /// this is the local tensor itself (shared storage, no copy): clone() it
+  /// before writing to it. Otherwise a fresh tensor.
   Tensor full_tensor() const;
 
  private:
