@@ -3,6 +3,7 @@
 // subgroup) rendezvouses in its own namespace of the one job-wide store.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -32,11 +33,15 @@ class StoreAdapter : public ::gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
+    // Never shorter than the group's timeout: the rendezvous gives Gloo's
+    // context a fifth of it (see GlooProcessGroup::connect), which Gloo also
+    // passes here, but waiting for a peer's address deserves the whole.
+    const std::chrono::milliseconds bound = std::max(timeout, timeout_);
     std::vector<std::string> full;
     full.reserve(keys.size());
     for (const auto& k : keys)
       full.push_back(full_key(k));
-    store_->wait(full, timeout);
+    store_->wait(full, bound);
   }
 
  private:

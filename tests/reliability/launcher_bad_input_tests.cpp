@@ -78,7 +78,7 @@ TEST_CASE("bad input: dtensor-run with settings the ranks reject exits non-zero 
     for (const auto& n : c.names)
       CHECK_THAT(out, Catch::Contains(n));
     CHECK(wait_gone(pids_in(out), 2s).empty());
-    CHECK(processes_with_env("TMPDIR=" + tmp.path()).empty());
+    CHECK(wait_no_processes_with_env("TMPDIR=" + tmp.path(), 3s).empty());
     {
     const auto left = tmp.leftovers();
     for (const auto& name : left)

@@ -57,7 +57,7 @@ void check_clean(const Launch& l, const PrivateTmp& tmp, std::size_t ranks) {
   const auto pids = pids_in(l.output);
   CHECK(pids.size() <= ranks);
   CHECK(wait_gone(pids, 2s).empty());
-  CHECK(processes_with_env("TMPDIR=" + tmp.path()).empty());
+  CHECK(wait_no_processes_with_env("TMPDIR=" + tmp.path(), 3s).empty());
   {
     const auto left = tmp.leftovers();
     for (const auto& name : left)

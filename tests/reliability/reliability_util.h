@@ -135,6 +135,20 @@ inline std::vector<pid_t> processes_with_env(const std::string& entry) {
   return out;
 }
 
+/// Waits up to `timeout` for processes_with_env(entry) to be empty (a
+/// launcher's clean-up helper outlives it by a moment); returns what is left.
+inline std::vector<pid_t> wait_no_processes_with_env(const std::string& entry,
+                                                     std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  std::vector<pid_t> left = processes_with_env(entry);
+  while (!left.empty() && std::chrono::steady_clock::now() < until) {
+    struct timespec ts {0, 20'000'000};
+    nanosleep(&ts, nullptr);
+    left = processes_with_env(entry);
+  }
+  return left;
+}
+
 /// The "pid=N" lines a program printed.
 inline std::vector<pid_t> pids_in(const std::string& output) {
   static const std::regex re(R"(pid=(\d+))");
