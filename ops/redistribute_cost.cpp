@@ -31,6 +31,9 @@ double redistribute_cost_bytes(const DTensorSpec& src, const Placements& dst) {
         static_cast<double>(shape_numel(
             DTensorSpec(src.mesh(), cur, src.shape(), src.dtype()).local_shape_at(origin))) *
         es;
+    // Every step costs at least a copy: on a one-rank mesh dim, where nothing
+    // crosses the wire, doing nothing must still beat doing something.
+    bytes += 1e-3 * after;
     using K = RedistributeStep::Kind;
     switch (step.kind) {
       case K::AllGather:
@@ -45,8 +48,6 @@ double redistribute_cost_bytes(const DTensorSpec& src, const Placements& dst) {
         break;
       case K::LocalChunk:
       case K::ToPartial:
-        // No traffic, but a copy: a tiny cost keeps "no step at all" ahead.
-        bytes += 1e-3 * after;
         break;
     }
   }

@@ -1,0 +1,279 @@
+// The tensor-parallel convolution: the handlers of "convolution" and
+// "convolution_backward" (DESIGN.md §5, docs/halo.md).
+//
+// The propagator picks a strategy (conv_strategies.h) and the inputs are
+// redistributed to it; then each rank
+//   forward:  gathers the window of its input along every spatially sharded
+//             mesh dim in mesh order (corners come along on later dims), and
+//             runs the local convolution on the window with the plan's local
+//             padding;
+//   backward: rebuilds the same window, runs backward-data on it and returns
+//             the window's gradient to its owners in reverse mesh order (each
+//             part added where it belongs); backward-weights on the window
+//             gives this rank's partial sums.
+// Everything is computed from global shapes: no sizes are exchanged.
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/core/logging.h"
+#include "dtensor/ops/convolution.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/local_conv.h"
+#include "ops/conv/conv_call.h"
+#include "ops/conv/conv_strategies.h"
+#include "ops/conv/halo_exchange.h"
+
+namespace dtensor::conv {
+namespace {
+
+// One spatially sharded mesh dim: its tensor dim, plan row and group.
+struct HaloDim {
+  std::int64_t mesh_dim;
+  std::int64_t tensor_dim;
+  HaloPlan plan;
+  std::int64_t index;  // this rank's index along the mesh dim
+  std::shared_ptr<ProcessGroup> group;
+  const HaloRankPlan& me() const { return plan.rank(index); }
+};
+
+struct LocalGeometry {
+  std::vector<HaloDim> halos;  // in mesh-dim order
+  ConvParams params;           // padding of sharded dims replaced by the window's
+  bool has_output = true;      // false when some sharded dim gives this rank no output
+};
+
+LocalGeometry local_geometry(const DTensorSpec& input, const Shape& weight_shape,
+                             const ConvParams& p) {
+  LocalGeometry g;
+  g.params = p;
+  const auto& mesh = input.mesh();
+  const auto& coord = *mesh.get_coordinate();
+  for (std::int64_t m = 0; m < mesh.ndim(); ++m) {
+    const Placement& pl = input.placements()[m];
+    if (!pl.is_shard() || pl.dim() < 2) continue;
+    const std::int64_t td = pl.dim(), sd = td - 2;
+    HaloGeometry geo{input.shape()[td], mesh.size(m),        weight_shape[td],    p.stride[sd],
+                     p.dilation[sd],    p.padding[sd].first, p.padding[sd].second};
+    HaloDim h{m, td, HaloPlan(geo), coord[m], mesh.get_group(m)};
+    g.params.padding[sd] = {h.me().pad_left, h.me().pad_right};
+    g.has_output = g.has_output && h.me().has_output;
+    g.halos.push_back(std::move(h));
+  }
+  return g;
+}
+
+Tensor gather_windows(Tensor x, const LocalGeometry& g) {
+  for (const auto& h : g.halos)
+    x = gather_window(x, h.tensor_dim, h.me(), *h.group);
+  return x;
+}
+
+// The bias goes to exactly one rank of every mesh dim whose output is a
+// pending sum, so the sum counts it once (DESIGN.md §2, defect 7).
+bool owns_bias(const DTensorSpec& input, const std::vector<MeshDimRole>& roles) {
+  const auto& coord = *input.mesh().get_coordinate();
+  for (std::size_t m = 0; m < roles.size(); ++m)
+    if ((roles[m] == MeshDimRole::Partial || roles[m] == MeshDimRole::Channel) && coord[m] != 0)
+      return false;
+  return true;
+}
+
+std::vector<DTensor> forward_handler(OpCall& call) {
+  const OpSchema& s = call.schema();
+  const ConvParams p = decode_params(s, 3);
+  const auto& sharding = call.sharding();
+  auto inputs = call.redistributed_inputs();
+  const DTensor& x = inputs[0];
+  const DTensor& w = inputs[1];
+  const bool has_bias = inputs.size() > 2;
+  const auto roles = roles_of(x.placements(), w.placements());
+  const LocalGeometry g = local_geometry(x.spec(), w.shape(), p);
+  const DTensorSpec& out_spec = sharding.output_specs[0];
+
+  const Tensor window = gather_windows(x.to_local(), g);
+  Tensor y;
+  if (!g.has_output) {
+    y = Tensor::zeros(out_spec.local_shape(), x.dtype());
+  } else {
+    const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
+    y = local_conv_kernels(x.to_local().device(), x.dtype())
+            ->forward(window, w.to_local(), bias, g.params);
+  }
+  check_arg(y.shape() == out_spec.local_shape(), "conv",
+            "internal: local output {} but the output spec {} needs {}", shape_str(y.shape()),
+            out_spec.str(), shape_str(out_spec.local_shape()));
+  return {DTensor(y, out_spec)};
+}
+
+// Returns the window's gradient to its owners, last exchanged dim first.
+Tensor scatter_windows(Tensor grad, const LocalGeometry& g) {
+  for (auto it = g.halos.rbegin(); it != g.halos.rend(); ++it) {
+    Shape owned = grad.shape();
+    owned[it->tensor_dim] = it->me().input.length;
+    grad = scatter_add_window(grad, it->tensor_dim, it->me(), *it->group, owned);
+  }
+  return grad;
+}
+
+// grad_input goes back in the placements the caller's input had (when the
+// propagator moved the input, the gradient moves back), except that a Partial
+// where the input was replicated stays pending: reducing it is the caller's
+// choice (filter parallelism gives one Partial term per filter shard).
+DTensor placed_like_input(const DTensor& grad, const DTensor& input) {
+  Placements target = input.placements();
+  for (std::size_t m = 0; m < target.size(); ++m)
+    if (grad.placements()[m].is_partial() && target[m].is_replicate())
+      target[m] = grad.placements()[m];
+  return target == grad.placements() ? grad : grad.redistribute(grad.mesh(), target);
+}
+
+std::vector<DTensor> backward_handler(OpCall& call) {
+  const OpSchema& s = call.schema();
+  const ConvParams p = decode_params(s, 3);
+  const ConvOutputMask mask = decode_mask(s, 7);
+  const auto& sharding = call.sharding();
+  auto inputs = call.redistributed_inputs();
+  const DTensor& gy = inputs[0];
+  const DTensor& x = inputs[1];
+  const DTensor& w = inputs[2];
+  const LocalGeometry g = local_geometry(x.spec(), w.shape(), p);
+  auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
+
+  const Tensor window = gather_windows(x.to_local(), g);
+  std::vector<Tensor> locals;
+  if (mask.input) {
+    const Tensor grad_window =
+        g.has_output ? kernels->backward_data(gy.to_local(), w.to_local(), window.shape(), g.params)
+                     : Tensor::zeros(window.shape(), x.dtype());
+    locals.push_back(scatter_windows(grad_window, g));
+  }
+  if (mask.weight || mask.bias) {
+    ConvWeightGrads wg;
+    if (g.has_output) {
+      wg = kernels->backward_weights(gy.to_local(), window, w.to_local().shape(), g.params,
+                                     mask.bias);
+    } else {  // no output here: this rank's share of the sums is zero
+      wg.grad_weight = Tensor::zeros(w.to_local().shape(), x.dtype());
+      wg.grad_bias = Tensor::zeros({w.to_local().size(0)}, x.dtype());
+    }
+    if (mask.weight) locals.push_back(wg.grad_weight);
+    if (mask.bias) locals.push_back(wg.grad_bias);
+  }
+  std::vector<DTensor> outs;
+  for (std::size_t i = 0; i < locals.size(); ++i) {
+    const DTensorSpec& spec = sharding.output_specs[i];
+    check_arg(locals[i].shape() == spec.local_shape(), "conv",
+              "internal: gradient {} has local shape {} but {} needs {}", i,
+              shape_str(locals[i].shape()), spec.str(), shape_str(spec.local_shape()));
+    outs.emplace_back(locals[i], spec);
+  }
+  if (mask.input) outs[0] = placed_like_input(outs[0], s.dtensor(1));
+  return outs;
+}
+
+void validate_forward(const OpSchema& s) {
+  const DTensor& x = s.dtensor(0);
+  const DTensor& w = s.dtensor(1);
+  check_arg(w.dtype() == x.dtype(), "conv", "weight: dtype {} differs from the input's {}",
+            dtype_name(w.dtype()), dtype_name(x.dtype()));
+  std::optional<Shape> b;
+  if (s.is_dtensor(2)) {
+    b = s.dtensor(2).shape();
+    check_arg(s.dtensor(2).dtype() == x.dtype(), "conv",
+              "bias: dtype {} differs from the input's {}", dtype_name(s.dtensor(2).dtype()),
+              dtype_name(x.dtype()));
+  }
+  check_conv_args(x.shape(), w.shape(), b, decode_params(s, 3));
+}
+
+void validate_backward(const OpSchema& s) {
+  const DTensor& gy = s.dtensor(0);
+  const DTensor& x = s.dtensor(1);
+  const DTensor& w = s.dtensor(2);
+  check_arg(w.dtype() == x.dtype() && gy.dtype() == x.dtype(), "conv",
+            "grad_output: dtypes of grad_output ({}), input ({}) and weight ({}) must match",
+            dtype_name(gy.dtype()), dtype_name(x.dtype()), dtype_name(w.dtype()));
+  const ConvParams p = decode_params(s, 3);
+  check_conv_args(x.shape(), w.shape(), std::nullopt, p);
+  const Shape expect = conv_output_shape(x.shape(), w.shape(), p);
+  check_arg(gy.shape() == expect, "conv",
+            "grad_output: shape {} but the convolution's output is {}", shape_str(gy.shape()),
+            shape_str(expect));
+}
+
+struct Registrar {
+  Registrar() {
+    OpDef fwd;
+    fwd.name = kForwardOp;
+    fwd.validate = validate_forward;
+    fwd.output_meta = [](const OpSchema& s) {
+      const auto& x = s.dtensor(0);
+      return std::vector<TensorMeta>{
+          {conv_output_shape(x.shape(), s.dtensor(1).shape(), decode_params(s, 3)), x.dtype()}};
+    };
+    fwd.strategies = forward_strategies;
+    register_op(fwd);
+    register_op_handler(kForwardOp, forward_handler);
+
+    OpDef bwd;
+    bwd.name = kBackwardOp;
+    bwd.validate = validate_backward;
+    bwd.output_meta = [](const OpSchema& s) {
+      const auto& x = s.dtensor(1);
+      const auto& w = s.dtensor(2);
+      const ConvOutputMask m = decode_mask(s, 7);
+      std::vector<TensorMeta> out;
+      if (m.input) out.push_back({x.shape(), x.dtype()});
+      if (m.weight) out.push_back({w.shape(), x.dtype()});
+      if (m.bias) out.push_back({{w.shape()[0]}, x.dtype()});
+      return out;
+    };
+    bwd.strategies = backward_strategies;
+    register_op(bwd);
+    register_op_handler(kBackwardOp, backward_handler);
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+}  // namespace dtensor::conv
+
+namespace dtensor {
+
+namespace {
+ConvParams expand_for(const DTensor& input, const ConvParams& params) {
+  check_arg(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, "conv",
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(input.shape()));
+  return params.expanded(input.spec().ndim() - 2);
+}
+}  // namespace
+
+DTensor convolution(const DTensor& input, const DTensor& weight, const std::optional<DTensor>& bias,
+                    const ConvParams& params) {
+  std::vector<OpArg> args{input, weight};
+  args.push_back(bias ? OpArg(*bias) : OpArg(None{}));
+  for (auto& a : conv::encode_params(expand_for(input, params)))
+    args.push_back(std::move(a));
+  return dispatch(conv::kForwardOp, std::move(args)).at(0);
+}
+
+ConvGrads convolution_backward(const DTensor& grad_output, const DTensor& input,
+                               const DTensor& weight, const ConvParams& params,
+                               const ConvOutputMask& mask) {
+  ConvGrads g;
+  if (!mask.input && !mask.weight && !mask.bias) return g;
+  std::vector<OpArg> args{grad_output, input, weight};
+  for (auto& a : conv::encode_params(expand_for(input, params)))
+    args.push_back(std::move(a));
+  for (auto& a : conv::encode_mask(mask))
+    args.push_back(std::move(a));
+  auto outs = dispatch(conv::kBackwardOp, std::move(args));
+  std::size_t i = 0;
+  if (mask.input) g.grad_input = outs.at(i++);
+  if (mask.weight) g.grad_weight = outs.at(i++);
+  if (mask.bias) g.grad_bias = outs.at(i++);
+  return g;
+}
+
+}  // namespace dtensor

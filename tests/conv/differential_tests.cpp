@@ -1,0 +1,67 @@
+// The randomised differential suite: distributed convolution forward and
+// backward against the naive f64 oracle over seeded random configurations
+// (DESIGN.md §6). Each ctest test runs a batch of configs in one job; the
+// environment variable DTENSOR_CONV_SWEEP=K runs K times as many.
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "tests/conv/conv_case.h"
+#include "tests/support/multiprocess.h"
+#include "tests/support/registration.h"
+
+using namespace dtensor;
+using namespace dtensor::testing;
+
+namespace {
+
+int sweep_factor() {
+  const char* v = std::getenv("DTENSOR_CONV_SWEEP");
+  return v ? std::max(1, std::atoi(v)) : 1;
+}
+
+struct Batch {
+  Shape mesh;
+  DType dtype;
+  int configs;  // per batch test
+  int batches;
+};
+
+DTENSOR_TEST_REGISTRAR {
+  const Batch batches[] = {
+      {{1}, DType::F64, 20, 2},    {{2}, DType::F64, 20, 3},    {{3}, DType::F64, 20, 3},
+      {{4}, DType::F64, 20, 2},    {{5}, DType::F64, 20, 2},    {{2, 2}, DType::F64, 20, 2},
+      {{2, 1}, DType::F64, 20, 1}, {{1, 3}, DType::F64, 20, 1}, {{2}, DType::F32, 20, 1},
+      {{2, 2}, DType::F32, 20, 1}, {{3}, DType::BF16, 10, 1},
+  };
+  for (const auto& b : batches)
+    for (int i = 0; i < b.batches; ++i) {
+      std::string mesh;
+      for (std::size_t k = 0; k < b.mesh.size(); ++k)
+        mesh += (k ? "x" : "") + std::to_string(b.mesh[k]);
+      std::int64_t world = 1;
+      for (auto m : b.mesh)
+        world *= m;
+      const std::string name =
+          fmt::format("conv differential {} mesh {} configs {}-{}", dtype_name(b.dtype), mesh,
+                      i * b.configs, (i + 1) * b.configs - 1);
+      register_test(name, "[conv][differential][mp]", [=] {
+        RunOptions o;
+        o.deadline = std::chrono::seconds(240);
+        run_ranks(
+            static_cast<int>(world),
+            [=](RankContext&) {
+              // Every rank draws the same configs from the same seed.
+              std::mt19937_64 rng(std::hash<std::string>()(name));
+              const int n = b.configs * sweep_factor();
+              for (int k = 0; k < n; ++k) {
+                ConvCase c = random_conv_case(rng, b.mesh, b.dtype);
+                check_conv_case(c);
+              }
+            },
+            o);
+      });
+    }
+}
+
+}  // namespace
