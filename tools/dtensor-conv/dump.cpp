@@ -34,6 +34,7 @@ std::vector<std::string> placement_strings(const Placements& ps) {
 std::string dump_metadata(const Options& o, int world_size, const Placements& output_placements,
                           const GlobalTensors& g) {
   const ConvParams p = o.conv_params();
+  const Shape weight = o.weight_shape();
   std::string padding;
   for (const auto& [l, r] : p.padding)
     padding += fmt::format("{}[{}, {}]", padding.empty() ? "" : ", ", l, r);
@@ -46,10 +47,10 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
   meta.add("format", "dtensor-conv dump 1")
       .add("spatial_dims", o.spatial_dims())
       .add("input_shape", o.input)
-      .add("weight_shape", o.weight_shape())
+      .add("weight_shape", weight)
       .add("output_shape", g.output.shape())
-      .add("out_channels", o.weight_shape()[0])
-      .add("kernel", Shape(o.weight_shape().begin() + 2, o.weight_shape().end()))
+      .add("out_channels", weight[0])
+      .add("kernel", Shape(weight.begin() + 2, weight.end()))
       .add("stride", p.stride)
       .add_raw("padding", "[" + padding + "]")
       .add("dilation", p.dilation)
