@@ -59,13 +59,13 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
   BenchTimes r;
   const ConvParams params = o.conv_params();
   std::optional<DTensor> y;
-  r.fwd_ms = timed_median(o, true, [&] { y = convolution(ops.input, ops.weight, ops.bias, params); });
+  r.fwd_ms =
+      timed_median(o, true, [&] { y = convolution(ops.input, ops.weight, ops.bias, params); });
   if (o.backward) {
     const DTensor gy = make_grad_output(o, *y, seeds);
     const ConvOutputMask mask{true, true, o.bias};
-    r.bwd_ms = timed_median(o, true, [&] {
-      convolution_backward(gy, ops.input, ops.weight, params, mask);
-    });
+    r.bwd_ms = timed_median(o, true,
+                            [&] { convolution_backward(gy, ops.input, ops.weight, params, mask); });
   }
 
   // The local kernel alone, on this rank's window with its local padding.

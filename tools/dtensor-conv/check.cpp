@@ -43,7 +43,8 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
   std::vector<TensorCheck> out;
 
   const Tensor y_ref = ref_conv_forward(g.input, g.weight, g.bias, p);
-  out.push_back(compare("output", g.output, y_ref, w[1] * ksize + (o.bias ? 1 : 0), o.dtype, ranks));
+  out.push_back(
+      compare("output", g.output, y_ref, w[1] * ksize + (o.bias ? 1 : 0), o.dtype, ranks));
 
   if (o.backward) {
     const std::int64_t per_output = g.grad_output.shape()[0] * prod_from(g.grad_output.shape(), 2);
@@ -55,8 +56,8 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
                           ref_conv_grad_weight(g.grad_output, g.input, w, p), per_output, o.dtype,
                           ranks));
     if (o.bias)
-      out.push_back(compare("grad_bias", g.grad_bias, ref_conv_grad_bias(g.grad_output),
-                            per_output, o.dtype, ranks));
+      out.push_back(compare("grad_bias", g.grad_bias, ref_conv_grad_bias(g.grad_output), per_output,
+                            o.dtype, ranks));
   }
   return out;
 }

@@ -16,10 +16,14 @@ namespace {
 
 // The tensors in file order; undefined ones are not written.
 std::vector<std::pair<std::string, const Tensor*>> named(const GlobalTensors& g) {
-  return {{"input", &g.input},           {"weight", &g.weight},
-          {"bias", &g.bias},             {"grad_output", &g.grad_output},
-          {"output", &g.output},         {"grad_input", &g.grad_input},
-          {"grad_weight", &g.grad_weight}, {"grad_bias", &g.grad_bias}};
+  return {{"input", &g.input},
+          {"weight", &g.weight},
+          {"bias", &g.bias},
+          {"grad_output", &g.grad_output},
+          {"output", &g.output},
+          {"grad_input", &g.grad_input},
+          {"grad_weight", &g.grad_weight},
+          {"grad_bias", &g.grad_bias}};
 }
 
 std::vector<std::string> placement_strings(const Placements& ps) {

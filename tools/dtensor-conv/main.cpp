@@ -141,9 +141,9 @@ int run(const Options& o) {
         placements_str(o.placements), shape_str(ws), o.bias ? " + bias" : "", params.str(),
         shape_str(y.shape()), placements_str(y.placements()), bytes_max, bytes_total);
     for (const auto& c : checks)
-      std::cout << fmt::format("  check {:<12} max|err| {:.3e}  tol {:.3e}  (max|ref| {:.3e})  {}\n",
-                               c.name, c.max_abs_err, c.tolerance, c.ref_max,
-                               c.ok ? "ok" : "OVER TOLERANCE");
+      std::cout << fmt::format(
+          "  check {:<12} max|err| {:.3e}  tol {:.3e}  (max|ref| {:.3e})  {}\n", c.name,
+          c.max_abs_err, c.tolerance, c.ref_max, c.ok ? "ok" : "OVER TOLERANCE");
     if (bench) {
       std::cout << fmt::format("  bench forward  {:.3f} ms, local kernel {:.3f} ms ({} iters)\n",
                                *bench->fwd_ms, *bench->local_fwd_ms, o.iters);
@@ -151,8 +151,7 @@ int run(const Options& o) {
         std::cout << fmt::format("  bench backward {:.3f} ms, local kernel {:.3f} ms\n",
                                  *bench->bwd_ms, *bench->local_bwd_ms);
     }
-    if (o.dump && status != exit_code::kError)
-      std::cout << "  dump written to " << *o.dump << "\n";
+    if (o.dump && status != exit_code::kError) std::cout << "  dump written to " << *o.dump << "\n";
 
     if (o.json) {
       JsonObject errs, tols;

@@ -46,7 +46,8 @@ void write_npy(const std::string& path, const Tensor& t) {
   const std::string header = npy_header(npy_descr(data.dtype()), data.shape());
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   if (data.numel() > 0)
-    out.write(static_cast<const char*>(data.data_ptr()), static_cast<std::streamsize>(data.nbytes()));
+    out.write(static_cast<const char*>(data.data_ptr()),
+              static_cast<std::streamsize>(data.nbytes()));
   out.close();
   if (!out) throw std::runtime_error(fmt::format("--dump: failed writing {}", path));
 }

@@ -90,8 +90,8 @@ T at_dim(const std::vector<T>& list, std::size_t i) {
 }
 
 // Everything that concerns the arguments together, once all are read.
-void check_combination(const Options& o, bool iters_given, bool warmup_given,
-                       bool padding_given, bool padding_lr_given) {
+void check_combination(const Options& o, bool iters_given, bool warmup_given, bool padding_given,
+                       bool padding_lr_given) {
   if (padding_given && padding_lr_given)
     fail("--padding", "give either --padding or --padding-lr, not both");
   if (!o.bench && iters_given) fail("--iters", "only meaningful with --bench");
@@ -237,8 +237,8 @@ Options parse_options(const std::vector<std::string>& args) {
        }},
   };
   const std::map<std::string, bool*, std::less<>> flags = {
-      {"--no-bias", nullptr},     {"--backward", &o.backward}, {"--check", &o.check},
-      {"--bench", &o.bench},      {"--json", &o.json},
+      {"--no-bias", nullptr}, {"--backward", &o.backward}, {"--check", &o.check},
+      {"--bench", &o.bench},  {"--json", &o.json},
   };
 
   for (std::size_t i = 0; i < args.size(); ++i) {

@@ -39,21 +39,21 @@ struct Options {
   Shape mesh;
   /// --placements, one per mesh dim; empty: the default (see resolve_for_world).
   Placements placements;
-  Shape input{2, 4, 16, 16};              // --input N,C,spatial...
+  Shape input{2, 4, 16, 16};                 // --input N,C,spatial...
   std::optional<std::int64_t> out_channels;  // --out-channels; default C
-  std::vector<std::int64_t> kernel{3};    // --kernel, 1 or one per spatial dim
-  ConvParams params;                      // --stride, --padding(-lr), --dilation, --groups
-  bool bias = true;                       // --no-bias clears it
-  DType dtype = DType::F32;               // --dtype
-  std::uint64_t seed = 0;                 // --seed
-  bool backward = false;                  // --backward
-  bool check = false;                     // --check
-  std::optional<std::string> dump;        // --dump DIR
-  bool bench = false;                     // --bench
-  int iters = 10;                         // --iters (with --bench)
-  int warmup = 2;                         // --warmup (with --bench)
-  bool json = false;                      // --json
-  bool help = false;                      // --help / -h
+  std::vector<std::int64_t> kernel{3};       // --kernel, 1 or one per spatial dim
+  ConvParams params;                         // --stride, --padding(-lr), --dilation, --groups
+  bool bias = true;                          // --no-bias clears it
+  DType dtype = DType::F32;                  // --dtype
+  std::uint64_t seed = 0;                    // --seed
+  bool backward = false;                     // --backward
+  bool check = false;                        // --check
+  std::optional<std::string> dump;           // --dump DIR
+  bool bench = false;                        // --bench
+  int iters = 10;                            // --iters (with --bench)
+  int warmup = 2;                            // --warmup (with --bench)
+  bool json = false;                         // --json
+  bool help = false;                         // --help / -h
 
   std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
   /// [OC, C/groups, k...], with kernel and out_channels expanded.

@@ -39,7 +39,7 @@ DTensor make_grad_output(const Options& o, const DTensor& output, const Seeds& s
 /// The whole tensors, in the run's dtype. Operands are regenerated from the
 /// seeds; results are redistributed to Replicate (Partial ones reduced).
 struct GlobalTensors {
-  Tensor input, weight, bias, grad_output;  // bias undefined with --no-bias
+  Tensor input, weight, bias, grad_output;            // bias undefined with --no-bias
   Tensor output, grad_input, grad_weight, grad_bias;  // grads undefined without --backward
 };
 
