@@ -5,9 +5,11 @@
 #include <cmath>
 
 #include "dtensor/placement/dtensor.h"
-#include "tests/support/reference_conv.h"
+#include "tools/reference/reference_conv.h"
 
 namespace dtensor::testing {
+
+using namespace dtensor::reference;
 
 std::string ConvCase::str() const {
   return fmt::format(
