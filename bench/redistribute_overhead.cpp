@@ -2,7 +2,7 @@
 // 64 MiB tensor against the bare collective on the same group (allgather /
 // allreduce of the same bytes), interleaved in one run. Run with P = 2:
 //
-//   dtensor-run -n 2 -- build/bench/dtensor-bench-redistribute [--mib 64] [--rounds 7]
+//   dtensor-run -n 2 -- build/bin/dtensor-bench-redistribute [--mib 64] [--rounds 7]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
