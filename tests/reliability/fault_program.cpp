@@ -25,7 +25,7 @@
 #include <typeinfo>
 
 #include "dtensor/dtensor.h"
-#include "tests/support/reference_conv.h"
+#include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
 using namespace std::chrono_literals;
@@ -135,7 +135,7 @@ int run(const Args& a, int rank) {
     auto b = distribute_tensor(B, mesh, {Replicate()});
     if (a.mode == "conv-check") {
       const Tensor y = convolution(x, w, b, conv_params()).full_tensor();
-      const Tensor ref = testing::ref_conv_forward(X, W, B, conv_params());
+      const Tensor ref = reference::ref_conv_forward(X, W, B, conv_params());
       const double err = max_abs_diff(y, ref);
       std::printf("rank %d conv-check max_err=%.3g %s\n", rank, err, err < 1e-10 ? "ok" : "WRONG");
       destroy_process_group();

@@ -87,3 +87,83 @@ TEST_CASE("bad input: dtensor-run with settings the ranks reject exits non-zero 
   }
   }
 }
+
+#ifdef DTENSOR_CONV_PATH
+// dtensor-conv under dtensor-run: every bad argument must make every rank
+// exit 2 with the same message naming the option (its parser runs on each
+// rank before any communication), quickly, leaving nothing behind. The
+// parser's unit table is tests/cli/options_tests.cpp; this checks the whole
+// path, two ranks at a time.
+TEST_CASE("bad input: dtensor-conv refuses bad arguments on every rank alike",
+          "[reliability][bad-input][cli]") {
+  const std::string conv = DTENSOR_CONV_PATH;
+  struct ConvCase {
+    std::vector<std::string> args;
+    std::string names;
+  };
+  const std::vector<ConvCase> cases = {
+      {{"--input", "4,8"}, "--input"},                                    // wrong tensor rank
+      {{"--input", "1,2,3,4,5,6,7"}, "--input"},                          // too many dims
+      {{"--input", "1,4,8,8", "--groups", "3"}, "--groups"},              // groups vs channels
+      {{"--input", "1,4,8,8", "--out-channels", "6", "--groups", "4"}, "--groups"},
+      {{"--groups", "0"}, "--groups"},
+      {{"--stride", "0"}, "--stride"},
+      {{"--stride", "-2"}, "--stride"},
+      {{"--dilation", "0"}, "--dilation"},
+      {{"--padding", "-1"}, "--padding"},
+      {{"--input", "1,1,4,4", "--kernel", "9", "--padding", "0"}, "--input"},  // output < 1
+      {{"--dtype", "f16"}, "--dtype"},
+      {{"--mesh", "4"}, "--mesh"},                                        // larger than the world
+      {{"--mesh", "2x0"}, "--mesh"},
+      {{"--placements", "S2,S3"}, "--placements"},                        // count != mesh dims
+      {{"--placements", "S9"}, "--placements"},                           // dim out of range
+      {{"--placements", "X"}, "--placements"},
+      {{"--kernel", "3,3,3"}, "--kernel"},                                // list length
+      {{"--iters", "-1", "--bench"}, "--iters"},
+      {{"--frobnicate"}, "--frobnicate"},
+  };
+  for (const auto& c : cases) {
+    std::string joined;
+    for (const auto& a : c.args)
+      joined += " " + a;
+    INFO("dtensor-run -n 2 dtensor-conv" << joined);
+    PrivateTmp tmp(/*set_env=*/false);
+    dtensor::launch::TempDir out_dir("dtensor-relout");
+    dtensor::launch::ProcessSpec spec;
+    spec.argv = {kRun, "-n", "2", conv};
+    spec.argv.insert(spec.argv.end(), c.args.begin(), c.args.end());
+    spec.output_file = out_dir.path() + "/output";
+    spec.env["TMPDIR"] = tmp.path();
+    spec.env["OMP_NUM_THREADS"] = "1";
+    dtensor::launch::ProcessSet set;
+    const auto t0 = std::chrono::steady_clock::now();
+    set.start(spec);
+    dtensor::launch::wait_for(set, t0 + 30s);
+    const bool hung = !set.all_exited();
+    if (hung) set.stop_all(1000ms);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::ifstream in(spec.output_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string out = ss.str();
+    INFO(out);
+    REQUIRE_FALSE(hung);
+    CHECK(set.status(0).code == 2);
+    CHECK(seconds < 10);
+    // The first line each rank printed: "[r] dtensor-conv: <option>: ...".
+    std::string first[2];
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+      for (int r = 0; r < 2; ++r) {
+        const std::string prefix = "[" + std::to_string(r) + "] dtensor-conv: ";
+        if (first[r].empty() && line.rfind(prefix, 0) == 0) first[r] = line.substr(prefix.size());
+      }
+    CHECK_THAT(first[0], Catch::StartsWith(c.names));
+    // Both ranks said the same, unless the launcher stopped the second first.
+    if (!first[1].empty()) CHECK(first[0] == first[1]);
+    CHECK(wait_no_processes_with_env("TMPDIR=" + tmp.path(), 3s).empty());
+    CHECK(tmp.leftovers().empty());
+  }
+}
+#endif
