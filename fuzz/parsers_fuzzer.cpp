@@ -1,6 +1,6 @@
 // libFuzzer target: the text parsers users feed directly — placements
-// ("S(3),R"), integer lists ("2,3,4" / "2x2"), store URLs, and dtensor-run's
-// command line. The first byte picks the parser, the rest is its input.
+// ("S(3),R"), integer lists ("2,3,4" / "2x2"), store URLs, and the command
+// lines of dtensor-run and dtensor-conv. The first byte picks the parser, the rest is its input.
 // Each must either reject with its typed error naming the parameter, or
 // return something consistent (round trips, ranges); never crash or hang.
 // Store URLs are also checked against the std::regex the parser replaced
@@ -16,6 +16,7 @@
 #include "dtensor/core/shape.h"
 #include "dtensor/core/store_url.h"
 #include "dtensor/placement/placement.h"
+#include "tools/dtensor-conv/options.h"
 #include "tools/dtensor-run/options.h"
 
 using namespace dtensor;
@@ -74,8 +75,8 @@ void fuzz_store_url(const std::string& url) {
   }
 }
 
-void fuzz_run_options(const std::string& text) {
-  // Arguments separated by NUL bytes (as in /proc/PID/cmdline).
+// NUL-separated arguments, as in /proc/PID/cmdline.
+std::vector<std::string> split_args(const std::string& text) {
   std::vector<std::string> args;
   std::string cur;
   for (char c : text) {
@@ -87,6 +88,11 @@ void fuzz_run_options(const std::string& text) {
     }
   }
   args.push_back(cur);
+  return args;
+}
+
+void fuzz_run_options(const std::string& text) {
+  const std::vector<std::string> args = split_args(text);
   try {
     const run::Options o = run::parse_options(args);
     if (o.help) return;
@@ -103,12 +109,36 @@ void fuzz_run_options(const std::string& text) {
   }
 }
 
+// dtensor-conv validates on every rank before any communication: whatever it
+// accepts, the library's own checks must accept too (else one bad argument
+// would surface later, inside a collective).
+void fuzz_conv_options(const std::string& text, int world) {
+  try {
+    conv_cli::Options o = conv_cli::parse_options(split_args(text));
+    if (o.help) return;
+    conv_cli::resolve_for_world(o, world);
+    std::int64_t ranks = 1;
+    for (auto m : o.mesh)
+      ranks *= m;
+    if (ranks != world) fail("mesh does not cover the world", text);
+    if (o.placements.size() != o.mesh.size()) fail("placements vs mesh dims", text);
+    try {
+      check_conv_args(o.input, o.weight_shape(), std::nullopt, o.conv_params());
+    } catch (const InvalidArgument& e) {
+      fail(std::string("accepted by dtensor-conv, refused by the library: ") + e.what(), text);
+    }
+  } catch (const conv_cli::UsageError& e) {
+    // It names the option, or quotes the argument it could not place.
+    if (std::string(e.what()).empty()) fail("empty usage message", text);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0:
       fuzz_placements(text);
       break;
@@ -123,6 +153,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 4:
       fuzz_run_options(text);
+      break;
+    case 5:
+      fuzz_conv_options(text, 1 + (data[0] / 6) % 8);
       break;
   }
   return 0;

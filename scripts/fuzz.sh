@@ -24,7 +24,7 @@ for name in halo_plan parsers; do
   mkdir -p "$scratch"
   echo "== fuzzing $name for $seconds s"
   # -max_len: the parsers' inputs are command lines and URLs; the planner reads 35 bytes.
-  if ! "$build/fuzz/dtensor_fuzz_$name" "$scratch" "$root/fuzz/corpus/$name" \
+  if ! "$build/bin/dtensor_fuzz_$name" "$scratch" "$root/fuzz/corpus/$name" \
       -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1 2>"$build/$name.log"; then
     status=1
