@@ -136,7 +136,9 @@ TEST_CASE("fault: SIGKILL during rendezvous, survivors raise within the timeout 
           destroy_process_group();
         },
         opt);
-    if (in_rank_process()) return;
+    // A rank process runs this loop too; only its own call (repetition) does
+    // work: go on to the next repetition, not out of the test.
+    if (in_rank_process()) continue;
     check_job(res, tmp, {1, true, 3.0 + 4.0, 3.0 + 6.0});
   }
 }
@@ -159,7 +161,9 @@ TEST_CASE("fault: SIGKILL during a halo exchange, convolution on S(3) raises pro
           run_until_raised(ctx.rank, 20, [&] { convolution(x, w, std::nullopt, same_padding()); });
         },
         fault_options(10s));
-    if (in_rank_process()) return;
+    // A rank process runs this loop too; only its own call (repetition) does
+    // work: go on to the next repetition, not out of the test.
+    if (in_rank_process()) continue;
     check_job(res, tmp, {1, true, 4.0, 30.0});
   }
 }
@@ -183,7 +187,9 @@ TEST_CASE("fault: SIGKILL during redistribute raises promptly on the survivors P
           });
         },
         fault_options(10s));
-    if (in_rank_process()) return;
+    // A rank process runs this loop too; only its own call (repetition) does
+    // work: go on to the next repetition, not out of the test.
+    if (in_rank_process()) continue;
     check_job(res, tmp, {2, true, 4.0, 30.0});
   }
 }
@@ -207,7 +213,9 @@ TEST_CASE("fault: SIGKILL during collectives raises promptly on the survivors P=
           });
         },
         fault_options(10s));
-    if (in_rank_process()) return;
+    // A rank process runs this loop too; only its own call (repetition) does
+    // work: go on to the next repetition, not out of the test.
+    if (in_rank_process()) continue;
     check_job(res, tmp, {0, true, 4.0, 30.0});
   }
 }
@@ -234,7 +242,9 @@ TEST_CASE("fault: a stalled rank makes every rank raise within the timeout P=3",
           run_until_raised(ctx.rank, 20, [&] { convolution(x, w, std::nullopt, same_padding()); });
         },
         fault_options(2s));
-    if (in_rank_process()) return;
+    // A rank process runs this loop too; only its own call (repetition) does
+    // work: go on to the next repetition, not out of the test.
+    if (in_rank_process()) continue;
     check_job(res, tmp, {1, false, 0, 2.0 + 3.5 + 5.0});
     // The others noticed within their timeout (+ a few seconds), not after the stall.
     for (int r : {0, 2}) {
