@@ -107,10 +107,10 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
     // Finite and bounded too: "inf" or "1e300" seconds would overflow the
     // conversion to milliseconds below (undefined behaviour).
     constexpr double kMaxSeconds = 1e9;  // ~31 years: "no timeout" for any real job
-    check_arg(end && *end == '\0' && end != t && std::isfinite(secs) && secs > 0 &&
-                  secs <= kMaxSeconds,
-              "init", "DTENSOR_TIMEOUT='{}' is not a positive number of seconds (at most {:g})",
-              t, kMaxSeconds);
+    check_arg(
+        end && *end == '\0' && end != t && std::isfinite(secs) && secs > 0 && secs <= kMaxSeconds,
+        "init", "DTENSOR_TIMEOUT='{}' is not a positive number of seconds (at most {:g})", t,
+        kMaxSeconds);
     r.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
   }
   check_arg(r.timeout.count() > 0, "init", "timeout must be positive");

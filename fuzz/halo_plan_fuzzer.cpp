@@ -25,13 +25,13 @@ using namespace dtensor;
 
 namespace {
 
-#define FUZZ_CHECK(cond)                                                           \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
+#define FUZZ_CHECK(cond)                                                          \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
       std::fprintf(stderr, "invariant failed: %s (line %d)\n%s", #cond, __LINE__, \
-                   plan.str().c_str());                                            \
-      std::abort();                                                                \
-    }                                                                              \
+                   plan.str().c_str());                                           \
+      std::abort();                                                               \
+    }                                                                             \
   } while (0)
 
 // Reads little-endian integers from the fuzzer's bytes (zeros once exhausted).
@@ -102,9 +102,9 @@ void check_plan(const HaloPlan& plan) {
     const Extent own = p.own_part();
     if (own.length > 0) pieces.push_back({own.offset, own.end()});
     for (const auto& t : p.recv) {
-      FUZZ_CHECK(t.peer != p.rank);                     // no self-sends
+      FUZZ_CHECK(t.peer != p.rank);  // no self-sends
       FUZZ_CHECK(t.peer >= 0 && t.peer < P);
-      FUZZ_CHECK(t.lo < t.hi);                          // no empty messages
+      FUZZ_CHECK(t.lo < t.hi);  // no empty messages
       const Extent& src = plan.ranks()[static_cast<std::size_t>(t.peer)].input;
       FUZZ_CHECK(t.lo >= src.offset && t.hi <= src.end());  // no wrap: the sender owns it
       pieces.push_back({t.lo, t.hi});
@@ -154,10 +154,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const InvalidArgument& e) {
     // Rejected: must be a geometry that is invalid or has no output, and the
     // message must name the parameter ("input", "mesh", "stride", ...).
-    const bool invalid = g.length < 0 || g.ranks < 1 || g.kernel < 1 || g.stride < 1 ||
-                         g.dilation < 1 || g.pad_left < 0 || g.pad_right < 0 ||
-                         conv_output_length(g.length, g.kernel, g.stride, g.dilation, g.pad_left,
-                                            g.pad_right) < 1;
+    const bool invalid =
+        g.length < 0 || g.ranks < 1 || g.kernel < 1 || g.stride < 1 || g.dilation < 1 ||
+        g.pad_left < 0 || g.pad_right < 0 ||
+        conv_output_length(g.length, g.kernel, g.stride, g.dilation, g.pad_left, g.pad_right) < 1;
     if (!invalid) {
       std::fprintf(stderr, "valid geometry rejected: %s\n", e.what());
       std::abort();

@@ -161,10 +161,10 @@ DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
   const bool i_am_src = group->rank() == src_g;
   // Ranks that disagree on the source would broadcast from different roots
   // (a hang), and on the placements would cut and receive different shapes.
-  check_ranks_agree(*group, std::hash<std::string>()(placements_str(placements)) * 31 +
-                                static_cast<std::size_t>(src),
-                    "distribute_tensor",
-                    fmt::format("src {} placements [{}]", src, placements_str(placements)));
+  check_ranks_agree(
+      *group,
+      std::hash<std::string>()(placements_str(placements)) * 31 + static_cast<std::size_t>(src),
+      "distribute_tensor", fmt::format("src {} placements [{}]", src, placements_str(placements)));
   // Shape and dtype travel from the source: the other ranks need not know them.
   // The source's own mistakes travel too (meta[0] < 0), so that every rank
   // raises the same error instead of the source alone while the others wait.

@@ -59,47 +59,83 @@ const std::vector<BadCase>& library_cases() {
   static const std::vector<BadCase> cases = {
       // ---- convolution: shapes ----
       {"conv input of rank 2", "InvalidArgument", "input",
-       [](Ctx& c) { convolution(rep(c, {8, 12}), c.w, c.b, params()); }},
+       [](Ctx& c) {
+         convolution(rep(c, {8, 12}), c.w, c.b, params());
+       }},
       {"conv input of rank 6", "InvalidArgument", "input",
-       [](Ctx& c) { convolution(rep(c, {1, 4, 2, 2, 2, 8}), c.w, c.b, params()); }},
+       [](Ctx& c) {
+         convolution(rep(c, {1, 4, 2, 2, 2, 8}), c.w, c.b, params());
+       }},
       {"conv weight rank differs from input", "InvalidArgument", "weight",
-       [](Ctx& c) { convolution(c.x, rep(c, {6, 4, 3}), c.b, params()); }},
+       [](Ctx& c) {
+         convolution(c.x, rep(c, {6, 4, 3}), c.b, params());
+       }},
       {"conv channel mismatch", "InvalidArgument", "weight",
-       [](Ctx& c) { convolution(c.x, rep(c, {6, 3, 3, 3}), c.b, params()); }},
+       [](Ctx& c) {
+         convolution(c.x, rep(c, {6, 3, 3, 3}), c.b, params());
+       }},
       {"conv groups do not divide input channels", "InvalidArgument", "groups",
-       [](Ctx& c) { convolution(c.x, rep(c, {6, 1, 3, 3}), c.b, params({1}, {{1, 1}}, {1}, 3)); }},
+       [](Ctx& c) {
+         convolution(c.x, rep(c, {6, 1, 3, 3}), c.b, params({1}, {{1, 1}}, {1}, 3));
+       }},
       {"conv groups do not divide output channels", "InvalidArgument", "groups",
-       [](Ctx& c) { convolution(c.x, rep(c, {5, 2, 3, 3}), std::nullopt, params({1}, {{1, 1}}, {1}, 2)); }},
+       [](Ctx& c) {
+         convolution(c.x, rep(c, {5, 2, 3, 3}), std::nullopt, params({1}, {{1, 1}}, {1}, 2));
+       }},
       {"conv groups zero", "InvalidArgument", "groups",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {1}, 0)); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {1}, 0));
+       }},
       {"conv groups negative", "InvalidArgument", "groups",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {1}, -2)); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {1}, -2));
+       }},
       {"conv bias of wrong shape", "InvalidArgument", "bias",
        [](Ctx& c) { convolution(c.x, c.w, rep(c, {5}), params()); }},
       {"conv kernel larger than the padded input", "InvalidArgument", "input",
-       [](Ctx& c) { convolution(c.x, rep(c, {6, 4, 11, 3}), c.b, params({1}, {{0, 0}})); }},
+       [](Ctx& c) {
+         convolution(c.x, rep(c, {6, 4, 11, 3}), c.b, params({1}, {{0, 0}}));
+       }},
       {"conv dilated kernel larger than the input", "InvalidArgument", "input",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{0, 0}}, {5})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{0, 0}}, {5}));
+       }},
       // ---- convolution: parameters ----
       {"conv stride zero", "InvalidArgument", "stride",
        [](Ctx& c) { convolution(c.x, c.w, c.b, params({0})); }},
       {"conv stride negative", "InvalidArgument", "stride",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1, -1})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1, -1}));
+       }},
       {"conv dilation zero", "InvalidArgument", "dilation",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {0})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {0}));
+       }},
       {"conv dilation negative", "InvalidArgument", "dilation",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {-3})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {-3}));
+       }},
       {"conv padding negative", "InvalidArgument", "padding",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, -1}})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, -1}}));
+       }},
       {"conv stride list too long", "InvalidArgument", "stride",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1, 1, 1})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1, 1, 1}));
+       }},
       {"conv padding list too long", "InvalidArgument", "padding",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, 1}, {1, 1}, {1, 1}})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, 1}, {1, 1}, {1, 1}}));
+       }},
       {"conv dilation list too long", "InvalidArgument", "dilation",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {1, 1, 1, 1})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {1, 1, 1, 1}));
+       }},
       // ---- convolution: dtypes, devices, meshes ----
       {"conv weight dtype differs", "InvalidArgument", "weight",
-       [](Ctx& c) { convolution(c.x, rep(c, {6, 4, 3, 3}, DType::F32), std::nullopt, params()); }},
+       [](Ctx& c) {
+         convolution(c.x, rep(c, {6, 4, 3, 3}, DType::F32), std::nullopt, params());
+       }},
       {"conv bias dtype differs", "InvalidArgument", "bias",
        [](Ctx& c) { convolution(c.x, c.w, rep(c, {6}, DType::F32), params()); }},
       {"conv operands on different meshes", "InvalidArgument", "mesh",
@@ -118,43 +154,67 @@ const std::vector<BadCase>& library_cases() {
        }},
       // ---- convolution backward ----
       {"conv backward grad_output of wrong shape", "InvalidArgument", "grad_output",
-       [](Ctx& c) { convolution_backward(sharded(c, {1, 6, 8, 11}, 3), c.x, c.w, params()); }},
+       [](Ctx& c) {
+         convolution_backward(sharded(c, {1, 6, 8, 11}, 3), c.x, c.w, params());
+       }},
       {"conv backward grad_output dtype differs", "InvalidArgument", "grad_output",
        [](Ctx& c) {
          convolution_backward(sharded(c, {1, 6, 8, 12}, 3, DType::F32), c.x, c.w, params());
        }},
       {"conv backward stride zero", "InvalidArgument", "stride",
-       [](Ctx& c) { convolution_backward(sharded(c, {1, 6, 8, 12}, 3), c.x, c.w, params({0})); }},
+       [](Ctx& c) {
+         convolution_backward(sharded(c, {1, 6, 8, 12}, 3), c.x, c.w, params({0}));
+       }},
       // ---- meshes ----
       {"mesh larger than the world", "InvalidArgument", "mesh",
        [](Ctx&) { DeviceMesh m(DeviceType::CPU, {kRanks * 2}); }},
       {"mesh 2-D larger than the world", "InvalidArgument", "mesh",
-       [](Ctx&) { DeviceMesh m(DeviceType::CPU, {kRanks, 2}); }},
+       [](Ctx&) {
+         DeviceMesh m(DeviceType::CPU, {kRanks, 2});
+       }},
       {"mesh shape with a zero dim", "InvalidArgument", "mesh shape",
-       [](Ctx&) { DeviceMesh m(DeviceType::CPU, {kRanks, 0}); }},
+       [](Ctx&) {
+         DeviceMesh m(DeviceType::CPU, {kRanks, 0});
+       }},
       {"mesh of 4 dims", "InvalidArgument", "mesh shape",
-       [](Ctx&) { DeviceMesh m(DeviceType::CPU, {1, 1, 2, 2}); }},
+       [](Ctx&) {
+         DeviceMesh m(DeviceType::CPU, {1, 1, 2, 2});
+       }},
       {"mesh ranks count differs from its shape", "InvalidArgument", "mesh shape",
-       [](Ctx&) { DeviceMesh m(DeviceType::CPU, {2}, {0, 1, 2}); }},
+       [](Ctx&) {
+         DeviceMesh m(DeviceType::CPU, {2}, {0, 1, 2});
+       }},
       {"mesh rank outside the world", "InvalidArgument", "mesh ranks",
-       [](Ctx&) { DeviceMesh m(DeviceType::CPU, {2}, {0, kRanks + 3}); }},
+       [](Ctx&) {
+         DeviceMesh m(DeviceType::CPU, {2}, {0, kRanks + 3});
+       }},
       {"mesh rank twice", "InvalidArgument", "mesh ranks",
-       [](Ctx&) { DeviceMesh m(DeviceType::CPU, {2}, {1, 1}); }},
+       [](Ctx&) {
+         DeviceMesh m(DeviceType::CPU, {2}, {1, 1});
+       }},
       // Rows {0, 1} and {3, 2}: before the fix, ranks 0 and 1 went on into
       // group creation while 2 and 3 raised (a hang until the timeout).
       {"mesh 2x2 with a decreasing row", "InvalidArgument", "mesh ranks",
-       [](Ctx&) { DeviceMesh m(DeviceType::CPU, {2, 2}, {0, 1, 3, 2}); }},
+       [](Ctx&) {
+         DeviceMesh m(DeviceType::CPU, {2, 2}, {0, 1, 3, 2});
+       }},
       // ---- placements ----
       {"distribute placement dim out of range", "InvalidArgument", "S(4)",
-       [](Ctx& c) { distribute_tensor(Tensor::rand({4, 4, 4, 4}, DType::F64, 1), c.mesh, {Shard(4)}); }},
+       [](Ctx& c) {
+         distribute_tensor(Tensor::rand({4, 4, 4, 4}, DType::F64, 1), c.mesh, {Shard(4)});
+       }},
       {"distribute placement dim negative out of range", "InvalidArgument", "S(-5)",
-       [](Ctx& c) { distribute_tensor(Tensor::rand({4, 4, 4, 4}, DType::F64, 1), c.mesh, {Shard(-5)}); }},
+       [](Ctx& c) {
+         distribute_tensor(Tensor::rand({4, 4, 4, 4}, DType::F64, 1), c.mesh, {Shard(-5)});
+       }},
       {"distribute placements count differs from mesh dims", "InvalidArgument", "placement",
        [](Ctx& c) {
          distribute_tensor(Tensor::rand({4, 4}, DType::F64, 1), c.mesh, {Shard(0), Replicate()});
        }},
       {"distribute no placements", "InvalidArgument", "placement",
-       [](Ctx& c) { distribute_tensor(Tensor::rand({4, 4}, DType::F64, 1), c.mesh, {}); }},
+       [](Ctx& c) {
+         distribute_tensor(Tensor::rand({4, 4}, DType::F64, 1), c.mesh, {});
+       }},
       {"distribute undefined tensor on the source", "InvalidArgument", "undefined",
        [](Ctx& c) {
          distribute_tensor(c.rank == 0 ? Tensor() : Tensor::rand({4}, DType::F64, 1), c.mesh,
@@ -165,7 +225,9 @@ const std::vector<BadCase>& library_cases() {
       {"redistribute placement dim out of range", "InvalidArgument", "S(7)",
        [](Ctx& c) { c.x.redistribute(c.mesh, {Shard(7)}); }},
       {"redistribute placements count differs from mesh dims", "InvalidArgument", "placement",
-       [](Ctx& c) { c.x.redistribute(c.mesh, {Replicate(), Replicate()}); }},
+       [](Ctx& c) {
+         c.x.redistribute(c.mesh, {Replicate(), Replicate()});
+       }},
       {"redistribute shard to partial", "InvalidArgument", "P(sum)",
        [](Ctx& c) { c.x.redistribute(c.mesh, {Partial()}); }},
       {"redistribute to another mesh", "InvalidArgument", "mesh",
@@ -191,24 +253,36 @@ const std::vector<BadCase>& library_cases() {
        }},
       // ---- pointwise ----
       {"add shapes differ", "InvalidArgument", "shapes",
-       [](Ctx& c) { add(sharded(c, {8, 4}, 0), sharded(c, {8, 5}, 0)); }},
+       [](Ctx& c) {
+         add(sharded(c, {8, 4}, 0), sharded(c, {8, 5}, 0));
+       }},
       {"add dtypes differ", "InvalidArgument", "dtypes",
-       [](Ctx& c) { add(sharded(c, {8, 4}, 0), sharded(c, {8, 4}, 0, DType::F32)); }},
+       [](Ctx& c) {
+         add(sharded(c, {8, 4}, 0), sharded(c, {8, 4}, 0, DType::F32));
+       }},
       {"unknown operator", "InvalidArgument", "no_such_op",
        [](Ctx& c) { dispatch("no_such_op", {c.x}); }},
       // ---- ranks that disagree (the collective agreement check) ----
       {"ranks disagree on the conv stride", "InvalidArgument", "ranks disagree",
        [](Ctx& c) { convolution(c.x, c.w, c.b, params({c.rank == 2 ? 2 : 1})); }},
       {"one rank passes a negative padding", "InvalidArgument", "ranks disagree",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params({1}, {{1, c.rank == 3 ? -1 : 1}})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b, params({1}, {{1, c.rank == 3 ? -1 : 1}}));
+       }},
       // Before the fix, rank 1 raised alone in the front-end's own check.
       {"one rank passes a stride list of the wrong length", "InvalidArgument", "ranks disagree",
-       [](Ctx& c) { convolution(c.x, c.w, c.b, params(c.rank == 1 ? std::vector<std::int64_t>{1, 1, 1} : std::vector<std::int64_t>{1})); }},
+       [](Ctx& c) {
+         convolution(c.x, c.w, c.b,
+                     params(c.rank == 1 ? std::vector<std::int64_t>{1, 1, 1}
+                                        : std::vector<std::int64_t>{1}));
+       }},
       {"one rank passes a stride list of the wrong length to backward", "InvalidArgument",
        "ranks disagree",
        [](Ctx& c) {
          auto gy = sharded(c, {1, 6, 8, 12}, 3);
-         convolution_backward(gy, c.x, c.w, params(c.rank == 0 ? std::vector<std::int64_t>{1, 1, 1} : std::vector<std::int64_t>{1}));
+         convolution_backward(gy, c.x, c.w,
+                              params(c.rank == 0 ? std::vector<std::int64_t>{1, 1, 1}
+                                                 : std::vector<std::int64_t>{1}));
        }},
       {"ranks disagree on the conv weight shape", "InvalidArgument", "ranks disagree",
        [](Ctx& c) {
@@ -233,8 +307,8 @@ const std::vector<BadCase>& library_cases() {
        }},
       {"ranks disagree on the add shapes", "InvalidArgument", "ranks disagree",
        [](Ctx& c) {
-         auto a = DTensor::from_local(Tensor::rand({2, c.rank == 0 ? 5 : 4}, DType::F64, 1),
-                                      c.mesh, {Shard(0)}, Shape{8, c.rank == 0 ? 5 : 4});
+         auto a = DTensor::from_local(Tensor::rand({2, c.rank == 0 ? 5 : 4}, DType::F64, 1), c.mesh,
+                                      {Shard(0)}, Shape{8, c.rank == 0 ? 5 : 4});
          add(a, a);
        }},
   };
@@ -265,16 +339,17 @@ std::map<int, std::pair<std::string, std::string>> parse_rank_output(const std::
     const auto bar1 = line.find('|'), bar2 = line.find('|', bar1 + 1);
     if (bar1 == std::string::npos || bar2 == std::string::npos) continue;
     m[std::stoi(line.substr(5, bar1 - 5))] = {line.substr(bar1 + 1, bar2 - bar1 - 1),
-                                             line.substr(bar2 + 1)};
+                                              line.substr(bar2 + 1)};
   }
   return m;
 }
 
 }  // namespace
 
-TEST_CASE("bad input: every library case raises a typed error naming the parameter, alike on "
-          "every rank P=4",
-          "[reliability][bad-input]") {
+TEST_CASE(
+    "bad input: every library case raises a typed error naming the parameter, alike on "
+    "every rank P=4",
+    "[reliability][bad-input]") {
   const auto& cases = library_cases();
   REQUIRE(cases.size() >= 40);
   RunOptions opt;
@@ -287,7 +362,8 @@ TEST_CASE("bad input: every library case raises a typed error naming the paramet
       [&](RankContext& ctx) {
         DeviceMesh mesh(DeviceType::CPU, {kRanks});
         DTensor x = distribute_tensor(Tensor::rand({1, 4, 8, 12}, DType::F64, 1), mesh, {Shard(3)});
-        DTensor w = distribute_tensor(Tensor::rand({6, 4, 3, 3}, DType::F64, 2), mesh, {Replicate()});
+        DTensor w =
+            distribute_tensor(Tensor::rand({6, 4, 3, 3}, DType::F64, 2), mesh, {Replicate()});
         DTensor b = distribute_tensor(Tensor::rand({6}, DType::F64, 3), mesh, {Replicate()});
         Ctx c{ctx.rank, mesh, x, w, b};
         for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -351,45 +427,73 @@ const std::vector<EnvCase>& env_cases() {
       {"rank outside the world", {{"DTENSOR_RANK", "3"}}, "InvalidArgument", "DTENSOR_RANK"},
       {"rank negative", {{"DTENSOR_RANK", "-1"}}, "InvalidArgument", "DTENSOR_RANK"},
       {"world size zero", {{"DTENSOR_WORLD_SIZE", "0"}}, "InvalidArgument", "DTENSOR_WORLD_SIZE"},
-      {"world size not a number", {{"DTENSOR_WORLD_SIZE", "two"}}, "InvalidArgument",
+      {"world size not a number",
+       {{"DTENSOR_WORLD_SIZE", "two"}},
+       "InvalidArgument",
        "DTENSOR_WORLD_SIZE"},
-      {"world size overflows", {{"DTENSOR_WORLD_SIZE", "99999999999999"}}, "InvalidArgument",
+      {"world size overflows",
+       {{"DTENSOR_WORLD_SIZE", "99999999999999"}},
+       "InvalidArgument",
        "DTENSOR_WORLD_SIZE"},
       {"local rank negative", {{"DTENSOR_LOCAL_RANK", "-2"}}, "InvalidArgument", "local rank"},
-      {"torchrun rank not a number", {{"DTENSOR_RANK", ""}, {"RANK", "x"}}, "InvalidArgument",
+      {"torchrun rank not a number",
+       {{"DTENSOR_RANK", ""}, {"RANK", "x"}},
+       "InvalidArgument",
        "RANK"},
-      {"two ranks without a rank", {{"DTENSOR_RANK", ""}, {"DTENSOR_WORLD_SIZE", "2"}},
-       "InvalidArgument", "DTENSOR_RANK"},
+      {"two ranks without a rank",
+       {{"DTENSOR_RANK", ""}, {"DTENSOR_WORLD_SIZE", "2"}},
+       "InvalidArgument",
+       "DTENSOR_RANK"},
       {"two ranks without a store",
        {{"DTENSOR_RANK", "1"}, {"DTENSOR_WORLD_SIZE", "2"}, {"DTENSOR_STORE", ""}},
-       "InvalidArgument", "DTENSOR_STORE"},
+       "InvalidArgument",
+       "DTENSOR_STORE"},
       {"timeout zero", {{"DTENSOR_TIMEOUT", "0"}}, "InvalidArgument", "DTENSOR_TIMEOUT"},
       {"timeout negative", {{"DTENSOR_TIMEOUT", "-3"}}, "InvalidArgument", "DTENSOR_TIMEOUT"},
-      {"timeout not a number", {{"DTENSOR_TIMEOUT", "soon"}}, "InvalidArgument",
-       "DTENSOR_TIMEOUT"},
+      {"timeout not a number", {{"DTENSOR_TIMEOUT", "soon"}}, "InvalidArgument", "DTENSOR_TIMEOUT"},
       {"timeout not finite", {{"DTENSOR_TIMEOUT", "inf"}}, "InvalidArgument", "DTENSOR_TIMEOUT"},
       {"timeout NaN", {{"DTENSOR_TIMEOUT", "nan"}}, "InvalidArgument", "DTENSOR_TIMEOUT"},
       {"timeout huge", {{"DTENSOR_TIMEOUT", "1e300"}}, "InvalidArgument", "DTENSOR_TIMEOUT"},
-      {"store URL of 100 kB", {{"DTENSOR_STORE", "redis://" + std::string(100000, 'a') + ":1x"}},
-       "InvalidArgument", "DTENSOR_STORE"},
-      {"store of an unknown scheme", {{"DTENSOR_STORE", "ftp://host/x"}}, "InvalidArgument",
+      {"store URL of 100 kB",
+       {{"DTENSOR_STORE", "redis://" + std::string(100000, 'a') + ":1x"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
-      {"store file: without a directory", {{"DTENSOR_STORE", "file:"}}, "InvalidArgument",
+      {"store of an unknown scheme",
+       {{"DTENSOR_STORE", "ftp://host/x"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
-      {"store file: not a directory", {{"DTENSOR_STORE", "file:/dev/null"}}, "InvalidArgument",
+      {"store file: without a directory",
+       {{"DTENSOR_STORE", "file:"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
-      {"store redis without a port", {{"DTENSOR_STORE", "redis://host"}}, "InvalidArgument",
+      {"store file: not a directory",
+       {{"DTENSOR_STORE", "file:/dev/null"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
-      {"store redis port zero", {{"DTENSOR_STORE", "redis://host:0"}}, "InvalidArgument",
+      {"store redis without a port",
+       {{"DTENSOR_STORE", "redis://host"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
-      {"store redis port too large", {{"DTENSOR_STORE", "redis://host:99999"}}, "InvalidArgument",
+      {"store redis port zero",
+       {{"DTENSOR_STORE", "redis://host:0"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
-      {"store redis without a host", {{"DTENSOR_STORE", "redis://:6379"}}, "InvalidArgument",
+      {"store redis port too large",
+       {{"DTENSOR_STORE", "redis://host:99999"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
-      {"store redis with a path", {{"DTENSOR_STORE", "redis://host:6379/0"}}, "InvalidArgument",
+      {"store redis without a host",
+       {{"DTENSOR_STORE", "redis://:6379"}},
+       "InvalidArgument",
+       "DTENSOR_STORE"},
+      {"store redis with a path",
+       {{"DTENSOR_STORE", "redis://host:6379/0"}},
+       "InvalidArgument",
        "DTENSOR_STORE"},
       // 127.0.0.1:1 is never a Redis server: refused at once.
-      {"store redis nobody listens", {{"DTENSOR_STORE", "redis://127.0.0.1:1"}}, "CommError",
+      {"store redis nobody listens",
+       {{"DTENSOR_STORE", "redis://127.0.0.1:1"}},
+       "CommError",
        "redis"},
       // DTENSOR_HOSTNAME / DTENSOR_IFNAME: a one-rank job creates no transport,
       // so they are checked with two ranks in launcher_bad_input_tests.cpp.

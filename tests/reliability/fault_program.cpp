@@ -146,8 +146,8 @@ int run(const Args& a, int rank) {
       auto y = convolution(x, w, b, conv_params());
     }
   } else if (a.mode == "redistribute") {
-    auto x = distribute_tensor(Tensor::rand({world_size * 64, 512}, DType::F32, 5), mesh,
-                               {Shard(0)});
+    auto x =
+        distribute_tensor(Tensor::rand({world_size * 64, 512}, DType::F32, 5), mesh, {Shard(0)});
     while (since(t0) < a.seconds) {
       maybe_stall();
       x = x.redistribute(mesh, {Replicate()}).redistribute(mesh, {Shard(0)});

@@ -59,9 +59,9 @@ void run_until_raised(int rank, double limit, const std::function<void()>& work)
 
 struct Expect {
   int victim;
-  bool killed;            // SIGKILL (else: it stalls and must raise too)
-  double max_after_death; // survivors' exit, seconds after the victim's exit (killed)
-  double max_total;       // or after the start (stall / rendezvous)
+  bool killed;             // SIGKILL (else: it stalls and must raise too)
+  double max_after_death;  // survivors' exit, seconds after the victim's exit (killed)
+  double max_total;        // or after the start (stall / rendezvous)
 };
 
 // The job's verdict: every survivor raised, promptly; nothing left behind.
@@ -153,10 +153,10 @@ TEST_CASE("fault: SIGKILL during a halo exchange, convolution on S(3) raises pro
         kRanks,
         [delay_ms](RankContext& ctx) {
           DeviceMesh mesh(DeviceType::CPU, {kRanks});
-          auto x = distribute_tensor(Tensor::rand({1, 2, 6, 3000}, DType::F64, 1), mesh,
-                                     {Shard(3)});
-          auto w = distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F64, 2), mesh,
-                                     {Replicate()});
+          auto x =
+              distribute_tensor(Tensor::rand({1, 2, 6, 3000}, DType::F64, 1), mesh, {Shard(3)});
+          auto w =
+              distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F64, 2), mesh, {Replicate()});
           if (ctx.rank == 1) kill_self_after(std::chrono::milliseconds(delay_ms));
           run_until_raised(ctx.rank, 20, [&] { convolution(x, w, std::nullopt, same_padding()); });
         },
@@ -178,8 +178,8 @@ TEST_CASE("fault: SIGKILL during redistribute raises promptly on the survivors P
         kRanks,
         [delay_ms](RankContext& ctx) {
           DeviceMesh mesh(DeviceType::CPU, {kRanks});
-          auto x = distribute_tensor(Tensor::rand({kRanks * 128, 512}, DType::F32, 3), mesh,
-                                     {Shard(0)});
+          auto x =
+              distribute_tensor(Tensor::rand({kRanks * 128, 512}, DType::F32, 3), mesh, {Shard(0)});
           if (ctx.rank == 2) kill_self_after(std::chrono::milliseconds(delay_ms));
           run_until_raised(ctx.rank, 20, [&] {
             x = x.redistribute(mesh, {Replicate()}).redistribute(mesh, {Shard(1)});
@@ -229,10 +229,9 @@ TEST_CASE("fault: a stalled rank makes every rank raise within the timeout P=3",
         kRanks,
         [](RankContext& ctx) {
           DeviceMesh mesh(DeviceType::CPU, {kRanks});
-          auto x = distribute_tensor(Tensor::rand({1, 2, 6, 600}, DType::F64, 1), mesh,
-                                     {Shard(3)});
-          auto w = distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F64, 2), mesh,
-                                     {Replicate()});
+          auto x = distribute_tensor(Tensor::rand({1, 2, 6, 600}, DType::F64, 1), mesh, {Shard(3)});
+          auto w =
+              distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F64, 2), mesh, {Replicate()});
           convolution(x, w, std::nullopt, same_padding());  // a healthy round
           if (ctx.rank == 1) {
             // Stalls past the others' timeout; when it comes back, the group

@@ -58,9 +58,10 @@ std::vector<Placement> per_dim_choices() {
 
 }  // namespace
 
-TEST_CASE("immutability: convolution and its backward leave inputs untouched, outputs unaliased "
-          "P=4",
-          "[reliability][immutability]") {
+TEST_CASE(
+    "immutability: convolution and its backward leave inputs untouched, outputs unaliased "
+    "P=4",
+    "[reliability][immutability]") {
   run_ranks(4, [](RankContext&) {
     DeviceMesh mesh(DeviceType::CPU, {2, 2});
     for (const Placements& xp : {Placements{Shard(2), Shard(3)}, Placements{Shard(0), Shard(3)},
@@ -69,15 +70,15 @@ TEST_CASE("immutability: convolution and its backward leave inputs untouched, ou
       const auto x = distribute_tensor(Tensor::rand({2, 4, 9, 11}, DType::F64, 1), mesh, xp);
       const auto w = distribute_tensor(Tensor::rand({3, 4, 3, 3}, DType::F64, 2), mesh,
                                        {Replicate(), Replicate()});
-      const auto b = distribute_tensor(Tensor::rand({3}, DType::F64, 3), mesh,
-                                       {Replicate(), Replicate()});
+      const auto b =
+          distribute_tensor(Tensor::rand({3}, DType::F64, 3), mesh, {Replicate(), Replicate()});
       Snapshot snap({&x, &w, &b});
       const DTensor y = convolution(x, w, b, conv_params());
       snap.require_unchanged("convolution");
       snap.require_no_alias("convolution", y);
 
-      const auto gy = distribute_tensor(Tensor::rand(y.shape(), DType::F64, 4), mesh,
-                                        y.placements());
+      const auto gy =
+          distribute_tensor(Tensor::rand(y.shape(), DType::F64, 4), mesh, y.placements());
       Snapshot snap2({&gy, &x, &w});
       const ConvGrads g = convolution_backward(gy, x, w, conv_params());
       snap2.require_unchanged("convolution_backward");
@@ -102,8 +103,7 @@ TEST_CASE("immutability: redistribute between every pair of placements on a 2x2 
             const Placements dst{d0, d1};
             if ((s0.is_shard() && d0.is_partial()) || (s1.is_shard() && d1.is_partial()))
               continue;  // S -> P is an error, not a transition
-            const std::string what = placements_str(x.placements()) + " -> " +
-                                     placements_str(dst);
+            const std::string what = placements_str(x.placements()) + " -> " + placements_str(dst);
             Snapshot snap({&x});
             const DTensor y = x.redistribute(mesh, dst);
             snap.require_unchanged(what);

@@ -31,26 +31,47 @@ struct CliCase {
 TEST_CASE("bad input: dtensor-run with settings the ranks reject exits non-zero naming them",
           "[reliability][bad-input][launcher]") {
   const std::vector<CliCase> cases = {
-      {"timeout NaN", {"-n", "2", "--timeout", "nan", kProgram, "conv-check"}, {}, 2,
+      {"timeout NaN",
+       {"-n", "2", "--timeout", "nan", kProgram, "conv-check"},
+       {},
+       2,
        {"--timeout"}},
       {"store on a port nobody listens",
-       {"-n", "2", "--store", "redis://127.0.0.1:1", kProgram, "conv-check"}, {}, 3,
+       {"-n", "2", "--store", "redis://127.0.0.1:1", kProgram, "conv-check"},
+       {},
+       3,
        {"failed: exit code 3", "redis"}},
-      {"hostname that does not resolve", {"-n", "2", kProgram, "conv-check"},
-       {{"DTENSOR_HOSTNAME", "no-such-host.invalid"}}, 3,
+      {"hostname that does not resolve",
+       {"-n", "2", kProgram, "conv-check"},
+       {{"DTENSOR_HOSTNAME", "no-such-host.invalid"}},
+       3,
        {"failed: exit code 3", "no-such-host.invalid"}},
-      {"interface that does not exist", {"-n", "2", kProgram, "conv-check"},
-       {{"DTENSOR_IFNAME", "nosuchif9"}}, 3, {"failed: exit code 3", "nosuchif9"}},
-      {"DTENSOR_TIMEOUT malformed", {"-n", "2", kProgram, "conv-check"},
-       {{"DTENSOR_TIMEOUT", "1m"}}, 3, {"failed: exit code 3", "DTENSOR_TIMEOUT"}},
+      {"interface that does not exist",
+       {"-n", "2", kProgram, "conv-check"},
+       {{"DTENSOR_IFNAME", "nosuchif9"}},
+       3,
+       {"failed: exit code 3", "nosuchif9"}},
+      {"DTENSOR_TIMEOUT malformed",
+       {"-n", "2", kProgram, "conv-check"},
+       {{"DTENSOR_TIMEOUT", "1m"}},
+       3,
+       {"failed: exit code 3", "DTENSOR_TIMEOUT"}},
       // Crashed dtensor-run (SIGSEGV in std::regex) before the fix.
       {"store URL of 100 kB",
        {"-n", "2", "--store", "redis://" + std::string(100000, 'a') + ":1x", kProgram,
         "conv-check"},
-       {}, 2, {"--store"}},
-      {"timeout too large for the ranks", {"-n", "2", "--timeout", "1e300", kProgram, "conv-check"},
-       {}, 3, {"failed: exit code 3", "DTENSOR_TIMEOUT"}},
-      {"program rejects its mode", {"-n", "2", kProgram, "no-such-mode"}, {}, 2,
+       {},
+       2,
+       {"--store"}},
+      {"timeout too large for the ranks",
+       {"-n", "2", "--timeout", "1e300", kProgram, "conv-check"},
+       {},
+       3,
+       {"failed: exit code 3", "DTENSOR_TIMEOUT"}},
+      {"program rejects its mode",
+       {"-n", "2", kProgram, "no-such-mode"},
+       {},
+       2,
        {"failed: exit code 2", "no-such-mode"}},
   };
   for (const auto& c : cases) {
@@ -80,11 +101,11 @@ TEST_CASE("bad input: dtensor-run with settings the ranks reject exits non-zero 
     CHECK(wait_gone(pids_in(out), 2s).empty());
     CHECK(wait_no_processes_with_env("TMPDIR=" + tmp.path(), 3s).empty());
     {
-    const auto left = tmp.leftovers();
-    for (const auto& name : left)
-      UNSCOPED_INFO("left behind in TMPDIR: " << name);
-    CHECK(left.empty());
-  }
+      const auto left = tmp.leftovers();
+      for (const auto& name : left)
+        UNSCOPED_INFO("left behind in TMPDIR: " << name);
+      CHECK(left.empty());
+    }
   }
 }
 
@@ -102,9 +123,9 @@ TEST_CASE("bad input: dtensor-conv refuses bad arguments on every rank alike",
     std::string names;
   };
   const std::vector<ConvCase> cases = {
-      {{"--input", "4,8"}, "--input"},                                    // wrong tensor rank
-      {{"--input", "1,2,3,4,5,6,7"}, "--input"},                          // too many dims
-      {{"--input", "1,4,8,8", "--groups", "3"}, "--groups"},              // groups vs channels
+      {{"--input", "4,8"}, "--input"},                        // wrong tensor rank
+      {{"--input", "1,2,3,4,5,6,7"}, "--input"},              // too many dims
+      {{"--input", "1,4,8,8", "--groups", "3"}, "--groups"},  // groups vs channels
       {{"--input", "1,4,8,8", "--out-channels", "6", "--groups", "4"}, "--groups"},
       {{"--groups", "0"}, "--groups"},
       {{"--stride", "0"}, "--stride"},
@@ -113,12 +134,12 @@ TEST_CASE("bad input: dtensor-conv refuses bad arguments on every rank alike",
       {{"--padding", "-1"}, "--padding"},
       {{"--input", "1,1,4,4", "--kernel", "9", "--padding", "0"}, "--input"},  // output < 1
       {{"--dtype", "f16"}, "--dtype"},
-      {{"--mesh", "4"}, "--mesh"},                                        // larger than the world
+      {{"--mesh", "4"}, "--mesh"},  // larger than the world
       {{"--mesh", "2x0"}, "--mesh"},
-      {{"--placements", "S2,S3"}, "--placements"},                        // count != mesh dims
-      {{"--placements", "S9"}, "--placements"},                           // dim out of range
+      {{"--placements", "S2,S3"}, "--placements"},  // count != mesh dims
+      {{"--placements", "S9"}, "--placements"},     // dim out of range
       {{"--placements", "X"}, "--placements"},
-      {{"--kernel", "3,3,3"}, "--kernel"},                                // list length
+      {{"--kernel", "3,3,3"}, "--kernel"},  // list length
       {{"--iters", "-1", "--bench"}, "--iters"},
       {{"--frobnicate"}, "--frobnicate"},
   };

@@ -77,10 +77,10 @@ TEST_CASE("launcher fault: a rank killed mid-work is named, the job ends, nothin
       PrivateTmp tmp(/*set_env=*/false);
       const int victim = 1 + rep % 2;
       const int after = mode == "rendezvous" ? (rep * 5) % 30 : 200 + (rep * 41) % 200;
-      const Launch l = launch({"-n", "3", "--timeout", "5", kProgram, mode, "--victim",
-                               std::to_string(victim), "--kill-after-ms", std::to_string(after),
-                               "--width", "2048"},
-                              tmp);
+      const Launch l =
+          launch({"-n", "3", "--timeout", "5", kProgram, mode, "--victim", std::to_string(victim),
+                  "--kill-after-ms", std::to_string(after), "--width", "2048"},
+                 tmp);
       INFO(l.output);
       // Usually the victim is reaped first and named as the failure (137).
       // A survivor that noticed the death within the same poll of the
@@ -88,9 +88,9 @@ TEST_CASE("launcher fault: a rank killed mid-work is named, the job ends, nothin
       // named on an "also failed" line. Either way the victim is named.
       const std::string v = "rank " + std::to_string(victim);
       CHECK((l.code == 128 + 9 || l.code == 3));
-      CHECK_THAT(l.output, Catch::Contains("dtensor-run: " + v + " failed: killed by signal 9") ||
-                               Catch::Contains("dtensor-run: " + v +
-                                               " also failed: killed by signal 9"));
+      CHECK_THAT(l.output,
+                 Catch::Contains("dtensor-run: " + v + " failed: killed by signal 9") ||
+                     Catch::Contains("dtensor-run: " + v + " also failed: killed by signal 9"));
       CHECK(l.seconds < 15);
       check_clean(l, tmp, 3);
     }
@@ -110,7 +110,8 @@ TEST_CASE("launcher fault: a stalled rank makes the others time out and the job 
       // The first survivor to time out fails with fault_program's "raised"
       // code (3) and is named; the stalled rank is stopped.
       CHECK(l.code == 3);
-      CHECK_THAT(l.output, Catch::Matches("(.|\n)*dtensor-run: rank [01] failed: exit code 3(.|\n)*"));
+      CHECK_THAT(l.output,
+                 Catch::Matches("(.|\n)*dtensor-run: rank [01] failed: exit code 3(.|\n)*"));
       CHECK_THAT(l.output, Catch::Contains("raised TimeoutError"));
       CHECK(l.seconds < 2 + 0.3 + 10);
       check_clean(l, tmp, 3);

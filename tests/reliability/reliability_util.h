@@ -103,7 +103,9 @@ inline std::vector<pid_t> wait_gone(const std::vector<pid_t>& pids,
     for (pid_t p : pids)
       if (!process_gone(p)) left.push_back(p);
     if (left.empty()) break;
-    struct timespec ts {0, 20'000'000};
+    struct timespec ts {
+      0, 20'000'000
+    };
     nanosleep(&ts, nullptr);
   } while (std::chrono::steady_clock::now() < until);
   return left;
@@ -142,7 +144,9 @@ inline std::vector<pid_t> wait_no_processes_with_env(const std::string& entry,
   const auto until = std::chrono::steady_clock::now() + timeout;
   std::vector<pid_t> left = processes_with_env(entry);
   while (!left.empty() && std::chrono::steady_clock::now() < until) {
-    struct timespec ts {0, 20'000'000};
+    struct timespec ts {
+      0, 20'000'000
+    };
     nanosleep(&ts, nullptr);
     left = processes_with_env(entry);
   }
