@@ -11,6 +11,7 @@
 #include "dtensor/core/store.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/core/version.h"
+#include "dtensor/cuda.h"
 #include "dtensor/ops/conv_params.h"
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/dispatch.h"

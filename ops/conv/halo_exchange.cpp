@@ -18,8 +18,9 @@ struct Landing {
   Tensor target() const { return buffer.defined() ? buffer : view; }
 };
 Landing landing_for(const Tensor& view) {
-  return view.is_contiguous() ? Landing{view, {}}
-                              : Landing{view, Tensor::empty(view.shape(), view.dtype())};
+  return view.is_contiguous()
+             ? Landing{view, {}}
+             : Landing{view, Tensor::empty(view.shape(), view.dtype(), view.device())};
 }
 
 }  // namespace
@@ -30,7 +31,8 @@ Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& 
             "halo exchange: local extent {} along dim {} but the plan owns {}", local.size(dim),
             dim, me.input.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
-  Tensor window = Tensor::empty(with_extent(local.shape(), dim, me.window.length), local.dtype());
+  Tensor window = Tensor::empty(with_extent(local.shape(), dim, me.window.length), local.dtype(),
+                                local.device());
   std::vector<P2POp> ops;
   std::vector<Landing> landings;
   for (const auto& t : me.recv) {
@@ -59,12 +61,13 @@ Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const Hal
             "halo exchange: gradient extent {} along dim {} but the window is {}",
             grad_window.size(dim), dim, me.window.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
-  Tensor grad = Tensor::zeros(owned_shape, grad_window.dtype());
+  Tensor grad = Tensor::zeros(owned_shape, grad_window.dtype(), grad_window.device());
   std::vector<P2POp> ops;
   std::vector<std::pair<Tensor, std::int64_t>> incoming;  // buffer, offset in the owned range
   for (const auto& t : me.grad_recv()) {
-    incoming.emplace_back(Tensor::empty(with_extent(owned_shape, dim, t.length()), grad.dtype()),
-                          t.lo - i0);
+    incoming.emplace_back(
+        Tensor::empty(with_extent(owned_shape, dim, t.length()), grad.dtype(), grad.device()),
+        t.lo - i0);
     ops.push_back(P2POp::recv(incoming.back().first, static_cast<int>(t.peer)));
   }
   std::vector<Tensor> outgoing;

@@ -30,6 +30,9 @@ class DeviceMesh {
              std::shared_ptr<ProcessGroup> world);
 
   DeviceType device_type() const;
+  /// The device this rank's local tensors live on: the CPU, or for a CUDA mesh
+  /// the GPU init_process_group picked from the local rank (current device).
+  Device device() const;
   std::int64_t ndim() const;
   std::int64_t size(std::int64_t dim) const;
   std::int64_t size() const;  // number of ranks in the mesh
