@@ -79,6 +79,33 @@ class FakeDeviceOps final : public detail::DeviceOps {
   int copies = 0;
 };
 
+// The CPU kernels on the fake device's (host) memory; results move to the device.
+class FakeDeviceConv final : public LocalConvKernels {
+ public:
+  explicit FakeDeviceConv(std::shared_ptr<LocalConvKernels> cpu) : cpu_(std::move(cpu)) {}
+  std::string name() const override { return "fake-cuda(" + cpu_->name() + ")"; }
+
+ protected:
+  Tensor forward_impl(const Tensor& x, const Tensor& w, const Tensor& b,
+                      const ConvParams& p) const override {
+    return cpu_->forward(x, w, b, p).to(x.device());
+  }
+  Tensor backward_data_impl(const Tensor& gy, const Tensor& w, const Shape& s,
+                            const ConvParams& p) const override {
+    return cpu_->backward_data(gy, w, s, p).to(gy.device());
+  }
+  ConvWeightGrads backward_weights_impl(const Tensor& gy, const Tensor& x, const Shape& s,
+                                        const ConvParams& p, bool bias) const override {
+    ConvWeightGrads g = cpu_->backward_weights(gy, x, s, p, bias);
+    g.grad_weight = g.grad_weight.to(x.device());
+    if (g.grad_bias.defined()) g.grad_bias = g.grad_bias.to(x.device());
+    return g;
+  }
+
+ private:
+  std::shared_ptr<LocalConvKernels> cpu_;
+};
+
 std::shared_ptr<FakeDeviceOps> install_fake_cuda() {
   auto ops = std::make_shared<FakeDeviceOps>();
   detail::register_device_ops(DeviceType::CUDA, ops);
@@ -88,7 +115,9 @@ std::shared_ptr<FakeDeviceOps> install_fake_cuda() {
   });
   // The CPU kernels read host memory, which is what the fake device has.
   for (DType t : {DType::F32, DType::F64})
-    register_local_conv_kernels(DeviceType::CUDA, t, local_conv_kernels(Device::cpu(), t));
+    register_local_conv_kernels(
+        DeviceType::CUDA, t,
+        std::make_shared<FakeDeviceConv>(local_conv_kernels(Device::cpu(), t)));
   return ops;
 }
 
@@ -179,6 +208,18 @@ TEST_CASE("staging: halo convolution of a CUDA DTensor matches the oracle", "[cu
         const Tensor full = y.full_tensor();
         const Tensor ref = testing::ref_conv_forward(x, w, b, p);
         CHECK(max_abs_diff(full, ref) < 1e-12);
+
+        // Backward: the grad_input halo goes back (and is added) across ranks.
+        const Tensor gy = Tensor::rand(ref.shape(), DType::F64, 14);
+        auto dgy = distribute_tensor(gy, mesh, {Shard(2)});
+        auto grads =
+            convolution_backward(dgy, dx, dw, p, {.input = true, .weight = true, .bias = true});
+        REQUIRE(grads.grad_input.has_value());
+        CHECK(grads.grad_input->to_local().device() == Device::cuda(0));
+        CHECK(max_abs_diff(grads.grad_input->full_tensor(),
+                           testing::ref_conv_grad_input(gy, w, x.shape(), p)) < 1e-12);
+        CHECK(max_abs_diff(grads.grad_weight->full_tensor(),
+                           testing::ref_conv_grad_weight(gy, x, w.shape(), p)) < 1e-12);
       },
       staged());
 }
