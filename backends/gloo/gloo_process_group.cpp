@@ -1,5 +1,7 @@
 #include "backends/gloo/gloo_process_group.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -77,6 +80,24 @@ void copy_bytes(const Tensor& dst, const Tensor& src) {
 
 std::atomic<int> g_world_generation{0};
 
+// Gloo writes to its sockets with writev(), not send(MSG_NOSIGNAL): writing to
+// a peer that died raises SIGPIPE, whose default action kills this process
+// before Gloo can report the error. (Python ignores SIGPIPE, which is why
+// PyTorch never meets this.) We ignore it too, but only if the application
+// left it at the default: a handler it installed stays.
+void ignore_sigpipe_unless_handled() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    if (sigaction(SIGPIPE, &ignore, nullptr) == 0)
+      log::debug("gloo: SIGPIPE ignored so that a dead peer is an error, not our death");
+  });
+}
+
 }  // namespace
 
 GlooProcessGroup::GlooProcessGroup(int rank, int size, std::vector<int> global_ranks,
@@ -119,6 +140,7 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendIn
       attr.hostname = "127.0.0.1";
       what = "127.0.0.1";
     }
+    ignore_sigpipe_unless_handled();
     try {
       device = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
@@ -141,7 +163,34 @@ void GlooProcessGroup::connect() {
   translate_errors("rendezvous of group '" + prefix_ + "'",
                    [&] { ctx->connectFullMesh(store, device_); });
   context_ = std::move(ctx);
+  // Each rank published the addresses of its pairs, one per peer, in rank
+  // order without itself (Gloo's rendezvous layout); ours is at our slot.
+  try {
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer == rank_) continue;
+      const std::vector<char> all = store.get(std::to_string(peer));
+      const std::size_t width = all.size() / static_cast<std::size_t>(size_ - 1);
+      const std::size_t slot = static_cast<std::size_t>(rank_ > peer ? rank_ - 1 : rank_);
+      const std::vector<char> mine(all.begin() + slot * width, all.begin() + (slot + 1) * width);
+      peer_by_address_[::gloo::transport::tcp::Address(mine).str()] = peer;
+    }
+  } catch (const std::exception& e) {
+    // Only error messages lose their rank names.
+    log::debug("gloo: cannot map peer addresses to ranks: {}", e.what());
+  }
   log::debug("gloo: group '{}' connected ({} peers)", prefix_, size_ - 1);
+}
+
+std::string GlooProcessGroup::name_peers(const std::string& msg) const {
+  std::string out = msg;
+  for (const auto& [address, peer] : peer_by_address_) {
+    const auto at = out.find(address);
+    if (at == std::string::npos) continue;
+    std::string name = fmt::format(" (= rank {}", peer);
+    if (global_ranks_[peer] != peer) name += fmt::format(", world rank {}", global_ranks_[peer]);
+    out.insert(at + address.size(), name + ")");
+  }
+  return out;
 }
 
 void GlooProcessGroup::check_usable(const std::string& op) const {
@@ -170,11 +219,23 @@ void GlooProcessGroup::fail(const std::string& reason) {
   }
 }
 
+void GlooProcessGroup::park_unfinished(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer,
+                                       Tensor tensor) {
+  std::lock_guard lock(mutex_);
+  parked_.emplace_back(std::move(buffer), std::move(tensor));
+}
+
 template <typename Fn>
 void GlooProcessGroup::run_collective(const std::string& op, Fn&& fn) {
   check_usable(op);
   try {
-    translate_errors(op, std::forward<Fn>(fn));
+    translate_errors(op, [&] {
+      try {
+        fn();
+      } catch (const ::gloo::IoException& e) {
+        throw ::gloo::IoException(name_peers(e.what()));
+      }
+    });
   } catch (const CommError& e) {
     fail(e.what());
     throw;
@@ -225,7 +286,7 @@ std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, 
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
   try {
     translate_errors(what, [&] {
-      buffer = context_->createUnboundBuffer(t.data_ptr(), t.nbytes());
+      buffer = pool_.acquire(*context_, t.data_ptr(), t.nbytes());
       if (is_send)
         buffer->send(peer, p2p_slot(tag));
       else

@@ -9,6 +9,10 @@
 // that the other ranks notice at once instead of waiting out their timeout.
 // After a CommError/TimeoutError the group is unusable; every later call
 // throws CommError naming the first failure.
+//
+// Creating the first multi-rank group sets SIGPIPE to "ignore" unless the
+// application installed its own handler: Gloo's writes to a dead peer would
+// otherwise kill the process instead of raising CommError.
 #pragma once
 
 #include <chrono>
@@ -18,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/gloo/buffer_pool.h"
 #include "backends/gloo/self_mailbox.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
@@ -65,6 +70,12 @@ class GlooProcessGroup : public ProcessGroup,
   void check_usable(const std::string& op) const;
   /// Records the first failure and closes every connection so peers notice.
   void fail(const std::string& reason);
+  /// Where completed transfers return their buffers for reuse.
+  BufferPool& buffer_pool() { return pool_; }
+  /// Keeps a dropped, never-waited transfer's buffer and memory alive as long
+  /// as the connections: Gloo may still read or write them, and a receive
+  /// whose buffer vanished would break the connection.
+  void park_unfinished(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, Tensor tensor);
 
  private:
   GlooProcessGroup(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Store> store,
@@ -75,6 +86,8 @@ class GlooProcessGroup : public ProcessGroup,
   /// Runs a blocking Gloo call: typed errors naming `op`, the group broken on failure.
   template <typename Fn>
   void run_collective(const std::string& op, Fn&& fn);
+  /// `msg` with " (= rank i)" after each peer address Gloo printed in it.
+  std::string name_peers(const std::string& msg) const;
   void account(std::uint64_t sent, std::uint64_t received, std::uint64_t messages);
   void check_tensor(const Tensor& t, const char* param, const char* op) const;
   void check_peer(int peer, const char* param, const char* op) const;
@@ -89,10 +102,15 @@ class GlooProcessGroup : public ProcessGroup,
   std::shared_ptr<::gloo::transport::Device> device_;  // null for a world of one
   std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
   SelfMailbox self_;
+  BufferPool pool_;  // after context_: its buffers go before the connections
+  std::vector<std::pair<std::unique_ptr<::gloo::transport::UnboundBuffer>, Tensor>> parked_;
 
   mutable std::mutex mutex_;
   std::string failure_;                             // the first failure; empty while healthy
   std::map<std::vector<int>, int> subgroups_made_;  // per member list, for unique prefixes
+  // Gloo names a failed connection by the peer's address ("[127.0.0.1]:687");
+  // this maps those strings to group ranks. Written once, in connect().
+  std::map<std::string, int> peer_by_address_;
 };
 
 }  // namespace dtensor::gloo_backend

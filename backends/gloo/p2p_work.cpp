@@ -15,7 +15,10 @@ P2PWork::P2PWork(std::shared_ptr<GlooProcessGroup> group, bool is_send, Tensor t
       buffer_(std::move(buffer)),
       what_(std::move(what)) {}
 
-P2PWork::~P2PWork() = default;
+P2PWork::~P2PWork() {
+  // Dropped without a successful wait: the transfer may still be in flight.
+  if (!finished_ && buffer_) group_->park_unfinished(std::move(buffer_), std::move(tensor_));
+}
 
 void P2PWork::wait(std::chrono::milliseconds timeout) {
   std::lock_guard lock(mutex_);
@@ -40,6 +43,8 @@ void P2PWork::wait(std::chrono::milliseconds timeout) {
   }
   finished_ = true;
   if (!is_send_) group_->counters().bytes_received += tensor_.nbytes();
+  // Nothing is pending on it any more: the next transfer on this memory reuses it.
+  group_->buffer_pool().release(std::move(buffer_));
 }
 
 }  // namespace dtensor::gloo_backend

@@ -1,6 +1,8 @@
 // Point-to-point messages a rank sends to itself. They never touch the
 // network: a send and a receive with the same tag are matched in posting
-// order and completed by a local copy.
+// order and completed by a local copy. As with remote peers, dropping a
+// handle does not cancel its operation: it stays posted (and keeps its
+// tensor alive) until matched.
 #pragma once
 
 #include <chrono>

@@ -102,9 +102,14 @@ TEST_CASE("stalled peer: irecv wait times out, with the group and an explicit ti
   }
 }
 
-TEST_CASE("dead peer mid-allreduce: survivors get CommError promptly P=3", "[comm][fault]") {
+TEST_CASE("dead peer mid-allreduce: survivors fail, never hang P=3", "[comm][fault]") {
+  // Usually the survivors fail within milliseconds of the death (measured:
+  // ~0.01 s). But Gloo 0.5 fails only *pending* operations when a connection
+  // drops, not a transfer already under way (tcp::Pair::signalException skips
+  // unbound buffers in its tx/rx state): a rank caught mid-segment waits out
+  // its timeout (seen in ~1 of 15 runs). So the bound is the timeout.
   RunOptions opt;
-  opt.comm_timeout = 10s;  // "promptly" must mean far sooner than this
+  opt.comm_timeout = 5s;
   opt.deadline = 40s;
   opt.grace_after_failure = 20s;
   const JobResult res = run_ranks_collect(
@@ -133,11 +138,14 @@ TEST_CASE("dead peer mid-allreduce: survivors get CommError promptly P=3", "[com
       },
       opt);
   if (in_rank_process()) return;
-  check_survivors(res, 2, 4.0);
+  check_survivors(res, 2, 5.0 + 3.0);
 }
 
 TEST_CASE("dead peer mid-halo-exchange: both neighbours get CommError promptly P=3",
           "[comm][fault]") {
+  // Here every survivor has a receive pending from the dead rank (it never
+  // sends in the fatal round), which Gloo fails as soon as the connection
+  // drops: "promptly" is far below the timeout.
   RunOptions opt;
   opt.comm_timeout = 10s;
   opt.deadline = 40s;

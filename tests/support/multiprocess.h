@@ -62,6 +62,8 @@ struct JobResult {
 
 /// Runs body on P ranks and returns what happened, without asserting: for
 /// tests whose ranks are expected to fail (fault injection, the harness's own tests).
+/// In a rank process it runs the body and returns an empty JobResult: code after
+/// the call that inspects the result must first `if (in_rank_process()) return;`.
 JobResult run_ranks_collect(int world_size, const std::function<void(RankContext&)>& body,
                             const RunOptions& options = {});
 
