@@ -26,17 +26,18 @@ targets=(dtensor_cuda_tests dtensor_conv_local_tests)
 ninja -C "$build" -t targets all 2>/dev/null | grep -q '^dtensor-conv:' && targets+=(dtensor-conv)
 ninja -C "$build" -j "$jobs" "${targets[@]}"
 
+# Programs land in build/bin (older trees: next to their CMakeLists).
+prog() { local p; p=$(find "$build/bin" "$build/tests" "$build/tools" -name "$1" -type f -perm -u+x 2>/dev/null | head -1); echo "${p:-$build/bin/$1}"; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} DTENSOR_LOG_LEVEL=${DTENSOR_LOG_LEVEL:-warn}
 step "GPU tests (skips are failures)"
-DTENSOR_REQUIRE_GPU=1 "$build/tests/cuda/dtensor_cuda_tests" '[gpu]' --durations yes
+DTENSOR_REQUIRE_GPU=1 "$(prog dtensor_cuda_tests)" '[gpu]' --durations yes
 step "CPU-side CUDA unit tests"
-"$build/tests/cuda/dtensor_cuda_tests" '~[gpu]'
+"$(prog dtensor_cuda_tests)" '~[gpu]'
 step "local convolution kernels (CPU control)"
-"$build/tests/conv_local/dtensor_conv_local_tests"
+"$(prog dtensor_conv_local_tests)"
 
-cli="$build/tools/dtensor-conv/dtensor-conv"
-[ -x "$cli" ] || cli=$(find "$build/tools" -name dtensor-conv -type f -perm -u+x 2>/dev/null | head -1)
-if [ -n "${cli:-}" ] && "$cli" --help 2>&1 | grep -q -- '--device'; then
+cli=$(prog dtensor-conv)
+if [ -x "$cli" ] && "$cli" --help 2>&1 | grep -q -- '--device'; then
   step "dtensor-conv --device cuda (one rank)"
   "$cli" --device cuda
 else
