@@ -148,7 +148,7 @@ int main(int argc, char** argv) try {
   const Shape mesh_shape = opt.mesh.empty() ? default_mesh(get_world_size()) : opt.mesh;
   check_arg(mesh_shape.size() == 2 && shape_numel(mesh_shape) == get_world_size(), "train_cnn",
             "--mesh {} does not match the {} ranks", shape_str(mesh_shape), get_world_size());
-  DeviceMesh mesh(DeviceType::CPU, mesh_shape);
+  const DeviceMesh mesh = init_device_mesh(DeviceType::CPU, mesh_shape);
   const Placements tiles = {Shard(2), Shard(3)};  // H on mesh dim 0, W on mesh dim 1
   const bool leader = get_rank() == 0;
 
