@@ -5,7 +5,7 @@
 // Each rank exchanges one message of the given size with each neighbour
 // (r-1, r+1; no wrap), the pattern of a 1-D halo exchange. Run with P=2:
 //
-//   dtensor-run -n 2 build/bench/dtensor-bench-halo [--min-kib 4] [--max-mib 16]
+//   dtensor-run -n 2 build/bin/dtensor-bench-halo [--min-kib 4] [--max-mib 16]
 //
 // or by hand: DTENSOR_RANK=0|1 DTENSOR_WORLD_SIZE=2 DTENSOR_STORE=file:/tmp/x.
 #include <algorithm>

@@ -1,9 +1,12 @@
 #include "dtensor/core/storage.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "dtensor/core/errors.h"
 
@@ -11,6 +14,80 @@ namespace dtensor {
 namespace {
 
 constexpr std::size_t kCpuAlignment = 64;
+// Large buffers: 2 MiB aligned so the kernel can back them with huge pages,
+// and kept in a cache when freed. A fresh 64 MiB buffer costs ~100 ms of page
+// faults as the network thread first writes it (measured: an all-gather into
+// a new buffer took 2.7x as long as into a reused one).
+constexpr std::size_t kLargeBlock = std::size_t{1} << 20;
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+class LargeBlockCache {
+ public:
+  void* take(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find(bytes);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_ -= bytes;
+    return p;
+  }
+  // Keeps the block for reuse unless that would pass the cap.
+  void give(void* p, std::size_t bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      if (cached_ + bytes <= cap_bytes()) {
+        free_[bytes].push_back(p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  std::size_t release() {
+    std::lock_guard lock(mutex_);
+    const std::size_t n = cached_;
+    for (auto& [size, blocks] : free_)
+      for (void* p : blocks)
+        std::free(p);
+    free_.clear();
+    cached_ = 0;
+    return n;
+  }
+  std::size_t cached() {
+    std::lock_guard lock(mutex_);
+    return cached_;
+  }
+
+ private:
+  static std::size_t cap_bytes() {
+    static const std::size_t cap = [] {
+      const char* v = std::getenv("DTENSOR_CPU_CACHE_MB");
+      return (v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10)) : 512) << 20;
+    }();
+    return cap;
+  }
+  std::mutex mutex_;
+  std::map<std::size_t, std::vector<void*>> free_;
+  std::size_t cached_ = 0;
+};
+
+LargeBlockCache& large_blocks() {
+  static auto* c = new LargeBlockCache();  // never destroyed: storages may outlive statics
+  return *c;
+}
+
+std::shared_ptr<Storage> allocate_large_cpu(std::size_t nbytes, Device device) {
+  const std::size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+  void* p = large_blocks().take(rounded);
+  if (!p) {
+    p = std::aligned_alloc(kHugePage, rounded);
+    if (!p) throw std::bad_alloc();
+    madvise(p, rounded, MADV_HUGEPAGE);  // a hint: ignored where THP is off
+  }
+  return std::make_shared<Storage>(p, nbytes, device,
+                                   [rounded](void* q) { large_blocks().give(q, rounded); });
+}
 
 std::mutex& allocator_mutex() {
   static std::mutex m;
@@ -31,6 +108,7 @@ Storage::~Storage() {
 }
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
+  if (device.is_cpu() && nbytes >= kLargeBlock) return allocate_large_cpu(nbytes, device);
   if (device.is_cpu()) {
     // Round up: aligned_alloc wants a multiple of the alignment; keep 0-byte
     // tensors distinct and non-null.
@@ -50,6 +128,13 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
                                            "without CUDA",
                                            device.str()));
   return alloc(nbytes, device);
+}
+
+std::size_t release_cached_cpu_memory() {
+  return large_blocks().release();
+}
+std::size_t cached_cpu_memory() {
+  return large_blocks().cached();
 }
 
 void Storage::set_device_allocator(DeviceType type, DeviceAllocator alloc) {

@@ -35,7 +35,8 @@ int main() try {
 
   const double* w = window.data<double>();
   double local_sum = 0;
-  for (std::int64_t i = 0; i < len; ++i) local_sum += (w[i] + w[i + 1] + w[i + 2]) / 3.0;
+  for (std::int64_t i = 0; i < len; ++i)
+    local_sum += (w[i] + w[i + 1] + w[i + 2]) / 3.0;
   dtensor::Tensor total = dtensor::Tensor::full({1}, local_sum, dtensor::DType::F64);
   pg->allreduce(total);
   std::printf("rank %d/%d: owns [%ld, %ld), exchanged %zu halo messages, sent %lu bytes\n", rank,

@@ -6,4 +6,4 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 build=${DTENSOR_BUILD_DIR:-$root/build}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-exec "$build/tools/dtensor-run" -n 4 -- "$build/examples/dtensor-demo-halo" "$@"
+exec "$build/bin/dtensor-run" -n 4 -- "$build/bin/dtensor-demo" "$@"

@@ -121,9 +121,13 @@ Tensor scatter_windows(Tensor grad, const LocalGeometry& g) {
 // choice (filter parallelism gives one Partial term per filter shard).
 DTensor placed_like_input(const DTensor& grad, const DTensor& input) {
   Placements target = input.placements();
-  for (std::size_t m = 0; m < target.size(); ++m)
-    if (grad.placements()[m].is_partial() && target[m].is_replicate())
-      target[m] = grad.placements()[m];
+  for (std::size_t m = 0; m < target.size(); ++m) {
+    const Placement& g = grad.placements()[m];
+    // The gradient of each pending term of a Partial input is the whole
+    // gradient: whatever placement it was computed in is right (and a shard
+    // could not become a pending sum anyway).
+    if (target[m].is_partial() || (g.is_partial() && target[m].is_replicate())) target[m] = g;
+  }
   return target == grad.placements() ? grad : grad.redistribute(grad.mesh(), target);
 }
 

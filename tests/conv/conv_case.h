@@ -1,6 +1,6 @@
 // One distributed convolution check: build seeded global tensors, distribute
 // them, run convolution and convolution_backward through the library, and
-// compare every result with the naive f64 oracle (tests/support/reference_conv).
+// compare every result with the naive f64 oracle (tools/reference/reference_conv).
 #pragma once
 
 #include <cstdint>

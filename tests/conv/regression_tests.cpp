@@ -7,10 +7,11 @@
 #include "dtensor/ops/dispatch.h"
 #include "tests/conv/conv_case.h"
 #include "tests/support/multiprocess.h"
-#include "tests/support/reference_conv.h"
+#include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
 using namespace dtensor::testing;
+using namespace dtensor::reference;
 
 namespace {
 ConvCase case_2d(Shape input, Shape kernel, ConvParams p, Shape mesh, Placements in) {

@@ -123,3 +123,8 @@ TEST_CASE("conv errors are raised on every rank and name the parameter P=3", "[c
                  Catch::Contains("output"));
   });
 }
+
+TEST_CASE("conv with a Partial input: forward Partial with the bias once, backward gradients P=2",
+          "[conv][strategy][mp]") {
+  run_ranks(2, [](RankContext&) { check_conv_case(base_case({2}, {Partial()})); });
+}

@@ -10,10 +10,11 @@
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/pointwise.h"
 #include "tests/support/multiprocess.h"
-#include "tests/support/reference_conv.h"
+#include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
 using namespace dtensor::testing;
+using namespace dtensor::reference;
 
 namespace {
 

@@ -18,13 +18,13 @@
 #include <sstream>
 
 #include "dtensor/ops/local_conv.h"
-#include "tests/support/reference_conv.h"
+#include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
-using dtensor::testing::ref_conv_forward;
-using dtensor::testing::ref_conv_grad_bias;
-using dtensor::testing::ref_conv_grad_input;
-using dtensor::testing::ref_conv_grad_weight;
+using dtensor::reference::ref_conv_forward;
+using dtensor::reference::ref_conv_grad_bias;
+using dtensor::reference::ref_conv_grad_input;
+using dtensor::reference::ref_conv_grad_weight;
 
 namespace {
 

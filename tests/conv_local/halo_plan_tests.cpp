@@ -10,13 +10,13 @@
 
 #include "dtensor/ops/conv_params.h"
 #include "ops/conv/halo_plan.h"
-#include "tests/support/reference_conv.h"
+#include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
-using dtensor::testing::ref_conv_forward;
-using dtensor::testing::ref_conv_grad_bias;
-using dtensor::testing::ref_conv_grad_input;
-using dtensor::testing::ref_conv_grad_weight;
+using dtensor::reference::ref_conv_forward;
+using dtensor::reference::ref_conv_grad_bias;
+using dtensor::reference::ref_conv_grad_input;
+using dtensor::reference::ref_conv_grad_weight;
 
 namespace {
 

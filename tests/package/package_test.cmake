@@ -38,6 +38,14 @@ if(MODE STREQUAL "install")
     require_file(${f})
   endforeach()
 
+  # The installed tools run from the prefix (dtensor-conv links libdtensor.so
+  # through its $ORIGIN-relative RPATH).
+  run(${PREFIX}/bin/dtensor-run --help)
+  if(EXISTS ${BUILD_DIR}/bin/dtensor-conv)
+    require_file(bin/dtensor-conv)
+    run(${PREFIX}/bin/dtensor-conv --help)
+  endif()
+
   # Private dependencies stay inside libdtensor.so: neither the config, nor the
   # targets' INTERFACE_* properties, nor dtensor.pc name them. (The per-config
   # file's IMPORTED_LINK_DEPENDENT_LIBRARIES does, by design: it only helps the

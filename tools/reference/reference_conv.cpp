@@ -1,10 +1,10 @@
-#include "tests/support/reference_conv.h"
+#include "tools/reference/reference_conv.h"
 
 #include <array>
 #include <stdexcept>
 #include <vector>
 
-namespace dtensor::testing {
+namespace dtensor::reference {
 namespace {
 
 // Every convolution is treated as 3-D: missing leading spatial dims get
@@ -198,4 +198,4 @@ Tensor ref_conv_grad_bias(const Tensor& grad_out) {
   return gb;
 }
 
-}  // namespace dtensor::testing
+}  // namespace dtensor::reference

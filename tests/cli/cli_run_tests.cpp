@@ -1,0 +1,243 @@
+// End-to-end tests of dtensor-conv: the real binary under the real launcher
+// (dtensor-run), checked through its exit status, its --json line, and the
+// files of --dump (and, when PyTorch is importable, tools/check_dump.py).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/cli/mini_json.h"
+#include "tools/launch/process_set.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Args = std::vector<std::string>;
+namespace json = dtensor::testing::json;
+
+const std::string kRun = DTENSOR_RUN_PATH;
+const std::string kConv = DTENSOR_CONV_PATH;
+const std::string kCheckDump = DTENSOR_CHECK_DUMP_PATH;
+
+struct Ran {
+  int code = -1;
+  int signal = 0;
+  double seconds = 0;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs argv to completion (or kills it at `timeout` and fails the test).
+Ran run_program(const Args& argv, std::chrono::seconds timeout = 60s,
+                const std::map<std::string, std::string>& env = {}) {
+  dtensor::launch::TempDir dir("dtensor-cli-test");
+  dtensor::launch::ProcessSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  spec.env["OMP_NUM_THREADS"] = "1";  // ranks share the test machine's cores
+  spec.output_file = dir.path() + "/output";
+  dtensor::launch::ProcessSet set;
+  const auto start = std::chrono::steady_clock::now();
+  set.start(spec);
+  dtensor::launch::wait_for(set, start + timeout);
+  if (!set.all_exited()) {
+    set.stop_all(1000ms);
+    FAIL(argv[0] << " did not finish within " << timeout.count() << " s; output:\n"
+                 << read_file(spec.output_file));
+  }
+  Ran r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.code = set.status(0).code;
+  r.signal = set.status(0).signal;
+  r.output = read_file(spec.output_file);
+  return r;
+}
+
+// dtensor-run -n P -- dtensor-conv ARGS, with a communication timeout and a
+// deadline so that a hang fails quickly instead of stalling the suite.
+Ran run_conv(int ranks, const Args& args) {
+  Args argv{kRun, "-n", std::to_string(ranks), "--timeout", "20", "--deadline", "50", "--", kConv};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv);
+}
+
+// The last line rank 0 printed (dtensor-run prefixes rank 0's lines "[0] "),
+// parsed as JSON.
+json::Value last_json_line(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.rfind("[0] ", 0) == 0) last = line.substr(4);
+  INFO("rank 0's last line: " << last);
+  return json::parse(last);
+}
+
+const std::vector<std::string> kJsonFields = {"ok",
+                                              "max_abs_err",
+                                              "fwd_ms",
+                                              "bwd_ms",
+                                              "local_fwd_ms",
+                                              "local_bwd_ms",
+                                              "overhead_fwd",
+                                              "overhead_bwd",
+                                              "gflops_fwd",
+                                              "gflops_bwd",
+                                              "halo_bytes_sent_per_rank",
+                                              "peak_rss_mb"};
+
+// Runs a --check --backward --json configuration and requires a pass.
+json::Value check_passes(int ranks, Args args) {
+  for (const char* a : {"--check", "--backward", "--json"})
+    args.push_back(a);
+  const Ran r = run_conv(ranks, args);
+  INFO("output:\n" << r.output);
+  REQUIRE(r.code == 0);
+  const json::Value v = last_json_line(r.output);
+  for (const auto& f : kJsonFields)
+    CHECK(v.has(f));
+  CHECK(v.at("ok").boolean);
+  const bool bias = std::find(args.begin(), args.end(), "--no-bias") == args.end();
+  for (const char* t : {"output", "grad_input", "grad_weight", "grad_bias"}) {
+    INFO(t);
+    if (!bias && std::string(t) == "grad_bias") {
+      CHECK_FALSE(v.at("max_abs_err").has(t));
+      continue;
+    }
+    REQUIRE(v.at("max_abs_err").has(t));
+    CHECK(v.at("max_abs_err").at(t).is_number());
+    CHECK(v.at("max_abs_err").at(t).number <= v.at("tolerance").at(t).number);
+  }
+  return v;
+}
+
+std::string python() {
+  const char* p = std::getenv("DTENSOR_TEST_PYTHON");
+  return p ? p : "/usr/bin/python3";
+}
+
+}  // namespace
+
+TEST_CASE("cli run: P=2 S3 check backward json passes with every field", "[cli][run]") {
+  const json::Value v = check_passes(2, {"--placements", "S3"});
+  CHECK(v.at("halo_bytes_sent_per_rank").number > 0);
+  CHECK(v.at("peak_rss_mb").number > 0);
+  CHECK(v.at("fwd_ms").is_null());  // no --bench
+}
+
+TEST_CASE("cli run: P=4 mesh 2x2 S2 S3 passes", "[cli][run]") {
+  check_passes(4, {"--mesh", "2x2", "--placements", "S2,S3", "--padding", "1", "--stride", "2",
+                   "--kernel", "4,3"});
+}
+
+TEST_CASE("cli run: P=3 1-D input sharded on W passes", "[cli][run]") {
+  check_passes(3, {"--input", "2,3,17", "--placements", "S2"});
+  check_passes(3, {"--input", "2,4,17", "--placements", "S2", "--padding-lr", "2:1", "--dilation",
+                   "2", "--groups", "2", "--dtype", "f64", "--no-bias", "--out-channels", "6"});
+}
+
+TEST_CASE("cli run: bf16 and a 3-D input on a 2x1x2 mesh pass", "[cli][run]") {
+  check_passes(2, {"--dtype", "bf16", "--placements", "S2"});
+  check_passes(4, {"--mesh", "2x1x2", "--input", "1,2,6,7,8", "--placements", "S2,R,S4"});
+}
+
+TEST_CASE("cli run: bench reports timings and ratios and traffic", "[cli][run]") {
+  const Ran r = run_conv(2, {"--backward", "--bench", "--iters", "2", "--warmup", "1", "--json"});
+  INFO("output:\n" << r.output);
+  REQUIRE(r.code == 0);
+  const json::Value v = last_json_line(r.output);
+  for (const char* f : {"fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd",
+                        "overhead_bwd", "gflops_fwd", "gflops_bwd"}) {
+    INFO(f);
+    REQUIRE(v.at(f).is_number());
+    CHECK(v.at(f).number > 0);
+  }
+  CHECK(v.at("max_abs_err").is_null());  // no --check
+}
+
+TEST_CASE("cli run: a bad argument fails on every rank at once", "[cli][run]") {
+  SECTION("under dtensor-run") {
+    for (const Args& bad : {Args{"--stride", "0"}, Args{"--mesh", "2x2"}}) {
+      const Ran r = run_conv(2, bad);
+      INFO("output:\n" << r.output);
+      CHECK(r.code != 0);
+      CHECK(r.seconds < 10);
+      CHECK(r.output.find("dtensor-conv: " + bad[0]) != std::string::npos);
+    }
+  }
+  SECTION("each rank on its own exits 2 without waiting for its peer") {
+    // Started without the launcher, so that no rank is stopped by anyone: each
+    // must reach the verdict by itself, before any rendezvous.
+    dtensor::launch::TempDir store("dtensor-cli-store");
+    for (int rank = 0; rank < 2; ++rank) {
+      const Ran r = run_program({kConv, "--padding", "-1"}, 20s,
+                                {{"DTENSOR_RANK", std::to_string(rank)},
+                                 {"DTENSOR_WORLD_SIZE", "2"},
+                                 {"DTENSOR_LOCAL_RANK", std::to_string(rank)},
+                                 {"DTENSOR_STORE", "file:" + store.path()}});
+      INFO("rank " << rank << " output:\n" << r.output);
+      CHECK(r.code == 2);
+      CHECK(r.seconds < 5);
+      CHECK(r.output.find("--padding") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("cli run: dump writes every tensor and meta.json and check_dump.py agrees",
+          "[cli][run]") {
+  dtensor::launch::TempDir dir("dtensor-cli-dump");
+  const std::string dump = dir.path() + "/dump";
+  const Ran r = run_conv(2, {"--input", "2,3,9,10", "--placements", "S2", "--backward", "--dump",
+                             dump, "--padding-lr", "1:0,2:1", "--stride", "2,1"});
+  INFO("output:\n" << r.output);
+  REQUIRE(r.code == 0);
+  for (const char* f : {"input", "weight", "bias", "grad_output", "output", "grad_input",
+                        "grad_weight", "grad_bias"}) {
+    INFO(f);
+    const std::string bytes = read_file(dump + "/" + f + ".npy");
+    REQUIRE(bytes.size() > 64);
+    CHECK(bytes.substr(0, 6) == "\x93NUMPY");
+    CHECK(bytes.find("'descr': '<f4'") != std::string::npos);
+  }
+  const json::Value meta = json::parse(read_file(dump + "/meta.json"));
+  CHECK(meta.at("dtype").string == "f32");
+  CHECK(meta.at("padding").array.size() == 2);
+  CHECK(meta.at("padding").array[1].array[0].number == 2);
+  CHECK(meta.at("stride").array[0].number == 2);
+  CHECK(meta.at("placements").array[0].string == "S(2)");
+  CHECK(meta.at("files").object.size() == 8);
+
+  // PyTorch is optional (not in scripts/install-deps.sh): skip when absent.
+  const Ran probe = run_program({python(), "-c", "import torch, numpy"}, 60s);
+  if (probe.code != 0) {
+    WARN("SKIPPED check_dump.py: `" << python() << " -c 'import torch, numpy'` failed ("
+                                    << probe.output.substr(0, 200) << ")");
+    return;
+  }
+  const Ran check = run_program({python(), kCheckDump, dump}, 60s);
+  INFO("check_dump.py:\n" << check.output);
+  CHECK(check.code == 0);
+  CHECK(check.output.find("ok") != std::string::npos);
+
+  // A corrupted result must be caught: the checker is not a rubber stamp.
+  {
+    std::fstream f(dump + "/grad_input.npy", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float wrong = 100.0f;
+    f.write(reinterpret_cast<const char*>(&wrong), 4);
+  }
+  const Ran bad = run_program({python(), kCheckDump, dump}, 60s);
+  INFO("check_dump.py on a corrupted dump:\n" << bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("grad_input") != std::string::npos);
+}

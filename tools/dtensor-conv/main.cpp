@@ -1,0 +1,226 @@
+// dtensor-conv: runs one tensor-parallel convolution on seeded data and checks
+// (--check), dumps (--dump) and times (--bench) it. See `dtensor-conv --help`
+// and docs/cli.md.
+//
+// Failure policy: argument errors are found before init_process_group, from
+// the arguments and the launcher's environment alone, so every rank reaches
+// the same verdict and exits 2 without waiting for anyone. After init, rank 0
+// decides --check and --dump outcomes and broadcasts them, so every rank exits
+// with the same status. A library error exits 3 at once (_Exit, no final
+// barrier: a peer that did not fail would wait in it; our closed connections
+// make such peers fail instead, and dtensor-run stops them anyway).
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dtensor/core/distributed.h"
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/convolution.h"
+#include "tools/dtensor-conv/bench.h"
+#include "tools/dtensor-conv/check.h"
+#include "tools/dtensor-conv/dump.h"
+#include "tools/dtensor-conv/json.h"
+#include "tools/dtensor-conv/options.h"
+#include "tools/dtensor-conv/problem.h"
+
+namespace dtensor::conv_cli {
+namespace {
+
+int usage_error(const std::string& message) {
+  std::cerr << "dtensor-conv: " << message << "\n" << usage_line() << std::endl;
+  return exit_code::kUsage;
+}
+
+double all_max(double v) {
+  Tensor t = Tensor::full({1}, v, DType::F64);
+  world()->allreduce(t, ReduceOp::Max);
+  return t.item({0});
+}
+
+double all_sum(double v) {
+  Tensor t = Tensor::full({1}, v, DType::F64);
+  world()->allreduce(t, ReduceOp::Sum);
+  return t.item({0});
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+std::optional<double> ratio(const std::optional<double>& a, const std::optional<double>& b) {
+  if (!a || !b || *b <= 0) return std::nullopt;
+  return *a / *b;
+}
+
+std::optional<double> gflops(double flops, const std::optional<double>& ms) {
+  if (!ms || *ms <= 0) return std::nullopt;
+  return flops / (*ms * 1e-3) / 1e9;
+}
+
+std::vector<std::string> strings(const Placements& ps) {
+  std::vector<std::string> out;
+  for (const auto& p : ps)
+    out.push_back(p.str());
+  return out;
+}
+
+std::optional<double> opt(double v) {
+  return v;
+}
+
+int run(const Options& o) {
+  init_process_group();
+  const int rank = get_rank(), world_size = get_world_size();
+  const DeviceMesh mesh(DeviceType::CPU, o.mesh);
+  const Seeds seeds = Seeds::from(o.seed);
+  const ConvParams params = o.conv_params();
+  const Operands ops = make_operands(o, mesh, seeds);
+
+  // Everything this rank sends during one forward: the halos, and whatever
+  // redistribution the propagator asked for.
+  const std::uint64_t before = bytes_sent(mesh);
+  const DTensor y = convolution(ops.input, ops.weight, ops.bias, params);
+  const double fwd_bytes = static_cast<double>(bytes_sent(mesh) - before);
+
+  std::optional<DTensor> gy;
+  std::optional<ConvGrads> grads;
+  if (o.backward) {
+    gy = make_grad_output(o, y, seeds);
+    grads = convolution_backward(*gy, ops.input, ops.weight, params, {true, true, o.bias});
+  }
+  const double bytes_max = all_max(fwd_bytes), bytes_total = all_sum(fwd_bytes);
+
+  std::optional<BenchTimes> bench;
+  if (o.bench) bench = run_bench(o, mesh, ops, seeds);
+
+  // Rank 0 judges; the verdict is broadcast so that every rank exits alike.
+  int status = exit_code::kOk;
+  std::vector<TensorCheck> checks;
+  if (o.check || o.dump) {
+    const GlobalTensors g = gather_global(o, seeds, y, gy, grads);
+    if (rank == 0) {
+      if (o.check) {
+        checks = check_against_reference(o, g, world_size);
+        for (const auto& c : checks)
+          if (!c.ok) status = exit_code::kCheckFailed;
+      }
+      if (o.dump) {
+        try {
+          write_dump(*o.dump, o, world_size, y.placements(), g);
+        } catch (const std::exception& e) {
+          std::cerr << "dtensor-conv: " << e.what() << std::endl;
+          status = exit_code::kError;
+        }
+      }
+    }
+  }
+  Tensor verdict = Tensor::full({1}, status, DType::F64);
+  world()->broadcast(verdict, 0);
+  status = static_cast<int>(verdict.item({0}));
+  const double rss = all_max(peak_rss_mb());
+
+  if (rank == 0) {
+    const Shape& ws = ops.weight.shape();
+    // 2 * N * OC * prod(O) * C/groups * prod(k), the dense forward's flops.
+    double flops = 2.0 * static_cast<double>(shape_numel(y.shape()));
+    for (std::size_t i = 1; i < ws.size(); ++i)
+      flops *= static_cast<double>(ws[i]);  // C/groups * prod(k)
+
+    std::cout << fmt::format(
+        "dtensor-conv: {} rank(s), mesh {}, input {} {} placed {}, weight {}{}\n"
+        "  {}\n  output {} placed {}; one forward sent {} bytes per rank (max), {} in all\n",
+        world_size, shape_str(o.mesh), shape_str(o.input), dtype_name(o.dtype),
+        placements_str(o.placements), shape_str(ws), o.bias ? " + bias" : "", params.str(),
+        shape_str(y.shape()), placements_str(y.placements()), bytes_max, bytes_total);
+    for (const auto& c : checks)
+      std::cout << fmt::format(
+          "  check {:<12} max|err| {:.3e}  tol {:.3e}  (max|ref| {:.3e})  {}\n", c.name,
+          c.max_abs_err, c.tolerance, c.ref_max, c.ok ? "ok" : "OVER TOLERANCE");
+    if (bench) {
+      std::cout << fmt::format("  bench forward  {:.3f} ms, local kernel {:.3f} ms ({} iters)\n",
+                               *bench->fwd_ms, *bench->local_fwd_ms, o.iters);
+      if (bench->bwd_ms)
+        std::cout << fmt::format("  bench backward {:.3f} ms, local kernel {:.3f} ms\n",
+                                 *bench->bwd_ms, *bench->local_bwd_ms);
+    }
+    if (o.dump && status != exit_code::kError) std::cout << "  dump written to " << *o.dump << "\n";
+
+    if (o.json) {
+      JsonObject errs, tols;
+      for (const auto& c : checks) {
+        errs.add(c.name, c.max_abs_err);
+        tols.add(c.name, c.tolerance);
+      }
+      const BenchTimes b = bench.value_or(BenchTimes{});
+      JsonObject j;
+      j.add("ok", status == exit_code::kOk);
+      if (o.check)
+        j.add("max_abs_err", errs).add("tolerance", tols);
+      else
+        j.add_null("max_abs_err").add_null("tolerance");
+      j.add("fwd_ms", b.fwd_ms)
+          .add("bwd_ms", b.bwd_ms)
+          .add("local_fwd_ms", b.local_fwd_ms)
+          .add("local_bwd_ms", b.local_bwd_ms)
+          .add("overhead_fwd", ratio(b.fwd_ms, b.local_fwd_ms))
+          .add("overhead_bwd", ratio(b.bwd_ms, b.local_bwd_ms))
+          .add("gflops_fwd", gflops(flops, b.fwd_ms))
+          .add("gflops_bwd", gflops(2.0 * flops, b.bwd_ms))
+          .add("halo_bytes_sent_per_rank", opt(bytes_max))
+          .add("halo_bytes_sent_total", opt(bytes_total))
+          .add("peak_rss_mb", opt(rss))
+          .add("world_size", world_size)
+          .add("mesh", o.mesh)
+          .add("placements", strings(o.placements))
+          .add("output_placements", strings(y.placements()))
+          .add("input", o.input)
+          .add("weight", ws)
+          .add("output", y.shape())
+          .add("dtype", std::string(dtype_name(o.dtype)))
+          .add("iters", o.bench ? o.iters : 0);
+      std::cout << j.str() << "\n";
+    }
+    std::cout << std::flush;
+  }
+  destroy_process_group();
+  return status;
+}
+
+}  // namespace
+}  // namespace dtensor::conv_cli
+
+int main(int argc, char** argv) {
+  using namespace dtensor::conv_cli;
+  Options o;
+  try {
+    o = parse_options(std::vector<std::string>(argv + 1, argv + argc));
+    if (o.help) {
+      std::cout << help_text();
+      return exit_code::kOk;
+    }
+    // The world size comes from the launcher's environment, which every rank
+    // reads alike: checking against it needs no communication.
+    const int world_size = dtensor::resolve_init_options({}).world_size;
+    resolve_for_world(o, world_size);
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  } catch (const dtensor::Error& e) {
+    return usage_error(e.what());  // e.g. a malformed DTENSOR_WORLD_SIZE
+  }
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::cerr << "dtensor-conv: rank " << (dtensor::is_initialized() ? dtensor::get_rank() : 0)
+              << ": " << e.what() << std::endl;
+    std::fflush(nullptr);
+    std::_Exit(exit_code::kError);
+  }
+}

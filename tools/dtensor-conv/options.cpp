@@ -1,0 +1,356 @@
+#include "tools/dtensor-conv/options.h"
+
+#include <charconv>
+#include <functional>
+#include <map>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor::conv_cli {
+namespace {
+
+using Int = std::int64_t;
+
+// Library errors read "[dtensor.placement] --placements: ..."; on a command
+// line the component prefix is noise.
+std::string without_component(const std::string& what) {
+  if (what.rfind("[dtensor.", 0) == 0) {
+    const auto end = what.find("] ");
+    if (end != std::string::npos) return what.substr(end + 2);
+  }
+  return what;
+}
+
+[[noreturn]] void fail(std::string_view option, const std::string& message) {
+  throw UsageError(fmt::format("{}: {}", option, message));
+}
+
+// A whole-string integer: "3" yes, "3x", "", "+3", "0x10" no.
+Int parse_int(std::string_view option, std::string_view text) {
+  Int v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+    fail(option, fmt::format("'{}' is not an integer", text));
+  return v;
+}
+
+Int parse_int_at_least(std::string_view option, std::string_view text, Int min) {
+  const Int v = parse_int(option, text);
+  if (v < min) fail(option, fmt::format("{} must be >= {}", v, min));
+  return v;
+}
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t at = text.find(sep, start);
+    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
+std::vector<Int> parse_list(std::string_view option, std::string_view text, Int min,
+                            char sep = ',') {
+  if (text.empty()) fail(option, "empty list");
+  std::vector<Int> out;
+  for (auto part : split(text, sep))
+    out.push_back(parse_int_at_least(option, part, min));
+  return out;
+}
+
+ConvParams::Padding parse_padding_lr(std::string_view option, std::string_view text) {
+  if (text.empty()) fail(option, "empty list");
+  ConvParams::Padding out;
+  for (auto part : split(text, ',')) {
+    const auto halves = split(part, ':');
+    if (halves.size() != 2)
+      fail(option, fmt::format("'{}' is not a LEFT:RIGHT pair (e.g. 1:2)", part));
+    out.emplace_back(parse_int_at_least(option, halves[0], 0),
+                     parse_int_at_least(option, halves[1], 0));
+  }
+  return out;
+}
+
+// A per-spatial-dim list must have one entry (for every dim) or one per dim.
+template <typename T>
+void check_count(std::string_view option, const std::vector<T>& list, Int spatial) {
+  const Int n = static_cast<Int>(list.size());
+  if (n != 1 && n != spatial)
+    fail(option, fmt::format("{} values for {} spatial dim(s); give 1 or {}", n, spatial, spatial));
+}
+
+template <typename T>
+T at_dim(const std::vector<T>& list, std::size_t i) {
+  return list.size() == 1 ? list[0] : list[i];
+}
+
+// Everything that concerns the arguments together, once all are read.
+void check_combination(const Options& o, bool iters_given, bool warmup_given, bool padding_given,
+                       bool padding_lr_given) {
+  if (padding_given && padding_lr_given)
+    fail("--padding", "give either --padding or --padding-lr, not both");
+  if (!o.bench && iters_given) fail("--iters", "only meaningful with --bench");
+  if (!o.bench && warmup_given) fail("--warmup", "only meaningful with --bench");
+
+  const Int spatial = o.spatial_dims();
+  check_count("--kernel", o.kernel, spatial);
+  check_count("--stride", o.params.stride, spatial);
+  check_count("--dilation", o.params.dilation, spatial);
+  check_count(padding_lr_given ? "--padding-lr" : "--padding", o.params.padding, spatial);
+
+  const Int channels = o.input[1];
+  const Int out_channels = o.out_channels.value_or(channels);
+  if (channels % o.params.groups != 0)
+    fail("--groups", fmt::format("{} does not divide the {} input channels (--input)",
+                                 o.params.groups, channels));
+  if (out_channels % o.params.groups != 0)
+    fail("--groups", fmt::format("{} does not divide the {} output channels (--out-channels)",
+                                 o.params.groups, out_channels));
+
+  for (std::size_t i = 0; i < static_cast<std::size_t>(spatial); ++i) {
+    const Int length = o.input[2 + i];
+    const auto pad = at_dim(o.params.padding, i);
+    const Int k = at_dim(o.kernel, i), s = at_dim(o.params.stride, i),
+              d = at_dim(o.params.dilation, i);
+    const Int out = conv_output_length(length, k, s, d, pad.first, pad.second);
+    if (out < 1)
+      fail("--input",
+           fmt::format("spatial dim {} (length {}) is shorter than --kernel {} with --dilation {} "
+                       "and --padding {}:{} need ({}): the output would be empty",
+                       i, length, k, d, pad.first, pad.second, conv_kernel_extent(k, d)));
+  }
+
+  const Int rank = static_cast<Int>(o.input.size());
+  for (const Placement& p : o.placements) {
+    if (p.is_shard() && (p.dim() < -rank || p.dim() >= rank))
+      fail("--placements", fmt::format("{} is outside the {}-d input (--input)", p.str(), rank));
+    if (p.is_partial() && p.reduce_op() != ReduceOp::Sum)
+      fail("--placements", fmt::format("{}: only P / P(sum) inputs are supported", p.str()));
+  }
+
+  // The library's own rules, as a last guard: whatever it would reject at run
+  // time is rejected here, before any rank starts talking.
+  try {
+    check_conv_args(o.input, o.weight_shape(),
+                    o.bias ? std::optional<Shape>(Shape{out_channels}) : std::nullopt, o.params);
+  } catch (const InvalidArgument& e) {
+    throw UsageError("invalid convolution: " + without_component(e.what()));
+  }
+}
+
+}  // namespace
+
+Shape Options::weight_shape() const {
+  const Int channels = input.size() > 1 ? input[1] : 0;
+  Shape w{out_channels.value_or(channels), channels / std::max<Int>(params.groups, 1)};
+  for (Int i = 0; i < spatial_dims(); ++i)
+    w.push_back(at_dim(kernel, static_cast<std::size_t>(i)));
+  return w;
+}
+
+ConvParams Options::conv_params() const {
+  return params.expanded(spatial_dims());
+}
+
+Options parse_options(const std::vector<std::string>& args) {
+  Options o;
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    }
+
+  bool iters_given = false, warmup_given = false, padding_given = false, padding_lr_given = false;
+  using Handler = std::function<void(std::string_view option, std::string_view value)>;
+  const std::map<std::string, Handler, std::less<>> with_value = {
+      {"--mesh",
+       [&](auto opt, auto v) {
+         o.mesh = parse_list(opt, v, 1, 'x');
+         if (o.mesh.size() > 3) fail(opt, "a mesh has 1, 2 or 3 dims (e.g. 4, 2x2, 2x1x2)");
+       }},
+      {"--placements",
+       [&](auto opt, auto v) {
+         try {
+           o.placements = parse_placements(std::string(v), "--placements");
+         } catch (const InvalidArgument& e) {
+           const std::string msg = without_component(e.what());
+           throw UsageError(msg.rfind(opt, 0) == 0 ? msg : fmt::format("{}: {}", opt, msg));
+         }
+       }},
+      {"--input",
+       [&](auto opt, auto v) {
+         o.input = parse_list(opt, v, 1);
+         if (o.input.size() < 3 || o.input.size() > 5)
+           fail(opt, fmt::format("{} dims given; expected N,C,W or N,C,H,W or N,C,D,H,W",
+                                 o.input.size()));
+       }},
+      {"--out-channels", [&](auto opt, auto v) { o.out_channels = parse_int_at_least(opt, v, 1); }},
+      {"--kernel", [&](auto opt, auto v) { o.kernel = parse_list(opt, v, 1); }},
+      {"--stride", [&](auto opt, auto v) { o.params.stride = parse_list(opt, v, 1); }},
+      {"--dilation", [&](auto opt, auto v) { o.params.dilation = parse_list(opt, v, 1); }},
+      {"--padding",
+       [&](auto opt, auto v) {
+         o.params.padding = ConvParams::symmetric_padding(parse_list(opt, v, 0));
+         padding_given = true;
+       }},
+      {"--padding-lr",
+       [&](auto opt, auto v) {
+         o.params.padding = parse_padding_lr(opt, v);
+         padding_lr_given = true;
+       }},
+      {"--groups", [&](auto opt, auto v) { o.params.groups = parse_int_at_least(opt, v, 1); }},
+      {"--dtype",
+       [&](auto opt, auto v) {
+         try {
+           o.dtype = parse_dtype(v);
+         } catch (const InvalidArgument&) {
+           fail(opt, fmt::format("unknown dtype '{}' (expected f32, f64 or bf16)", v));
+         }
+       }},
+      {"--seed",
+       [&](auto opt, auto v) {
+         std::uint64_t s = 0;
+         const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), s);
+         if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+           fail(opt, fmt::format("'{}' is not a non-negative integer", v));
+         o.seed = s;
+       }},
+      {"--dump",
+       [&](auto opt, auto v) {
+         if (v.empty()) fail(opt, "empty directory name");
+         o.dump = std::string(v);
+       }},
+      {"--iters",
+       [&](auto opt, auto v) {
+         o.iters = static_cast<int>(std::min<Int>(parse_int_at_least(opt, v, 1), 1000000));
+         iters_given = true;
+       }},
+      {"--warmup",
+       [&](auto opt, auto v) {
+         o.warmup = static_cast<int>(std::min<Int>(parse_int_at_least(opt, v, 0), 1000000));
+         warmup_given = true;
+       }},
+  };
+  const std::map<std::string, bool*, std::less<>> flags = {
+      {"--no-bias", nullptr}, {"--backward", &o.backward}, {"--check", &o.check},
+      {"--bench", &o.bench},  {"--json", &o.json},
+  };
+
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0)
+      throw UsageError(fmt::format("unexpected argument '{}' (options start with --)", arg));
+    const auto eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    if (auto f = flags.find(name); f != flags.end()) {
+      if (eq != std::string::npos) fail(name, "takes no value");
+      if (f->second)
+        *f->second = true;
+      else
+        o.bias = false;
+      continue;
+    }
+    const auto h = with_value.find(name);
+    if (h == with_value.end()) fail(name, "unknown option (see --help)");
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else {
+      if (i + 1 >= args.size()) fail(name, "needs a value");
+      value = args[++i];
+    }
+    h->second(name, value);
+  }
+  check_combination(o, iters_given, warmup_given, padding_given, padding_lr_given);
+  return o;
+}
+
+void resolve_for_world(Options& o, int world_size) {
+  if (world_size < 1) fail("--mesh", fmt::format("the world size is {}", world_size));
+  if (o.mesh.empty()) {
+    o.mesh = {world_size};
+  } else if (shape_numel(o.mesh) != world_size) {
+    std::string shape;
+    for (auto m : o.mesh)
+      shape += (shape.empty() ? "" : "x") + std::to_string(m);
+    fail("--mesh", fmt::format("{} holds {} ranks but the job has {} (dtensor-run -n)", shape,
+                               shape_numel(o.mesh), world_size));
+  }
+  const Int mesh_dims = static_cast<Int>(o.mesh.size());
+  const Int rank = static_cast<Int>(o.input.size());
+  if (o.placements.empty()) {
+    for (Int i = 0; i < mesh_dims; ++i) {
+      const Int d = rank - mesh_dims + i;
+      o.placements.push_back(d >= 2 ? Placement::shard(d) : Placement::replicate());
+    }
+  } else if (static_cast<Int>(o.placements.size()) != mesh_dims) {
+    fail("--placements",
+         fmt::format("{} placement(s) for a {}-d mesh (--mesh); give one per mesh dim",
+                     o.placements.size(), mesh_dims));
+  }
+  for (auto& p : o.placements)
+    p = p.normalized(rank);
+}
+
+std::string usage_line() {
+  return "usage: dtensor-run -n P -- dtensor-conv [options]   (dtensor-conv --help)";
+}
+
+std::string help_text() {
+  return usage_line() + R"(
+
+Runs one tensor-parallel convolution (forward, optionally backward) on
+seeded random data, and optionally checks, dumps and times it.
+
+Geometry
+  --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
+                             (default: 1-D over the whole world)
+  --placements S3 | S2,S3 | S0,S3 | R
+                             input placements, one per mesh dim (the weight and
+                             bias are replicated). Default: the last spatial
+                             dims, one per mesh dim (1-D mesh: the last one)
+  --input N,C,W | N,C,H,W | N,C,D,H,W
+                             global input shape (default 2,4,16,16)
+  --out-channels K           default: C
+  --kernel k[,k...]          default 3
+  --stride s[,...]           default 1
+  --dilation d[,...]         default 1
+  --padding p[,...]          symmetric padding, default 0
+  --padding-lr l:r[,l:r...]  asymmetric padding (instead of --padding)
+  --groups g                 default 1
+  --no-bias                  no bias
+  Lists take one value (for every spatial dim) or one per spatial dim.
+
+Data
+  --dtype f32|f64|bf16       default f32
+  --seed S                   default 0; the same data on every rank and for
+                             every number of ranks
+
+Actions
+  --backward                 also run convolution_backward on a seeded random
+                             grad_output
+  --check                    compare every result with a naive f64 direct
+                             convolution (single process, no shared code);
+                             print max errors; exit 1 when over tolerance
+  --dump DIR                 rank 0 writes input, weight, bias, grad_output,
+                             output, grad_input, grad_weight, grad_bias as .npy
+                             (bf16 widened to float32) and meta.json;
+                             check them with tools/check_dump.py
+  --bench                    time the distributed passes and the local kernel
+                             alone on the same per-rank window (medians)
+    --iters N                timed iterations (default 10)
+    --warmup N               untimed iterations first (default 2)
+  --json                     the last line of rank 0's stdout is one JSON object
+  --help, -h                 this text
+
+Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),
+3 the library raised an error. See docs/cli.md.
+)";
+}
+
+}  // namespace dtensor::conv_cli
