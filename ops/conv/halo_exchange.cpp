@@ -30,6 +30,23 @@ Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& 
             "halo exchange: local extent {} along dim {} but the plan owns {}", local.size(dim),
             dim, me.input.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
+  // The window is exactly the owned range and nobody needs anything from us
+  // (P = 1, or stride == kernel on aligned shards): no copy, no traffic.
+  if (me.recv.empty() && me.send.empty() && me.window == me.input) return local;
+  if (me.recv.empty()) {
+    // The window lies in the owned range: a view, after sending what others need.
+    std::vector<Tensor> outgoing;
+    std::vector<P2POp> ops;
+    for (const auto& t : me.send) {
+      outgoing.push_back(local.narrow(dim, t.lo - i0, t.length()).contiguous());
+      ops.push_back(P2POp::send(outgoing.back(), static_cast<int>(t.peer)));
+    }
+    auto works = group.batch_isend_irecv(ops);
+    wait_all(works);
+    // An empty window (no output, or wholly in the padding) may sit anywhere.
+    return me.window.length == 0 ? local.narrow(dim, 0, 0)
+                                 : local.narrow(dim, a - i0, me.window.length);
+  }
   Tensor window = Tensor::empty(with_extent(local.shape(), dim, me.window.length), local.dtype());
   std::vector<P2POp> ops;
   std::vector<Landing> landings;
@@ -59,6 +76,7 @@ Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const Hal
             "halo exchange: gradient extent {} along dim {} but the window is {}",
             grad_window.size(dim), dim, me.window.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
+  if (me.recv.empty() && me.send.empty() && me.window == me.input) return grad_window;
   Tensor grad = Tensor::zeros(owned_shape, grad_window.dtype());
   std::vector<P2POp> ops;
   std::vector<std::pair<Tensor, std::int64_t>> incoming;  // buffer, offset in the owned range

@@ -99,8 +99,8 @@ TEST_CASE("quickstart runs on 4 ranks", "[examples][mp]") {
   const Output out = run(launch(4, DTENSOR_QUICKSTART));
   INFO(out.text);
   REQUIRE(out.status == 0);
-  CHECK(out.text.find("[0] y [8, 16, 64, 64] on S(2),S(3), local [8, 16, 32, 32]") !=
-        std::string::npos);
+  CHECK(out.text.find("[0] y [8, 16, 64, 64]: local [8, 16, 32, 32] as S(2),S(3), "
+                      "[4, 16, 64, 64] as S(0),R; mean") != std::string::npos);
 }
 
 TEST_CASE("custom_op: a strategy+kernel operator and a handler operator on 4 ranks",
