@@ -77,7 +77,12 @@ Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const Hal
             grad_window.size(dim), dim, me.window.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
   if (me.recv.empty() && me.send.empty() && me.window == me.input) return grad_window;
-  Tensor grad = Tensor::zeros(owned_shape, grad_window.dtype());
+  const Extent own = me.own_part();
+  // When the window covers the whole owned range, the own part is copied in
+  // (one pass) instead of zero-filling and adding (two).
+  const bool covers = own.offset == i0 && own.length == me.input.length;
+  Tensor grad = covers ? Tensor::empty(owned_shape, grad_window.dtype())
+                       : Tensor::zeros(owned_shape, grad_window.dtype());
   std::vector<P2POp> ops;
   std::vector<std::pair<Tensor, std::int64_t>> incoming;  // buffer, offset in the owned range
   for (const auto& t : me.grad_recv()) {
@@ -91,8 +96,9 @@ Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const Hal
     ops.push_back(P2POp::send(outgoing.back(), static_cast<int>(t.peer)));
   }
   auto works = group.batch_isend_irecv(ops);
-  const Extent own = me.own_part();
-  if (own.length > 0)
+  if (covers)
+    grad.copy_(grad_window.narrow(dim, own.offset - a, own.length));
+  else if (own.length > 0)
     grad.narrow(dim, own.offset - i0, own.length)
         .add_(grad_window.narrow(dim, own.offset - a, own.length));
   wait_all(works);
