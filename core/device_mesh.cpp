@@ -195,4 +195,8 @@ std::string DeviceMesh::str() const {
                      shape_str(impl_->shape), fmt::join(impl_->ranks, ", "));
 }
 
+DeviceMesh init_device_mesh(DeviceType device_type, const Shape& mesh_shape) {
+  return DeviceMesh(device_type, mesh_shape);
+}
+
 }  // namespace dtensor

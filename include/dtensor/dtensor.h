@@ -20,6 +20,7 @@
 #include "dtensor/ops/plugin.h"
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/placement/bucketed_reduce.h"
 #include "dtensor/placement/chunk.h"
 #include "dtensor/placement/dtensor.h"
 #include "dtensor/placement/dtensor_spec.h"

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""The benchmark suite (not a test): libdtensor's convolution layers at P = 1
+and 2 (one OpenMP thread per rank), against the local kernel on the same
+per-rank window, against PyTorch DTensor when it is installed, and against the
+machine's FMA peak; plus a growth sweep of image size. Everything in one run.
+
+  python3 bench/run_suite.py [--build build] [--torch-python /opt/torchbench/bin/python]
+                             [--quick] [--out docs]
+
+Writes docs/benchmarks.md (tables, the command and the machine),
+docs/benchmarks.json (for comparison between commits) and docs/benchmarks.png.
+"""
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# name, input N,C,(D,)H,W, out channels, kernel, stride, padding, groups, torch-comparable
+LAYERS = [
+    ("ResNet stem k7 s2 p3 3->64 512^2", "1,3,512,512", 64, 7, 2, 3, 1, False),
+    ("3x3 64->64 256^2", "1,64,256,256", 64, 3, 1, 1, 1, True),
+    ("3x3 64->64 512^2", "1,64,512,512", 64, 3, 1, 1, 1, True),
+    ("depthwise k7 p3 128ch 256^2", "1,128,256,256", 128, 7, 1, 3, 128, True),
+    ("downsample k4 s4 64->128 512^2", "1,64,512,512", 128, 4, 4, 0, 1, True),
+    ("3-D 3x3x3 32->32 64^3", "1,32,64,64,64", 32, 3, 1, 1, 1, False),
+]
+
+
+def progress(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def run_json(cmd, env):
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    lines = [l for l in out.stdout.splitlines() if l.strip()]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{shlex.join(cmd)} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    last = lines[-1]
+    return json.loads(last[last.index("{"):])
+
+
+def conv_args(layer, extra_placement):
+    name, inp, oc, k, s, p, g, _ = layer
+    nsp = len(inp.split(",")) - 2
+    return ["--input", inp, "--out-channels", str(oc), "--kernel", str(k), "--stride", str(s),
+            "--padding", str(p), "--groups", str(g), "--placements", extra_placement]
+
+
+def libdtensor(build, layer, P, dtype, iters, env):
+    nsp = len(layer[1].split(",")) - 2
+    placement = f"S{1 + nsp}"  # the last spatial dim (W), like PyTorch's Shard(3)
+    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", str(P), "--",
+           os.path.join(build, "bin", "dtensor-conv")] + conv_args(layer, placement) + [
+               "--dtype", dtype, "--backward", "--bench", "--iters", str(iters), "--warmup", "2",
+               "--json"]
+    return run_json(cmd, env)
+
+
+def torch_peer(py, layer, P, iters, env):
+    name, inp, oc, k, s, p, g, ok = layer
+    cmd = [py, os.path.join(ROOT, "bench", "torch_dtensor_conv.py"), "-n", str(P), "--input", inp,
+           "--out-channels", str(oc), "--kernel", str(k), "--stride", str(s), "--padding", str(p),
+           "--groups", str(g), "--iters", str(iters)]
+    return run_json(cmd, env)
+
+
+def machine():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--torch-python", default="")
+    ap.add_argument("--quick", action="store_true", help="fewer iterations and sizes")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
+    args = ap.parse_args()
+    env = dict(os.environ, OMP_NUM_THREADS="1", DTENSOR_LOG_LEVEL="warn")
+    iters = 3 if args.quick else 8
+    results = {"machine": machine(), "command": shlex.join([sys.executable] + sys.argv),
+               "date": time.strftime("%Y-%m-%d %H:%M"), "layers": [], "growth": []}
+
+    progress("FMA peak")
+    peak = run_json([os.path.join(args.build, "bin", "dtensor-bench-fma"), "--seconds", "2"], env)
+    results["fma_peak_gflops_f32"] = peak["fma_peak_gflops_f32"]
+
+    for layer in LAYERS:
+        for P in (1, 2):
+            for dtype in ("f32", "bf16") if layer[1] == "1,64,256,256" else ("f32",):
+                progress(f"{layer[0]} P={P} {dtype}")
+                r = libdtensor(args.build, layer, P, dtype, iters, env)
+                row = {"layer": layer[0], "P": P, "dtype": dtype, **{k: r.get(k) for k in (
+                    "fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd",
+                    "overhead_bwd", "gflops_fwd", "gflops_bwd", "halo_bytes_sent_per_rank",
+                    "peak_rss_mb")}}
+                if args.torch_python and layer[7] and P == 2 and dtype == "f32":
+                    progress(f"{layer[0]} P={P} PyTorch DTensor")
+                    try:
+                        t = torch_peer(args.torch_python, layer, P, iters, env)
+                        row["torch_fwd_ms"], row["torch_bwd_ms"] = t["fwd_ms"], t["bwd_ms"]
+                        row["torch_version"] = t["torch_version"]
+                    except Exception as e:  # the peer is optional: record why it is missing
+                        row["torch_error"] = str(e).splitlines()[0][:200]
+                results["layers"].append(row)
+
+    sizes = [128, 256, 512] if args.quick else [128, 256, 512, 768, 1024]
+    for size in sizes:
+        progress(f"growth 3x3 64->64 {size}^2 P=2")
+        layer = ("growth", f"1,64,{size},{size}", 64, 3, 1, 1, 1, False)
+        r = libdtensor(args.build, layer, 2, "f32", max(2, iters // 2), env)
+        results["growth"].append({"size": size, "fwd_ms": r["fwd_ms"], "bwd_ms": r["bwd_ms"],
+                                  "halo_bytes_sent_per_rank": r["halo_bytes_sent_per_rank"],
+                                  "peak_rss_mb": r["peak_rss_mb"]})
+
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "benchmarks.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    write_markdown(results, os.path.join(args.out, "benchmarks.md"))
+    plot(results, os.path.join(args.out, "benchmarks.png"))
+    progress("done")
+
+
+def fmt(v, spec=".1f"):
+    return "—" if v is None else format(v, spec)
+
+
+def write_markdown(res, path):
+    peak = res["fma_peak_gflops_f32"]
+    L = ["# Benchmarks", "",
+         f"Measured {res['date']} on {res['machine']} with `{res['command']}`: one OpenMP "
+         "thread per rank, medians. Ratios are measured side by side in the same run. "
+         f"FMA peak per core (f32): **{peak:.0f} GFLOP/s** (`dtensor-bench-fma`).", "",
+         "## Layers", "",
+         "overhead = distributed time / local kernel alone on the same per-rank window; "
+         "% peak = forward GFLOP/s per rank / FMA peak; vs torch = PyTorch DTensor time / "
+         "libdtensor time (forward + backward).", "",
+         "| layer | P | dtype | fwd ms | bwd ms | overhead fwd | overhead bwd | GFLOP/s fwd | % peak | halo bytes/rank | RSS MB | vs torch |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res["layers"]:
+        per_rank = (r["gflops_fwd"] or 0) / r["P"]
+        vs = "—"
+        if r.get("torch_fwd_ms"):
+            vs = f"{(r['torch_fwd_ms'] + r['torch_bwd_ms']) / (r['fwd_ms'] + r['bwd_ms']):.2f}x"
+        elif r.get("torch_error"):
+            vs = "failed"
+        L.append(f"| {r['layer']} | {r['P']} | {r['dtype']} | {fmt(r['fwd_ms'])} | {fmt(r['bwd_ms'])} | "
+                 f"{fmt(r['overhead_fwd'], '.3f')} | {fmt(r['overhead_bwd'], '.3f')} | "
+                 f"{fmt(r['gflops_fwd'])} | {100 * per_rank / peak:.0f}% | "
+                 f"{r['halo_bytes_sent_per_rank']} | {fmt(r['peak_rss_mb'])} | {vs} |")
+    L += ["", "## Growth (3x3 64->64, P = 2)", "",
+          "| image | fwd ms | bwd ms | halo bytes/rank | peak RSS MB |", "|---|---|---|---|---|"]
+    for g in res["growth"]:
+        L.append(f"| {g['size']}^2 | {fmt(g['fwd_ms'])} | {fmt(g['bwd_ms'])} | "
+                 f"{g['halo_bytes_sent_per_rank']} | {fmt(g['peak_rss_mb'])} |")
+    L += ["", "![growth](benchmarks.png)", ""]
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+def plot(res, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        progress("matplotlib missing: no plot")
+        return
+    g = res["growth"]
+    px = [x["size"] ** 2 / 1e6 for x in g]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(px, [x["fwd_ms"] for x in g], "o-", label="forward")
+    axes[0].plot(px, [x["bwd_ms"] for x in g], "s-", label="backward")
+    axes[0].set(xlabel="megapixels", ylabel="ms", title="time vs pixels")
+    axes[0].legend()
+    axes[1].plot([x["size"] for x in g], [x["halo_bytes_sent_per_rank"] / 1024 for x in g], "o-")
+    axes[1].set(xlabel="image edge", ylabel="KiB", title="halo bytes per rank vs edge")
+    axes[2].plot(px, [x["peak_rss_mb"] for x in g], "o-")
+    axes[2].set(xlabel="megapixels", ylabel="MB", title="peak RSS vs pixels")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    main()
