@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/detail/device_ops.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -132,6 +133,12 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
 DeviceType DeviceMesh::device_type() const {
   return impl_->device_type;
 }
+
+Device DeviceMesh::device() const {
+  if (impl_->device_type == DeviceType::CPU) return Device::cpu();
+  auto ops = detail::find_device_ops(impl_->device_type);
+  return Device{impl_->device_type, ops ? ops->current_device() : 0};
+}
 std::int64_t DeviceMesh::ndim() const {
   return static_cast<std::int64_t>(impl_->shape.size());
 }
@@ -206,6 +213,10 @@ std::size_t DeviceMesh::hash() const {
 std::string DeviceMesh::str() const {
   return fmt::format("DeviceMesh({}, {}, ranks=[{}])", device_type_name(impl_->device_type),
                      shape_str(impl_->shape), fmt::join(impl_->ranks, ", "));
+}
+
+DeviceMesh init_device_mesh(DeviceType device_type, const Shape& mesh_shape) {
+  return DeviceMesh(device_type, mesh_shape);
 }
 
 }  // namespace dtensor

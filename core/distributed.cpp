@@ -9,6 +9,9 @@
 #include <map>
 #include <mutex>
 
+#include "core/detail/backend_plan.h"
+#include "core/detail/device_ops.h"
+#include "core/detail/routing_process_group.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
@@ -57,7 +60,8 @@ void register_process_group_backend(const std::string& name, ProcessGroupFactory
 
 ResolvedInit resolve_init_options(const InitOptions& o) {
   ResolvedInit r;
-  r.backend = o.backend;
+  const char* env_backend = std::getenv("DTENSOR_BACKEND");
+  r.backend = o.backend.value_or(env_backend && *env_backend ? env_backend : "gloo");
   const EnvInt env_rank = first_env_int({"DTENSOR_RANK", "RANK", "OMPI_COMM_WORLD_RANK"});
   const EnvInt env_size =
       first_env_int({"DTENSOR_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
@@ -123,20 +127,30 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   ResolvedInit r = resolve_init_options(options);
-  ProcessGroupFactory factory;
+  auto cuda_ops = detail::find_device_ops(DeviceType::CUDA);
+  // Only "auto" looks at the devices: CPU-only programs never wake the driver.
+  const detail::BackendPlan plan = detail::plan_backends(
+      r.backend, cuda_ops && r.backend == "auto" ? cuda_ops->device_count() : 0);
+  ProcessGroupFactory cpu_factory, cuda_factory;
   {
     std::lock_guard lock(g_mutex);
     check_arg(!g_world, "init", "init_process_group was already called");
-    auto it = factories().find(r.backend);
-    check_arg(it != factories().end(), "init", "backend: unknown backend '{}' (this build has: {})",
-              r.backend, [] {
-                std::string names;
-                for (auto& [n, _] : factories())
-                  names += (names.empty() ? "" : ", ") + n;
-                return names;
-              }());
-    factory = it->second;
+    auto find = [](const std::string& name) {
+      auto it = factories().find(name);
+      check_arg(it != factories().end(), "init",
+                "backend: unknown backend '{}' (this build has: {})", name, [] {
+                  std::string names;
+                  for (auto& [n, _] : factories())
+                    names += (names.empty() ? "" : ", ") + n;
+                  return names;
+                }());
+      return it->second;
+    };
+    cpu_factory = find(plan.cpu);
+    if (plan.routed() && !plan.cuda_staged()) cuda_factory = find(plan.cuda);
   }
+  // A rank picks its GPU from its local rank before any backend touches one.
+  if (cuda_ops) cuda_ops->select_local_device(r.local_rank);
   if (r.store.empty()) {
     // One process started without a launcher: a private store it removes at exit.
     // Under $TMPDIR like the launcher's and the harness's directories.
@@ -150,8 +164,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   log::set_rank(r.rank);
   log::reload_level_from_env();
   auto store = open_store(r.store, r.timeout, options.store ? "store" : "DTENSOR_STORE");
-  auto pg = factory(BackendInit{r.rank, r.world_size, store, r.timeout, r.hostname, r.iface});
-  log::info("initialised: rank {}/{} backend {} store {}", r.rank, r.world_size, r.backend,
+  const BackendInit init{r.rank, r.world_size, r.local_rank, store, r.timeout, r.hostname, r.iface};
+  std::shared_ptr<ProcessGroup> pg = cpu_factory(init);
+  if (plan.routed())
+    pg = std::make_shared<detail::RoutingProcessGroup>(pg,
+                                                       cuda_factory ? cuda_factory(init) : nullptr);
+  log::info("initialised: rank {}/{} backend {} store {}", r.rank, r.world_size, pg->backend_name(),
             r.store);
   std::lock_guard lock(g_mutex);
   g_world = pg;

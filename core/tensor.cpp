@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/detail/device_ops.h"
 #include "core/detail/strided_loop.h"
 
 namespace dtensor {
@@ -29,13 +30,6 @@ double as_double(T v) {
     return static_cast<float>(v);
   else
     return static_cast<double>(v);
-}
-
-void check_cpu(const Tensor& t, const char* op) {
-  if (!t.device().is_cpu())
-    throw NotSupported("core", fmt::format("{} on {} tensors is done by the device backend, "
-                                           "not the CPU tensor code",
-                                           op, t.device().str()));
 }
 
 // splitmix64: a counter-based generator, so element i's value needs only (seed, i).
@@ -176,12 +170,24 @@ Tensor Tensor::to(DType dtype) const {
   return t;
 }
 
+Tensor Tensor::to(Device device) const {
+  check_arg(defined(), "core", "to: undefined tensor");
+  if (device == this->device()) return *this;
+  Tensor t = empty(shape_, dtype_, device);
+  t.copy_(*this);
+  return t;
+}
+
 Tensor& Tensor::copy_(const Tensor& src) {
   check_arg(defined() && src.defined(), "core", "copy_: undefined tensor");
   check_arg(shape_ == src.shape_, "core", "copy_: shape {} into shape {}", shape_str(src.shape_),
             shape_str(shape_));
-  check_cpu(*this, "copy_");
-  check_cpu(src, "copy_");
+  if (!device().is_cpu() || !src.device().is_cpu()) {
+    // At least one side is a device tensor: its backend moves the data.
+    const DeviceType t = device().is_cpu() ? src.device().type : device().type;
+    detail::device_ops(t, "copy_").copy(*this, src);
+    return *this;
+  }
   const std::size_t es = dtype_size(dtype_);
   visit_dtype(dtype_, [&](auto dtag) {
     using D = decltype(dtag);
@@ -208,7 +214,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::fill_(double value) {
   check_arg(defined(), "core", "fill_: undefined tensor");
-  check_cpu(*this, "fill_");
+  if (!device().is_cpu()) {
+    detail::device_ops(device().type, "fill_").fill(*this, value);
+    return *this;
+  }
   visit_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(storage_->data());
@@ -227,7 +236,12 @@ Tensor& Tensor::add_(const Tensor& src) {
   check_arg(shape_ == src.shape_ && dtype_ == src.dtype_, "core",
             "add_: {} {} += {} {}: shapes and dtypes must match", dtype_name(dtype_),
             shape_str(shape_), dtype_name(src.dtype_), shape_str(src.shape_));
-  check_cpu(*this, "add_");
+  check_arg(device() == src.device(), "core", "add_: {} += {}: devices must match", device().str(),
+            src.device().str());
+  if (!device().is_cpu()) {
+    detail::device_ops(device().type, "add_").add(*this, src);
+    return *this;
+  }
   visit_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     T* dst = static_cast<T*>(storage_->data());
@@ -266,7 +280,7 @@ double Tensor::item(std::initializer_list<std::int64_t> index) const {
               shape_[d]);
     off += i * strides_[d++];
   }
-  check_cpu(*this, "item");
+  if (!device().is_cpu()) return device_element(off);
   return visit_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return as_double(static_cast<const T*>(storage_->data())[off]);
@@ -281,11 +295,17 @@ double Tensor::item_flat(std::int64_t flat) const {
     off += (flat % shape_[d]) * strides_[d];
     flat /= shape_[d];
   }
-  check_cpu(*this, "item_flat");
+  if (!device().is_cpu()) return device_element(off);
   return visit_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return as_double(static_cast<const T*>(storage_->data())[off]);
   });
+}
+
+double Tensor::device_element(std::int64_t storage_index) const {
+  // A one-element view at that storage index, copied to the host.
+  const Tensor one(storage_, storage_index, Shape{1}, Shape{1}, dtype_);
+  return one.to(Device::cpu()).item_flat(0);
 }
 
 std::string Tensor::str() const {
@@ -316,8 +336,8 @@ void for_each_pair(const Tensor& a, const Tensor& b, Fn&& fn) {
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   check_arg(a.shape() == b.shape(), "core", "max_abs_diff: shapes {} and {} differ",
             shape_str(a.shape()), shape_str(b.shape()));
-  check_cpu(a, "max_abs_diff");
-  check_cpu(b, "max_abs_diff");
+  if (!a.device().is_cpu() || !b.device().is_cpu())
+    return max_abs_diff(a.to(Device::cpu()), b.to(Device::cpu()));
   double m = 0;
   for_each_pair(a, b, [&](double x, double y) {
     const double d = std::abs(x - y);
@@ -327,7 +347,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 double max_abs(const Tensor& a) {
-  check_cpu(a, "max_abs");
+  if (!a.device().is_cpu()) return max_abs(a.to(Device::cpu()));
   double m = 0;
   for_each_pair(a, a, [&](double x, double) { m = std::max(m, std::abs(x)); });
   return m;

@@ -135,14 +135,21 @@ int main(int argc, char** argv) try {
       Tensor::rand_slice(yspec.shape(), yspec.global_offset(), yspec.local_shape(), DType::F32, 2),
       yspec);
   t0 = Clock::now();
-  std::vector<DTensor> gw(layers.size(), gy), gb(layers.size(), gy);
+  std::vector<DTensor> pending;  // grad_weight, grad_bias per layer: Partial(sum)
   DTensor g = gy;
   for (std::size_t i = layers.size(); i-- > 0;) {
     auto grads = convolution_backward(g, inputs[i], w[i], layers[i].params);
-    gw[i] = grads.grad_weight->redistribute(mesh, replicated);
-    gb[i] = grads.grad_bias->redistribute(mesh, replicated);
+    pending.push_back(*grads.grad_weight);
+    pending.push_back(*grads.grad_bias);
     g = *grads.grad_input;
     if (i > 0) g = relu_backward(g, pre[i - 1]);
+  }
+  // All weight gradients reduced together, in buckets (pending holds layer 3 first).
+  auto reduced = reduce_partials(pending);
+  std::vector<DTensor> gw, gb;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    gw.push_back(reduced[2 * (layers.size() - 1 - i)]);
+    gb.push_back(reduced[2 * (layers.size() - 1 - i) + 1]);
   }
   world->barrier();
   const double bwd_ms = ms_since(t0);

@@ -179,7 +179,7 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
   }
   const DTensor& first = inputs.at(0);
   const LocalKernel& kernel =
-      find_kernel(schema_.op(), first.to_local().device().type, first.dtype());
+      op_kernel(schema_.op(), first.to_local().device().type, first.dtype());
   std::vector<Tensor> locals = kernel(call);
   check_arg(locals.size() == s.output_specs.size(), "dispatch",
             "{}: the kernel returned {} outputs, {} expected", schema_.op(), locals.size(),

@@ -42,7 +42,8 @@ Shape output_shape(const Shape& input, const Shape& weight, const ConvParams& p)
 // Sum of grad_out over every dim but the channels: the bias gradient, for the
 // degenerate cases the backends never see. Accumulates in f64.
 Tensor bias_grad(const Tensor& grad_out) {
-  const Tensor g = grad_out.contiguous();
+  // Element reads go through the host (a device tensor's item is one copy each).
+  const Tensor g = grad_out.to(Device::cpu()).contiguous();
   const std::int64_t n = g.size(0), oc = g.size(1);
   const std::int64_t inner = oc == 0 ? 0 : g.numel() / std::max<std::int64_t>(n * oc, 1);
   std::vector<double> acc(static_cast<std::size_t>(oc), 0.0);
@@ -53,7 +54,7 @@ Tensor bias_grad(const Tensor& grad_out) {
   Tensor out = Tensor::empty({oc}, grad_out.dtype());
   for (std::int64_t c = 0; c < oc; ++c)
     out.narrow(0, c, 1).fill_(acc[static_cast<std::size_t>(c)]);
-  return out;
+  return out.to(grad_out.device());
 }
 
 struct Registry {
@@ -82,9 +83,11 @@ Tensor LocalConvKernels::forward(const Tensor& x, const Tensor& w, const Tensor&
     // No data reaches any output (empty shard, window wholly in padding): the
     // output is the bias alone.
     Tensor y = Tensor::zeros(out_shape, x.dtype(), x.device());
-    if (b.defined() && y.numel() > 0)
+    if (b.defined() && y.numel() > 0) {
+      const Tensor hb = b.to(Device::cpu());
       for (std::int64_t c = 0; c < out_shape[1]; ++c)
-        y.narrow(1, c, 1).fill_(b.item_flat(c));
+        y.narrow(1, c, 1).fill_(hb.item_flat(c));
+    }
     return y;
   }
   Tensor y =

@@ -130,7 +130,7 @@ const OpDef* find_op_def(const std::string& op) {
   return it != r.ops.end() ? it->second.def.get() : nullptr;
 }
 
-const LocalKernel& find_kernel(const std::string& op, DeviceType device, DType dtype) {
+const LocalKernel& op_kernel(const std::string& op, DeviceType device, DType dtype) {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   auto it = r.ops.find(op);

@@ -199,9 +199,12 @@ DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
     std::vector<Tensor> parts;
     std::vector<P2POp> ops;
     Tensor mine;
+    const Tensor host_global = global.to(Device::cpu());
     for (std::int64_t f = 0; f < mesh.size(); ++f) {
       const int w = mesh.ranks()[f];
-      Tensor part = local_part(global, spec, *mesh.coordinate_of(w));
+      // Parts travel from host memory (receivers cannot know the source's
+      // device); each rank moves its own to the mesh's device.
+      Tensor part = local_part(host_global, spec, *mesh.coordinate_of(w));
       if (mesh_group_rank_of(mesh, w) == src_g) {
         mine = part;
       } else if (part.numel() > 0) {
@@ -211,14 +214,14 @@ DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
     }
     auto works = group->batch_isend_irecv(ops);
     wait_all(works);
-    return DTensor(mine, spec);
+    return DTensor(mine.to(mesh.device()), spec);
   }
   Tensor mine = Tensor::empty(spec.local_shape(), dtype);
   if (mine.numel() > 0) {
     auto w = group->irecv(mine, src_g);
     w->wait();
   }
-  return DTensor(mine, spec);
+  return DTensor(mine.to(mesh.device()), spec);
 }
 
 }  // namespace dtensor

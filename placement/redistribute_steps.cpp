@@ -23,8 +23,8 @@ struct StepContext {
 };
 
 // Packs blocks (views) back to back into one contiguous buffer.
-Tensor pack(const std::vector<Tensor>& blocks, DType dtype, std::int64_t total) {
-  Tensor buf = Tensor::empty({total}, dtype);
+Tensor pack(const std::vector<Tensor>& blocks, DType dtype, std::int64_t total, Device device) {
+  Tensor buf = Tensor::empty({total}, dtype, device);
   std::int64_t at = 0;
   for (auto& b : blocks) {
     if (b.numel() == 0) continue;
@@ -62,7 +62,7 @@ Tensor all_gather(const Tensor& local, const StepContext& s, ProcessGroup& g, st
     offsets.push_back(s.from.global_offset_at(s.coord_of(q))[d] - base[d]);
   }
   const auto counts = numels(shapes);
-  Tensor out = Tensor::empty(s.to.local_shape_at(s.coord), local.dtype());
+  Tensor out = Tensor::empty(s.to.local_shape_at(s.coord), local.dtype(), local.device());
   if (d == 0 || out.numel() == 0) {
     // Blocks along the outermost dim land in place, in rank order.
     Tensor flat = out.view({out.numel()});
@@ -72,7 +72,7 @@ Tensor all_gather(const Tensor& local, const StepContext& s, ProcessGroup& g, st
   std::int64_t total = 0;
   for (auto c : counts)
     total += c;
-  Tensor buf = Tensor::empty({total}, local.dtype());
+  Tensor buf = Tensor::empty({total}, local.dtype(), local.device());
   g.allgather(local.contiguous().view({local.numel()}), buf, counts);
   unpack_along(buf, shapes, offsets, d, out);
   return out;
@@ -97,8 +97,8 @@ Tensor reduce_scatter(const Tensor& local, const StepContext& s, ProcessGroup& g
   std::int64_t total = 0;
   for (auto& b : blocks)
     total += counts.emplace_back(b.numel());
-  Tensor buf = pack(blocks, local.dtype(), total);
-  Tensor out = Tensor::empty(s.to.local_shape_at(s.coord), local.dtype());
+  Tensor buf = pack(blocks, local.dtype(), total, local.device());
+  Tensor out = Tensor::empty(s.to.local_shape_at(s.coord), local.dtype(), local.device());
   Tensor flat = out.view({out.numel()});
   g.reduce_scatter(buf, flat, counts, op);
   return out;
@@ -111,7 +111,7 @@ Tensor all_to_all(const Tensor& local, const StepContext& s, ProcessGroup& g, st
   std::int64_t send_total = 0;
   for (auto& b : send_blocks)
     send_total += send_counts.emplace_back(b.numel());
-  Tensor send = pack(send_blocks, local.dtype(), send_total);
+  Tensor send = pack(send_blocks, local.dtype(), send_total, local.device());
 
   // From q: q's old shard restricted to my new range along d_to.
   const Shape my_new = s.to.local_shape_at(s.coord);
@@ -126,9 +126,9 @@ Tensor all_to_all(const Tensor& local, const StepContext& s, ProcessGroup& g, st
     recv_shapes.push_back(sh);
     offsets.push_back(s.from.global_offset_at(s.coord_of(q))[d_from] - base[d_from]);
   }
-  Tensor recv = Tensor::empty({recv_total}, local.dtype());
+  Tensor recv = Tensor::empty({recv_total}, local.dtype(), local.device());
   g.all_to_all(send, send_counts, recv, numels(recv_shapes));
-  Tensor out = Tensor::empty(my_new, local.dtype());
+  Tensor out = Tensor::empty(my_new, local.dtype(), local.device());
   unpack_along(recv, recv_shapes, offsets, d_from, out);
   return out;
 }
@@ -163,7 +163,7 @@ Tensor apply_redistribute_step(const Tensor& local, const DTensorSpec& from, con
       // A sum must count the value once: index 0 keeps it, the others hold
       // zeros. avg/max/min of identical copies is the value itself.
       if (step.to.reduce_op() == ReduceOp::Sum && s.coord[step.mesh_dim] != 0)
-        return Tensor::zeros(local.shape(), local.dtype());
+        return Tensor::zeros(local.shape(), local.dtype(), local.device());
       return local.clone();
     }
   }

@@ -155,20 +155,67 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendIn
 }
 
 void GlooProcessGroup::connect() {
-  auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
-  // Gloo waits 5x the context's timeout for a pair's initial connection
-  // (tcp/pair.h, waitUntil: "a longer timeout when waiting for initial
-  // connect"), so a peer that died after publishing its address kept the
-  // others in the rendezvous for 5x DTENSOR_TIMEOUT. The pairs are created
-  // with a fifth of it, which makes that wait the timeout we promise; the
-  // context's own timeout is restored after (operations pass theirs anyway).
-  ctx->setTimeout(std::max(timeout_ / 5, std::chrono::milliseconds(1)));
-  StoreAdapter store(store_, prefix_, timeout_);
-  log::debug("gloo: connecting group '{}' as rank {}/{} (world ranks {})", prefix_, rank_, size_,
-             join(global_ranks_, ","));
-  translate_errors("rendezvous of group '" + prefix_ + "'",
-                   [&] { ctx->connectFullMesh(store, device_); });
+  // Under heavy load a Gloo TCP pair can end up connected on one side while
+  // the other side saw its socket closed (the connecting side gave up on a
+  // first socket and retried with a second; measured: ~1 in 40 creations of
+  // a 2x2 mesh with the machine loaded 6x). So every member reports how its
+  // rendezvous went through the store, and if any failed, all retry under a
+  // fresh prefix (fresh pairs). A timeout is not retried: it already waited.
+  //
+  // DTENSOR_TIMEOUT bounds the whole rendezvous, retries included: each step
+  // gets what is left of it (a peer that died mid-rendezvous must not keep
+  // the others here for several timeouts). And Gloo waits 5x the context's
+  // timeout for a pair's initial connection (tcp/pair.h, waitUntil: "a longer
+  // timeout when waiting for initial connect"), so the pairs are created with
+  // a fifth of the budget; the store waits still get all of it (StoreAdapter
+  // never waits less than its own timeout), and the context's timeout is
+  // restored once connected (operations pass theirs anyway).
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto budget = [&] {
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()),
+                    std::chrono::milliseconds(1));
+  };
+  constexpr int kAttempts = 3;
+  std::shared_ptr<::gloo::rendezvous::Context> ctx;
+  std::string prefix = prefix_;
+  for (int attempt = 0;; ++attempt) {
+    prefix = attempt == 0 ? prefix_ : fmt::format("{}~retry{}", prefix_, attempt);
+    ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
+    const auto attempt_budget = budget();
+    ctx->setTimeout(std::max(attempt_budget / 5, std::chrono::milliseconds(1)));
+    StoreAdapter store(store_, prefix, attempt_budget);
+    log::debug("gloo: connecting group '{}' as rank {}/{} (world ranks {})", prefix, rank_, size_,
+               join(global_ranks_, ","));
+    std::string error;
+    try {
+      translate_errors("rendezvous of group '" + prefix + "'",
+                       [&] { ctx->connectFullMesh(store, device_); });
+    } catch (const TimeoutError&) {
+      throw;
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+    StoreAdapter outcomes(store_, prefix, budget());
+    outcomes.set("outcome/" + std::to_string(rank_), std::vector<char>{error.empty() ? '1' : '0'});
+    int failed_peer = -1;
+    for (int peer = 0; peer < size_; ++peer) {
+      std::vector<char> v;
+      translate_errors("rendezvous of group '" + prefix + "'",
+                       [&] { v = outcomes.get("outcome/" + std::to_string(peer)); });
+      if (v.empty() || v[0] != '1') failed_peer = peer;
+    }
+    if (failed_peer < 0) break;
+    if (attempt + 1 == kAttempts)
+      throw CommError("gloo", error.empty() ? fmt::format("rendezvous of group '{}': rank {} "
+                                                          "failed to connect {} times",
+                                                          prefix_, failed_peer, kAttempts)
+                                            : error);
+    log::warn("gloo: rendezvous of group '{}' failed on rank {} ({}); retrying", prefix,
+              failed_peer, error.empty() ? "reported by the peer" : error);
+  }
   ctx->setTimeout(timeout_);
+  StoreAdapter store(store_, prefix, timeout_);
   context_ = std::move(ctx);
   // Each rank published the addresses of its pairs, one per peer, in rank
   // order without itself (Gloo's rendezvous layout); ours is at our slot.

@@ -46,6 +46,7 @@ Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& 
                        shape_str(input_shape), shape_str(w.shape()), p.str()));
   }
   Tensor gx = Tensor::empty(input_shape, t);
+  ScratchScope scratch;
   auto& s = stream();
   dnnl::memory diff_src = plan->diff_src.output(gx);
   plan->prim.execute(s, {{DNNL_ARG_DIFF_DST, plan->diff_dst.input(grad_out)},

@@ -60,6 +60,7 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
   ConvWeightGrads out;
   out.grad_weight = Tensor::empty(weight_shape, t);
   if (want_bias) out.grad_bias = Tensor::empty({weight_shape[0]}, t);
+  ScratchScope scratch;
   auto& s = stream();
   dnnl::memory diff_w = plan->diff_weights.output(out.grad_weight);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan->src.input(x)},

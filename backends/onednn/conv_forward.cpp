@@ -62,6 +62,7 @@ Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Con
                                     shape_str(x.shape()), shape_str(w.shape()), p.str()));
   }
   Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), t);
+  ScratchScope scratch;
   auto& s = stream();
   dnnl::memory dst = plan->dst.output(y);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan->src.input(x)},

@@ -69,6 +69,24 @@ dnnl::memory::desc any_md(const dnnl::memory::dims& dims, DType t) {
   return dnnl::memory::desc(dims, data_type(t), tag::any);
 }
 
+namespace {
+thread_local std::vector<std::vector<std::shared_ptr<Storage>>> t_scratch;
+}  // namespace
+
+ScratchScope::ScratchScope() {
+  t_scratch.emplace_back();
+}
+ScratchScope::~ScratchScope() {
+  t_scratch.pop_back();
+}
+
+dnnl::memory ScratchScope::memory(const dnnl::memory::desc& md) {
+  auto st = Storage::allocate(md.get_size(), Device::cpu());
+  void* p = st->data();
+  t_scratch.back().push_back(std::move(st));
+  return dnnl::memory(md, engine(), p);
+}
+
 Operand::Operand(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool is_input)
     : user_(user), prim_(prim), same_(user == prim) {
   if (same_) return;
@@ -81,14 +99,14 @@ dnnl::memory Operand::input(const Tensor& t) const {
   // oneDNN only reads inputs; the const_cast is what its C-style API needs.
   dnnl::memory user(user_, engine(), const_cast<void*>(t.data_ptr()));
   if (same_) return user;
-  dnnl::memory m(prim_, engine());
+  dnnl::memory m = ScratchScope::memory(prim_);
   reorder_.execute(stream(), user, m);
   return m;
 }
 
 dnnl::memory Operand::output(const Tensor& t) const {
   if (same_) return dnnl::memory(user_, engine(), t.data_ptr());
-  return dnnl::memory(prim_, engine());
+  return ScratchScope::memory(prim_);
 }
 
 void Operand::finish_output(dnnl::memory written, const Tensor& t) const {

@@ -42,6 +42,20 @@ struct ConvDims {
 dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, DType t, dnnl::memory::format_tag tag);
 dnnl::memory::desc any_md(const dnnl::memory::dims& dims, DType t);
 
+/// Holds the buffers of reordered operands until the primitive that uses them
+/// has run: create one at the top of every pass. The buffers come from the
+/// library's caching allocator: oneDNN's own allocations are fresh memory on
+/// every call, and page-faulting a few MiB costs milliseconds each time.
+class ScratchScope {
+ public:
+  ScratchScope();
+  ~ScratchScope();
+  ScratchScope(const ScratchScope&) = delete;
+  ScratchScope& operator=(const ScratchScope&) = delete;
+  /// A buffer for `md`, alive until the innermost scope ends.
+  static dnnl::memory memory(const dnnl::memory::desc& md);
+};
+
 /// One argument of a primitive: the user's plain layout and the primitive's.
 /// When they differ, a cached reorder converts between them on every call.
 class Operand {

@@ -18,8 +18,9 @@ struct Landing {
   Tensor target() const { return buffer.defined() ? buffer : view; }
 };
 Landing landing_for(const Tensor& view) {
-  return view.is_contiguous() ? Landing{view, {}}
-                              : Landing{view, Tensor::empty(view.shape(), view.dtype())};
+  return view.is_contiguous()
+             ? Landing{view, {}}
+             : Landing{view, Tensor::empty(view.shape(), view.dtype(), view.device())};
 }
 
 }  // namespace
@@ -47,7 +48,8 @@ Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& 
     return me.window.length == 0 ? local.narrow(dim, 0, 0)
                                  : local.narrow(dim, a - i0, me.window.length);
   }
-  Tensor window = Tensor::empty(with_extent(local.shape(), dim, me.window.length), local.dtype());
+  Tensor window = Tensor::empty(with_extent(local.shape(), dim, me.window.length), local.dtype(),
+                                local.device());
   std::vector<P2POp> ops;
   std::vector<Landing> landings;
   for (const auto& t : me.recv) {
@@ -77,12 +79,18 @@ Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const Hal
             grad_window.size(dim), dim, me.window.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
   if (me.recv.empty() && me.send.empty() && me.window == me.input) return grad_window;
-  Tensor grad = Tensor::zeros(owned_shape, grad_window.dtype());
+  const Extent own = me.own_part();
+  // When the window covers the whole owned range, the own part is copied in
+  // (one pass) instead of zero-filling and adding (two).
+  const bool covers = own.offset == i0 && own.length == me.input.length;
+  Tensor grad = covers ? Tensor::empty(owned_shape, grad_window.dtype(), grad_window.device())
+                       : Tensor::zeros(owned_shape, grad_window.dtype(), grad_window.device());
   std::vector<P2POp> ops;
   std::vector<std::pair<Tensor, std::int64_t>> incoming;  // buffer, offset in the owned range
   for (const auto& t : me.grad_recv()) {
-    incoming.emplace_back(Tensor::empty(with_extent(owned_shape, dim, t.length()), grad.dtype()),
-                          t.lo - i0);
+    incoming.emplace_back(
+        Tensor::empty(with_extent(owned_shape, dim, t.length()), grad.dtype(), grad.device()),
+        t.lo - i0);
     ops.push_back(P2POp::recv(incoming.back().first, static_cast<int>(t.peer)));
   }
   std::vector<Tensor> outgoing;
@@ -91,8 +99,9 @@ Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const Hal
     ops.push_back(P2POp::send(outgoing.back(), static_cast<int>(t.peer)));
   }
   auto works = group.batch_isend_irecv(ops);
-  const Extent own = me.own_part();
-  if (own.length > 0)
+  if (covers)
+    grad.copy_(grad_window.narrow(dim, own.offset - a, own.length));
+  else if (own.length > 0)
     grad.narrow(dim, own.offset - i0, own.length)
         .add_(grad_window.narrow(dim, own.offset - a, own.length));
   wait_all(works);

@@ -98,7 +98,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const Tensor window = gather_windows(x.to_local(), g);
   Tensor y;
   if (!g.has_output) {
-    y = Tensor::zeros(out_spec.local_shape(), x.dtype());
+    y = Tensor::zeros(out_spec.local_shape(), x.dtype(), x.to_local().device());
   } else {
     const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
     y = local_conv_kernels(x.to_local().device(), x.dtype())
@@ -153,7 +153,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   if (mask.input) {
     const Tensor grad_window =
         g.has_output ? kernels->backward_data(gy.to_local(), w.to_local(), window.shape(), g.params)
-                     : Tensor::zeros(window.shape(), x.dtype());
+                     : Tensor::zeros(window.shape(), x.dtype(), window.device());
     locals.push_back(scatter_windows(grad_window, g));
   }
   if (mask.weight || mask.bias) {
@@ -162,8 +162,8 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       wg = kernels->backward_weights(gy.to_local(), window, w.to_local().shape(), g.params,
                                      mask.bias);
     } else {  // no output here: this rank's share of the sums is zero
-      wg.grad_weight = Tensor::zeros(w.to_local().shape(), x.dtype());
-      wg.grad_bias = Tensor::zeros({w.to_local().size(0)}, x.dtype());
+      wg.grad_weight = Tensor::zeros(w.to_local().shape(), x.dtype(), window.device());
+      wg.grad_bias = Tensor::zeros({w.to_local().size(0)}, x.dtype(), window.device());
     }
     if (mask.weight) locals.push_back(wg.grad_weight);
     if (mask.bias) locals.push_back(wg.grad_bias);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "dtensor/core/device_mesh.h"
+#include "dtensor/placement/bucketed_reduce.h"
 #include "dtensor/placement/dtensor.h"
 #include "dtensor/placement/redistribute.h"
 #include "tests/placement/redistribute_oracle.h"
@@ -311,5 +312,48 @@ TEST_CASE("distribute_tensor from a non-zero source sends each rank only its par
       REQUIRE(got >= static_cast<std::uint64_t>(len * 5 * 8));
       REQUIRE(got <= static_cast<std::uint64_t>(len * 5 * 8 + 256));
     }
+  });
+}
+
+TEST_CASE("reduce_partials buckets pending sums: same values as redistribute, fewer all-reduces",
+          "[redistribute][bucket][mp]") {
+  run_ranks(4, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {2, 2});
+    std::vector<DTensor> grads;
+    std::vector<Tensor> sums;
+    // Ten small Partial(sum) tensors over mesh dim 0, replicated on mesh dim 1,
+    // plus one already replicated and one sharded on mesh dim 1.
+    for (int k = 0; k < 10; ++k) {
+      const Shape s{3 + k, 4};
+      const Tensor G = testing::integer_tensor(s, DType::F64, 50 + k);
+      sums.push_back(G);
+      grads.push_back(
+          DTensor::from_local(testing::oracle_local(G, mesh.shape(), {Partial(), Replicate()},
+                                                    *mesh.get_coordinate(), {true, true}),
+                              mesh, {Partial(), Replicate()}, s));
+    }
+    const Tensor R = testing::integer_tensor({5}, DType::F64, 70);
+    grads.push_back(distribute_tensor(R, mesh, {Replicate(), Replicate()}));
+    const Tensor S = testing::integer_tensor({6, 2}, DType::F64, 71);
+    grads.push_back(
+        DTensor::from_local(testing::oracle_local(S, mesh.shape(), {Partial(), Shard(0)},
+                                                  *mesh.get_coordinate(), {true, true}),
+                            mesh, {Partial(), Shard(0)}, Shape{6, 2}));
+    const auto before = mesh.get_group(0)->counters().messages_sent.load();
+    auto reduced = reduce_partials(grads, 1 << 10);  // 1 KiB buckets: several buckets
+    const auto bucketed_msgs = mesh.get_group(0)->counters().messages_sent.load() - before;
+    for (int k = 0; k < 10; ++k) {
+      REQUIRE(reduced[k].placements() == Placements{Replicate(), Replicate()});
+      REQUIRE(max_abs_diff(reduced[k].to_local(), sums[k]) == 0.0);
+    }
+    REQUIRE(reduced[10].to_local().shares_storage_with(grads[10].to_local()));  // untouched
+    REQUIRE(reduced[11].placements() == Placements{Replicate(), Shard(0)});
+    REQUIRE(max_abs_diff(reduced[11].full_tensor(), S) == 0.0);
+    const auto before_each = mesh.get_group(0)->counters().messages_sent.load();
+    for (int k = 0; k < 10; ++k)
+      grads[k].redistribute(mesh, {Replicate(), Replicate()});
+    const auto each_msgs = mesh.get_group(0)->counters().messages_sent.load() - before_each;
+    REQUIRE(bucketed_msgs < each_msgs);
+    (void)ctx;
   });
 }

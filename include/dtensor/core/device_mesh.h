@@ -30,7 +30,12 @@ class DeviceMesh {
              std::shared_ptr<ProcessGroup> world);
 
   DeviceType device_type() const;
+  /// The device this rank's local tensors live on: the CPU, or for a CUDA mesh
+  /// the GPU init_process_group picked from the local rank (current device).
+  Device device() const;
+  /// Number of mesh dimensions.
   std::int64_t ndim() const;
+  /// Ranks along mesh dimension `dim`.
   std::int64_t size(std::int64_t dim) const;
   std::int64_t size() const;  // number of ranks in the mesh
   const Shape& shape() const;
@@ -59,5 +64,9 @@ class DeviceMesh {
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
+
+/// PyTorch's spelling: `init_device_mesh("cpu", (2, 2))`. The same as
+/// DeviceMesh(device_type, shape) over world ranks 0 .. prod(shape)-1.
+DeviceMesh init_device_mesh(DeviceType device_type, const Shape& mesh_shape);
 
 }  // namespace dtensor

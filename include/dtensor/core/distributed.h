@@ -13,8 +13,14 @@
 namespace dtensor {
 
 struct InitOptions {
-  /// "gloo" (CPU tensors). More backends register themselves by name.
-  std::string backend = "gloo";
+  /// Which backend serves which tensors. Unset: DTENSOR_BACKEND, else "gloo".
+  ///   "gloo"                CPU tensors only (the default);
+  ///   "nccl"                = "cpu:gloo,cuda:nccl": CPU tensors over Gloo, CUDA over NCCL;
+  ///   "cpu:gloo,cuda:gloo"  CUDA tensors staged through host memory over Gloo
+  ///                         (no NCCL, or several ranks sharing one GPU);
+  ///   "auto"                "nccl" when a GPU is visible, else "gloo".
+  /// See docs/backends-cuda.md.
+  std::optional<std::string> backend;
   /// Unset fields come from the environment: DTENSOR_RANK / DTENSOR_WORLD_SIZE /
   /// DTENSOR_LOCAL_RANK / DTENSOR_STORE / DTENSOR_TIMEOUT (set by dtensor-run), else
   /// torchrun's RANK / WORLD_SIZE / LOCAL_RANK (+ MASTER_ADDR/MASTER_PORT ignored: a
@@ -62,6 +68,7 @@ void destroy_process_group();
 /// Backends register a factory under their name.
 struct BackendInit {
   int rank, world_size;
+  int local_rank;
   std::shared_ptr<Store> store;
   std::chrono::milliseconds timeout;
   std::string hostname, iface;

@@ -69,6 +69,9 @@ class Tensor {
   Tensor clone() const;
   /// A dense copy converted to `dtype`.
   Tensor to(DType dtype) const;
+  /// This tensor on `device`: itself when already there, else a dense copy
+  /// (host <-> CUDA copies need a build with CUDA; NotSupported otherwise).
+  Tensor to(Device device) const;
 
   /// Copies `src` (same shape; any strides; any dtype, converted) into this view.
   Tensor& copy_(const Tensor& src);
@@ -77,7 +80,8 @@ class Tensor {
   /// this += src, element-wise (same shape and dtype).
   Tensor& add_(const Tensor& src);
 
-  /// One element as double (for tests and printing).
+  /// One element as double (for tests and printing; a device tensor's element
+  /// is copied to the host).
   double item(std::initializer_list<std::int64_t> index) const;
   double item_flat(std::int64_t flat_index) const;
 
@@ -86,6 +90,7 @@ class Tensor {
  private:
   Tensor(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shape, Shape strides,
          DType dtype);
+  double device_element(std::int64_t storage_index) const;
   std::shared_ptr<Storage> storage_;
   std::int64_t offset_ = 0;
   Shape shape_;

@@ -17,6 +17,8 @@ class OpCall {
  public:
   explicit OpCall(OpSchema schema);
   const OpSchema& schema() const { return schema_; }
+  /// Whether the operator's OpDef gives signatures or strategies (so that
+  /// sharding() can be asked).
   bool has_strategies() const;
   /// The propagator's answer (computed on first use, cached across calls).
   const OutputSharding& sharding();
@@ -25,6 +27,7 @@ class OpCall {
   /// Runs the local kernel on `inputs` (DTensor arguments, in order; by default
   /// the redistributed ones) and wraps the outputs with sharding().output_specs.
   std::vector<DTensor> run_default();
+  /// The same on inputs the handler prepared itself (same specs as sharding()'s).
   std::vector<DTensor> run_kernel(const std::vector<DTensor>& inputs);
 
  private:
@@ -38,6 +41,7 @@ std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args);
 /// Propagation only (no data moves): what dispatch would choose.
 const OutputSharding& propagate(const OpSchema& schema);
 
+/// Counters since start (or the last reset), for tests and tuning.
 struct DispatchStats {
   std::uint64_t calls = 0;
   std::uint64_t cache_hits = 0;
@@ -47,6 +51,7 @@ struct DispatchStats {
 };
 DispatchStats dispatch_stats();
 void reset_dispatch_stats();
+/// Forgets every cached propagation (after re-registering an operator's strategies).
 void clear_propagation_cache();
 
 /// Estimated bytes per rank that redistributing `src` to `dst` moves

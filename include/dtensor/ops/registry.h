@@ -76,18 +76,25 @@ struct OpDef {
 
 /// Registering a name twice throws InvalidArgument unless `override_existing`.
 void register_op(OpDef def, bool override_existing = false);
+/// The local kernel the default path runs for `op` on (device, dtype) tensors.
 void register_kernel(const std::string& op, DeviceType device, DType dtype, LocalKernel kernel,
                      bool override_existing = false);
+/// A handler that replaces the default path for `op` (the OpDef's validate
+/// still runs first when there is one).
 void register_op_handler(const std::string& op, OpHandler handler, bool override_existing = false);
 /// Removes an operator's definition, kernels and handler (plugins being unloaded, tests).
 void unregister_op(const std::string& op);
+/// Whether `op` has a definition or a handler (kernels alone do not count).
 bool has_op(const std::string& op);
+/// The names has_op() accepts, sorted.
 std::vector<std::string> registered_ops();
 
 /// Access used by the dispatcher (and by handlers that want a kernel).
+/// Naming: op_* throws when nothing is registered, find_* returns nullptr.
 const OpDef& op_def(const std::string& op);       // InvalidArgument "unknown operator" when missing
 const OpDef* find_op_def(const std::string& op);  // nullptr when missing
-const LocalKernel& find_kernel(const std::string& op, DeviceType device, DType dtype);
-const OpHandler* find_handler(const std::string& op);
+/// The local kernel for (device, dtype); NotSupported naming all three when missing.
+const LocalKernel& op_kernel(const std::string& op, DeviceType device, DType dtype);
+const OpHandler* find_handler(const std::string& op);  // nullptr when missing
 
 }  // namespace dtensor

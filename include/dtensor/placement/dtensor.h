@@ -2,6 +2,7 @@
 // tensor it is. The entry points mirror PyTorch DTensor.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "dtensor/core/tensor.h"
@@ -22,9 +23,13 @@ class DTensor {
 
   const Tensor& to_local() const { return local_; }
   const DTensorSpec& spec() const { return spec_; }
+  /// The mesh (PyTorch: DTensor.device_mesh); mesh() is the short form, as on DTensorSpec.
+  const DeviceMesh& device_mesh() const { return spec_.mesh(); }
   const DeviceMesh& mesh() const { return spec_.mesh(); }
   const Placements& placements() const { return spec_.placements(); }
+  /// The global shape (the local one is to_local().shape()).
   const Shape& shape() const { return spec_.shape(); }
+  std::int64_t ndim() const { return spec_.ndim(); }
   DType dtype() const { return spec_.dtype(); }
 
   /// The same tensor with other placements (same mesh). Returns *this (sharing
@@ -41,11 +46,11 @@ class DTensor {
   DTensorSpec spec_;
 };
 
-/// Splits `global` (given on world rank `src`; other ranks may pass an
-/// undefined Tensor) over the mesh. `src` sends each rank only its part.
+/// Splits `global` (given on world rank `src_data_rank`; other ranks may pass
+/// an undefined Tensor) over the mesh. That rank sends each rank only its part.
 /// Partial(sum) placements put the value on index 0 of that mesh dim and zeros
 /// elsewhere; Partial(avg|max|min) put it everywhere.
 DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
-                          const Placements& placements, int src = 0);
+                          const Placements& placements, int src_data_rank = 0);
 
 }  // namespace dtensor

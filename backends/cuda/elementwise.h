@@ -1,0 +1,41 @@
+// The few element-wise device kernels the core's Tensor needs on CUDA tensors
+// (strided copy with dtype conversion, fill, add), launched from plain C++.
+// The one .cu file of the library is elementwise.cu: nvcc time stays small.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "dtensor/core/shape.h"
+
+namespace dtensor::cuda_backend {
+
+constexpr int kMaxKernelDims = 8;
+
+/// Element types as the kernels see them (values match dtensor::DType).
+enum class ElemType : int { F32 = 0, F64 = 1, BF16 = 2 };
+
+/// A shape and two stride vectors (in elements), after merging dimensions that
+/// are contiguous in both tensors, so most copies run as one flat loop.
+struct StridedLayout {
+  int ndim = 0;
+  std::int64_t sizes[kMaxKernelDims] = {};
+  std::int64_t dst_strides[kMaxKernelDims] = {};
+  std::int64_t src_strides[kMaxKernelDims] = {};
+  std::int64_t numel = 0;
+};
+
+/// Builds the layout; InvalidArgument if it still has more than kMaxKernelDims
+/// dimensions after merging. `src_strides` may equal `dst_strides` (fill).
+StridedLayout make_layout(const Shape& shape, const Shape& dst_strides, const Shape& src_strides);
+
+cudaError_t launch_copy(void* dst, ElemType dst_type, const void* src, ElemType src_type,
+                        const StridedLayout& layout, cudaStream_t stream);
+cudaError_t launch_fill(void* dst, ElemType type, double value, const StridedLayout& layout,
+                        cudaStream_t stream);
+/// dst += src (same type).
+cudaError_t launch_add(void* dst, const void* src, ElemType type, const StridedLayout& layout,
+                       cudaStream_t stream);
+
+}  // namespace dtensor::cuda_backend

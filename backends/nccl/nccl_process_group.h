@@ -1,0 +1,84 @@
+// A ProcessGroup over NCCL for CUDA tensors (CPU tensors go to Gloo through the
+// routing group, see core/detail/routing_process_group.h).
+//
+// - The unique id travels through the rendezvous Store.
+// - Communicators are non-blocking: every call is polled by the watchdog
+//   (watchdog.h), which aborts the communicator past the group's timeout.
+// - All work runs on the library's stream of the group's device, so it is
+//   ordered with copies, kernels and cuDNN without extra synchronisation.
+// - NCCL has no tags: messages between two ranks match in posting order.
+#pragma once
+
+#include <nccl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dtensor/core/distributed.h"
+#include "dtensor/core/process_group.h"
+#include "dtensor/core/store.h"
+
+namespace dtensor::nccl_backend {
+
+/// The communicator and its abort state, shared with the Work handles.
+struct Comm {
+  ncclComm_t comm = nullptr;
+  int device = 0;
+  std::chrono::milliseconds timeout{300000};
+  std::mutex mu;
+  bool aborted = false;
+  std::string abort_reason;
+  void abort(const std::string& reason);
+  /// Polls the communicator until a non-blocking call has been accepted.
+  void settle(const std::string& what);
+  void check_usable(const std::string& what);
+};
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  static std::shared_ptr<ProcessGroup> create_world(const BackendInit& init);
+  NcclProcessGroup(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Store> store,
+                   std::string prefix, std::chrono::milliseconds timeout, int device);
+  ~NcclProcessGroup() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend_name() const override { return "nccl"; }
+  const std::vector<int>& global_ranks() const override { return global_ranks_; }
+  std::chrono::milliseconds timeout() const override { return comm_->timeout; }
+
+  std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0) override;
+  std::shared_ptr<Work> irecv(const Tensor& t, int src, int tag = 0) override;
+  std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops) override;
+
+  void allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum) override;
+  void broadcast(Tensor& t, int root) override;
+  void allgather(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts,
+                      ReduceOp op = ReduceOp::Sum) override;
+  void all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts, Tensor& out,
+                  const std::vector<std::int64_t>& recv_counts) override;
+  void barrier() override;
+  std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
+
+ private:
+  void connect();
+  void check_tensor(const Tensor& t, const char* op, const char* name) const;
+  /// Runs `issue` (NCCL calls, inside a group when `grouped`) on the stream and
+  /// returns a handle on its completion.
+  template <typename F>
+  std::shared_ptr<Work> launch(const std::string& what, bool grouped, F&& issue,
+                               std::vector<Tensor> keep);
+
+  int rank_, size_;
+  std::vector<int> global_ranks_;
+  std::shared_ptr<Store> store_;
+  std::string prefix_;
+  std::shared_ptr<Comm> comm_;
+  std::map<std::vector<int>, int> subgroups_made_;
+};
+
+}  // namespace dtensor::nccl_backend

@@ -1,0 +1,52 @@
+# Install rules and the exported package: what `cmake --install` puts where,
+# and what `find_package(dtensor CONFIG)` / `pkg-config dtensor` give a user.
+#
+#   include/dtensor/...            public headers (<dtensor/dtensor.h> is the umbrella)
+#   lib/libdtensor.so*             the library
+#   lib/cmake/dtensor/             dtensorConfig.cmake, version file, exported targets
+#   lib/pkgconfig/dtensor.pc       for pkg-config
+#   bin/dtensor-run (dtensor-conv) the tools
+#
+# Only the PUBLIC link interface (fmt, spdlog, Threads) reaches consumers:
+# gloo, oneDNN, Eigen and OpenMP are linked privately into the shared object,
+# so the exported target and dtensor.pc do not mention them.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(DTENSOR_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/dtensor)
+
+install(TARGETS dtensor EXPORT dtensorTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dtensor
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+
+# The tools go to bin/ and are exported too (dtensor::dtensor-run), so a
+# consumer's tests can launch ranks with $<TARGET_FILE:dtensor::dtensor-run>.
+# A tool that links the library finds it relative to itself once installed.
+foreach(_tool dtensor-run dtensor-conv)
+  if(TARGET ${_tool})
+    set_target_properties(${_tool} PROPERTIES
+      INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+    install(TARGETS ${_tool} EXPORT dtensorTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
+
+install(EXPORT dtensorTargets NAMESPACE dtensor:: FILE dtensorTargets.cmake
+  DESTINATION ${DTENSOR_INSTALL_CMAKEDIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/dtensorConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/dtensorConfig.cmake INSTALL_DESTINATION ${DTENSOR_INSTALL_CMAKEDIR})
+# 0.x: a minor release may change the API, so only the same minor version matches.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/dtensorConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/dtensorConfig.cmake
+  ${PROJECT_BINARY_DIR}/dtensorConfigVersion.cmake DESTINATION ${DTENSOR_INSTALL_CMAKEDIR})
+
+# dtensor.pc locates the prefix from its own directory (${pcfiledir}), so an
+# install tree moved elsewhere, or installed with `cmake --install --prefix`,
+# still works.
+file(RELATIVE_PATH DTENSOR_PC_TO_PREFIX
+  /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/dtensor.pc.in ${PROJECT_BINARY_DIR}/dtensor.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/dtensor.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

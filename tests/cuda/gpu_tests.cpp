@@ -1,0 +1,164 @@
+// Tests that need a CUDA device. Without one each prints why it skipped (a
+// Catch2 WARN) and passes; scripts/gpu-check.sh sets DTENSOR_REQUIRE_GPU=1 so
+// that a skip there is a failure.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "dtensor/dtensor.h"
+#include "tests/support/multiprocess.h"
+#include "tests/support/reference_conv.h"
+
+using namespace dtensor;
+
+namespace {
+
+bool gpu_or_skip(int devices = 1) {
+  const int n = cuda::device_count();
+  if (n >= devices) return true;
+  const std::string why =
+      n == 0 ? cuda::unavailable_reason()
+             : std::to_string(n) + " device(s), " + std::to_string(devices) + " needed";
+  const char* req = std::getenv("DTENSOR_REQUIRE_GPU");
+  if (req && std::string(req) == "1") FAIL("GPU required (DTENSOR_REQUIRE_GPU=1): " << why);
+  WARN("skipped, no GPU: " << why);
+  return false;
+}
+
+testing::RunOptions with_backend(const char* backend) {
+  testing::RunOptions o;
+  o.env["DTENSOR_BACKEND"] = backend;
+  o.deadline = std::chrono::seconds(120);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: tensors round-trip, copy strided, convert, fill and add", "[cuda][gpu]") {
+  if (!gpu_or_skip()) return;
+  const Tensor h = Tensor::rand({4, 6, 5}, DType::F32, 3);
+  const Tensor d = h.to(Device::cuda(0));
+  CHECK(max_abs_diff(d.to(Device::cpu()), h) == 0.0);
+  // Strided device -> device with conversion, then back.
+  const Tensor part = d.narrow(1, 1, 4).narrow(2, 2, 3);
+  const Tensor as64 = Tensor::empty(part.shape(), DType::F64, Device::cuda(0));
+  Tensor(as64).copy_(part);
+  CHECK(max_abs_diff(as64.to(Device::cpu()), h.narrow(1, 1, 4).narrow(2, 2, 3)) == 0.0);
+  const Tensor bf = d.to(DType::BF16);
+  CHECK(max_abs_diff(bf.to(Device::cpu()), h.to(DType::BF16)) == 0.0);  // same rounding
+  Tensor z = Tensor::zeros({3, 3}, DType::F64, Device::cuda(0));
+  z.narrow(0, 1, 1).fill_(2.5);
+  z.add_(z.clone());
+  CHECK(z.item({1, 2}) == 5.0);
+  CHECK(z.item({0, 0}) == 0.0);
+  cuda::synchronize();
+}
+
+TEST_CASE("gpu: cuDNN convolution matches the f64 oracle", "[cuda][gpu]") {
+  if (!gpu_or_skip()) return;
+  struct Case {
+    Shape x, w;
+    ConvParams p;
+  };
+  ConvParams a1;
+  a1.padding = {{3, 0}};
+  a1.stride = {2};
+  ConvParams a2;
+  a2.padding = {{0, 2}, {1, 1}};
+  a2.dilation = {2, 1};
+  a2.groups = 2;
+  ConvParams a3;
+  a3.padding = {{1, 1}};
+  const Case cases[] = {{{2, 3, 17}, {4, 3, 4}, a1},
+                        {{1, 4, 9, 8}, {6, 2, 3, 3}, a2},
+                        {{1, 2, 5, 6, 7}, {3, 2, 3, 3, 3}, a3}};
+  for (DType t : {DType::F64, DType::F32, DType::BF16}) {
+    const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-4 : 6e-2;
+    auto k = local_conv_kernels(Device::cuda(0), t);
+    CHECK(k->name() == "cudnn");
+    for (const auto& c : cases) {
+      INFO(dtype_name(t) << " x " << shape_str(c.x) << " " << c.p.str());
+      const Tensor x = Tensor::rand(c.x, t, 1), w = Tensor::rand(c.w, t, 2);
+      const Tensor b = Tensor::rand({c.w[0]}, t, 3);
+      const Device g = Device::cuda(0);
+      const Tensor y = k->forward(x.to(g), w.to(g), b.to(g), c.p);
+      const Tensor ry = testing::ref_conv_forward(x, w, b, c.p);
+      CHECK(max_abs_diff(y.to(Device::cpu()), ry) <= tol * std::max(1.0, max_abs(ry)));
+      const Tensor gy = Tensor::rand(ry.shape(), t, 4);
+      const Tensor gx = k->backward_data(gy.to(g), w.to(g), c.x, c.p);
+      const Tensor rgx = testing::ref_conv_grad_input(gy, w, c.x, c.p);
+      CHECK(max_abs_diff(gx.to(Device::cpu()), rgx) <= tol * std::max(1.0, max_abs(rgx)));
+      const auto gw = k->backward_weights(gy.to(g), x.to(g), c.w, c.p, true);
+      const Tensor rgw = testing::ref_conv_grad_weight(gy, x, c.w, c.p);
+      CHECK(max_abs_diff(gw.grad_weight.to(Device::cpu()), rgw) <=
+            tol * std::max(1.0, max_abs(rgw)));
+      const Tensor rgb = testing::ref_conv_grad_bias(gy);
+      CHECK(max_abs_diff(gw.grad_bias.to(Device::cpu()), rgb) <= tol * std::max(1.0, max_abs(rgb)));
+    }
+  }
+}
+
+TEST_CASE("gpu: NCCL with one rank", "[cuda][gpu][nccl]") {
+  if (!gpu_or_skip()) return;
+  testing::run_ranks(
+      1,
+      [](testing::RankContext& ctx) {
+        CHECK(ctx.pg->backend_name() == "cpu:gloo,cuda:nccl");
+        const Device g = Device::cuda(cuda::current_device());
+        Tensor t = Tensor::full({5}, 2.0, DType::F32).to(g);
+        ctx.pg->allreduce(t);
+        CHECK(t.item({4}) == 2.0);
+        Tensor out = Tensor::zeros({5}, DType::F32, g);
+        ctx.pg->allgather(t, out, {5});
+        CHECK(out.item({0}) == 2.0);
+        ctx.pg->reduce_scatter(t, out, {5});
+        ctx.pg->broadcast(t, 0);
+        ctx.pg->all_to_all(t, {5}, out, {5});
+        ctx.pg->barrier();
+        auto sub = ctx.pg->new_subgroup({0});
+        sub->allreduce(t, ReduceOp::Max);
+        CHECK(t.item({0}) == 2.0);
+      },
+      with_backend("nccl"));
+}
+
+TEST_CASE("gpu: two ranks share one GPU over the Gloo staging path", "[cuda][gpu]") {
+  if (!gpu_or_skip()) return;
+  testing::run_ranks(
+      2,
+      [](testing::RankContext& ctx) {
+        CHECK(ctx.pg->backend_name() == "cpu:gloo,cuda:gloo");
+        DeviceMesh mesh(DeviceType::CUDA, {2});
+        const Tensor x = Tensor::rand({2, 3, 11, 6}, DType::F32, 21);
+        const Tensor w = Tensor::rand({4, 3, 3, 2}, DType::F32, 22);
+        ConvParams p;
+        p.padding = {{1, 1}, {1, 0}};
+        auto dx = distribute_tensor(x, mesh, {Shard(2)});
+        auto dw = distribute_tensor(w, mesh, {Replicate()});
+        CHECK(dx.to_local().device().is_cuda());
+        const Tensor y = convolution(dx, dw, std::nullopt, p).full_tensor();
+        const Tensor ry = testing::ref_conv_forward(x, w, Tensor(), p);
+        CHECK(max_abs_diff(y.to(Device::cpu()), ry) <= 1e-4 * std::max(1.0, max_abs(ry)));
+      },
+      with_backend("cpu:gloo,cuda:gloo"));
+}
+
+TEST_CASE("gpu: NCCL halo convolution on two GPUs", "[cuda][gpu][nccl]") {
+  if (!gpu_or_skip(2)) return;
+  testing::run_ranks(
+      2,
+      [](testing::RankContext&) {
+        DeviceMesh mesh(DeviceType::CUDA, {2});
+        const Tensor x = Tensor::rand({1, 2, 13}, DType::F64, 31);
+        const Tensor w = Tensor::rand({3, 2, 5}, DType::F64, 32);
+        ConvParams p;
+        p.padding = {{2, 2}};
+        auto dx = distribute_tensor(x, mesh, {Shard(2)});
+        auto dw = distribute_tensor(w, mesh, {Replicate()});
+        const Tensor y = convolution(dx, dw, std::nullopt, p).full_tensor();
+        CHECK(max_abs_diff(y.to(Device::cpu()), testing::ref_conv_forward(x, w, Tensor(), p)) <
+              1e-12);
+      },
+      with_backend("nccl"));
+}

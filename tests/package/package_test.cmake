@@ -1,0 +1,111 @@
+# Driver of the package tests (cmake -P). MODE selects the step:
+#   install       cmake --install the build into PREFIX; check the layout, that
+#                 no private dependency leaks into the exported interface, and
+#                 that installed headers include only installed headers
+#   find_package  configure + build consumer/ with CMAKE_PREFIX_PATH=PREFIX, run
+#                 its ctest (the consumer on 2 ranks under dtensor::dtensor-run)
+#   pkg_config    compile consumer/main.cpp with `pkg-config dtensor`, run it
+#                 on 2 ranks with PREFIX/bin/dtensor-run
+cmake_minimum_required(VERSION 3.20)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}")
+  set(run_output "${out}" PARENT_SCOPE)
+endfunction()
+
+function(require_file path)
+  if(NOT EXISTS ${PREFIX}/${path})
+    message(FATAL_ERROR "not installed: ${path}")
+  endif()
+endfunction()
+
+if(SANITIZE)
+  set(san_flags -fsanitize=${SANITIZE})
+endif()
+
+if(MODE STREQUAL "install")
+  file(REMOVE_RECURSE ${PREFIX})
+  run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${PREFIX})
+  foreach(f include/dtensor/dtensor.h include/dtensor/core/version.h bin/dtensor-run
+            ${LIBDIR}/libdtensor.so ${LIBDIR}/cmake/dtensor/dtensorConfig.cmake
+            ${LIBDIR}/cmake/dtensor/dtensorConfigVersion.cmake
+            ${LIBDIR}/cmake/dtensor/dtensorTargets.cmake ${LIBDIR}/pkgconfig/dtensor.pc)
+    require_file(${f})
+  endforeach()
+
+  # The installed tools run from the prefix (dtensor-conv links libdtensor.so
+  # through its $ORIGIN-relative RPATH).
+  run(${PREFIX}/bin/dtensor-run --help)
+  if(EXISTS ${BUILD_DIR}/bin/dtensor-conv)
+    require_file(bin/dtensor-conv)
+    run(${PREFIX}/bin/dtensor-conv --help)
+  endif()
+
+  # Private dependencies stay inside libdtensor.so: neither the config, nor the
+  # targets' INTERFACE_* properties, nor dtensor.pc name them. (The per-config
+  # file's IMPORTED_LINK_DEPENDENT_LIBRARIES does, by design: it only helps the
+  # linker find libdtensor.so's own DT_NEEDED entries, and requires nothing.)
+  file(GLOB targets ${PREFIX}/${LIBDIR}/cmake/dtensor/*.cmake)
+  foreach(f ${targets} ${PREFIX}/${LIBDIR}/pkgconfig/dtensor.pc)
+    file(STRINGS ${f} text)
+    list(FILTER text EXCLUDE REGEX "IMPORTED_LINK_DEPENDENT_LIBRARIES")
+    foreach(private gloo dnnl DNNL Eigen OpenMP omp)
+      if("${text}" MATCHES "[^a-zA-Z]${private}[^a-zA-Z]")
+        message(FATAL_ERROR "${f} mentions the private dependency '${private}'")
+      endif()
+    endforeach()
+  endforeach()
+
+  # Every installed header includes only the standard library, fmt, spdlog
+  # and other installed dtensor headers.
+  file(GLOB_RECURSE headers RELATIVE ${PREFIX}/include ${PREFIX}/include/dtensor/*)
+  foreach(h ${headers})
+    file(STRINGS ${PREFIX}/include/${h} lines REGEX "^[ \t]*#[ \t]*include")
+    foreach(line ${lines})
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]+)[>\"].*" "\\1" inc "${line}")
+      if(inc MATCHES "^dtensor/")
+        if(NOT EXISTS ${PREFIX}/include/${inc})
+          message(FATAL_ERROR "${h} includes ${inc}, which is not installed")
+        endif()
+      elseif(NOT inc MATCHES "^(fmt|spdlog)/" AND inc MATCHES "[./]")
+        message(FATAL_ERROR "${h} includes ${inc}: not a public header")
+      endif()
+    endforeach()
+  endforeach()
+  list(LENGTH headers n)
+  message(STATUS "installed ${n} headers, all self-contained in the install tree")
+
+elseif(MODE STREQUAL "find_package")
+  set(build ${WORK_DIR}/consumer-cmake)
+  file(REMOVE_RECURSE ${build})
+  set(flags)
+  if(san_flags)
+    set(flags -DCMAKE_CXX_FLAGS=${san_flags} -DCMAKE_EXE_LINKER_FLAGS=${san_flags})
+  endif()
+  run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${build} -G Ninja -DCMAKE_CXX_COMPILER=${CXX}
+      -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ${flags})
+  run(${CMAKE_COMMAND} --build ${build})
+  run(${CMAKE_CTEST_COMMAND} --test-dir ${build} --output-on-failure)
+
+elseif(MODE STREQUAL "pkg_config")
+  find_program(PKG_CONFIG pkg-config REQUIRED)
+  set(ENV{PKG_CONFIG_PATH} ${PREFIX}/${LIBDIR}/pkgconfig)
+  run(${PKG_CONFIG} --cflags --libs dtensor)
+  string(STRIP "${run_output}" pc_flags)
+  separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  run(${PKG_CONFIG} --variable=libdir dtensor)
+  string(STRIP "${run_output}" libdir)
+  set(exe ${WORK_DIR}/consumer-pkgconfig)
+  file(REMOVE ${exe})
+  # No -std flag from pkg-config: C++20 is the user's choice of compiler mode.
+  run(${CXX} -std=c++20 ${san_flags} ${CONSUMER_DIR}/main.cpp -o ${exe} ${pc_flags}
+      -Wl,-rpath,${libdir})
+  run(${PREFIX}/bin/dtensor-run -n 2 -- ${exe})
+else()
+  message(FATAL_ERROR "unknown MODE '${MODE}'")
+endif()
