@@ -149,8 +149,11 @@ const std::vector<BadCase>& library_cases() {
        [](Ctx&) { Tensor::empty({4}, DType::F32, Device::cuda(0)); }},
       {"cpu tensor on a cuda mesh", "InvalidArgument", "device",
        [](Ctx&) {
+         // distribute_tensor moves data to the mesh's device; a DTensor
+         // built from parts must already be there.
          DeviceMesh cuda_mesh(DeviceType::CUDA, {kRanks});
-         distribute_tensor(Tensor::rand({8}, DType::F32, 1), cuda_mesh, {Shard(0)});
+         DTensor(Tensor::rand({2}, DType::F32, 1),
+                 DTensorSpec(cuda_mesh, {Shard(0)}, {8}, DType::F32));
        }},
       // ---- convolution backward ----
       {"conv backward grad_output of wrong shape", "InvalidArgument", "grad_output",

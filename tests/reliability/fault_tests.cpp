@@ -1,9 +1,8 @@
 // Faults at the library level: one rank of three is killed with SIGKILL during
 // the rendezvous, a halo exchange (convolution on S(3)), a redistribute and a
 // collective, or stalls. Every surviving rank must raise a CommError (a
-// TimeoutError for a stall or a rendezvous that cannot complete) promptly: a
-// few seconds after the death, or within its timeout plus a few seconds when
-// only the timeout can tell. Nothing may be left behind: no process, nothing
+// TimeoutError for a stall or a rendezvous that cannot complete) within its
+// timeout plus a few seconds (see kAfterDeath). Nothing may be left behind: no process, nothing
 // in the job's temporary directory.
 //
 // Each scenario repeats DTENSOR_FAULT_REPEAT times (default 1; the sweep uses
@@ -26,6 +25,13 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int kRanks = 3;
+// Survivors of a SIGKILL must raise within their timeout + a few seconds of the
+// death. Usually it is well under a second (the dead peer's connections
+// close), but Gloo does not fail a send that is still waiting for a dead
+// peer's "ready to receive": a survivor blocked in such a send raises at its
+// timeout (about 1 run in 6 of the halo exchange). Hence a short timeout here.
+constexpr auto kTimeout = std::chrono::seconds(5);
+constexpr double kAfterDeath = 5.0 + 4.0;
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -160,11 +166,11 @@ TEST_CASE("fault: SIGKILL during a halo exchange, convolution on S(3) raises pro
           if (ctx.rank == 1) kill_self_after(std::chrono::milliseconds(delay_ms));
           run_until_raised(ctx.rank, 20, [&] { convolution(x, w, std::nullopt, same_padding()); });
         },
-        fault_options(10s));
+        fault_options(kTimeout));
     // A rank process runs this loop too; only its own call (repetition) does
     // work: go on to the next repetition, not out of the test.
     if (in_rank_process()) continue;
-    check_job(res, tmp, {1, true, 4.0, 30.0});
+    check_job(res, tmp, {1, true, kAfterDeath, 30.0});
   }
 }
 
@@ -186,11 +192,11 @@ TEST_CASE("fault: SIGKILL during redistribute raises promptly on the survivors P
             x = x.redistribute(mesh, {Shard(0)});
           });
         },
-        fault_options(10s));
+        fault_options(kTimeout));
     // A rank process runs this loop too; only its own call (repetition) does
     // work: go on to the next repetition, not out of the test.
     if (in_rank_process()) continue;
-    check_job(res, tmp, {2, true, 4.0, 30.0});
+    check_job(res, tmp, {2, true, kAfterDeath, 30.0});
   }
 }
 
@@ -212,11 +218,11 @@ TEST_CASE("fault: SIGKILL during collectives raises promptly on the survivors P=
             ctx.pg->barrier();
           });
         },
-        fault_options(10s));
+        fault_options(kTimeout));
     // A rank process runs this loop too; only its own call (repetition) does
     // work: go on to the next repetition, not out of the test.
     if (in_rank_process()) continue;
-    check_job(res, tmp, {0, true, 4.0, 30.0});
+    check_job(res, tmp, {0, true, kAfterDeath, 30.0});
   }
 }
 
