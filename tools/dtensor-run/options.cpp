@@ -26,11 +26,18 @@ int parse_count(const std::string& name, const std::string& value, int min, int 
   return out;
 }
 
+// At most ~31 years, the library's own bound on DTENSOR_TIMEOUT: found by the
+// fuzzer, "--deadline 4e41" overflowed the conversion to milliseconds
+// (undefined behaviour), and "--timeout 1e300" passed here only for every
+// rank to refuse it.
+constexpr double kMaxSeconds = 1e9;
+
 double parse_seconds(const std::string& name, const std::string& value) {
   char* end = nullptr;
   const double s = std::strtod(value.c_str(), &end);
-  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(s) || s <= 0)
-    throw UsageError(name + ": '" + value + "' is not a positive number of seconds");
+  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(s) || s <= 0 ||
+      s > kMaxSeconds)
+    throw UsageError(name + ": '" + value + "' is not a positive number of seconds (at most 1e9)");
   return s;
 }
 
