@@ -9,6 +9,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/placement/redistribute.h"
+#include "ops/detail/combinations.h"
 
 namespace dtensor {
 namespace {
@@ -42,9 +43,7 @@ std::vector<ShardingStrategy> expand_signatures(const std::vector<ShardingSignat
                                                 std::int64_t mesh_ndim, std::size_t n_in,
                                                 std::size_t n_out) {
   std::vector<ShardingStrategy> out;
-  if (sigs.empty()) return out;
-  std::vector<std::size_t> idx(static_cast<std::size_t>(mesh_ndim), 0);
-  while (true) {
+  detail::for_each_combination(mesh_ndim, sigs.size(), [&](const std::vector<std::size_t>& idx) {
     ShardingStrategy s;
     s.inputs.assign(n_in, Placements{});
     s.outputs.assign(n_out, Placements{});
@@ -56,13 +55,7 @@ std::vector<ShardingStrategy> expand_signatures(const std::vector<ShardingSignat
         s.outputs[o].push_back(sig.outputs.at(o));
     }
     out.push_back(std::move(s));
-    std::int64_t m = mesh_ndim - 1;
-    for (; m >= 0; --m) {
-      if (++idx[m] < sigs.size()) break;
-      idx[m] = 0;
-    }
-    if (m < 0) break;
-  }
+  });
   return out;
 }
 

@@ -23,15 +23,24 @@ struct StepContext {
 };
 
 // Packs blocks (views) back to back into one contiguous buffer.
-Tensor pack(const std::vector<Tensor>& blocks, DType dtype, std::int64_t total, Device device) {
-  Tensor buf = Tensor::empty({total}, dtype, device);
+// Blocks (views) packed back to back into one buffer, with each block's count.
+struct Packed {
+  Tensor buffer;
+  std::vector<std::int64_t> counts;
+};
+Packed pack(const std::vector<Tensor>& blocks, const Tensor& like) {
+  Packed p;
+  std::int64_t total = 0;
+  for (auto& b : blocks)
+    total += p.counts.emplace_back(b.numel());
+  p.buffer = Tensor::empty({total}, like.dtype(), like.device());
   std::int64_t at = 0;
   for (auto& b : blocks) {
     if (b.numel() == 0) continue;
-    buf.narrow(0, at, b.numel()).view(b.shape()).copy_(b);
+    p.buffer.narrow(0, at, b.numel()).view(b.shape()).copy_(b);
     at += b.numel();
   }
-  return buf;
+  return p;
 }
 
 std::vector<std::int64_t> numels(const std::vector<Shape>& shapes) {
@@ -92,26 +101,16 @@ std::vector<Tensor> blocks_for_peers(const Tensor& local, const StepContext& s, 
 
 Tensor reduce_scatter(const Tensor& local, const StepContext& s, ProcessGroup& g, std::int64_t d,
                       ReduceOp op) {
-  auto blocks = blocks_for_peers(local, s, d);
-  std::vector<std::int64_t> counts;
-  std::int64_t total = 0;
-  for (auto& b : blocks)
-    total += counts.emplace_back(b.numel());
-  Tensor buf = pack(blocks, local.dtype(), total, local.device());
+  const Packed in = pack(blocks_for_peers(local, s, d), local);
   Tensor out = Tensor::empty(s.to.local_shape_at(s.coord), local.dtype(), local.device());
   Tensor flat = out.view({out.numel()});
-  g.reduce_scatter(buf, flat, counts, op);
+  g.reduce_scatter(in.buffer, flat, in.counts, op);
   return out;
 }
 
 Tensor all_to_all(const Tensor& local, const StepContext& s, ProcessGroup& g, std::int64_t d_from,
                   std::int64_t d_to) {
-  auto send_blocks = blocks_for_peers(local, s, d_to);
-  std::vector<std::int64_t> send_counts;
-  std::int64_t send_total = 0;
-  for (auto& b : send_blocks)
-    send_total += send_counts.emplace_back(b.numel());
-  Tensor send = pack(send_blocks, local.dtype(), send_total, local.device());
+  const Packed send = pack(blocks_for_peers(local, s, d_to), local);
 
   // From q: q's old shard restricted to my new range along d_to.
   const Shape my_new = s.to.local_shape_at(s.coord);
@@ -127,7 +126,7 @@ Tensor all_to_all(const Tensor& local, const StepContext& s, ProcessGroup& g, st
     offsets.push_back(s.from.global_offset_at(s.coord_of(q))[d_from] - base[d_from]);
   }
   Tensor recv = Tensor::empty({recv_total}, local.dtype(), local.device());
-  g.all_to_all(send, send_counts, recv, numels(recv_shapes));
+  g.all_to_all(send.buffer, send.counts, recv, numels(recv_shapes));
   Tensor out = Tensor::empty(my_new, local.dtype(), local.device());
   unpack_along(recv, recv_shapes, offsets, d_from, out);
   return out;

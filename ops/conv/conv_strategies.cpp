@@ -1,6 +1,7 @@
 #include "ops/conv/conv_strategies.h"
 
 #include "ops/conv/conv_call.h"
+#include "ops/detail/combinations.h"
 
 namespace dtensor::conv {
 namespace {
@@ -33,8 +34,7 @@ template <typename Build>
 std::vector<ShardingStrategy> combine(std::int64_t mesh_ndim, const std::vector<Row>& rows,
                                       Build build) {
   std::vector<ShardingStrategy> out;
-  std::vector<std::size_t> idx(static_cast<std::size_t>(mesh_ndim), 0);
-  while (true) {
+  detail::for_each_combination(mesh_ndim, rows.size(), [&](const std::vector<std::size_t>& idx) {
     std::vector<const Row*> pick;
     bool ok = true;
     for (std::int64_t m = 0; m < mesh_ndim; ++m) {
@@ -45,13 +45,7 @@ std::vector<ShardingStrategy> combine(std::int64_t mesh_ndim, const std::vector<
       pick.push_back(r);
     }
     if (ok) out.push_back(build(pick));
-    std::int64_t m = mesh_ndim - 1;
-    for (; m >= 0; --m) {
-      if (++idx[m] < rows.size()) break;
-      idx[m] = 0;
-    }
-    if (m < 0) break;
-  }
+  });
   return out;
 }
 
