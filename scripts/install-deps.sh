@@ -10,6 +10,8 @@ packages=(
   libeigen3-dev libspdlog-dev libfmt-dev
   catch2
   redis-server
+  iproute2  # the two-namespace test
+  clang-14 libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh, CI)
 )
 
 missing=()
