@@ -9,10 +9,21 @@
 
 namespace dtensor {
 
+namespace {
+// a * b, or InvalidArgument when it does not fit: shapes come from users
+// (and command lines), and an overflowing product is undefined behaviour.
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const Shape& s) {
+  std::int64_t r = 0;
+  check_arg(!__builtin_mul_overflow(a, b, &r), "core",
+            "shape {}: the number of elements does not fit in 64 bits", fmt::join(s, "x"));
+  return r;
+}
+}  // namespace
+
 std::int64_t shape_numel(const Shape& s) {
   std::int64_t n = 1;
   for (auto e : s)
-    n *= e;
+    n = checked_mul(n, e, s);
   return n;
 }
 
@@ -21,7 +32,7 @@ Shape contiguous_strides(const Shape& s) {
   std::int64_t acc = 1;
   for (std::size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<std::int64_t>(s[i], 1);
+    acc = checked_mul(acc, std::max<std::int64_t>(s[i], 1), s);
   }
   return st;
 }

@@ -155,3 +155,11 @@ TEST_CASE("parse_int_list accepts lists and names the parameter on bad input", "
     }
   }
 }
+
+TEST_CASE("shapes whose element count overflows 64 bits are rejected, not undefined",
+          "[core][shape][errors]") {
+  // Found by the parser fuzzer: --mesh 1008820088210292x10292x2.
+  REQUIRE_THROWS_AS(dtensor::shape_numel({1008820088210292, 10292, 2}), dtensor::InvalidArgument);
+  REQUIRE_THROWS_AS(dtensor::contiguous_strides({1LL << 40, 1LL << 30}), dtensor::InvalidArgument);
+  REQUIRE(dtensor::shape_numel({1LL << 31, 1LL << 31}) == (1LL << 62));
+}
