@@ -4,6 +4,10 @@
 # New inputs found go to a scratch corpus, not into the repository; a crash
 # leaves its reproducer in build-fuzz/artifacts/ and fails the script.
 # Usage: scripts/fuzz.sh [SECONDS]   (default 60 per target; CI uses 60)
+# DTENSOR_FUZZ_SEED=N fixes libFuzzer's seed (CI sets 1): the same inputs are
+# then tried in the same order on every run, so a CI run explores what a
+# developer already explored with that seed, and new findings come from
+# deliberate longer runs (any other seed, or none) rather than by chance at landing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
@@ -26,7 +30,8 @@ for name in halo_plan parsers; do
   # -max_len: the parsers' inputs are command lines and URLs; the planner reads 35 bytes.
   if ! "$build/bin/dtensor_fuzz_$name" "$scratch" "$root/fuzz/corpus/$name" \
       -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-      -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1 2>"$build/$name.log"; then
+      -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1 \
+      ${DTENSOR_FUZZ_SEED:+-seed="$DTENSOR_FUZZ_SEED"} 2>"$build/$name.log"; then
     status=1
     echo "fuzz.sh: $name FAILED; see $build/$name.log and $build/artifacts/" >&2
   fi
