@@ -274,12 +274,21 @@ void resolve_for_world(Options& o, int world_size) {
   if (world_size < 1) fail("--mesh", fmt::format("the world size is {}", world_size));
   if (o.mesh.empty()) {
     o.mesh = {world_size};
-  } else if (shape_numel(o.mesh) != world_size) {
-    std::string shape;
+  } else {
+    // The product may not even fit in 64 bits (the fuzzer found --mesh
+    // 1008820088210292x10292x2): compare without overflowing.
+    std::int64_t ranks = 1;
+    bool overflow = false;
     for (auto m : o.mesh)
-      shape += (shape.empty() ? "" : "x") + std::to_string(m);
-    fail("--mesh", fmt::format("{} holds {} ranks but the job has {} (dtensor-run -n)", shape,
-                               shape_numel(o.mesh), world_size));
+      overflow = overflow || __builtin_mul_overflow(ranks, m, &ranks);
+    if (overflow || ranks != world_size) {
+      std::string shape;
+      for (auto m : o.mesh)
+        shape += (shape.empty() ? "" : "x") + std::to_string(m);
+      fail("--mesh", fmt::format("{} holds {} ranks but the job has {} (dtensor-run -n)", shape,
+                                 overflow ? std::string("more than 2^63") : std::to_string(ranks),
+                                 world_size));
+    }
   }
   const Int mesh_dims = static_cast<Int>(o.mesh.size());
   const Int rank = static_cast<Int>(o.input.size());
