@@ -106,6 +106,28 @@ RunOptions fault_options(std::chrono::milliseconds timeout) {
   return opt;
 }
 
+// Runs one job per repetition (fault_repeat()), each with its own TMPDIR:
+// make_body(rep) gives the ranks' body (the repetition picks the moment of
+// the fault), and the job is checked against `expect`, then by `extra`. Rank
+// processes run this loop too; only the repetition they were started for
+// does work, so they go on to the next one rather than out of the test.
+template <typename MakeBody, typename Extra>
+void repeat_fault_job(MakeBody make_body, const RunOptions& opt, const Expect& expect,
+                      Extra extra) {
+  for (int rep = 0; rep < fault_repeat(); ++rep) {
+    INFO("repetition " << rep);
+    PrivateTmp tmp;
+    const JobResult res = run_ranks_collect(kRanks, make_body(rep), opt);
+    if (in_rank_process()) continue;
+    check_job(res, tmp, expect);
+    extra(res);
+  }
+}
+template <typename MakeBody>
+void repeat_fault_job(MakeBody make_body, const RunOptions& opt, const Expect& expect) {
+  repeat_fault_job(make_body, opt, expect, [](const JobResult&) {});
+}
+
 ConvParams same_padding() {
   ConvParams p;
   p.stride = {1, 1};
@@ -118,17 +140,14 @@ ConvParams same_padding() {
 
 TEST_CASE("fault: SIGKILL during rendezvous, survivors raise within the timeout P=3",
           "[reliability][fault]") {
-  for (int rep = 0; rep < fault_repeat(); ++rep) {
-    INFO("repetition " << rep);
-    PrivateTmp tmp;
-    RunOptions opt = fault_options(3s);
-    opt.init_process_group = false;
-    // Varying moments: before its address is published, during the
-    // connections, after them (then the survivors' first collective fails).
-    const int delay_ms = (rep * 7) % 40;
-    const JobResult res = run_ranks_collect(
-        kRanks,
-        [delay_ms](RankContext& ctx) {
+  RunOptions opt = fault_options(3s);
+  opt.init_process_group = false;
+  repeat_fault_job(
+      [](int rep) {
+        // Varying moments: before its address is published, during the
+        // connections, after them (then the survivors' first collective fails).
+        const int delay_ms = (rep * 7) % 40;
+        return [delay_ms](RankContext& ctx) {
           if (ctx.rank == 1) {
             kill_self_after(std::chrono::milliseconds(delay_ms));
             init_process_group();
@@ -140,24 +159,17 @@ TEST_CASE("fault: SIGKILL during rendezvous, survivors raise within the timeout 
             world()->allreduce(t);
           });
           destroy_process_group();
-        },
-        opt);
-    // A rank process runs this loop too; only its own call (repetition) does
-    // work: go on to the next repetition, not out of the test.
-    if (in_rank_process()) continue;
-    check_job(res, tmp, {1, true, 3.0 + 4.0, 3.0 + 6.0});
-  }
+        };
+      },
+      opt, {1, true, 3.0 + 4.0, 3.0 + 6.0});
 }
 
 TEST_CASE("fault: SIGKILL during a halo exchange, convolution on S(3) raises promptly P=3",
           "[reliability][fault]") {
-  for (int rep = 0; rep < fault_repeat(); ++rep) {
-    INFO("repetition " << rep);
-    PrivateTmp tmp;
-    const int delay_ms = 150 + (rep * 37) % 200;
-    const JobResult res = run_ranks_collect(
-        kRanks,
-        [delay_ms](RankContext& ctx) {
+  repeat_fault_job(
+      [](int rep) {
+        const int delay_ms = 150 + (rep * 37) % 200;
+        return [delay_ms](RankContext& ctx) {
           DeviceMesh mesh(DeviceType::CPU, {kRanks});
           auto x =
               distribute_tensor(Tensor::rand({1, 2, 6, 3000}, DType::F64, 1), mesh, {Shard(3)});
@@ -165,24 +177,17 @@ TEST_CASE("fault: SIGKILL during a halo exchange, convolution on S(3) raises pro
               distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F64, 2), mesh, {Replicate()});
           if (ctx.rank == 1) kill_self_after(std::chrono::milliseconds(delay_ms));
           run_until_raised(ctx.rank, 20, [&] { convolution(x, w, std::nullopt, same_padding()); });
-        },
-        fault_options(kTimeout));
-    // A rank process runs this loop too; only its own call (repetition) does
-    // work: go on to the next repetition, not out of the test.
-    if (in_rank_process()) continue;
-    check_job(res, tmp, {1, true, kAfterDeath, 30.0});
-  }
+        };
+      },
+      fault_options(kTimeout), {1, true, kAfterDeath, 30.0});
 }
 
 TEST_CASE("fault: SIGKILL during redistribute raises promptly on the survivors P=3",
           "[reliability][fault]") {
-  for (int rep = 0; rep < fault_repeat(); ++rep) {
-    INFO("repetition " << rep);
-    PrivateTmp tmp;
-    const int delay_ms = 150 + (rep * 37) % 200;
-    const JobResult res = run_ranks_collect(
-        kRanks,
-        [delay_ms](RankContext& ctx) {
+  repeat_fault_job(
+      [](int rep) {
+        const int delay_ms = 150 + (rep * 37) % 200;
+        return [delay_ms](RankContext& ctx) {
           DeviceMesh mesh(DeviceType::CPU, {kRanks});
           auto x =
               distribute_tensor(Tensor::rand({kRanks * 128, 512}, DType::F32, 3), mesh, {Shard(0)});
@@ -191,24 +196,17 @@ TEST_CASE("fault: SIGKILL during redistribute raises promptly on the survivors P
             x = x.redistribute(mesh, {Replicate()}).redistribute(mesh, {Shard(1)});
             x = x.redistribute(mesh, {Shard(0)});
           });
-        },
-        fault_options(kTimeout));
-    // A rank process runs this loop too; only its own call (repetition) does
-    // work: go on to the next repetition, not out of the test.
-    if (in_rank_process()) continue;
-    check_job(res, tmp, {2, true, kAfterDeath, 30.0});
-  }
+        };
+      },
+      fault_options(kTimeout), {2, true, kAfterDeath, 30.0});
 }
 
 TEST_CASE("fault: SIGKILL during collectives raises promptly on the survivors P=3",
           "[reliability][fault]") {
-  for (int rep = 0; rep < fault_repeat(); ++rep) {
-    INFO("repetition " << rep);
-    PrivateTmp tmp;
-    const int delay_ms = 100 + (rep * 37) % 200;
-    const JobResult res = run_ranks_collect(
-        kRanks,
-        [delay_ms](RankContext& ctx) {
+  repeat_fault_job(
+      [](int rep) {
+        const int delay_ms = 100 + (rep * 37) % 200;
+        return [delay_ms](RankContext& ctx) {
           if (ctx.rank == 0) kill_self_after(std::chrono::milliseconds(delay_ms));
           Tensor t = Tensor::full({1 << 18}, 1.0, DType::F32);
           Tensor all = Tensor::empty({kRanks << 18}, DType::F32);
@@ -217,23 +215,16 @@ TEST_CASE("fault: SIGKILL during collectives raises promptly on the survivors P=
             ctx.pg->allgather(t, all, std::vector<std::int64_t>(kRanks, 1 << 18));
             ctx.pg->barrier();
           });
-        },
-        fault_options(kTimeout));
-    // A rank process runs this loop too; only its own call (repetition) does
-    // work: go on to the next repetition, not out of the test.
-    if (in_rank_process()) continue;
-    check_job(res, tmp, {0, true, kAfterDeath, 30.0});
-  }
+        };
+      },
+      fault_options(kTimeout), {0, true, kAfterDeath, 30.0});
 }
 
 TEST_CASE("fault: a stalled rank makes every rank raise within the timeout P=3",
           "[reliability][fault]") {
-  for (int rep = 0; rep < fault_repeat(); ++rep) {
-    INFO("repetition " << rep);
-    PrivateTmp tmp;
-    const JobResult res = run_ranks_collect(
-        kRanks,
-        [](RankContext& ctx) {
+  repeat_fault_job(
+      [](int /*rep*/) {
+        return [](RankContext& ctx) {
           DeviceMesh mesh(DeviceType::CPU, {kRanks});
           auto x = distribute_tensor(Tensor::rand({1, 2, 6, 600}, DType::F64, 1), mesh, {Shard(3)});
           auto w =
@@ -245,16 +236,14 @@ TEST_CASE("fault: a stalled rank makes every rank raise within the timeout P=3",
             std::this_thread::sleep_for(3500ms);
           }
           run_until_raised(ctx.rank, 20, [&] { convolution(x, w, std::nullopt, same_padding()); });
-        },
-        fault_options(2s));
-    // A rank process runs this loop too; only its own call (repetition) does
-    // work: go on to the next repetition, not out of the test.
-    if (in_rank_process()) continue;
-    check_job(res, tmp, {1, false, 0, 2.0 + 3.5 + 5.0});
-    // The others noticed within their timeout (+ a few seconds), not after the stall.
-    for (int r : {0, 2}) {
-      INFO(res.ranks[r].output);
-      CHECK_THAT(res.ranks[r].output, Catch::Contains("TimeoutError"));
-    }
-  }
+        };
+      },
+      fault_options(2s), {1, false, 0, 2.0 + 3.5 + 5.0},
+      [](const JobResult& res) {
+        // The others noticed within their timeout (+ a few seconds), not after the stall.
+        for (int r : {0, 2}) {
+          INFO(res.ranks[r].output);
+          CHECK_THAT(res.ranks[r].output, Catch::Contains("TimeoutError"));
+        }
+      });
 }
