@@ -146,6 +146,96 @@ ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const
   return g;
 }
 
+namespace {
+
+void check_tiles(const TiledTensor& x, const char* name, const Tensor& other,
+                 const char* other_name) {
+  check_arg(x.dtype() == other.dtype(), kComponent, "{}: dtype {} differs from the {}'s {}",
+            other_name, dtype_name(other.dtype()), name, dtype_name(x.dtype()));
+  check_arg(x.device() == other.device(), kComponent, "{}: on {} but the {} is on {}", other_name,
+            other.device().str(), name, x.device().str());
+}
+
+}  // namespace
+
+Tensor LocalConvKernels::forward(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                                 const ConvParams& params) const {
+  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
+            shape_str(x.shape()));
+  check_operand(w, "weight");
+  if (x.is_whole()) return forward(x.tiles()[0].data, w, b, params);
+  check_tiles(x, "input", w, "weight");
+  if (b.defined()) check_tiles(x, "input", b, "bias");
+  const ConvParams p = check_conv_args(x.shape(), w.shape(), bias_shape(b), params);
+  const Shape out_shape = output_shape(x.shape(), w.shape(), p);
+  if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0)
+    return forward(x.assemble(), w, b, params);  // the degenerate cases, answered there
+  Tensor y = forward_tiled_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p);
+  if (y.shape() != out_shape)
+    throw Error(kComponent, fmt::format("{} forward returned shape {}, expected {}", name(),
+                                        shape_str(y.shape()), shape_str(out_shape)));
+  return y;
+}
+
+void LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
+                                     const TiledTensor& grad_input,
+                                     const ConvParams& params) const {
+  check_operand(grad_out, "grad_output");
+  check_operand(w, "weight");
+  check_same_kind(grad_out, "grad_output", w, "weight");
+  check_tiles(grad_input, "grad_input", grad_out, "grad_output");
+  const ConvParams p = check_conv_args(grad_input.shape(), w.shape(), std::nullopt, params);
+  const Shape out_shape = output_shape(grad_input.shape(), w.shape(), p);
+  check_arg(grad_out.shape() == out_shape, kComponent,
+            "grad_output: shape {} does not match the convolution's output shape {}",
+            shape_str(grad_out.shape()), shape_str(out_shape));
+  if (grad_input.numel() == 0 || w.numel() == 0 || grad_out.numel() == 0) {
+    grad_input.zero_();
+    return;
+  }
+  backward_data_tiled_impl(grad_out.contiguous(), w.contiguous(), grad_input, p);
+}
+
+ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const TiledTensor& x,
+                                                   const Shape& weight_shape,
+                                                   const ConvParams& params, bool want_bias) const {
+  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
+            shape_str(x.shape()));
+  check_operand(grad_out, "grad_output");
+  if (x.is_whole())
+    return backward_weights(grad_out, x.tiles()[0].data, weight_shape, params, want_bias);
+  check_tiles(x, "input", grad_out, "grad_output");
+  const ConvParams p = check_conv_args(x.shape(), weight_shape, std::nullopt, params);
+  const Shape out_shape = output_shape(x.shape(), weight_shape, p);
+  if (x.numel() == 0 || shape_numel(weight_shape) == 0 || grad_out.numel() == 0 ||
+      grad_out.shape() != out_shape)  // degenerate or wrong: answered (or rejected) there
+    return backward_weights(grad_out, x.assemble(), weight_shape, params, want_bias);
+  ConvWeightGrads g =
+      backward_weights_tiled_impl(grad_out.contiguous(), x, weight_shape, p, want_bias);
+  if (!want_bias) g.grad_bias = Tensor();
+  return g;
+}
+
+Tensor LocalConvKernels::forward_tiled_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                                            const ConvParams& params) const {
+  return forward_impl(x.assemble().contiguous(), w, b, params);
+}
+
+void LocalConvKernels::backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,
+                                                const TiledTensor& grad_input,
+                                                const ConvParams& params) const {
+  grad_input.scatter(backward_data_impl(grad_out, w, grad_input.shape(), params));
+}
+
+ConvWeightGrads LocalConvKernels::backward_weights_tiled_impl(const Tensor& grad_out,
+                                                              const TiledTensor& x,
+                                                              const Shape& weight_shape,
+                                                              const ConvParams& params,
+                                                              bool want_bias) const {
+  return backward_weights_impl(grad_out, x.assemble().contiguous(), weight_shape, params,
+                               want_bias);
+}
+
 void register_local_conv_kernels(DeviceType device, DType dtype,
                                  std::shared_ptr<LocalConvKernels> kernels) {
   check_arg(kernels != nullptr, kComponent, "register_local_conv_kernels: null kernels for {} {}",

@@ -35,7 +35,15 @@ PlanCache<BackwardDataPlan>& cache() {
 
 Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
                           const ConvParams& p) {
+  Tensor gx = Tensor::empty(input_shape, grad_out.dtype());
+  conv_backward_data(grad_out, w, TiledTensor::whole(gx), p);
+  return gx;
+}
+
+void conv_backward_data(const Tensor& grad_out, const Tensor& w, const TiledTensor& gx,
+                        const ConvParams& p) {
   const DType t = grad_out.dtype();
+  const Shape& input_shape = gx.shape();
   std::shared_ptr<const BackwardDataPlan> plan;
   try {
     plan = cache().get(cache_key("bwd_data", t, input_shape, w.shape(), false, p),
@@ -45,16 +53,15 @@ Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& 
         e, fmt::format("convolution backward_data {} input {} weight {} {}", dtype_name(t),
                        shape_str(input_shape), shape_str(w.shape()), p.str()));
   }
-  Tensor gx = Tensor::empty(input_shape, t);
   ScratchScope scratch;
   auto& s = stream();
-  dnnl::memory diff_src = plan->diff_src.output(gx);
+  Tensor temp;
+  dnnl::memory diff_src = plan->diff_src.output(gx, temp);
   plan->prim.execute(s, {{DNNL_ARG_DIFF_DST, plan->diff_dst.input(grad_out)},
                          {DNNL_ARG_WEIGHTS, plan->weights.input(w)},
                          {DNNL_ARG_DIFF_SRC, diff_src}});
-  plan->diff_src.finish_output(diff_src, gx);
+  plan->diff_src.finish_output(diff_src, gx, temp);
   s.wait();
-  return gx;
 }
 
 }  // namespace dtensor::onednn

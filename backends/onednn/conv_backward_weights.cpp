@@ -47,6 +47,12 @@ PlanCache<BackwardWeightsPlan>& cache() {
 ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
                                       const Shape& weight_shape, const ConvParams& p,
                                       bool want_bias) {
+  return conv_backward_weights(grad_out, TiledTensor::whole(x), weight_shape, p, want_bias);
+}
+
+ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor& x,
+                                      const Shape& weight_shape, const ConvParams& p,
+                                      bool want_bias) {
   const DType t = x.dtype();
   std::shared_ptr<const BackwardWeightsPlan> plan;
   try {

@@ -50,6 +50,10 @@ dnnl::convolution_forward::primitive_desc forward_pd(DType t, const ConvDims& d,
 }
 
 Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
+  return conv_forward(TiledTensor::whole(x), w, b, p);
+}
+
+Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
   const DType t = x.dtype();
   const bool has_bias = b.defined();
   std::shared_ptr<const ForwardPlan> plan;

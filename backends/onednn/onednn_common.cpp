@@ -71,13 +71,40 @@ dnnl::memory::desc any_md(const dnnl::memory::dims& dims, DType t) {
 
 namespace {
 thread_local std::vector<std::vector<std::shared_ptr<Storage>>> t_scratch;
+thread_local std::vector<std::vector<Tensor>> t_kept;
+
+// Whether a tile of `md` can be addressed as a sub-memory: a blocked layout
+// whose padded dims equal its dims (channel padding would have to be zeroed
+// by whoever writes the whole; tiles never cover it).
+bool sub_memories_work(const dnnl::memory::desc& md) {
+  if (md.data.format_kind != dnnl_blocked) return false;
+  for (int i = 0; i < md.data.ndims; ++i)
+    if (md.data.padded_dims[i] != md.data.dims[i]) return false;
+  return true;
+}
+
+std::string md_bytes(const dnnl::memory::desc& md) {
+  return std::string(reinterpret_cast<const char*>(&md.data), sizeof(md.data));
+}
+
+PlanCache<dnnl::reorder>& tile_reorders() {
+  static PlanCache<dnnl::reorder> c(512);
+  return c;
+}
+
 }  // namespace
 
 ScratchScope::ScratchScope() {
   t_scratch.emplace_back();
+  t_kept.emplace_back();
 }
 ScratchScope::~ScratchScope() {
   t_scratch.pop_back();
+  t_kept.pop_back();
+}
+
+void ScratchScope::keep(const Tensor& t) {
+  t_kept.back().push_back(t);
 }
 
 dnnl::memory ScratchScope::memory(const dnnl::memory::desc& md) {
@@ -88,7 +115,7 @@ dnnl::memory ScratchScope::memory(const dnnl::memory::desc& md) {
 }
 
 Operand::Operand(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool is_input)
-    : user_(user), prim_(prim), same_(user == prim) {
+    : user_(user), prim_(prim), same_(user == prim), tileable_(!same_ && sub_memories_work(prim)) {
   if (same_) return;
   reorder_ = is_input
                  ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim))
@@ -113,6 +140,56 @@ void Operand::finish_output(dnnl::memory written, const Tensor& t) const {
   if (same_) return;
   dnnl::memory user(user_, engine(), t.data_ptr());
   reorder_.execute(stream(), written, user);
+}
+
+void Operand::reorder_tile(const TiledTensor::Tile& tile, const dnnl::memory& whole,
+                           bool into) const {
+  const Tensor& t = tile.data;
+  const dnnl::memory::dims dims(t.shape().begin(), t.shape().end());
+  const dnnl::memory::dims strides(t.strides().begin(), t.strides().end());
+  const dnnl::memory::dims offsets(tile.offset.begin(), tile.offset.end());
+  const dnnl::memory::desc plain(dims, prim_.data_type(), strides);
+  const dnnl::memory::desc sub = prim_.submemory_desc(dims, offsets);
+  const dnnl::memory::desc& from = into ? plain : sub;
+  const dnnl::memory::desc& to = into ? sub : plain;
+  const auto r = tile_reorders().get(md_bytes(from) + md_bytes(to), [&] {
+    return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+  });
+  dnnl::memory tile_mem(plain, engine(), t.data_ptr());
+  dnnl::memory sub_mem(sub, engine(), whole.get_data_handle());
+  r->execute(stream(), into ? tile_mem : sub_mem, into ? sub_mem : tile_mem);
+}
+
+dnnl::memory Operand::input(const TiledTensor& t) const {
+  if (!tileable_ || t.is_whole()) {
+    const Tensor whole = t.assemble().contiguous();
+    ScratchScope::keep(whole);
+    return input(whole);
+  }
+  dnnl::memory m = ScratchScope::memory(prim_);
+  for (const auto& tile : t.tiles())
+    reorder_tile(tile, m, true);
+  return m;
+}
+
+dnnl::memory Operand::output(const TiledTensor& t, Tensor& temp) const {
+  if (t.is_whole() && t.tiles()[0].data.is_contiguous()) {
+    temp = t.tiles()[0].data;  // an ordinary tensor: written as one
+    return output(temp);
+  }
+  if (tileable_) return ScratchScope::memory(prim_);
+  temp = Tensor::empty(t.shape(), t.dtype(), t.device());
+  return output(temp);
+}
+
+void Operand::finish_output(dnnl::memory written, const TiledTensor& t, const Tensor& temp) const {
+  if (temp.defined()) {
+    finish_output(written, temp);
+    if (!t.is_whole() || temp.data_ptr() != t.tiles()[0].data.data_ptr()) t.scatter(temp);
+    return;
+  }
+  for (const auto& tile : t.tiles())
+    reorder_tile(tile, written, false);
 }
 
 std::string cache_key(const char* pass, DType t, const Shape& input, const Shape& weight, bool bias,

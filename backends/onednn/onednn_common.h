@@ -17,6 +17,7 @@
 
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/tiled_tensor.h"
 
 namespace dtensor::onednn {
 
@@ -54,6 +55,8 @@ class ScratchScope {
   ScratchScope& operator=(const ScratchScope&) = delete;
   /// A buffer for `md`, alive until the innermost scope ends.
   static dnnl::memory memory(const dnnl::memory::desc& md);
+  /// Keeps `t` alive until the innermost scope ends (a temporary a primitive reads).
+  static void keep(const Tensor& t);
 };
 
 /// One argument of a primitive: the user's plain layout and the primitive's.
@@ -71,9 +74,23 @@ class Operand {
   /// ...which this then reorders into the user's tensor.
   void finish_output(dnnl::memory written, const Tensor& t) const;
 
+  /// The same for an operand held in tiles (a halo window): when the
+  /// primitive's layout is blocked, each tile is reordered straight into its
+  /// place (or out of it), and the assembled plain copy never exists. A plain
+  /// or channel-padded primitive layout goes through one assembled tensor.
+  dnnl::memory input(const TiledTensor& t) const;
+  /// `temp` receives the assembled tensor when one is needed; pass it on.
+  dnnl::memory output(const TiledTensor& t, Tensor& temp) const;
+  void finish_output(dnnl::memory written, const TiledTensor& t, const Tensor& temp) const;
+
  private:
+  // Reorders one tile between its own strided plain layout and its place in
+  // `whole` (memory in the primitive's layout).
+  void reorder_tile(const TiledTensor::Tile& tile, const dnnl::memory& whole, bool into) const;
+
   dnnl::memory::desc user_, prim_;
   bool same_ = true;
+  bool tileable_ = false;  // prim_ is blocked without padding: tiles map to sub-memories
   dnnl::reorder reorder_;
 };
 

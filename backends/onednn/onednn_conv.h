@@ -1,5 +1,6 @@
 // The three oneDNN convolution passes (f32, bf16), one file each. Operands are
-// contiguous and validated by LocalConvKernels; params are expanded.
+// validated by LocalConvKernels; params are expanded. Each pass takes its
+// window operand (input, or grad_input) as a plain tensor or in tiles.
 #pragma once
 
 #include <dnnl.hpp>
@@ -10,11 +11,17 @@
 namespace dtensor::onednn {
 
 Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
+Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
 
 Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
                           const ConvParams& p);
+void conv_backward_data(const Tensor& grad_out, const Tensor& w, const TiledTensor& grad_input,
+                        const ConvParams& p);
 
 ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
+                                      const Shape& weight_shape, const ConvParams& p,
+                                      bool want_bias);
+ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor& x,
                                       const Shape& weight_shape, const ConvParams& p,
                                       bool want_bias);
 

@@ -40,6 +40,20 @@ class OneDnnConvKernels final : public LocalConvKernels {
     return guarded("backward_weights",
                    [&] { return conv_backward_weights(grad_out, x, weight_shape, p, want_bias); });
   }
+  Tensor forward_tiled_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                            const ConvParams& p) const override {
+    return guarded("forward", [&] { return conv_forward(x, w, b, p); });
+  }
+  void backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,
+                                const TiledTensor& grad_input, const ConvParams& p) const override {
+    guarded("backward_data", [&] { conv_backward_data(grad_out, w, grad_input, p); });
+  }
+  ConvWeightGrads backward_weights_tiled_impl(const Tensor& grad_out, const TiledTensor& x,
+                                              const Shape& weight_shape, const ConvParams& p,
+                                              bool want_bias) const override {
+    return guarded("backward_weights",
+                   [&] { return conv_backward_weights(grad_out, x, weight_shape, p, want_bias); });
+  }
 };
 
 // Runs when the shared object loads. It creates no oneDNN object (the engine

@@ -4,22 +4,50 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "dtensor/core/process_group.h"
+#include "dtensor/ops/tiled_tensor.h"
 #include "ops/conv/halo_plan.h"
 
 namespace dtensor::conv {
 
 /// Forward: the window [a', b'] of `local` (which owns me.input along tensor
-/// dim `dim`): the own part copied, the rest received from its owners, while
-/// this rank sends what the others' windows need from it.
+/// dim `dim`) as tiles, without copying: the own part is a view of `local`,
+/// each piece received from its owner lands in its own buffer. Meanwhile this
+/// rank sends what the others' windows need from it.
+TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
+                                ProcessGroup& group);
+
+/// The same window in one tensor (a view of `local` when nothing is received).
 Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
                      ProcessGroup& group);
 
-/// Backward: the reverse. `grad_window` is a gradient over the window; the
-/// parts owned by others are sent to them and added there, the parts others
-/// send are added here. Returns the gradient over the owned range (shape of
-/// `owned_shape`); positions in no window get 0.
+/// Backward, the reverse, in two halves around the kernel that computes the
+/// window's gradient. `window()` is where the kernel writes it: the own part
+/// straight into the owned gradient, the parts owned by others into buffers
+/// that finish() sends back to them (where they are added), while the parts
+/// others send here are added into the owned gradient.
+class WindowGradient {
+ public:
+  WindowGradient(const Shape& owned_shape, DType dtype, Device device, std::int64_t dim,
+                 const HaloRankPlan& me);
+  const TiledTensor& window() const { return window_; }
+  /// Exchanges and returns the gradient over the owned range; positions in
+  /// no window get 0.
+  Tensor finish(ProcessGroup& group);
+
+ private:
+  std::int64_t dim_;
+  const HaloRankPlan& me_;
+  Tensor grad_;
+  TiledTensor window_;
+  std::vector<Tensor> outgoing_;  // one per me.grad_send(), in order
+};
+
+/// Both halves around a gradient already computed over the window (shape of
+/// the window along `dim`, of `owned_shape` elsewhere).
 Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,
                           ProcessGroup& group, const Shape& owned_shape);
 

@@ -67,10 +67,15 @@ LocalGeometry local_geometry(const DTensorSpec& input, const Shape& weight_shape
   return g;
 }
 
-Tensor gather_windows(Tensor x, const LocalGeometry& g) {
-  for (const auto& h : g.halos)
-    x = gather_window(x, h.tensor_dim, h.me(), *h.group);
-  return x;
+// The window along every sharded dim. All dims but the last are gathered into
+// one tensor (the next dim's exchange sends slices of it: that is how the
+// corners travel); the last stays in tiles, which the kernel reads in place.
+TiledTensor gather_windows(Tensor x, const LocalGeometry& g) {
+  if (g.halos.empty()) return TiledTensor::whole(x);
+  for (std::size_t i = 0; i + 1 < g.halos.size(); ++i)
+    x = gather_window(x, g.halos[i].tensor_dim, g.halos[i].me(), *g.halos[i].group);
+  const HaloDim& last = g.halos.back();
+  return gather_window_tiles(x, last.tensor_dim, last.me(), *last.group);
 }
 
 // The bias goes to exactly one rank of every mesh dim whose output is a
@@ -95,7 +100,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const LocalGeometry g = local_geometry(x.spec(), w.shape(), p);
   const DTensorSpec& out_spec = sharding.output_specs[0];
 
-  const Tensor window = gather_windows(x.to_local(), g);
+  const TiledTensor window = gather_windows(x.to_local(), g);
   Tensor y;
   if (!g.has_output) {
     y = Tensor::zeros(out_spec.local_shape(), x.dtype(), x.to_local().device());
@@ -110,12 +115,29 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   return {DTensor(y, out_spec)};
 }
 
-// Returns the window's gradient to its owners, last exchanged dim first.
-Tensor scatter_windows(Tensor grad, const LocalGeometry& g) {
-  for (auto it = g.halos.rbegin(); it != g.halos.rend(); ++it) {
-    Shape owned = grad.shape();
-    owned[it->tensor_dim] = it->me().input.length;
-    grad = scatter_add_window(grad, it->tensor_dim, it->me(), *it->group, owned);
+// The gradient over the owned input from the window's: the last exchanged dim
+// first, where the kernel writes straight into the owned gradient and the
+// strips going back; then the other dims in reverse mesh order, each part
+// added where it belongs.
+Tensor grad_input_local(const LocalConvKernels& kernels, const Tensor& gy, const Tensor& w,
+                        const TiledTensor& window, const LocalGeometry& g) {
+  if (g.halos.empty())
+    return g.has_output ? kernels.backward_data(gy, w, window.shape(), g.params)
+                        : Tensor::zeros(window.shape(), window.dtype(), window.device());
+  const HaloDim& last = g.halos.back();
+  Shape owned = window.shape();
+  owned[last.tensor_dim] = last.me().input.length;
+  WindowGradient wg(owned, window.dtype(), window.device(), last.tensor_dim, last.me());
+  if (g.has_output)
+    kernels.backward_data(gy, w, wg.window(), g.params);
+  else
+    wg.window().zero_();
+  Tensor grad = wg.finish(*last.group);
+  for (std::size_t i = g.halos.size() - 1; i-- > 0;) {
+    const HaloDim& h = g.halos[i];
+    owned = grad.shape();
+    owned[h.tensor_dim] = h.me().input.length;
+    grad = scatter_add_window(grad, h.tensor_dim, h.me(), *h.group, owned);
   }
   return grad;
 }
@@ -148,14 +170,10 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   const LocalGeometry g = local_geometry(x.spec(), w.shape(), p);
   auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
 
-  const Tensor window = gather_windows(x.to_local(), g);
+  const TiledTensor window = gather_windows(x.to_local(), g);
   std::vector<Tensor> locals;
-  if (mask.input) {
-    const Tensor grad_window =
-        g.has_output ? kernels->backward_data(gy.to_local(), w.to_local(), window.shape(), g.params)
-                     : Tensor::zeros(window.shape(), x.dtype(), window.device());
-    locals.push_back(scatter_windows(grad_window, g));
-  }
+  if (mask.input)
+    locals.push_back(grad_input_local(*kernels, gy.to_local(), w.to_local(), window, g));
   if (mask.weight || mask.bias) {
     ConvWeightGrads wg;
     if (g.has_output) {

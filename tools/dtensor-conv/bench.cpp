@@ -19,30 +19,30 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// Times `fn` o.iters times after o.warmup untimed runs. With `together`, all
-// ranks start each run after a barrier and the run's time is the slowest rank's.
-double timed_median(const Options& o, bool together, const std::function<void()>& fn) {
+// Runs each of `fns` o.warmup + o.iters times, interleaved: iteration i runs
+// fns[0], then fns[1], ..., each started by all ranks together after a
+// barrier. Returns, per function, the median over timed iterations of the
+// slowest rank's time. Interleaving puts the distributed pass and the local
+// kernel under the same conditions, so their ratio survives a machine whose
+// load drifts during the run.
+std::vector<double> interleaved_medians(const Options& o,
+                                        const std::vector<std::function<void()>>& fns) {
   auto& pg = *world();
-  std::vector<double> times;
-  for (int i = 0; i < o.warmup + o.iters; ++i) {
-    if (together) pg.barrier();
-    const auto t0 = Clock::now();
-    fn();
-    if (i >= o.warmup) times.push_back(ms_since(t0));
-  }
-  if (together) {
-    Tensor t = Tensor::empty({static_cast<std::int64_t>(times.size())}, DType::F64);
-    std::copy(times.begin(), times.end(), t.data<double>());
-    pg.allreduce(t, ReduceOp::Max);
-    std::copy(t.data<double>(), t.data<double>() + t.numel(), times.begin());
-  }
-  return median(times);
-}
-
-double max_over_ranks(double v) {
-  Tensor t = Tensor::full({1}, v, DType::F64);
-  world()->allreduce(t, ReduceOp::Max);
-  return t.item({0});
+  const auto n = static_cast<std::int64_t>(fns.size());
+  Tensor times = Tensor::zeros({n, static_cast<std::int64_t>(o.iters)}, DType::F64);
+  for (int i = 0; i < o.warmup + o.iters; ++i)
+    for (std::int64_t f = 0; f < n; ++f) {
+      pg.barrier();
+      const auto t0 = Clock::now();
+      fns[static_cast<std::size_t>(f)]();
+      if (i >= o.warmup) times.data<double>()[f * o.iters + (i - o.warmup)] = ms_since(t0);
+    }
+  pg.allreduce(times, ReduceOp::Max);
+  std::vector<double> out;
+  for (std::int64_t f = 0; f < n; ++f)
+    out.push_back(median(std::vector<double>(times.data<double>() + f * o.iters,
+                                             times.data<double>() + (f + 1) * o.iters)));
+  return out;
 }
 
 }  // namespace
@@ -58,37 +58,39 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
                      const Seeds& seeds) {
   BenchTimes r;
   const ConvParams params = o.conv_params();
+  // The local kernel alone, on this rank's window with its local padding; a
+  // rank without output times nothing (0 ms) but still takes part.
+  const LocalWindow win = local_window(o.input, o.weight_shape(), params, mesh.shape(),
+                                       o.placements, *mesh.get_coordinate());
+  const auto kernels = local_conv_kernels(Device::cpu(), o.dtype);
+  const Tensor& w = ops.weight.to_local();
+  const Tensor b = ops.bias ? ops.bias->to_local() : Tensor();
+  const Tensor x = win.computes ? Tensor::rand(win.input, o.dtype, seeds.input) : Tensor();
+
   std::optional<DTensor> y;
-  r.fwd_ms =
-      timed_median(o, true, [&] { y = convolution(ops.input, ops.weight, ops.bias, params); });
+  Tensor yl;
+  const auto fwd =
+      interleaved_medians(o, {[&] { y = convolution(ops.input, ops.weight, ops.bias, params); },
+                              [&] {
+                                if (win.computes) yl = kernels->forward(x, w, b, win.params);
+                              }});
+  r.fwd_ms = fwd[0];
+  r.local_fwd_ms = fwd[1];
   if (o.backward) {
     const DTensor gy = make_grad_output(o, *y, seeds);
     const ConvOutputMask mask{true, true, o.bias};
-    r.bwd_ms = timed_median(o, true,
-                            [&] { convolution_backward(gy, ops.input, ops.weight, params, mask); });
+    const Tensor gyl =
+        win.computes ? Tensor::rand(yl.shape(), o.dtype, seeds.grad_output) : Tensor();
+    const auto bwd = interleaved_medians(
+        o, {[&] { convolution_backward(gy, ops.input, ops.weight, params, mask); },
+            [&] {
+              if (!win.computes) return;
+              kernels->backward_data(gyl, w, x.shape(), win.params);
+              kernels->backward_weights(gyl, x, w.shape(), win.params, o.bias);
+            }});
+    r.bwd_ms = bwd[0];
+    r.local_bwd_ms = bwd[1];
   }
-
-  // The local kernel alone, on this rank's window with its local padding.
-  const LocalWindow win = local_window(o.input, o.weight_shape(), params, mesh.shape(),
-                                       o.placements, *mesh.get_coordinate());
-  double local_fwd = 0, local_bwd = 0;
-  if (win.computes) {
-    const auto kernels = local_conv_kernels(Device::cpu(), o.dtype);
-    const Tensor x = Tensor::rand(win.input, o.dtype, seeds.input);
-    const Tensor& w = ops.weight.to_local();
-    const Tensor b = ops.bias ? ops.bias->to_local() : Tensor();
-    Tensor yl;
-    local_fwd = timed_median(o, false, [&] { yl = kernels->forward(x, w, b, win.params); });
-    if (o.backward) {
-      const Tensor gy = Tensor::rand(yl.shape(), o.dtype, seeds.grad_output);
-      local_bwd = timed_median(o, false, [&] {
-        kernels->backward_data(gy, w, x.shape(), win.params);
-        kernels->backward_weights(gy, x, w.shape(), win.params, o.bias);
-      });
-    }
-  }
-  r.local_fwd_ms = max_over_ranks(local_fwd);
-  if (o.backward) r.local_bwd_ms = max_over_ranks(local_bwd);
   return r;
 }
 

@@ -19,9 +19,10 @@ struct BenchTimes {
 /// Median of `v` (the mean of the middle two for an even count); NaN when empty.
 double median(std::vector<double> v);
 
-/// Collective over the world: every rank calls it. Distributed times are per
-/// iteration the slowest rank's (ranks start together after a barrier); local
-/// times are each rank's median, then the slowest rank's.
+/// Collective over the world: every rank calls it. The distributed pass and
+/// the local kernel alternate, iteration by iteration, each started by all
+/// ranks together after a barrier; a time is the median over iterations of
+/// the slowest rank's.
 BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& operands,
                      const Seeds& seeds);
 

@@ -12,6 +12,7 @@
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/tiled_tensor.h"
 
 namespace dtensor {
 
@@ -48,6 +49,20 @@ class LocalConvKernels {
                                    const Shape& weight_shape, const ConvParams& params,
                                    bool want_bias) const;
 
+  /// The same passes with the input (forward, backward_weights) or the input
+  /// gradient (backward_data) held in tiles: the halo convolution passes its
+  /// window as the rank's shard plus the received strips, and gets the
+  /// window's gradient written straight into the owned gradient and the
+  /// strips that go back. Input tiles must cover the tensor; backward_data
+  /// writes every tile (regions without a tile are not computed for anyone).
+  Tensor forward(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                 const ConvParams& params) const;
+  void backward_data(const Tensor& grad_out, const Tensor& w, const TiledTensor& grad_input,
+                     const ConvParams& params) const;
+  ConvWeightGrads backward_weights(const Tensor& grad_out, const TiledTensor& x,
+                                   const Shape& weight_shape, const ConvParams& params,
+                                   bool want_bias) const;
+
  protected:
   // The dense cases. Operands are contiguous, of one dtype and device, shapes
   // validated, `params` expanded to the spatial rank, and every extent >= 1.
@@ -58,6 +73,20 @@ class LocalConvKernels {
   virtual ConvWeightGrads backward_weights_impl(const Tensor& grad_out, const Tensor& x,
                                                 const Shape& weight_shape, const ConvParams& params,
                                                 bool want_bias) const = 0;
+
+  // The tiled dense cases. The defaults assemble the input (or compute the
+  // whole gradient and scatter it): a backend overrides them when it can read
+  // or write tiles in place. Weight, bias and grad_output are contiguous;
+  // tiles may have any strides.
+  virtual Tensor forward_tiled_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                                    const ConvParams& params) const;
+  virtual void backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,
+                                        const TiledTensor& grad_input,
+                                        const ConvParams& params) const;
+  virtual ConvWeightGrads backward_weights_tiled_impl(const Tensor& grad_out, const TiledTensor& x,
+                                                      const Shape& weight_shape,
+                                                      const ConvParams& params,
+                                                      bool want_bias) const;
 };
 
 /// Installs `kernels` for (device, dtype), replacing any earlier registration
