@@ -9,6 +9,7 @@
 // with the same status. A library error exits 3 at once (_Exit, no final
 // barrier: a peer that did not fail would wait in it; our closed connections
 // make such peers fail instead, and dtensor-run stops them anyway).
+#include <fstream>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -55,6 +56,20 @@ double peak_rss_mb() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
+// The resident set now (not the peak): VmRSS from /proc/self/status.
+double current_rss_mb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  return 0;
+}
+
+double mb(const Tensor& t) {
+  return static_cast<double>(t.numel() * static_cast<std::int64_t>(dtype_size(t.dtype()))) /
+         (1024.0 * 1024.0);
+}
+
 std::optional<double> ratio(const std::optional<double>& a, const std::optional<double>& b) {
   if (!a || !b || *b <= 0) return std::nullopt;
   return *a / *b;
@@ -82,13 +97,16 @@ int run(const Options& o) {
   const DeviceMesh mesh(DeviceType::CPU, o.mesh);
   const Seeds seeds = Seeds::from(o.seed);
   const ConvParams params = o.conv_params();
+  // What the process holds before any tensor exists: code, libraries, runtime.
+  const double base_rss = current_rss_mb();
   const Operands ops = make_operands(o, mesh, seeds);
 
   // Everything this rank sends during one forward: the halos, and whatever
   // redistribution the propagator asked for.
-  const std::uint64_t before = bytes_sent(mesh);
+  const Traffic before = traffic(mesh);
   const DTensor y = convolution(ops.input, ops.weight, ops.bias, params);
-  const double fwd_bytes = static_cast<double>(bytes_sent(mesh) - before);
+  const Traffic after = traffic(mesh);
+  const double fwd_bytes = static_cast<double>(after.sent - before.sent);
 
   std::optional<DTensor> gy;
   std::optional<ConvGrads> grads;
@@ -96,6 +114,21 @@ int run(const Options& o) {
     gy = make_grad_output(o, y, seeds);
     grads = convolution_backward(*gy, ops.input, ops.weight, params, {true, true, o.bias});
   }
+  // The tensors this rank must hold for these passes: its input, the halo it
+  // received, weights, output, and in backward grad_output and the gradients.
+  double tensors = mb(ops.input.to_local()) + mb(ops.weight.to_local()) + mb(y.to_local()) +
+                   static_cast<double>(after.received - before.received) / (1024.0 * 1024.0);
+  if (ops.bias) tensors += mb(ops.bias->to_local());
+  if (gy) tensors += mb(gy->to_local());
+  if (grads)
+    for (const auto* g : {&grads->grad_input, &grads->grad_weight, &grads->grad_bias})
+      if (*g) tensors += mb((*g)->to_local());
+  // ru_maxrss is a high-water mark: read now, it is the peak of the passes.
+  const double passes_rss = peak_rss_mb();
+  // The rank whose peak is highest relative to what it holds speaks for all.
+  const double rss_ratio = all_max(passes_rss / tensors);
+  const double rss_ratio_net = all_max((passes_rss - base_rss) / tensors);
+  const double tensors_max = all_max(tensors), passes_rss_max = all_max(passes_rss);
   const double bytes_max = all_max(fwd_bytes), bytes_total = all_sum(fwd_bytes);
 
   std::optional<BenchTimes> bench;
@@ -177,6 +210,10 @@ int run(const Options& o) {
           .add("halo_bytes_sent_per_rank", opt(bytes_max))
           .add("halo_bytes_sent_total", opt(bytes_total))
           .add("peak_rss_mb", opt(rss))
+          .add("passes_peak_rss_mb", opt(passes_rss_max))
+          .add("tensor_mb", opt(tensors_max))
+          .add("rss_ratio", opt(rss_ratio))
+          .add("rss_ratio_net", opt(rss_ratio_net))
           .add("world_size", world_size)
           .add("mesh", o.mesh)
           .add("placements", strings(o.placements))

@@ -79,17 +79,19 @@ GlobalTensors gather_global(const Options& o, const Seeds& seeds, const DTensor&
   return g;
 }
 
-std::uint64_t bytes_sent(const DeviceMesh& mesh) {
+Traffic traffic(const DeviceMesh& mesh) {
   std::set<ProcessGroup*> groups{world().get()};
   if (mesh.contains_this_rank()) {
     for (std::int64_t d = 0; d < mesh.ndim(); ++d)
       groups.insert(mesh.get_group(d).get());
     groups.insert(mesh.get_mesh_group().get());
   }
-  std::uint64_t total = 0;
-  for (ProcessGroup* g : groups)
-    total += g->counters().bytes_sent.load();
-  return total;
+  Traffic t;
+  for (ProcessGroup* g : groups) {
+    t.sent += g->counters().bytes_sent.load();
+    t.received += g->counters().bytes_received.load();
+  }
+  return t;
 }
 
 }  // namespace dtensor::conv_cli

@@ -48,8 +48,11 @@ GlobalTensors gather_global(const Options& o, const Seeds& seeds, const DTensor&
                             const std::optional<DTensor>& grad_output,
                             const std::optional<ConvGrads>& grads);
 
-/// Bytes this rank has sent so far over the world group and every group of
-/// `mesh` (each group keeps its own counters).
-std::uint64_t bytes_sent(const DeviceMesh& mesh);
+/// Bytes this rank has sent and received so far over the world group and
+/// every group of `mesh` (each group keeps its own counters).
+struct Traffic {
+  std::uint64_t sent = 0, received = 0;
+};
+Traffic traffic(const DeviceMesh& mesh);
 
 }  // namespace dtensor::conv_cli
