@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "backends/onednn/onednn_conv.h"
+#include "backends/onednn/row_bands.h"
 #include "dtensor/core/logging.h"
 
 namespace dtensor::onednn {
@@ -40,19 +41,87 @@ Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& 
   return gx;
 }
 
+namespace {
+
+std::shared_ptr<const BackwardDataPlan> get_plan(DType t, const Shape& in, const Shape& w,
+                                                 const ConvParams& p) {
+  try {
+    return cache().get(cache_key("bwd_data", t, in, w, false, p),
+                       [&] { return make_plan(t, in, w, p); });
+  } catch (const dnnl::error& e) {
+    rethrow_unsupported(e, fmt::format("convolution backward_data {} input {} weight {} {}",
+                                       dtype_name(t), shape_str(in), shape_str(w), p.str()));
+  }
+}
+
+std::vector<std::shared_ptr<const BackwardDataPlan>> band_plans(DType t, const Shape& in,
+                                                                const Shape& w, const ConvParams& p,
+                                                                const std::vector<RowBand>& bands) {
+  std::vector<std::shared_ptr<const BackwardDataPlan>> plans;
+  for (const RowBand& b : bands) {
+    plans.push_back(get_plan(t, with_rows(in, b.in_hi - b.in_lo), w, band_params(p, b)));
+    if (!plans.back()->diff_dst.tileable() || !plans.back()->diff_src.tileable()) return {};
+  }
+  return plans;
+}
+
+void zero_rows(const TiledTensor& gx, std::int64_t lo, std::int64_t hi) {
+  for (auto& tile : tiles_in_rows(gx, lo, hi, 0))
+    tile.data.zero_();
+}
+
+// Band by band over output rows. Neighbouring bands read overlapping input
+// rows, so their gradients overlap too: rows an earlier band wrote are added
+// to (a reorder with a sum post-op), new rows are written, and rows no band
+// reads (stride gaps, rows past the last window) are zeroed.
+void backward_data_banded(const Tensor& grad_out, const Tensor& w, const TiledTensor& gx,
+                          const std::vector<RowBand>& bands,
+                          const std::vector<std::shared_ptr<const BackwardDataPlan>>& plans) {
+  auto& s = stream();
+  ScratchScope scratch;
+  ReusedInput weights(w);
+  std::vector<dnnl::memory::desc> dst_descs, src_descs;
+  for (const auto& plan : plans) {
+    dst_descs.push_back(plan->diff_dst.primitive_desc());
+    src_descs.push_back(plan->diff_src.primitive_desc());
+  }
+  const BandBuffer dst_buf(dst_descs), src_buf(src_descs);
+  std::int64_t written = 0;  // rows [0, written) of gx hold their value so far
+  for (std::size_t i = 0; i < bands.size(); ++i) {
+    const RowBand& band = bands[i];
+    const BackwardDataPlan& plan = *plans[i];
+    const dnnl::memory wmem = weights.get(plan.weights);
+    dnnl::memory diff_dst = dst_buf.view(plan.diff_dst.primitive_desc());
+    const auto rows = rows_of(grad_out, band.out_lo, band.out_hi);
+    plan.diff_dst.reorder_region(rows.data, rows.offset, diff_dst, true);
+    dnnl::memory diff_src = src_buf.view(plan.diff_src.primitive_desc());
+    plan.prim.execute(
+        s,
+        {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wmem}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    if (band.in_lo > written) zero_rows(gx, written, band.in_lo);
+    const std::int64_t fresh = std::max(band.in_lo, written);
+    for (const auto& tile : tiles_in_rows(gx, band.in_lo, fresh, band.in_lo))
+      plan.diff_src.reorder_region(tile.data, tile.offset, diff_src, false, /*accumulate=*/true);
+    for (const auto& tile : tiles_in_rows(gx, fresh, band.in_hi, band.in_lo))
+      plan.diff_src.reorder_region(tile.data, tile.offset, diff_src, false);
+    written = std::max(written, band.in_hi);
+    s.wait();
+  }
+  if (written < gx.shape()[2]) zero_rows(gx, written, gx.shape()[2]);
+}
+
+}  // namespace
+
 void conv_backward_data(const Tensor& grad_out, const Tensor& w, const TiledTensor& gx,
                         const ConvParams& p) {
   const DType t = grad_out.dtype();
   const Shape& input_shape = gx.shape();
-  std::shared_ptr<const BackwardDataPlan> plan;
-  try {
-    plan = cache().get(cache_key("bwd_data", t, input_shape, w.shape(), false, p),
-                       [&] { return make_plan(t, input_shape, w.shape(), p); });
-  } catch (const dnnl::error& e) {
-    rethrow_unsupported(
-        e, fmt::format("convolution backward_data {} input {} weight {} {}", dtype_name(t),
-                       shape_str(input_shape), shape_str(w.shape()), p.str()));
+  const auto bands = plan_bands(t, input_shape, w.shape(), grad_out.shape(), p);
+  if (!bands.empty()) {
+    const auto plans = band_plans(t, input_shape, w.shape(), p, bands);
+    if (!plans.empty()) return backward_data_banded(grad_out, w, gx, bands, plans);
   }
+  const auto plan = get_plan(t, input_shape, w.shape(), p);
   ScratchScope scratch;
   auto& s = stream();
   Tensor temp;

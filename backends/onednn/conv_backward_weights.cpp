@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "backends/onednn/onednn_conv.h"
+#include "backends/onednn/row_bands.h"
 #include "dtensor/core/logging.h"
 
 namespace dtensor::onednn {
@@ -50,22 +51,94 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
   return conv_backward_weights(grad_out, TiledTensor::whole(x), weight_shape, p, want_bias);
 }
 
+namespace {
+
+std::shared_ptr<const BackwardWeightsPlan> get_plan(DType t, const Shape& in, const Shape& w,
+                                                    bool want_bias, const ConvParams& p) {
+  try {
+    return cache().get(cache_key("bwd_weights", t, in, w, want_bias, p),
+                       [&] { return make_plan(t, in, w, want_bias, p); });
+  } catch (const dnnl::error& e) {
+    rethrow_unsupported(e, fmt::format("convolution backward_weights {} input {} weight {} {}",
+                                       dtype_name(t), shape_str(in), shape_str(w), p.str()));
+  }
+}
+
+std::vector<std::shared_ptr<const BackwardWeightsPlan>> band_plans(
+    DType t, const Shape& in, const Shape& w, bool want_bias, const ConvParams& p,
+    const std::vector<RowBand>& bands) {
+  std::vector<std::shared_ptr<const BackwardWeightsPlan>> plans;
+  for (const RowBand& b : bands) {
+    plans.push_back(get_plan(t, with_rows(in, b.in_hi - b.in_lo), w, want_bias, band_params(p, b)));
+    if (!plans.back()->src.tileable() || !plans.back()->diff_dst.tileable()) return {};
+  }
+  return plans;
+}
+
+// Band by band: each band's weight (and bias) gradient is a partial sum over
+// its output rows, written by the first band and added by the others (a
+// reorder with a sum post-op, in f32: banding is f32-only).
+void backward_weights_banded(const Tensor& grad_out, const TiledTensor& x, ConvWeightGrads& out,
+                             const std::vector<RowBand>& bands,
+                             const std::vector<std::shared_ptr<const BackwardWeightsPlan>>& plans) {
+  auto& s = stream();
+  // The gradient as the primitive sees it ([g, OC/g, ...] when grouped: a view).
+  const auto wd = plans[0]->diff_weights.primitive_desc().dims();
+  const Tensor grad_w = out.grad_weight.view(Shape(wd.begin(), wd.end()));
+  const Shape zeros_w(wd.size(), 0);
+  ScratchScope scratch;
+  std::vector<dnnl::memory::desc> src_d, dst_d, w_d, b_d;
+  for (const auto& plan : plans) {
+    src_d.push_back(plan->src.primitive_desc());
+    dst_d.push_back(plan->diff_dst.primitive_desc());
+    w_d.push_back(plan->diff_weights.primitive_desc());
+    if (out.grad_bias.defined()) b_d.push_back(plan->diff_bias.primitive_desc());
+  }
+  const BandBuffer src_buf(src_d), dst_buf(dst_d), w_buf(w_d), b_buf(b_d);
+  for (std::size_t i = 0; i < bands.size(); ++i) {
+    const RowBand& band = bands[i];
+    const BackwardWeightsPlan& plan = *plans[i];
+    const bool add = i > 0;
+    dnnl::memory src = src_buf.view(plan.src.primitive_desc());
+    for (const auto& tile : tiles_in_rows(x, band.in_lo, band.in_hi, band.in_lo))
+      plan.src.reorder_region(tile.data, tile.offset, src, true);
+    dnnl::memory diff_dst = dst_buf.view(plan.diff_dst.primitive_desc());
+    const auto rows = rows_of(grad_out, band.out_lo, band.out_hi);
+    plan.diff_dst.reorder_region(rows.data, rows.offset, diff_dst, true);
+    dnnl::memory diff_w = w_buf.view(plan.diff_weights.primitive_desc());
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_w}};
+    dnnl::memory diff_b;
+    if (out.grad_bias.defined()) {
+      diff_b = b_buf.view(plan.diff_bias.primitive_desc());
+      args.emplace(DNNL_ARG_DIFF_BIAS, diff_b);
+    }
+    plan.prim.execute(s, args);
+    plan.diff_weights.reorder_region(grad_w, zeros_w, diff_w, false, add);
+    if (out.grad_bias.defined())
+      plan.diff_bias.reorder_region(out.grad_bias, {0}, diff_b, false, add);
+    s.wait();
+  }
+}
+
+}  // namespace
+
 ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor& x,
                                       const Shape& weight_shape, const ConvParams& p,
                                       bool want_bias) {
   const DType t = x.dtype();
-  std::shared_ptr<const BackwardWeightsPlan> plan;
-  try {
-    plan = cache().get(cache_key("bwd_weights", t, x.shape(), weight_shape, want_bias, p),
-                       [&] { return make_plan(t, x.shape(), weight_shape, want_bias, p); });
-  } catch (const dnnl::error& e) {
-    rethrow_unsupported(
-        e, fmt::format("convolution backward_weights {} input {} weight {} {}", dtype_name(t),
-                       shape_str(x.shape()), shape_str(weight_shape), p.str()));
-  }
   ConvWeightGrads out;
   out.grad_weight = Tensor::empty(weight_shape, t);
   if (want_bias) out.grad_bias = Tensor::empty({weight_shape[0]}, t);
+  const auto bands = plan_bands(t, x.shape(), weight_shape, grad_out.shape(), p);
+  if (!bands.empty()) {
+    const auto plans = band_plans(t, x.shape(), weight_shape, want_bias, p, bands);
+    if (!plans.empty()) {
+      backward_weights_banded(grad_out, x, out, bands, plans);
+      return out;
+    }
+  }
+  const auto plan = get_plan(t, x.shape(), weight_shape, want_bias, p);
   ScratchScope scratch;
   auto& s = stream();
   dnnl::memory diff_w = plan->diff_weights.output(out.grad_weight);

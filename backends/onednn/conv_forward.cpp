@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "backends/onednn/onednn_conv.h"
+#include "backends/onednn/row_bands.h"
 #include "dtensor/core/logging.h"
 
 namespace dtensor::onednn {
@@ -53,19 +54,80 @@ Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Con
   return conv_forward(TiledTensor::whole(x), w, b, p);
 }
 
+namespace {
+
+std::shared_ptr<const ForwardPlan> get_plan(DType t, const Shape& in, const Shape& w, bool has_bias,
+                                            const ConvParams& p) {
+  try {
+    return cache().get(cache_key("fwd", t, in, w, has_bias, p),
+                       [&] { return make_plan(t, in, w, has_bias, p); });
+  } catch (const dnnl::error& e) {
+    rethrow_unsupported(e, fmt::format("convolution forward {} input {} weight {} {}",
+                                       dtype_name(t), shape_str(in), shape_str(w), p.str()));
+  }
+}
+
+// The bands' plans when every band can read its tiles and write its rows in
+// place; empty otherwise (the convolution then runs whole).
+std::vector<std::shared_ptr<const ForwardPlan>> band_plans(DType t, const Shape& in, const Shape& w,
+                                                           bool has_bias, const ConvParams& p,
+                                                           const std::vector<RowBand>& bands) {
+  std::vector<std::shared_ptr<const ForwardPlan>> plans;
+  for (const RowBand& b : bands) {
+    plans.push_back(get_plan(t, with_rows(in, b.in_hi - b.in_lo), w, has_bias, band_params(p, b)));
+    if (!plans.back()->src.tileable() || !plans.back()->dst.tileable()) return {};
+  }
+  return plans;
+}
+
+// Band by band: the band's input rows reordered from the tiles into a blocked
+// buffer, the band's convolution, its output rows reordered into y. One
+// buffer per operand serves every band.
+void forward_banded(const TiledTensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                    const std::vector<RowBand>& bands,
+                    const std::vector<std::shared_ptr<const ForwardPlan>>& plans) {
+  auto& s = stream();
+  ScratchScope scratch;
+  ReusedInput weights(w), bias(b);
+  std::vector<dnnl::memory::desc> src_descs, dst_descs;
+  for (const auto& plan : plans) {
+    src_descs.push_back(plan->src.primitive_desc());
+    dst_descs.push_back(plan->dst.primitive_desc());
+  }
+  const BandBuffer src_buf(src_descs), dst_buf(dst_descs);
+  for (std::size_t i = 0; i < bands.size(); ++i) {
+    const RowBand& band = bands[i];
+    const ForwardPlan& plan = *plans[i];
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_WEIGHTS, weights.get(plan.weights)}};
+    if (b.defined()) args.emplace(DNNL_ARG_BIAS, bias.get(plan.bias));
+    dnnl::memory src = src_buf.view(plan.src.primitive_desc());
+    for (const auto& tile : tiles_in_rows(x, band.in_lo, band.in_hi, band.in_lo))
+      plan.src.reorder_region(tile.data, tile.offset, src, true);
+    dnnl::memory dst = dst_buf.view(plan.dst.primitive_desc());
+    args.emplace(DNNL_ARG_SRC, src);
+    args.emplace(DNNL_ARG_DST, dst);
+    plan.prim.execute(s, args);
+    const auto rows = rows_of(y, band.out_lo, band.out_hi);
+    plan.dst.reorder_region(rows.data, rows.offset, dst, false);
+    s.wait();
+  }
+}
+
+}  // namespace
+
 Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
   const DType t = x.dtype();
   const bool has_bias = b.defined();
-  std::shared_ptr<const ForwardPlan> plan;
-  try {
-    plan = cache().get(cache_key("fwd", t, x.shape(), w.shape(), has_bias, p),
-                       [&] { return make_plan(t, x.shape(), w.shape(), has_bias, p); });
-  } catch (const dnnl::error& e) {
-    rethrow_unsupported(e,
-                        fmt::format("convolution forward {} input {} weight {} {}", dtype_name(t),
-                                    shape_str(x.shape()), shape_str(w.shape()), p.str()));
-  }
   Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), t);
+  const auto bands = plan_bands(t, x.shape(), w.shape(), y.shape(), p);
+  if (!bands.empty()) {
+    const auto plans = band_plans(t, x.shape(), w.shape(), has_bias, p, bands);
+    if (!plans.empty()) {
+      forward_banded(x, w, b, y, bands, plans);
+      return y;
+    }
+  }
+  const auto plan = get_plan(t, x.shape(), w.shape(), has_bias, p);
   ScratchScope scratch;
   auto& s = stream();
   dnnl::memory dst = plan->dst.output(y);

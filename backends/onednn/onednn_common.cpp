@@ -1,5 +1,7 @@
 #include "backends/onednn/onednn_common.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
@@ -107,11 +109,26 @@ void ScratchScope::keep(const Tensor& t) {
   t_kept.back().push_back(t);
 }
 
-dnnl::memory ScratchScope::memory(const dnnl::memory::desc& md) {
-  auto st = Storage::allocate(md.get_size(), Device::cpu());
+void* ScratchScope::bytes(std::size_t n) {
+  auto st = Storage::allocate(n, Device::cpu());
   void* p = st->data();
   t_scratch.back().push_back(std::move(st));
-  return dnnl::memory(md, engine(), p);
+  return p;
+}
+
+BandBuffer::BandBuffer(const std::vector<dnnl::memory::desc>& descs) {
+  std::size_t n = 0;
+  for (const auto& d : descs)
+    n = std::max(n, d.get_size());
+  data_ = ScratchScope::bytes(n);
+}
+
+dnnl::memory BandBuffer::view(const dnnl::memory::desc& md) const {
+  return dnnl::memory(md, engine(), data_);
+}
+
+dnnl::memory ScratchScope::memory(const dnnl::memory::desc& md) {
+  return dnnl::memory(md, engine(), bytes(md.get_size()));
 }
 
 Operand::Operand(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool is_input)
@@ -142,22 +159,28 @@ void Operand::finish_output(dnnl::memory written, const Tensor& t) const {
   reorder_.execute(stream(), written, user);
 }
 
-void Operand::reorder_tile(const TiledTensor::Tile& tile, const dnnl::memory& whole,
-                           bool into) const {
-  const Tensor& t = tile.data;
-  const dnnl::memory::dims dims(t.shape().begin(), t.shape().end());
-  const dnnl::memory::dims strides(t.strides().begin(), t.strides().end());
-  const dnnl::memory::dims offsets(tile.offset.begin(), tile.offset.end());
+void Operand::reorder_region(const Tensor& view, const Shape& offset, const dnnl::memory& whole,
+                             bool into, bool accumulate) const {
+  if (view.numel() == 0) return;
+  const dnnl::memory::dims dims(view.shape().begin(), view.shape().end());
+  const dnnl::memory::dims strides(view.strides().begin(), view.strides().end());
+  const dnnl::memory::dims offsets(offset.begin(), offset.end());
   const dnnl::memory::desc plain(dims, prim_.data_type(), strides);
   const dnnl::memory::desc sub = prim_.submemory_desc(dims, offsets);
   const dnnl::memory::desc& from = into ? plain : sub;
   const dnnl::memory::desc& to = into ? sub : plain;
-  const auto r = tile_reorders().get(md_bytes(from) + md_bytes(to), [&] {
-    return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to));
+  const auto r = tile_reorders().get(md_bytes(from) + md_bytes(to) + (accumulate ? "+" : "="), [&] {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr));
   });
-  dnnl::memory tile_mem(plain, engine(), t.data_ptr());
+  dnnl::memory view_mem(plain, engine(), view.data_ptr());
   dnnl::memory sub_mem(sub, engine(), whole.get_data_handle());
-  r->execute(stream(), into ? tile_mem : sub_mem, into ? sub_mem : tile_mem);
+  r->execute(stream(), into ? view_mem : sub_mem, into ? sub_mem : view_mem);
 }
 
 dnnl::memory Operand::input(const TiledTensor& t) const {
@@ -168,7 +191,7 @@ dnnl::memory Operand::input(const TiledTensor& t) const {
   }
   dnnl::memory m = ScratchScope::memory(prim_);
   for (const auto& tile : t.tiles())
-    reorder_tile(tile, m, true);
+    reorder_region(tile.data, tile.offset, m, true);
   return m;
 }
 
@@ -189,7 +212,15 @@ void Operand::finish_output(dnnl::memory written, const TiledTensor& t, const Te
     return;
   }
   for (const auto& tile : t.tiles())
-    reorder_tile(tile, written, false);
+    reorder_region(tile.data, tile.offset, written, false);
+}
+
+dnnl::memory ReusedInput::get(const Operand& op) {
+  if (!mem_ || desc_ != op.primitive_desc()) {
+    mem_ = op.input(t_);
+    desc_ = op.primitive_desc();
+  }
+  return mem_;
 }
 
 std::string cache_key(const char* pass, DType t, const Shape& input, const Shape& weight, bool bias,

@@ -57,6 +57,9 @@ class ScratchScope {
   static dnnl::memory memory(const dnnl::memory::desc& md);
   /// Keeps `t` alive until the innermost scope ends (a temporary a primitive reads).
   static void keep(const Tensor& t);
+  /// Raw bytes alive until the innermost scope ends: one buffer that the bands
+  /// of a convolution reuse, each viewing it with its own descriptor.
+  static void* bytes(std::size_t n);
 };
 
 /// One argument of a primitive: the user's plain layout and the primitive's.
@@ -83,15 +86,48 @@ class Operand {
   dnnl::memory output(const TiledTensor& t, Tensor& temp) const;
   void finish_output(dnnl::memory written, const TiledTensor& t, const Tensor& temp) const;
 
- private:
-  // Reorders one tile between its own strided plain layout and its place in
-  // `whole` (memory in the primitive's layout).
-  void reorder_tile(const TiledTensor::Tile& tile, const dnnl::memory& whole, bool into) const;
+  /// Whether regions of the primitive's layout can be addressed in place: a
+  /// blocked layout without channel padding, different from the user's.
+  bool tileable() const { return tileable_; }
+  const dnnl::memory::desc& primitive_desc() const { return prim_; }
+  /// Reorders `view` (plain, any strides) into (`into`) or out of its place at
+  /// `offset` in `whole` (memory in the primitive's layout). With
+  /// `accumulate`, the result is added to what the destination holds.
+  void reorder_region(const Tensor& view, const Shape& offset, const dnnl::memory& whole, bool into,
+                      bool accumulate = false) const;
 
+ private:
   dnnl::memory::desc user_, prim_;
   bool same_ = true;
   bool tileable_ = false;  // prim_ is blocked without padding: tiles map to sub-memories
   dnnl::reorder reorder_;
+};
+
+/// An input reordered once and reused while consecutive primitives (the bands
+/// of one convolution) want it in the same layout: the weights.
+class ReusedInput {
+ public:
+  explicit ReusedInput(const Tensor& t) : t_(t) {}
+  /// Memory for `op`; allocated in the innermost ScratchScope when the layout changes.
+  dnnl::memory get(const Operand& op);
+
+ private:
+  const Tensor& t_;
+  dnnl::memory::desc desc_;
+  dnnl::memory mem_;
+};
+
+/// One buffer per operand for all the bands of a convolution: sized for the
+/// largest band, viewed by each band with its own descriptor. (Allocating per
+/// band costs page faults: band buffers sit below the allocator's cache.)
+class BandBuffer {
+ public:
+  /// Allocates, in the innermost ScratchScope, room for the largest of `descs`.
+  explicit BandBuffer(const std::vector<dnnl::memory::desc>& descs);
+  dnnl::memory view(const dnnl::memory::desc& md) const;
+
+ private:
+  void* data_ = nullptr;
 };
 
 /// "fwd|f32|x[1, 3, 8]|w[4, 3, 3]|bias|stride=[1] ..." — what determines a primitive.

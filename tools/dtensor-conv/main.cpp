@@ -9,8 +9,8 @@
 // with the same status. A library error exits 3 at once (_Exit, no final
 // barrier: a peer that did not fail would wait in it; our closed connections
 // make such peers fail instead, and dtensor-run stops them anyway).
-#include <fstream>
 #include <sys/resource.h>
+#include <fstream>
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,0 +1,75 @@
+// Splitting one convolution into bands of output rows along its first spatial
+// dim, each run as its own convolution on the input rows it reads.
+//
+// Why: oneDNN runs on blocked copies of its operands. Made for the whole
+// tensor, those copies are as large as the tensors themselves (a 1024^2 f32
+// layer's backward held two such extra copies, ~1.5x the tensors a rank must
+// hold), and each copy is written to memory and read back. Made per band, the
+// copies are a few MiB that stay in cache between the reorder and the kernel.
+//
+// The maths is the halo plan's (DESIGN.md §5) with bands for ranks: band rows
+// [o0, o1) read input rows [o0*s - pl, (o1-1)*s - pl + E) clipped to the input,
+// with what was clipped as the band's padding.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/tiled_tensor.h"
+
+namespace dtensor::onednn {
+
+struct RowBand {
+  std::int64_t out_lo = 0, out_hi = 0;  // output rows [out_lo, out_hi)
+  std::int64_t in_lo = 0, in_hi = 0;    // input rows read, [in_lo, in_hi)
+  std::int64_t pad_lo = 0, pad_hi = 0;  // the band convolution's padding on this dim
+
+  bool operator==(const RowBand&) const = default;
+};
+
+struct RowGeometry {
+  std::int64_t in_len = 0, out_len = 0;
+  std::int64_t kernel = 1, stride = 1, dilation = 1, pad_lo = 0, pad_hi = 0;
+};
+
+/// Bands of `rows_per_band` output rows (the last may be shorter). Empty when
+/// banding would not be valid: fewer than two bands, or a band whose rows all
+/// fall in the padding (oneDNN takes no empty input).
+std::vector<RowBand> row_bands(const RowGeometry& g, std::int64_t rows_per_band);
+
+/// Output rows per band so that a band's input and output rows take about
+/// `target_bytes` together (at least 4 kernel extents, so halo rows read twice
+/// stay a small fraction). `in_row_bytes` / `out_row_bytes`: bytes of one row
+/// of the input / output across batch, channels and the other spatial dims.
+std::int64_t rows_per_band(const RowGeometry& g, std::int64_t in_row_bytes,
+                           std::int64_t out_row_bytes, std::int64_t target_bytes);
+
+/// The parts of `t`'s tiles in rows [lo, hi) of tensor dim 2 (the first
+/// spatial dim), with offsets relative to row `base` (the band's first row).
+std::vector<TiledTensor::Tile> tiles_in_rows(const TiledTensor& t, std::int64_t lo, std::int64_t hi,
+                                             std::int64_t base);
+
+/// Rows [lo, hi) of `t`'s first spatial dim as one tile at offset 0.
+TiledTensor::Tile rows_of(const Tensor& t, std::int64_t lo, std::int64_t hi);
+
+/// The geometry of `p`'s first spatial dim for an input of `in_len` rows.
+RowGeometry first_dim(const Shape& input, const Shape& weight, const Shape& output,
+                      const ConvParams& p);
+/// `p` with the band's padding on the first spatial dim.
+ConvParams band_params(ConvParams p, const RowBand& b);
+/// `s` with `rows` rows on the first spatial dim.
+Shape with_rows(Shape s, std::int64_t rows);
+
+/// The bands to run an f32 convolution in, or none when it runs whole: other
+/// dtypes (bands change how gradients are summed: one more rounding per band
+/// in bf16), a single spatial dim (the one that is sharded), banding off, or
+/// too few rows.
+std::vector<RowBand> plan_bands(DType t, const Shape& input, const Shape& weight,
+                                const Shape& output, const ConvParams& p);
+
+/// The band budget in bytes: DTENSOR_ONEDNN_BAND_KB (0 turns banding off),
+/// default 1024 KiB (about one core's L2 here).
+std::int64_t band_target_bytes();
+
+}  // namespace dtensor::onednn
