@@ -62,6 +62,83 @@ DTENSOR_TEST_REGISTRAR {
             o);
       });
     }
+
+  // oneDNN's banded f32 path (backends/onednn/row_bands.h) under the halo
+  // convolution: 16 channels so that oneDNN picks blocked layouts, and a
+  // 1 KiB band budget so that these windows split into many bands, with
+  // the halo tiles crossing band boundaries (H sharded: the band dim).
+  register_test("conv differential f32 banded oneDNN, H and W sharded, meshes 2 and 2x2",
+                "[conv][differential][bands][mp]", [] {
+                  RunOptions o;
+                  o.deadline = std::chrono::seconds(240);
+                  run_ranks(
+                      4,
+                      [](RankContext&) {
+                        setenv("DTENSOR_ONEDNN_BAND_KB", "1", 1);
+                        auto params = [](Shape s, ConvParams::Padding p, Shape d) {
+                          ConvParams q;
+                          q.stride = std::move(s);
+                          q.padding = std::move(p);
+                          q.dilation = std::move(d);
+                          return q;
+                        };
+                        const std::vector<ConvCase> cases = {
+                            {{1, 16, 40, 24},
+                             16,
+                             {3, 3},
+                             params({1, 1}, {{1, 1}, {1, 1}}, {1, 1}),
+                             true,
+                             {4},
+                             {Shard(2)},
+                             {},
+                             DType::F32,
+                             1},
+                            {{2, 16, 37, 20},
+                             32,
+                             {4, 3},
+                             params({2, 1}, {{2, 1}, {1, 1}}, {1, 2}),
+                             true,
+                             {4},
+                             {Shard(3)},
+                             {},
+                             DType::F32,
+                             2},
+                            {{1, 16, 45, 12},
+                             16,
+                             {2, 3},
+                             params({5, 1}, {{0, 0}, {1, 1}}, {1, 1}),
+                             false,
+                             {4},
+                             {Shard(2)},
+                             {},
+                             DType::F32,
+                             3},
+                            {{1, 16, 36, 18},
+                             16,
+                             {3, 3},
+                             params({1, 1}, {{2, 0}, {0, 2}}, {2, 1}),
+                             true,
+                             {2, 2},
+                             {Shard(2), Shard(3)},
+                             {},
+                             DType::F32,
+                             4},
+                            {{1, 16, 26, 8, 8},
+                             16,
+                             {3, 3, 3},
+                             params({1, 1, 1}, {{1, 1}, {1, 1}, {1, 1}}, {1, 1, 1}),
+                             true,
+                             {4},
+                             {Shard(2)},
+                             {},
+                             DType::F32,
+                             5},
+                        };
+                        for (const auto& c : cases)
+                          check_conv_case(c);
+                      },
+                      o);
+                });
 }
 
 }  // namespace
