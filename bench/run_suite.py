@@ -104,7 +104,8 @@ def main():
                 row = {"layer": layer[0], "P": P, "dtype": dtype, **{k: r.get(k) for k in (
                     "fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd",
                     "overhead_bwd", "gflops_fwd", "gflops_bwd", "halo_bytes_sent_per_rank",
-                    "peak_rss_mb")}}
+                    "peak_rss_mb", "passes_peak_rss_mb", "tensor_mb", "rss_ratio",
+                    "rss_ratio_net")}}
                 if args.torch_python and layer[7] and P == 2 and dtype == "f32":
                     progress(f"{layer[0]} P={P} PyTorch DTensor")
                     try:
@@ -120,9 +121,9 @@ def main():
         progress(f"growth 3x3 64->64 {size}^2 P=2")
         layer = ("growth", f"1,64,{size},{size}", 64, 3, 1, 1, 1, False)
         r = libdtensor(args.build, layer, 2, "f32", max(2, iters // 2), env)
-        results["growth"].append({"size": size, "fwd_ms": r["fwd_ms"], "bwd_ms": r["bwd_ms"],
-                                  "halo_bytes_sent_per_rank": r["halo_bytes_sent_per_rank"],
-                                  "peak_rss_mb": r["peak_rss_mb"]})
+        results["growth"].append({k: r.get(k) for k in (
+            "fwd_ms", "bwd_ms", "halo_bytes_sent_per_rank", "peak_rss_mb", "passes_peak_rss_mb",
+            "tensor_mb", "rss_ratio", "rss_ratio_net")} | {"size": size})
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "benchmarks.json"), "w") as f:
@@ -136,6 +137,12 @@ def fmt(v, spec=".1f"):
     return "—" if v is None else format(v, spec)
 
 
+def rss(r):
+    """'RSS / tensors | ratio (net)' cells."""
+    return (f"{fmt(r.get('passes_peak_rss_mb'), '.0f')} / {fmt(r.get('tensor_mb'), '.0f')} | "
+            f"{fmt(r.get('rss_ratio'), '.2f')} ({fmt(r.get('rss_ratio_net'), '.2f')})")
+
+
 def write_markdown(res, path):
     peak = res["fma_peak_gflops_f32"]
     L = ["# Benchmarks", "",
@@ -145,9 +152,12 @@ def write_markdown(res, path):
          "## Layers", "",
          "overhead = distributed time / local kernel alone on the same per-rank window; "
          "% peak = forward GFLOP/s per rank / FMA peak; vs torch = PyTorch DTensor time / "
-         "libdtensor time (forward + backward).", "",
-         "| layer | P | dtype | fwd ms | bwd ms | overhead fwd | overhead bwd | GFLOP/s fwd | % peak | halo bytes/rank | RSS MB | vs torch |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "libdtensor time (forward + backward). RSS = peak resident set of a rank over one "
+         "forward + backward (before the timed runs) against the tensors it must hold (input, "
+         "received halo, weights, output, grad_output, gradients): raw, and net of the process's "
+         "resident set before any tensor existed.", "",
+         "| layer | P | dtype | fwd ms | bwd ms | overhead fwd | overhead bwd | GFLOP/s fwd | % peak | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) | vs torch |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["layers"]:
         per_rank = (r["gflops_fwd"] or 0) / r["P"]
         vs = "—"
@@ -158,12 +168,13 @@ def write_markdown(res, path):
         L.append(f"| {r['layer']} | {r['P']} | {r['dtype']} | {fmt(r['fwd_ms'])} | {fmt(r['bwd_ms'])} | "
                  f"{fmt(r['overhead_fwd'], '.3f')} | {fmt(r['overhead_bwd'], '.3f')} | "
                  f"{fmt(r['gflops_fwd'])} | {100 * per_rank / peak:.0f}% | "
-                 f"{r['halo_bytes_sent_per_rank']} | {fmt(r['peak_rss_mb'])} | {vs} |")
+                 f"{r['halo_bytes_sent_per_rank']} | {rss(r)} | {vs} |")
     L += ["", "## Growth (3x3 64->64, P = 2)", "",
-          "| image | fwd ms | bwd ms | halo bytes/rank | peak RSS MB |", "|---|---|---|---|---|"]
+          "| image | fwd ms | bwd ms | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) |",
+          "|---|---|---|---|---|---|"]
     for g in res["growth"]:
         L.append(f"| {g['size']}^2 | {fmt(g['fwd_ms'])} | {fmt(g['bwd_ms'])} | "
-                 f"{g['halo_bytes_sent_per_rank']} | {fmt(g['peak_rss_mb'])} |")
+                 f"{g['halo_bytes_sent_per_rank']} | {rss(g)} |")
     L += ["", "![growth](benchmarks.png)", ""]
     with open(path, "w") as f:
         f.write("\n".join(L))
@@ -186,8 +197,10 @@ def plot(res, path):
     axes[0].legend()
     axes[1].plot([x["size"] for x in g], [x["halo_bytes_sent_per_rank"] / 1024 for x in g], "o-")
     axes[1].set(xlabel="image edge", ylabel="KiB", title="halo bytes per rank vs edge")
-    axes[2].plot(px, [x["peak_rss_mb"] for x in g], "o-")
-    axes[2].set(xlabel="megapixels", ylabel="MB", title="peak RSS vs pixels")
+    axes[2].plot(px, [x["passes_peak_rss_mb"] for x in g], "o-", label="peak RSS")
+    axes[2].plot(px, [x["tensor_mb"] for x in g], "s--", label="tensors held")
+    axes[2].set(xlabel="megapixels", ylabel="MB", title="peak RSS vs pixels (fwd + bwd)")
+    axes[2].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
