@@ -54,17 +54,6 @@ std::shared_ptr<const BackwardDataPlan> get_plan(DType t, const Shape& in, const
   }
 }
 
-std::vector<std::shared_ptr<const BackwardDataPlan>> band_plans(DType t, const Shape& in,
-                                                                const Shape& w, const ConvParams& p,
-                                                                const std::vector<RowBand>& bands) {
-  std::vector<std::shared_ptr<const BackwardDataPlan>> plans;
-  for (const RowBand& b : bands) {
-    plans.push_back(get_plan(t, with_rows(in, b.in_hi - b.in_lo), w, band_params(p, b)));
-    if (!plans.back()->diff_dst.tileable() || !plans.back()->diff_src.tileable()) return {};
-  }
-  return plans;
-}
-
 void zero_rows(const TiledTensor& gx, std::int64_t lo, std::int64_t hi) {
   for (auto& tile : tiles_in_rows(gx, lo, hi, 0))
     tile.data.zero_();
@@ -118,7 +107,10 @@ void conv_backward_data(const Tensor& grad_out, const Tensor& w, const TiledTens
   const Shape& input_shape = gx.shape();
   const auto bands = plan_bands(t, input_shape, w.shape(), grad_out.shape(), p);
   if (!bands.empty()) {
-    const auto plans = band_plans(t, input_shape, w.shape(), p, bands);
+    const auto plans = plans_for_bands(
+        bands, input_shape, p,
+        [&](const Shape& in, const ConvParams& q) { return get_plan(t, in, w.shape(), q); },
+        [](const BackwardDataPlan& b) { return b.diff_dst.tileable() && b.diff_src.tileable(); });
     if (!plans.empty()) return backward_data_banded(grad_out, w, gx, bands, plans);
   }
   const auto plan = get_plan(t, input_shape, w.shape(), p);

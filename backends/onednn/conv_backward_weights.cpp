@@ -64,17 +64,6 @@ std::shared_ptr<const BackwardWeightsPlan> get_plan(DType t, const Shape& in, co
   }
 }
 
-std::vector<std::shared_ptr<const BackwardWeightsPlan>> band_plans(
-    DType t, const Shape& in, const Shape& w, bool want_bias, const ConvParams& p,
-    const std::vector<RowBand>& bands) {
-  std::vector<std::shared_ptr<const BackwardWeightsPlan>> plans;
-  for (const RowBand& b : bands) {
-    plans.push_back(get_plan(t, with_rows(in, b.in_hi - b.in_lo), w, want_bias, band_params(p, b)));
-    if (!plans.back()->src.tileable() || !plans.back()->diff_dst.tileable()) return {};
-  }
-  return plans;
-}
-
 // Band by band: each band's weight (and bias) gradient is a partial sum over
 // its output rows, written by the first band and added by the others (a
 // reorder with a sum post-op, in f32: banding is f32-only).
@@ -132,7 +121,12 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor&
   if (want_bias) out.grad_bias = Tensor::empty({weight_shape[0]}, t);
   const auto bands = plan_bands(t, x.shape(), weight_shape, grad_out.shape(), p);
   if (!bands.empty()) {
-    const auto plans = band_plans(t, x.shape(), weight_shape, want_bias, p, bands);
+    const auto plans = plans_for_bands(
+        bands, x.shape(), p,
+        [&](const Shape& in, const ConvParams& q) {
+          return get_plan(t, in, weight_shape, want_bias, q);
+        },
+        [](const BackwardWeightsPlan& b) { return b.src.tileable() && b.diff_dst.tileable(); });
     if (!plans.empty()) {
       backward_weights_banded(grad_out, x, out, bands, plans);
       return out;

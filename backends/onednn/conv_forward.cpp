@@ -69,17 +69,6 @@ std::shared_ptr<const ForwardPlan> get_plan(DType t, const Shape& in, const Shap
 
 // The bands' plans when every band can read its tiles and write its rows in
 // place; empty otherwise (the convolution then runs whole).
-std::vector<std::shared_ptr<const ForwardPlan>> band_plans(DType t, const Shape& in, const Shape& w,
-                                                           bool has_bias, const ConvParams& p,
-                                                           const std::vector<RowBand>& bands) {
-  std::vector<std::shared_ptr<const ForwardPlan>> plans;
-  for (const RowBand& b : bands) {
-    plans.push_back(get_plan(t, with_rows(in, b.in_hi - b.in_lo), w, has_bias, band_params(p, b)));
-    if (!plans.back()->src.tileable() || !plans.back()->dst.tileable()) return {};
-  }
-  return plans;
-}
-
 // Band by band: the band's input rows reordered from the tiles into a blocked
 // buffer, the band's convolution, its output rows reordered into y. One
 // buffer per operand serves every band.
@@ -121,7 +110,12 @@ Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, cons
   Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), t);
   const auto bands = plan_bands(t, x.shape(), w.shape(), y.shape(), p);
   if (!bands.empty()) {
-    const auto plans = band_plans(t, x.shape(), w.shape(), has_bias, p, bands);
+    const auto plans = plans_for_bands(
+        bands, x.shape(), p,
+        [&](const Shape& in, const ConvParams& q) {
+          return get_plan(t, in, w.shape(), has_bias, q);
+        },
+        [](const ForwardPlan& f) { return f.src.tileable() && f.dst.tileable(); });
     if (!plans.empty()) {
       forward_banded(x, w, b, y, bands, plans);
       return y;

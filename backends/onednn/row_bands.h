@@ -68,6 +68,19 @@ Shape with_rows(Shape s, std::int64_t rows);
 std::vector<RowBand> plan_bands(DType t, const Shape& input, const Shape& weight,
                                 const Shape& output, const ConvParams& p);
 
+/// One plan per band, `plan(input shape of the band, params of the band)`;
+/// none when `usable(plan)` fails for some band (it cannot run in place).
+template <typename MakePlan, typename Usable>
+auto plans_for_bands(const std::vector<RowBand>& bands, const Shape& input, const ConvParams& p,
+                     MakePlan&& plan, Usable&& usable) {
+  std::vector<decltype(plan(input, p))> plans;
+  for (const RowBand& b : bands) {
+    plans.push_back(plan(with_rows(input, b.in_hi - b.in_lo), band_params(p, b)));
+    if (!usable(*plans.back())) return decltype(plans){};
+  }
+  return plans;
+}
+
 /// The band budget in bytes: DTENSOR_ONEDNN_BAND_KB (0 turns banding off),
 /// default 1024 KiB (about one core's L2 here).
 std::int64_t band_target_bytes();
