@@ -57,6 +57,25 @@ Tensor bias_grad(const Tensor& grad_out) {
   return out.to(grad_out.device());
 }
 
+// An implementation returned the wrong shape: the backend's bug, not the caller's.
+void check_result(const std::string& backend, const char* pass, const Shape& got,
+                  const Shape& want) {
+  if (got != want)
+    throw Error(kComponent, fmt::format("{} {} returned shape {}, expected {}", backend, pass,
+                                        shape_str(got), shape_str(want)));
+}
+
+// The parameters, expanded and checked, for a pass that reads grad_output.
+ConvParams check_grad_output(const Tensor& grad_out, const Shape& input_shape,
+                             const Shape& weight_shape, const ConvParams& params) {
+  const ConvParams p = check_conv_args(input_shape, weight_shape, std::nullopt, params);
+  const Shape out_shape = output_shape(input_shape, weight_shape, p);
+  check_arg(grad_out.shape() == out_shape, kComponent,
+            "grad_output: shape {} does not match the convolution's output shape {}",
+            shape_str(grad_out.shape()), shape_str(out_shape));
+  return p;
+}
+
 struct Registry {
   std::mutex mu;
   std::map<std::pair<DeviceType, DType>, std::shared_ptr<LocalConvKernels>> kernels;
@@ -92,9 +111,7 @@ Tensor LocalConvKernels::forward(const Tensor& x, const Tensor& w, const Tensor&
   }
   Tensor y =
       forward_impl(x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p);
-  if (y.shape() != out_shape)
-    throw Error(kComponent, fmt::format("{} forward returned shape {}, expected {}", name(),
-                                        shape_str(y.shape()), shape_str(out_shape)));
+  check_result(name(), "forward", y.shape(), out_shape);
   return y;
 }
 
@@ -103,17 +120,11 @@ Tensor LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
   check_operand(grad_out, "grad_output");
   check_operand(w, "weight");
   check_same_kind(grad_out, "grad_output", w, "weight");
-  const ConvParams p = check_conv_args(input_shape, w.shape(), std::nullopt, params);
-  const Shape out_shape = output_shape(input_shape, w.shape(), p);
-  check_arg(grad_out.shape() == out_shape, kComponent,
-            "grad_output: shape {} does not match the convolution's output shape {}",
-            shape_str(grad_out.shape()), shape_str(out_shape));
+  const ConvParams p = check_grad_output(grad_out, input_shape, w.shape(), params);
   if (shape_numel(input_shape) == 0 || w.numel() == 0 || grad_out.numel() == 0)
     return Tensor::zeros(input_shape, grad_out.dtype(), grad_out.device());
   Tensor gx = backward_data_impl(grad_out.contiguous(), w.contiguous(), input_shape, p);
-  if (gx.shape() != input_shape)
-    throw Error(kComponent, fmt::format("{} backward_data returned shape {}, expected {}", name(),
-                                        shape_str(gx.shape()), shape_str(input_shape)));
+  check_result(name(), "backward_data", gx.shape(), input_shape);
   return gx;
 }
 
@@ -123,11 +134,7 @@ ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const
   check_operand(grad_out, "grad_output");
   check_operand(x, "input");
   check_same_kind(x, "input", grad_out, "grad_output");
-  const ConvParams p = check_conv_args(x.shape(), weight_shape, std::nullopt, params);
-  const Shape out_shape = output_shape(x.shape(), weight_shape, p);
-  check_arg(grad_out.shape() == out_shape, kComponent,
-            "grad_output: shape {} does not match the convolution's output shape {}",
-            shape_str(grad_out.shape()), shape_str(out_shape));
+  const ConvParams p = check_grad_output(grad_out, x.shape(), weight_shape, params);
   if (x.numel() == 0 || shape_numel(weight_shape) == 0 || grad_out.numel() == 0) {
     ConvWeightGrads g;
     g.grad_weight = Tensor::zeros(weight_shape, x.dtype(), x.device());
@@ -171,9 +178,7 @@ Tensor LocalConvKernels::forward(const TiledTensor& x, const Tensor& w, const Te
   if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0)
     return forward(x.assemble(), w, b, params);  // the degenerate cases, answered there
   Tensor y = forward_tiled_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p);
-  if (y.shape() != out_shape)
-    throw Error(kComponent, fmt::format("{} forward returned shape {}, expected {}", name(),
-                                        shape_str(y.shape()), shape_str(out_shape)));
+  check_result(name(), "forward", y.shape(), out_shape);
   return y;
 }
 
@@ -184,11 +189,7 @@ void LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
   check_operand(w, "weight");
   check_same_kind(grad_out, "grad_output", w, "weight");
   check_tiles(grad_input, "grad_input", grad_out, "grad_output");
-  const ConvParams p = check_conv_args(grad_input.shape(), w.shape(), std::nullopt, params);
-  const Shape out_shape = output_shape(grad_input.shape(), w.shape(), p);
-  check_arg(grad_out.shape() == out_shape, kComponent,
-            "grad_output: shape {} does not match the convolution's output shape {}",
-            shape_str(grad_out.shape()), shape_str(out_shape));
+  const ConvParams p = check_grad_output(grad_out, grad_input.shape(), w.shape(), params);
   if (grad_input.numel() == 0 || w.numel() == 0 || grad_out.numel() == 0) {
     grad_input.zero_();
     return;
