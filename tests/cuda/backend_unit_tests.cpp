@@ -65,6 +65,11 @@ TEST_CASE("dtype mapping: cuDNN data, compute and math types; NCCL types and ops
   CHECK(bf16.compute == CUDNN_DATA_FLOAT);
   CHECK(bf16.math == CUDNN_TENSOR_OP_MATH);
   CHECK(cudnn_types(DType::F64).compute == CUDNN_DATA_DOUBLE);
+  const auto f16 = cudnn_types(DType::F16);  // half data, f32 accumulation
+  CHECK(f16.data == CUDNN_DATA_HALF);
+  CHECK(f16.compute == CUDNN_DATA_FLOAT);
+  CHECK(f16.math == CUDNN_TENSOR_OP_MATH);
+  CHECK(nccl_dtype(DType::F16) == ncclFloat16);
   CHECK(nccl_dtype(DType::F32) == ncclFloat32);
   CHECK(nccl_dtype(DType::F64) == ncclFloat64);
   CHECK(nccl_dtype(DType::BF16) == ncclBfloat16);
