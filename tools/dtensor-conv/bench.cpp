@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "dtensor/core/distributed.h"
+#include "dtensor/cuda.h"
 #include "dtensor/ops/local_conv.h"
 #include "tools/dtensor-conv/local_window.h"
 
@@ -21,13 +22,18 @@ double ms_since(Clock::time_point t0) {
 
 // Times `fn` o.iters times after o.warmup untimed runs. With `together`, all
 // ranks start each run after a barrier and the run's time is the slowest rank's.
+// On CUDA the work is queued asynchronously: each run ends when the device has
+// finished it (cuda::synchronize), else only the launches would be timed.
 double timed_median(const Options& o, bool together, const std::function<void()>& fn) {
+  const bool cuda = o.device == DeviceType::CUDA;
   auto& pg = *world();
   std::vector<double> times;
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     if (together) pg.barrier();
+    if (cuda) cuda::synchronize();  // earlier work is not this run's
     const auto t0 = Clock::now();
     fn();
+    if (cuda) cuda::synchronize();
     if (i >= o.warmup) times.push_back(ms_since(t0));
   }
   if (together) {
@@ -73,14 +79,14 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
                                        o.placements, *mesh.get_coordinate());
   double local_fwd = 0, local_bwd = 0;
   if (win.computes) {
-    const auto kernels = local_conv_kernels(Device::cpu(), o.dtype);
-    const Tensor x = Tensor::rand(win.input, o.dtype, seeds.input);
+    const auto kernels = local_conv_kernels(mesh.device(), o.dtype);
+    const Tensor x = Tensor::rand(win.input, o.dtype, seeds.input).to(mesh.device());
     const Tensor& w = ops.weight.to_local();
     const Tensor b = ops.bias ? ops.bias->to_local() : Tensor();
     Tensor yl;
     local_fwd = timed_median(o, false, [&] { yl = kernels->forward(x, w, b, win.params); });
     if (o.backward) {
-      const Tensor gy = Tensor::rand(yl.shape(), o.dtype, seeds.grad_output);
+      const Tensor gy = Tensor::rand(yl.shape(), o.dtype, seeds.grad_output).to(mesh.device());
       local_bwd = timed_median(o, false, [&] {
         kernels->backward_data(gy, w, x.shape(), win.params);
         kernels->backward_weights(gy, x, w.shape(), win.params, o.bias);
