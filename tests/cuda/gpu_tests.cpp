@@ -122,6 +122,16 @@ TEST_CASE("gpu: NCCL with one rank", "[cuda][gpu][nccl]") {
         auto sub = ctx.pg->new_subgroup({0});
         sub->allreduce(t, ReduceOp::Max);
         CHECK(t.item({0}) == 2.0);
+        // ncclCommSplit (split_groups), and a rank in no list gets no group.
+        auto split = ctx.pg->split_groups({{0}});
+        REQUIRE(split != nullptr);
+        CHECK(split->size() == 1);
+        split->allreduce(t);
+        CHECK(t.item({0}) == 2.0);
+        CHECK(ctx.pg->split_groups({}) == nullptr);
+        Tensor h = Tensor::full({3}, 1.5, DType::F16).to(g);  // ncclFloat16
+        split->allreduce(h);
+        CHECK(h.item({2}) == 1.5);
       },
       with_backend("nccl"));
 }
