@@ -44,6 +44,36 @@ std::shared_ptr<ProcessGroup> group_of(const std::shared_ptr<ProcessGroup>& worl
   return world->new_subgroup(members);
 }
 
+// Every row of mesh dim d (the ranks that differ only in coordinate d), in
+// order of their first rank; ranks increase along each row (checked before).
+std::vector<std::vector<int>> rows_of_dim(const Shape& shape, const std::vector<int>& ranks,
+                                          std::size_t d) {
+  std::int64_t inner = 1;
+  for (std::size_t k = d + 1; k < shape.size(); ++k)
+    inner *= shape[k];
+  std::vector<std::vector<int>> rows;
+  for (std::int64_t f = 0; f < static_cast<std::int64_t>(ranks.size()); ++f) {
+    if ((f / inner) % shape[d] != 0) continue;  // not the first of its row
+    std::vector<int> row;
+    for (std::int64_t i = 0; i < shape[d]; ++i)
+      row.push_back(ranks[static_cast<std::size_t>(f + i * inner)]);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// This rank's group along dim d of a mesh covering the whole world, from one
+// collective split (the world itself when the dim is one row over everyone).
+std::shared_ptr<ProcessGroup> split_dim(const std::shared_ptr<ProcessGroup>& world,
+                                        const Shape& shape, const std::vector<int>& ranks,
+                                        std::size_t d) {
+  const auto rows = rows_of_dim(shape, ranks, d);
+  if (rows.size() == 1) return group_of(world, rows[0]);
+  auto g = world->split_groups(rows);
+  check_arg(g != nullptr, "mesh", "mesh dim {}: rank {} is in no row", d, world->rank());
+  return g;
+}
+
 }  // namespace
 
 DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape)
@@ -107,7 +137,17 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
     impl->coord = c;
     // Groups are created in a fixed order (dim 0, 1, ..., then the whole mesh)
     // on every member, which is what subgroup creation requires.
-    for (std::size_t d = 0; d < shape.size(); ++d) {
+    //
+    // A mesh over the whole world: every world rank is a member and builds
+    // this mesh, so all the rows of a dim can be made in one collective
+    // split_groups call (NCCL: one ncclCommSplit of the world communicator,
+    // instead of a new unique id and rendezvous per row). A mesh over part of
+    // the world cannot: ranks outside it need not construct it, and a split
+    // needs every rank of the parent, so it makes its rows with new_subgroup.
+    const bool whole_world = static_cast<int>(ranks.size()) == world_group->size();
+    for (std::size_t d = 0; whole_world && d < shape.size(); ++d)
+      impl->dim_groups.push_back(split_dim(world_group, shape, ranks, d));
+    for (std::size_t d = 0; !whole_world && d < shape.size(); ++d) {
       std::vector<int> members;
       std::vector<std::int64_t> cc = c;
       for (std::int64_t i = 0; i < shape[d]; ++i) {

@@ -13,6 +13,7 @@ std::size_t dtype_size(DType t) {
     case DType::F64:
       return 8;
     case DType::BF16:
+    case DType::F16:
       return 2;
   }
   return 0;
@@ -26,6 +27,8 @@ std::string_view dtype_name(DType t) {
       return "f64";
     case DType::BF16:
       return "bf16";
+    case DType::F16:
+      return "f16";
   }
   return "?";
 }
@@ -34,8 +37,9 @@ DType parse_dtype(std::string_view name) {
   if (name == "f32" || name == "float32" || name == "float") return DType::F32;
   if (name == "f64" || name == "float64" || name == "double") return DType::F64;
   if (name == "bf16" || name == "bfloat16") return DType::BF16;
-  throw InvalidArgument("core",
-                        fmt::format("dtype: unknown dtype '{}' (expected f32, f64 or bf16)", name));
+  if (name == "f16" || name == "float16" || name == "half") return DType::F16;
+  throw InvalidArgument(
+      "core", fmt::format("dtype: unknown dtype '{}' (expected f32, f64, bf16 or f16)", name));
 }
 
 std::string_view device_type_name(DeviceType t) {

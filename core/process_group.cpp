@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "core/detail/split_plan.h"
+
 namespace dtensor {
 
 std::string_view reduce_op_name(ReduceOp op) {
@@ -39,6 +41,13 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(const std::ve
   for (std::size_t i = 0; i < ops.size(); ++i)
     if (ops[i].kind == P2POp::Kind::Send) works[i] = isend(ops[i].tensor, ops[i].peer, ops[i].tag);
   return works;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::split_groups(
+    const std::vector<std::vector<int>>& groups) {
+  const detail::SplitMembership m = detail::split_membership(groups, rank(), size());
+  if (m.group < 0) return nullptr;
+  return new_subgroup(groups[static_cast<std::size_t>(m.group)]);
 }
 
 }  // namespace dtensor

@@ -188,4 +188,12 @@ std::shared_ptr<ProcessGroup> RoutingProcessGroup::new_subgroup(const std::vecto
   return std::make_shared<RoutingProcessGroup>(std::move(cpu), std::move(cuda));
 }
 
+std::shared_ptr<ProcessGroup> RoutingProcessGroup::split_groups(
+    const std::vector<std::vector<int>>& groups) {
+  auto cpu = cpu_->split_groups(groups);
+  auto cuda = cuda_ ? cuda_->split_groups(groups) : nullptr;
+  if (!cpu) return nullptr;  // in no group (both inner groups agree: same lists, same rank)
+  return std::make_shared<RoutingProcessGroup>(std::move(cpu), std::move(cuda));
+}
+
 }  // namespace dtensor::detail

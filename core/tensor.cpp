@@ -15,9 +15,11 @@ template <typename To, typename From>
 To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
-  } else if constexpr (std::is_same_v<To, BFloat16>) {
-    return BFloat16(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<From, BFloat16>) {
+  } else if constexpr (is_half_float_v<To>) {
+    // f64 goes through float first, as PyTorch's c10::Half/BFloat16 do (so a
+    // rare f64 tie may round twice).
+    return To(static_cast<float>(v));
+  } else if constexpr (is_half_float_v<From>) {
     return static_cast<To>(static_cast<float>(v));
   } else {
     return static_cast<To>(v);
@@ -26,7 +28,7 @@ To convert(From v) {
 
 template <typename T>
 double as_double(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>)
+  if constexpr (is_half_float_v<T>)
     return static_cast<float>(v);
   else
     return static_cast<double>(v);
@@ -249,7 +251,7 @@ Tensor& Tensor::add_(const Tensor& src) {
     detail::for_each_row(
         shape_, strides_, offset_, src.strides_, src.offset_,
         [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd, std::int64_t ss) {
-          if constexpr (!std::is_same_v<T, BFloat16>) {
+          if constexpr (!is_half_float_v<T>) {
             if (sd == 1 && ss == 1) {  // dense rows: a loop the compiler vectorises
               T* __restrict d = dst + o;
               const T* __restrict q = sp + so;
@@ -259,9 +261,9 @@ Tensor& Tensor::add_(const Tensor& src) {
             }
           }
           for (std::int64_t k = 0; k < n; ++k) {
-            if constexpr (std::is_same_v<T, BFloat16>)
-              dst[o + k * sd] = BFloat16(static_cast<float>(dst[o + k * sd]) +
-                                         static_cast<float>(sp[so + k * ss]));
+            if constexpr (is_half_float_v<T>)
+              dst[o + k * sd] =
+                  T(static_cast<float>(dst[o + k * sd]) + static_cast<float>(sp[so + k * ss]));
             else
               dst[o + k * sd] += sp[so + k * ss];
           }

@@ -69,7 +69,9 @@ void register_normalize() {
   OpDef def;  // still useful with a handler: validation runs before it on every rank
   def.name = "my::normalize";
   def.validate = [](const OpSchema& s) {
-    check_arg(s.dtensor(0).dtype() != DType::BF16, "my", "my::normalize: bf16 not supported");
+    const DType dt = s.dtensor(0).dtype();
+    check_arg(dt != DType::BF16 && dt != DType::F16, "my", "my::normalize: {} not supported",
+              dtype_name(dt));
   };
   register_op(def);
   register_op_handler("my::normalize", normalize_handler);

@@ -2,11 +2,14 @@
 # The GPU check (issue 7): on a machine with one CUDA GPU, builds the CUDA
 # backends and runs, within ~8 minutes:
 #   1. the CUDA test binary with DTENSOR_REQUIRE_GPU=1 (a skipped GPU test fails):
-#      cuDNN forward/backward against the CPU oracle (f64/f32/bf16), device
-#      copies and kernels, NCCL with one rank, two ranks sharing the GPU over
-#      the Gloo staging path (the two-GPU NCCL test skips with one GPU);
+#      cuDNN forward/backward against the CPU oracle (f64/f32/bf16/f16), device
+#      copies and kernels, the pointwise ops against the CPU kernels, NCCL with
+#      one rank, two ranks sharing the GPU over the Gloo staging path (the
+#      two-GPU NCCL test skips with one GPU);
 #   2. the convolution suites on CPU as a control (same build);
-#   3. dtensor-conv --device cuda, if the CLI exists and knows the option.
+#   3. dtensor-conv --device cuda --check (forward and backward, f32 and f16)
+#      with one rank over NCCL, and two ranks sharing the GPU over the Gloo
+#      staging path.
 # Usage: scripts/gpu-check.sh   (env: DTENSOR_GPU_BUILD_DIR, default build-gpu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,8 +25,7 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | he
 cmake -S "$root" -B "$build" -G Ninja -DDTENSOR_WITH_CUDA=ON -DDTENSOR_BUILD_BENCH=OFF \
   -DDTENSOR_BUILD_EXAMPLES=OFF ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
 step "build"
-targets=(dtensor_cuda_tests dtensor_conv_local_tests)
-ninja -C "$build" -t targets all 2>/dev/null | grep -q '^dtensor-conv:' && targets+=(dtensor-conv)
+targets=(dtensor_cuda_tests dtensor_conv_local_tests dtensor-conv dtensor-run)
 ninja -C "$build" -j "$jobs" "${targets[@]}"
 
 # Programs land in build/bin (older trees: next to their CMakeLists).
@@ -37,10 +39,10 @@ step "local convolution kernels (CPU control)"
 "$(prog dtensor_conv_local_tests)"
 
 cli=$(prog dtensor-conv)
-if [ -x "$cli" ] && "$cli" --help 2>&1 | grep -q -- '--device'; then
-  step "dtensor-conv --device cuda (one rank)"
-  "$cli" --device cuda
-else
-  step "dtensor-conv with --device is not built yet: CLI check skipped"
-fi
+step "dtensor-conv --device cuda --check (one rank, NCCL)"
+"$cli" --device cuda --check --backward
+"$cli" --device cuda --check --backward --dtype f16 --input 2,4,16,16,8 --kernel 3 --padding 1
+step "dtensor-conv --device cuda --check (two ranks sharing the GPU, Gloo staging)"
+DTENSOR_BACKEND=cpu:gloo,cuda:gloo "$(prog dtensor-run)" -n 2 -- "$cli" --device cuda --check \
+  --backward --placements S3
 step "GPU check passed"

@@ -29,6 +29,8 @@ def tolerance(dtype, terms, ranks, ref_max):
     tol = u32 * (8.0 * math.sqrt(max(terms, 0) + 1.0) + 2.0 * max(ranks, 1)) * scale
     if dtype == "bf16":
         tol += 2.0 ** -8 * 2.0 * (max(ranks, 1) + 2.0) * scale
+    if dtype == "f16":
+        tol += 2.0 ** -11 * 2.0 * (max(ranks, 1) + 2.0) * scale
     return tol
 
 

@@ -17,6 +17,8 @@ namespace dtensor::cuda_backend {
 namespace {
 
 ElemType elem(DType t) {
+  static_assert(static_cast<int>(DType::BF16) == static_cast<int>(ElemType::BF16) &&
+                static_cast<int>(DType::F16) == static_cast<int>(ElemType::F16));
   return static_cast<ElemType>(static_cast<int>(t));
 }
 

@@ -1,5 +1,5 @@
 // cuDNN as the CUDA convolution (forward, backward-data, backward-weights) for
-// f32, f64 and bf16, registered for DeviceType::CUDA when the library loads.
+// f32, f64, bf16 and f16, registered for DeviceType::CUDA when the library loads.
 // Algorithms come from cuDNN's heuristics once per (pass, dtype, shape) and are
 // cached; workspaces come from the stream-ordered allocator.
 #include <cstdlib>
@@ -238,6 +238,7 @@ const bool registered = [] {
   register_local_conv_kernels(DeviceType::CUDA, DType::F32, k);
   register_local_conv_kernels(DeviceType::CUDA, DType::F64, k);
   register_local_conv_kernels(DeviceType::CUDA, DType::BF16, k);
+  register_local_conv_kernels(DeviceType::CUDA, DType::F16, k);
   return true;
 }();
 

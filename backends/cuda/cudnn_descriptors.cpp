@@ -22,6 +22,10 @@ CudnnTypes cudnn_types(DType t) {
       return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH};
     case DType::BF16:
       return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+    case DType::F16:
+      // Half data with f32 compute (cuDNN's "pseudo half" configuration): the
+      // accumulation the CPU path (f32 kernels) has, so tolerances carry over.
+      return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
   }
   throw NotSupported("cudnn", "unsupported dtype");
 }

@@ -12,7 +12,8 @@ namespace dtensor::cuda_backend {
 
 struct CudnnTypes {
   cudnnDataType_t data;
-  /// Accumulation: f32 for f32/bf16 (bf16 has no accumulate type of its own), f64 for f64.
+  /// Accumulation: f32 for f32/bf16/f16 (neither 16-bit type has an accumulate type of its own),
+  /// f64 for f64.
   cudnnDataType_t compute;
   /// f32 uses plain FMA math: TF32 tensor cores would round operands to 10
   /// mantissa bits and break the f32 tolerance the tests hold every backend to.

@@ -1,45 +1,15 @@
-// Device side of elementwise.h. Deliberately plain: no cuda_bf16.h, no
-// templates beyond the element types, so nvcc spends seconds on it.
+// Device side of elementwise.h. Deliberately plain: no cuda_bf16.h or
+// cuda_fp16.h, no templates beyond the element types, so nvcc spends seconds
+// on it.
 #include "backends/cuda/elementwise.h"
 
+#include "backends/cuda/element_types.cuh"
+
 #include <cstring>
+#include <type_traits>
 
 namespace dtensor::cuda_backend {
 namespace {
-
-// bfloat16 as its bits, converted exactly as dtensor::BFloat16 does on the host
-// (round to nearest even; NaN stays a quiet NaN), so both sides agree bit for bit.
-struct Bf16 {
-  unsigned short bits;
-};
-
-__device__ inline double to_f64(float v) {
-  return v;
-}
-__device__ inline double to_f64(double v) {
-  return v;
-}
-__device__ inline double to_f64(Bf16 v) {
-  return __uint_as_float(static_cast<unsigned>(v.bits) << 16);
-}
-
-template <typename T>
-__device__ inline T from_f64(double v);
-template <>
-__device__ inline float from_f64<float>(double v) {
-  return static_cast<float>(v);
-}
-template <>
-__device__ inline double from_f64<double>(double v) {
-  return v;
-}
-template <>
-__device__ inline Bf16 from_f64<Bf16>(double v) {
-  unsigned u = __float_as_uint(static_cast<float>(v));
-  if ((u & 0x7fffffffu) > 0x7f800000u) return Bf16{static_cast<unsigned short>((u >> 16) | 0x40u)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return Bf16{static_cast<unsigned short>(u >> 16)};
-}
 
 // Element i's offsets in both tensors (row-major over the merged layout).
 __device__ inline void offsets(const StridedLayout& l, long long i, long long& od, long long& os) {
@@ -79,7 +49,7 @@ __global__ void add_kernel(T* dst, const T* src, StridedLayout l) {
        i += 1ll * gridDim.x * blockDim.x) {
     long long od, os;
     offsets(l, i, od, os);
-    // bf16 adds in f32 and rounds once, like the CPU Tensor::add_.
+    // bf16/f16 add in f32 and round once, like the CPU Tensor::add_.
     dst[od] =
         from_f64<T>(static_cast<float>(to_f64(dst[od])) + static_cast<float>(to_f64(src[os])));
   }
@@ -98,19 +68,6 @@ constexpr int kThreads = 256;
 unsigned blocks_for(long long n) {
   const long long b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 4096 ? (b < 1 ? 1 : b) : 4096);
-}
-
-template <typename F>
-cudaError_t with_type(ElemType t, F&& f) {
-  switch (t) {
-    case ElemType::F32:
-      return f(float{});
-    case ElemType::F64:
-      return f(double{});
-    case ElemType::BF16:
-      return f(Bf16{});
-  }
-  return cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -136,7 +93,12 @@ cudaError_t launch_fill(void* dst, ElemType type, double value, const StridedLay
     using T = decltype(t);
     // The value converts on the host side of the launch, as on the CPU.
     T v;
-    if constexpr (sizeof(T) == 2) {
+    if constexpr (std::is_same_v<T, H16>) {
+      float f = static_cast<float>(value);
+      unsigned u;
+      std::memcpy(&u, &f, 4);
+      v.bits = detail::f32_bits_to_f16_bits(u);
+    } else if constexpr (std::is_same_v<T, Bf16>) {
       float f = static_cast<float>(value);
       unsigned u;
       std::memcpy(&u, &f, 4);

@@ -14,7 +14,7 @@ namespace dtensor::cuda_backend {
 constexpr int kMaxKernelDims = 8;
 
 /// Element types as the kernels see them (values match dtensor::DType).
-enum class ElemType : int { F32 = 0, F64 = 1, BF16 = 2 };
+enum class ElemType : int { F32 = 0, F64 = 1, BF16 = 2, F16 = 3 };
 
 /// A shape and two stride vectors (in elements), after merging dimensions that
 /// are contiguous in both tensors, so most copies run as one flat loop.

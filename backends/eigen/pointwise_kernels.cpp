@@ -1,5 +1,5 @@
 // CPU kernels of the element-wise operators and reductions, with Eigen.
-// bf16 is computed in f32 and rounded once at the end.
+// bf16 and f16 are computed in f32 and rounded once at the end.
 #include <Eigen/Core>
 
 #include "dtensor/ops/registry.h"
@@ -12,11 +12,11 @@ using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using CVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
-// Runs fn on f32/f64 arrays; bf16 inputs are widened to f32 and the result narrowed.
+// Runs fn on f32/f64 arrays; bf16/f16 inputs are widened to f32 and the result narrowed.
 template <typename Fn>
 Tensor compute(const std::vector<Tensor>& ins, const Shape& out_shape, Fn&& fn) {
   const DType dt = ins.at(0).dtype();
-  const DType work = dt == DType::BF16 ? DType::F32 : dt;
+  const DType work = (dt == DType::BF16 || dt == DType::F16) ? DType::F32 : dt;
   std::vector<Tensor> w;
   for (auto& t : ins)
     w.push_back(t.dtype() == work ? t.contiguous() : t.to(work));
@@ -67,7 +67,7 @@ LocalKernel reduction(bool mean) {
 
 struct Registrar {
   Registrar() {
-    for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
+    for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
       const auto cpu = DeviceType::CPU;
       register_kernel("add", cpu, dt, binary([](auto a, auto b) { return a + b; }));
       register_kernel("mul", cpu, dt, binary([](auto a, auto b) { return a * b; }));

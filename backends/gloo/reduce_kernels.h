@@ -1,5 +1,6 @@
 // Element-wise reductions used by the Gloo process group: the combine
-// functions handed to gloo::allreduce (Gloo has none for bfloat16) and the
+// functions handed to gloo::allreduce (Gloo has none for bfloat16, and its
+// float16 type is not dtensor::Float16) and the
 // local reduction that finishes reduce_scatter.
 #pragma once
 
@@ -12,14 +13,18 @@
 
 namespace dtensor::gloo_backend {
 
-/// The type arithmetic is done in: bfloat16 is widened to float so each
-/// combine rounds once.
+/// The type arithmetic is done in: bfloat16 and float16 are widened to float
+/// so each combine rounds once.
 template <typename T>
 struct AccType {
   using type = T;
 };
 template <>
 struct AccType<BFloat16> {
+  using type = float;
+};
+template <>
+struct AccType<Float16> {
   using type = float;
 };
 

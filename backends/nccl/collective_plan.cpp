@@ -1,8 +1,20 @@
 #include "backends/nccl/collective_plan.h"
 
+#include <nccl.h>
+
 #include <algorithm>
 
+#include "core/detail/split_plan.h"
+
 namespace dtensor::nccl_backend {
+
+static_assert(SplitArgs::kNoColor == NCCL_SPLIT_NOCOLOR, "SplitArgs::kNoColor must be NCCL's");
+
+SplitArgs plan_split(const std::vector<std::vector<int>>& groups, int rank, int parent_size) {
+  const detail::SplitMembership m = detail::split_membership(groups, rank, parent_size);
+  if (m.group < 0) return {};
+  return {m.group, m.rank, static_cast<int>(groups[static_cast<std::size_t>(m.group)].size())};
+}
 
 std::vector<std::int64_t> offsets_of(const std::vector<std::int64_t>& counts) {
   std::vector<std::int64_t> off(counts.size(), 0);

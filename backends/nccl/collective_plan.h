@@ -9,6 +9,18 @@
 
 namespace dtensor::nccl_backend {
 
+/// ncclCommSplit's arguments for one rank: color = the index of the list the
+/// rank is in (kNoColor, i.e. NCCL_SPLIT_NOCOLOR, when in none), key = its rank
+/// in that list, so the child's ranks are the list's order. Validates `groups`
+/// (InvalidArgument naming it), identically on every rank.
+struct SplitArgs {
+  static constexpr int kNoColor = -1;  // NCCL_SPLIT_NOCOLOR (static_assert in the .cpp)
+  int color = kNoColor;
+  int key = 0;
+  int size = 0;  // ranks in the child (0 without one)
+};
+SplitArgs plan_split(const std::vector<std::vector<int>>& groups, int rank, int parent_size);
+
 struct Segment {
   int peer = 0;
   std::int64_t offset = 0;  // in elements, into the buffer the segment belongs to

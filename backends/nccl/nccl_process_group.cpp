@@ -124,6 +124,16 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, std::vector<int> global_r
   connect();
 }
 
+NcclProcessGroup::NcclProcessGroup(int rank, int size, std::vector<int> global_ranks,
+                                   std::shared_ptr<Store> store, std::string prefix,
+                                   std::shared_ptr<Comm> comm)
+    : rank_(rank),
+      size_(size),
+      global_ranks_(std::move(global_ranks)),
+      store_(std::move(store)),
+      prefix_(std::move(prefix)),
+      comm_(std::move(comm)) {}
+
 NcclProcessGroup::~NcclProcessGroup() {
   if (!comm_->comm) return;
   try {
@@ -404,6 +414,46 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::new_subgroup(const std::vector<i
   return std::make_shared<NcclProcessGroup>(
       me, static_cast<int>(ranks.size()), std::move(global), store_,
       fmt::format("{}/sub.{}.{}", prefix_, members, n), comm_->timeout, comm_->device);
+}
+
+std::shared_ptr<ProcessGroup> NcclProcessGroup::split_groups(
+    const std::vector<std::vector<int>>& groups) {
+  const SplitArgs a = plan_split(groups, rank_, size_);  // same verdict on every rank
+  // Every rank counts its splits alike (all of them call this in the same
+  // order), so the child's name, the base of its own subgroups' store keys,
+  // agrees across its members.
+  const int n = splits_made_++;
+  const std::string what =
+      fmt::format("ncclCommSplit of {} (color {}, key {})", prefix_, a.color, a.key);
+  comm_->check_usable(what);
+  DeviceGuard guard(comm_->device);
+  // Non-blocking like the parent, said explicitly rather than inherited
+  // (config NULL would inherit it too).
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t child = nullptr;
+  check_nccl(ncclCommSplit(comm_->comm, a.color, a.key, &child, &config), what);
+  // ncclInProgress: the split completes asynchronously. The parent's state
+  // says when this rank's part of the collective is done, the child's when the
+  // new communicator is ready; both are polled under the watchdog (a peer that
+  // never calls makes this time out and abort, instead of hanging).
+  comm_->settle(what);
+  if (a.color == SplitArgs::kNoColor) return nullptr;  // NCCL returns no communicator
+  if (!child)
+    throw CommError("nccl", fmt::format("{}: NCCL returned no communicator for a member", what));
+  auto c = std::make_shared<Comm>();
+  c->comm = child;
+  c->device = comm_->device;
+  c->timeout = comm_->timeout;
+  c->settle(what + " (child)");
+  std::vector<int> global;
+  for (int r : groups[static_cast<std::size_t>(a.color)])
+    global.push_back(global_ranks_[static_cast<std::size_t>(r)]);
+  log::debug("nccl: group '{}' split into child {} of {} rank(s) as rank {}", prefix_, a.color,
+             a.size, a.key);
+  return std::shared_ptr<NcclProcessGroup>(
+      new NcclProcessGroup(a.key, a.size, std::move(global), store_,
+                           fmt::format("{}/split{}.{}", prefix_, n, a.color), std::move(c)));
 }
 
 }  // namespace dtensor::nccl_backend

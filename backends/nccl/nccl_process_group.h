@@ -1,7 +1,9 @@
 // A ProcessGroup over NCCL for CUDA tensors (CPU tensors go to Gloo through the
 // routing group, see core/detail/routing_process_group.h).
 //
-// - The unique id travels through the rendezvous Store.
+// - The unique id travels through the rendezvous Store. split_groups (every
+//   row of a mesh dim at once) splits the communicator with ncclCommSplit
+//   instead; new_subgroup, which only the members call, cannot (see there).
 // - Communicators are non-blocking: every call is polled by the watchdog
 //   (watchdog.h), which aborts the communicator past the group's timeout.
 // - All work runs on the library's stream of the group's device, so it is
@@ -62,9 +64,18 @@ class NcclProcessGroup final : public ProcessGroup {
   void all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts, Tensor& out,
                   const std::vector<std::int64_t>& recv_counts) override;
   void barrier() override;
+  /// A new communicator from a unique id shared through the store: only the
+  /// members call new_subgroup, and ncclCommSplit needs every parent rank.
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
+  /// One ncclCommSplit of this communicator (color = the list's index, key =
+  /// the rank in it, NCCL_SPLIT_NOCOLOR for a rank in no list); the child is
+  /// non-blocking like its parent and settled under the watchdog.
+  std::shared_ptr<ProcessGroup> split_groups(const std::vector<std::vector<int>>& groups) override;
 
  private:
+  /// A group over a communicator that already exists (a split's child).
+  NcclProcessGroup(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Store> store,
+                   std::string prefix, std::shared_ptr<Comm> comm);
   void connect();
   void check_tensor(const Tensor& t, const char* op, const char* name) const;
   /// Runs `issue` (NCCL calls, inside a group when `grouped`) on the stream and
@@ -79,6 +90,7 @@ class NcclProcessGroup final : public ProcessGroup {
   std::string prefix_;
   std::shared_ptr<Comm> comm_;
   std::map<std::vector<int>, int> subgroups_made_;
+  int splits_made_ = 0;
 };
 
 }  // namespace dtensor::nccl_backend

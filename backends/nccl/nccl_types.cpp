@@ -38,6 +38,8 @@ ncclDataType_t nccl_dtype(DType t) {
       return ncclFloat64;
     case DType::BF16:
       return ncclBfloat16;
+    case DType::F16:
+      return ncclFloat16;
   }
   throw NotSupported("nccl", "unsupported dtype");
 }

@@ -48,6 +48,8 @@ class RoutingProcessGroup final : public ProcessGroup {
                   const std::vector<std::int64_t>& recv_counts) override;
   void barrier() override;
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
+  /// Splits both inner groups (so NCCL splits its communicator).
+  std::shared_ptr<ProcessGroup> split_groups(const std::vector<std::vector<int>>& groups) override;
 
   const std::shared_ptr<ProcessGroup>& cpu_group() const { return cpu_; }
   /// Null when CUDA tensors are staged.

@@ -76,8 +76,10 @@ void register_cumsum() {
   OpDef def;
   def.name = "example::cumsum";
   def.validate = [](const OpSchema& s) {
-    check_arg(s.dtensor(0).dtype() != DType::BF16, "example",
-              "example::cumsum: bf16 is not supported");
+    // Kernels exist for f32 and f64 only (a running sum wants the precision).
+    const DType dt = s.dtensor(0).dtype();
+    check_arg(dt == DType::F32 || dt == DType::F64, "example",
+              "example::cumsum: {} is not supported (f32 or f64)", dtype_name(dt));
     scan_dim(s);
   };
   def.output_meta = [](const OpSchema& s) {

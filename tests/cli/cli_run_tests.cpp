@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "dtensor/cuda.h"
 #include "tests/cli/mini_json.h"
 #include "tools/launch/process_set.h"
 
@@ -240,4 +242,69 @@ TEST_CASE("cli run: dump writes every tensor and meta.json and check_dump.py agr
   INFO("check_dump.py on a corrupted dump:\n" << bad.output);
   CHECK(bad.code == 1);
   CHECK(bad.output.find("grad_input") != std::string::npos);
+}
+
+TEST_CASE("cli run: f16 passes --check and its float16 dump agrees with check_dump.py",
+          "[cli][run][f16]") {
+  dtensor::launch::TempDir dir("dtensor-cli-dump-f16");
+  const std::string dump = dir.path() + "/dump";
+  const json::Value v = check_passes(3, {"--dtype", "f16", "--input", "2,3,8,11", "--placements",
+                                         "S3", "--padding-lr", "0:1,2:1", "--dump", dump});
+  CHECK(v.at("ok").boolean);
+  const json::Value meta = json::parse(read_file(dump + "/meta.json"));
+  CHECK(meta.at("dtype").string == "f16");
+  CHECK(meta.at("npy_dtype").string == "float16");
+  CHECK(read_file(dump + "/output.npy").find("'descr': '<f2'") != std::string::npos);
+  const Ran probe = run_program({python(), "-c", "import torch, numpy"}, 60s);
+  if (probe.code != 0) {
+    WARN("SKIPPED check_dump.py: `" << python() << " -c 'import torch, numpy'` failed");
+    return;
+  }
+  const Ran check = run_program({python(), kCheckDump, dump}, 60s);
+  INFO("check_dump.py:\n" << check.output);
+  CHECK(check.code == 0);
+  CHECK(check.output.find("f16") != std::string::npos);
+  // A corrupted value must be caught: the last output element becomes 100.
+  {
+    std::fstream f(dump + "/output.npy", std::ios::in | std::ios::out | std::ios::binary);
+    const std::uint16_t h = 0x5640;  // 100.0 in f16
+    f.seekp(-2, std::ios::end);
+    f.write(reinterpret_cast<const char*>(&h), 2);
+  }
+  const Ran bad = run_program({python(), kCheckDump, dump}, 60s);
+  INFO("check_dump.py on a corrupted f16 dump:\n" << bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("output") != std::string::npos);
+}
+
+TEST_CASE(
+    "cli run: --device cpu passes, --device cuda without a GPU is a usage error on every rank",
+    "[cli][run][device]") {
+  check_passes(2, {"--device", "cpu", "--placements", "S3"});
+  if (dtensor::cuda::is_available()) {
+    WARN(
+        "SKIPPED the no-GPU half: a CUDA device is available (scripts/gpu-check.sh runs "
+        "--device cuda)");
+    return;
+  }
+  const Ran r = run_conv(2, {"--device", "cuda", "--check"});
+  INFO("output:\n" << r.output);
+  CHECK(r.code == 2);
+  CHECK(r.seconds < 10);
+  CHECK(r.output.find("dtensor-conv: --device: cuda is not available") != std::string::npos);
+  // Each rank reaches the verdict by itself, before any rendezvous (started
+  // without the launcher, which would stop the peer of the first to fail).
+  dtensor::launch::TempDir store("dtensor-cli-store");
+  for (int rank = 0; rank < 2; ++rank) {
+    const Ran own = run_program({kConv, "--device", "cuda"}, 20s,
+                                {{"DTENSOR_RANK", std::to_string(rank)},
+                                 {"DTENSOR_WORLD_SIZE", "2"},
+                                 {"DTENSOR_LOCAL_RANK", std::to_string(rank)},
+                                 {"DTENSOR_STORE", "file:" + store.path()}});
+    INFO("rank " << rank << " output:\n" << own.output);
+    CHECK(own.code == 2);
+    CHECK(own.seconds < 5);
+    CHECK(own.output.find("dtensor-conv: --device: cuda is not available") != std::string::npos);
+  }
+  if (!dtensor::cuda::is_built()) CHECK(r.output.find("built without CUDA") != std::string::npos);
 }

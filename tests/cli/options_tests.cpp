@@ -140,6 +140,8 @@ struct BadCase {
 const std::vector<BadCase>& bad_cases() {
   static const std::vector<BadCase> cases = {
       {{"--bogus"}, "--bogus"},
+      {{"--device", "gpu"}, "--device"},
+      {{"--device"}, "--device"},
       {{"stray"}, "unexpected argument 'stray'"},
       {{"--stride"}, "--stride"},
       {{"--stride", "0"}, "--stride"},
@@ -167,7 +169,7 @@ const std::vector<BadCase>& bad_cases() {
       {{"--groups", "0"}, "--groups"},
       {{"--groups", "3"}, "--groups"},
       {{"--groups", "2", "--out-channels", "3"}, "--groups"},
-      {{"--dtype", "f16"}, "--dtype"},
+      {{"--dtype", "f8"}, "--dtype"},
       {{"--seed", "-1"}, "--seed"},
       {{"--seed", "1e3"}, "--seed"},
       {{"--mesh", "2y2"}, "--mesh"},
@@ -212,6 +214,26 @@ TEST_CASE("cli parser: bad arguments are refused naming the argument", "[cli][op
   }
 }
 
+TEST_CASE("cli parser: --device cpu or cuda, and cuda needs an available device",
+          "[cli][options][device]") {
+  CHECK(parse_options({}).device == DeviceType::CPU);
+  CHECK(parse_options({"--device", "cpu"}).device == DeviceType::CPU);
+  const Options cuda = parse_options({"--device=cuda"});
+  CHECK(cuda.device == DeviceType::CUDA);
+  CHECK_NOTHROW(check_device(parse_options({"--device", "cpu"}), false, "built without CUDA"));
+  CHECK_NOTHROW(check_device(cuda, true, ""));
+  try {
+    check_device(cuda, false, "built without CUDA");
+    FAIL("check_device accepted --device cuda without CUDA");
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    CHECK(m.rfind("--device", 0) == 0);
+    CHECK(m.find("built without CUDA") != std::string::npos);
+  }
+  CHECK(help_text().find("--device cpu|cuda") != std::string::npos);
+  CHECK(help_text().find("f16") != std::string::npos);
+}
+
 TEST_CASE("cli npy: header layout as numpy writes it", "[cli][npy]") {
   const std::string h = npy_header("<f4", {2, 3});
   CHECK(h.size() % 64 == 0);
@@ -226,6 +248,7 @@ TEST_CASE("cli npy: header layout as numpy writes it", "[cli][npy]") {
   CHECK(npy_descr(DType::F64) == "<f8");
   CHECK(npy_descr(DType::F32) == "<f4");
   CHECK(npy_descr(DType::BF16) == "<f4");  // widened: numpy has no bfloat16
+  CHECK(npy_descr(DType::F16) == "<f2");   // numpy's float16 is IEEE binary16
 }
 
 TEST_CASE("cli npy: bf16 data is written widened to float32 in C order", "[cli][npy]") {
@@ -281,6 +304,9 @@ TEST_CASE("cli tolerance: scales with dtype and size and magnitude", "[cli][tole
   CHECK(tolerance(DType::F32, 99, 1, 10.0) == Approx(10 * f32));
   CHECK(tolerance(DType::BF16, 99, 1, 1.0) > 100 * f32);
   CHECK(tolerance(DType::BF16, 99, 1, 1.0) < 0.05);
+  // f16: between f32 and bf16 (2^-11 vs 2^-8 storage rounding).
+  CHECK(tolerance(DType::F16, 99, 1, 1.0) > 10 * f32);
+  CHECK(tolerance(DType::F16, 99, 1, 1.0) < tolerance(DType::BF16, 99, 1, 1.0) / 4);
 }
 
 TEST_CASE("cli local window: the halo window and its local padding", "[cli][window]") {

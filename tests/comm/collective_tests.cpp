@@ -66,7 +66,7 @@ std::vector<double> gather_scalar(ProcessGroup& pg, double x) {
 
 }  // namespace
 
-TEST_CASE("allreduce sum avg max min for f32 f64 bf16 P=1..4", "[comm][collective]") {
+TEST_CASE("allreduce sum avg max min for f32 f64 bf16 f16 P=1..4", "[comm][collective]") {
   for (int P = 1; P <= 4; ++P) {
     run_ranks(P, [](RankContext& ctx) {
       auto& pg = *ctx.pg;

@@ -14,7 +14,7 @@
 
 namespace dtensor::testing {
 
-inline const std::vector<DType> kAllDTypes = {DType::F32, DType::F64, DType::BF16};
+inline const std::vector<DType> kAllDTypes = {DType::F32, DType::F64, DType::BF16, DType::F16};
 inline const std::vector<ReduceOp> kAllOps = {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max,
                                               ReduceOp::Min};
 
@@ -25,8 +25,8 @@ inline Tensor make_tensor(DType dt, std::int64_t n, const std::function<double(s
     using T = decltype(tag);
     T* p = t.data<T>();
     for (std::int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<T, BFloat16>)
-        p[i] = BFloat16(static_cast<float>(f(i)));
+      if constexpr (is_half_float_v<T>)
+        p[i] = T(static_cast<float>(f(i)));
       else
         p[i] = static_cast<T>(f(i));
     }
@@ -34,7 +34,8 @@ inline Tensor make_tensor(DType dt, std::int64_t n, const std::function<double(s
   return t;
 }
 
-/// Small integers: exact in bf16 (8 significant bits) even summed over 4 ranks.
+/// Small integers: exact in bf16 (8 significant bits) and f16 (11) even summed
+/// over 4 ranks.
 inline double small_value(int rank, std::int64_t i) {
   return static_cast<double>((rank * 7 + i * 3) % 11) - 5.0 + rank;
 }
@@ -58,6 +59,8 @@ inline double tolerance(DType dt, double scale) {
       return 1e-5 * (1 + scale);
     case DType::BF16:
       return 1e-2 * (1 + scale);
+    case DType::F16:
+      return 2e-3 * (1 + scale);  // u = 2^-11, a few roundings
   }
   return 0;
 }

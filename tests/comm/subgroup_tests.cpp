@@ -116,3 +116,34 @@ TEST_CASE("new_subgroup rejects bad member lists P=2", "[comm][subgroup][validat
     world.barrier();
   });
 }
+
+TEST_CASE("split_groups: every rank splits alike, gets its list's group or none P=4",
+          "[comm][subgroup][split]") {
+  run_ranks(4, [](RankContext& ctx) {
+    auto& world = *ctx.pg;
+    const int w = ctx.rank;
+    // Columns of a 2x2 layout, in one collective call.
+    auto col = world.split_groups({{0, 2}, {1, 3}});
+    REQUIRE(col != nullptr);
+    CHECK(col->size() == 2);
+    CHECK(col->rank() == w / 2);
+    CHECK(col->global_ranks() == std::vector<int>{w % 2, w % 2 + 2});
+    Tensor t = Tensor::full({3}, 1.0 + w, DType::F16);
+    col->allreduce(t);
+    CHECK(max_error(t, [&](auto) { return (1.0 + w % 2) + (3.0 + w % 2); }) == 0);
+    // Ranks in no list get no group (and the others still get theirs).
+    auto some = world.split_groups({{1, 2}});
+    CHECK((some != nullptr) == (w == 1 || w == 2));
+    if (some) {
+      Tensor u = Tensor::full({1}, 10.0 * w, DType::F32);
+      some->allreduce(u, ReduceOp::Max);
+      CHECK(u.item({0}) == 20.0);
+    }
+    // Bad lists: the same InvalidArgument naming them on every rank.
+    CHECK_THROWS_AS(world.split_groups({{0, 1}, {1, 2}}), InvalidArgument);
+    CHECK_THROWS_WITH(world.split_groups({{0, 1}, {1, 2}}), Catch::Contains("groups"));
+    CHECK_THROWS_WITH(world.split_groups({{2, 1}}), Catch::Contains("strictly increasing"));
+    CHECK_THROWS_WITH(world.split_groups({{0, 4}}), Catch::Contains("outside"));
+    world.barrier();
+  });
+}

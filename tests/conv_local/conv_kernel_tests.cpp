@@ -1,4 +1,5 @@
-// The registered local convolution kernels (Eigen f64, oneDNN f32/bf16) against
+// The registered local convolution kernels (Eigen f64, oneDNN f32/bf16, f16 via
+// f32) against
 // the naive f64 reference, over seeded random configurations: 1-3 spatial dims,
 // strides 1-4, dilations 1-3, asymmetric padding 0-4, kernels 1-7, groups and
 // depthwise, all three passes with and without bias.
@@ -6,8 +7,9 @@
 // Tolerances are derived, not fitted: a sum of R products (operands in [-1, 1))
 // accumulated in precision u makes R roundings, each at most u times a partial
 // sum, and partial sums are of the size of the result, so |error| <= c*u*R*
-// max(1, |result|) with a small c for blocked orders. bf16 results also carry
-// one output rounding (at most 2^-8 of the largest value; we allow two). The sweeps print how
+// max(1, |result|) with a small c for blocked orders. bf16 and f16 results also
+// carry one output rounding (at most 2^-8 resp. 2^-11 of the largest value; we
+// allow two). The sweeps print how
 // close the worst case came (WARN lines).
 #include <catch2/catch.hpp>
 
@@ -106,6 +108,8 @@ double unit_roundoff(DType t) {
       return std::ldexp(1.0, -24);
     case DType::BF16:
       return std::ldexp(1.0, -8);  // 8 significant bits
+    case DType::F16:
+      return std::ldexp(1.0, -11);  // 11 significant bits
   }
   return 1;
 }
@@ -116,7 +120,8 @@ double unit_roundoff(DType t) {
 double tolerance(DType t, std::int64_t terms, double ref_max) {
   const double acc_u = t == DType::F64 ? unit_roundoff(DType::F64) : unit_roundoff(DType::F32);
   const double accumulation = 4.0 * acc_u * static_cast<double>(terms + 1) * std::max(1.0, ref_max);
-  const double storage = t == DType::BF16 ? 2.0 * unit_roundoff(t) * ref_max : 0.0;
+  const bool half = t == DType::BF16 || t == DType::F16;
+  const double storage = half ? 2.0 * unit_roundoff(t) * ref_max : 0.0;
   return std::max(accumulation + storage, t == DType::F64 ? 1e-12 : 0.0);
 }
 
@@ -211,6 +216,13 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "local conv kernels: f16 (computed in f32, rounded once) matches the reference within "
+    "f16 rounding (all passes)",
+    "[kernels][f16]") {
+  random_sweep(DType::F16, 60, 14);
+}
+
+TEST_CASE(
     "local conv kernels: fixed shapes at the extremes (kernel 7, dilation 3, stride 4, "
     "padding wider than the kernel, 1x1, depthwise 3-D, blocked layouts)",
     "[kernels]") {
@@ -246,7 +258,7 @@ TEST_CASE(
 
 TEST_CASE("local conv kernels: non-contiguous inputs (halo window views) give the same result",
           "[kernels]") {
-  for (DType t : {DType::F64, DType::F32, DType::BF16}) {
+  for (DType t : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
     const auto kernels = local_conv_kernels(Device::cpu(), t);
     const Tensor full = Tensor::rand({2, 3, 6, 20}, t, 5);
     const Tensor window = full.narrow(3, 4, 11);  // a strided view, as the halo path makes
@@ -267,7 +279,7 @@ TEST_CASE(
     "local conv kernels: degenerate operands (window wholly in padding, empty batch, "
     "empty channels) give bias-only outputs and zero gradients",
     "[kernels]") {
-  for (DType t : {DType::F64, DType::F32, DType::BF16}) {
+  for (DType t : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
     INFO(dtype_name(t));
     const auto kernels = local_conv_kernels(Device::cpu(), t);
     const Tensor w = Tensor::rand({3, 2, 3}, t, 1);
@@ -298,6 +310,7 @@ TEST_CASE(
     "[kernels][registry]") {
   CHECK(has_local_conv_kernels(DeviceType::CPU, DType::F32));
   CHECK(has_local_conv_kernels(DeviceType::CPU, DType::BF16));
+  CHECK(has_local_conv_kernels(DeviceType::CPU, DType::F16));
   CHECK(has_local_conv_kernels(DeviceType::CPU, DType::F64));
   if (!has_local_conv_kernels(DeviceType::CUDA, DType::F64)) {
     CHECK_THROWS_AS(local_conv_kernels(Device::cuda(0), DType::F64), NotSupported);

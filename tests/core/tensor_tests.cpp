@@ -20,7 +20,7 @@ void iota(Tensor& t) {
 }  // namespace
 
 TEST_CASE("tensor storage is 64-byte aligned and shapes/strides are row-major", "[tensor]") {
-  for (DType dt : {DType::F32, DType::F64, DType::BF16}) {
+  for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
     Tensor t = Tensor::empty({2, 3, 5}, dt);
     REQUIRE(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 64 == 0);
     REQUIRE(t.strides() == Shape{15, 5, 1});
@@ -137,7 +137,7 @@ TEST_CASE("tensor errors are typed and name the operation", "[tensor][errors]") 
   REQUIRE_THROWS_AS(t.view({4}), dtensor::InvalidArgument);
   REQUIRE_THROWS_AS(Tensor::empty({2, -1}, DType::F32), dtensor::InvalidArgument);
   REQUIRE_THROWS_AS(t.item({2, 0}), dtensor::InvalidArgument);
-  REQUIRE_THROWS_AS(dtensor::parse_dtype("f16"), dtensor::InvalidArgument);
+  REQUIRE_THROWS_AS(dtensor::parse_dtype("f8"), dtensor::InvalidArgument);
   REQUIRE_THROWS_AS(Tensor::empty({2}, DType::F32, dtensor::Device::cuda(0)),
                     dtensor::NotSupported);
 }

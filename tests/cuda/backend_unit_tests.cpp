@@ -65,6 +65,11 @@ TEST_CASE("dtype mapping: cuDNN data, compute and math types; NCCL types and ops
   CHECK(bf16.compute == CUDNN_DATA_FLOAT);
   CHECK(bf16.math == CUDNN_TENSOR_OP_MATH);
   CHECK(cudnn_types(DType::F64).compute == CUDNN_DATA_DOUBLE);
+  const auto f16 = cudnn_types(DType::F16);  // half data, f32 accumulation
+  CHECK(f16.data == CUDNN_DATA_HALF);
+  CHECK(f16.compute == CUDNN_DATA_FLOAT);
+  CHECK(f16.math == CUDNN_TENSOR_OP_MATH);
+  CHECK(nccl_dtype(DType::F16) == ncclFloat16);
   CHECK(nccl_dtype(DType::F32) == ncclFloat32);
   CHECK(nccl_dtype(DType::F64) == ncclFloat64);
   CHECK(nccl_dtype(DType::BF16) == ncclBfloat16);
@@ -235,4 +240,34 @@ TEST_CASE("algorithm cache: chosen once per key", "[cuda][unit]") {
   CHECK(cache.size() == 2);
   CHECK(cache.hits() == 1);
   CHECK(cache.misses() == 2);
+}
+
+TEST_CASE("split plan: color is the row, key the rank in it, no color outside every row",
+          "[cuda][unit][nccl]") {
+  // A 2x3 mesh over 6 ranks: dim 1's rows are {0,1,2} and {3,4,5}; dim 0's
+  // are {0,3}, {1,4}, {2,5}.
+  const std::vector<std::vector<int>> dim1{{0, 1, 2}, {3, 4, 5}};
+  const std::vector<std::vector<int>> dim0{{0, 3}, {1, 4}, {2, 5}};
+  const SplitArgs a = plan_split(dim1, 4, 6);
+  CHECK(a.color == 1);
+  CHECK(a.key == 1);
+  CHECK(a.size == 3);
+  const SplitArgs b = plan_split(dim0, 4, 6);
+  CHECK(b.color == 1);
+  CHECK(b.key == 1);
+  CHECK(b.size == 2);
+  CHECK(plan_split(dim0, 5, 6).color == 2);
+  CHECK(plan_split(dim0, 0, 6).key == 0);
+  // Rank 6 of 7 is in no row: NCCL_SPLIT_NOCOLOR.
+  const SplitArgs none = plan_split(dim1, 6, 7);
+  CHECK(none.color == NCCL_SPLIT_NOCOLOR);
+  CHECK(none.size == 0);
+}
+
+TEST_CASE("split plan: bad lists are InvalidArgument naming groups", "[cuda][unit][nccl]") {
+  using L = std::vector<std::vector<int>>;
+  for (const L& bad : {L{{0, 1}, {1, 2}}, L{{1, 0}}, L{{0, 4}}, L{{0}, {}}, L{{-1, 0}}}) {
+    CHECK_THROWS_AS(plan_split(bad, 0, 4), InvalidArgument);
+    CHECK_THROWS_WITH(plan_split(bad, 0, 4), Catch::Contains("groups"));
+  }
 }

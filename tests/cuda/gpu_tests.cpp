@@ -73,8 +73,11 @@ TEST_CASE("gpu: cuDNN convolution matches the f64 oracle", "[cuda][gpu]") {
   const Case cases[] = {{{2, 3, 17}, {4, 3, 4}, a1},
                         {{1, 4, 9, 8}, {6, 2, 3, 3}, a2},
                         {{1, 2, 5, 6, 7}, {3, 2, 3, 3, 3}, a3}};
-  for (DType t : {DType::F64, DType::F32, DType::BF16}) {
-    const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-4 : 6e-2;
+  for (DType t : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
+    const double tol = t == DType::F64   ? 1e-12
+                       : t == DType::F32 ? 1e-4
+                       : t == DType::F16 ? 8e-3
+                                         : 6e-2;
     auto k = local_conv_kernels(Device::cuda(0), t);
     CHECK(k->name() == "cudnn");
     for (const auto& c : cases) {
@@ -119,6 +122,16 @@ TEST_CASE("gpu: NCCL with one rank", "[cuda][gpu][nccl]") {
         auto sub = ctx.pg->new_subgroup({0});
         sub->allreduce(t, ReduceOp::Max);
         CHECK(t.item({0}) == 2.0);
+        // ncclCommSplit (split_groups), and a rank in no list gets no group.
+        auto split = ctx.pg->split_groups({{0}});
+        REQUIRE(split != nullptr);
+        CHECK(split->size() == 1);
+        split->allreduce(t);
+        CHECK(t.item({0}) == 2.0);
+        CHECK(ctx.pg->split_groups({}) == nullptr);
+        Tensor h = Tensor::full({3}, 1.5, DType::F16).to(g);  // ncclFloat16
+        split->allreduce(h);
+        CHECK(h.item({2}) == 1.5);
       },
       with_backend("nccl"));
 }
@@ -161,4 +174,39 @@ TEST_CASE("gpu: NCCL halo convolution on two GPUs", "[cuda][gpu][nccl]") {
               1e-12);
       },
       with_backend("nccl"));
+}
+
+TEST_CASE("gpu: pointwise ops and reductions on CUDA tensors match the CPU kernels",
+          "[cuda][gpu][pointwise]") {
+  if (!gpu_or_skip()) return;
+  testing::run_ranks(1, [](testing::RankContext&) {
+    const Device g = Device::cuda(cuda::current_device());
+    DeviceMesh cpu(DeviceType::CPU, {1});
+    DeviceMesh gpu(DeviceType::CUDA, {1});
+    for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+      INFO(dtype_name(t));
+      const Tensor a = Tensor::rand({3, 7, 33}, t, 1), b = Tensor::rand({3, 7, 33}, t, 2);
+      // distribute_tensor takes the host tensor; a CUDA mesh's local parts land on g.
+      const auto on = [](const DeviceMesh& m, const Tensor& x) {
+        return distribute_tensor(x, m, {Replicate()});
+      };
+      const DTensor ca = on(cpu, a), cb = on(cpu, b), ga = on(gpu, a), gb = on(gpu, b);
+      const auto host = [](const DTensor& x) { return x.to_local().to(Device::cpu()); };
+      // Same arithmetic in the same precision: equal bits for the element-wise ops.
+      CHECK(max_abs_diff(host(add(ga, gb)), add(ca, cb).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(mul(ga, gb)), mul(ca, cb).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(scale(ga, 0.375)), scale(ca, 0.375).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(relu(ga)), relu(ca).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(relu_backward(ga, gb)), relu_backward(ca, cb).to_local()) == 0.0);
+      CHECK(add(ga, gb).to_local().device() == g);
+      // Sums: f64 accumulation in another order, so rounding of the f64 sum and
+      // of the result's dtype.
+      const double u = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-6 : 1e-2;
+      const double s = sum(ca).to_local().item({});
+      CHECK(std::abs(host(sum(ga)).item({}) - s) <= u * std::max(1.0, std::abs(s)));
+      const double m = mean(ca).to_local().item({});
+      CHECK(std::abs(host(mean(ga)).item({}) - m) <= u * std::max(1.0, std::abs(m)));
+    }
+    cuda::synchronize();
+  });
 }

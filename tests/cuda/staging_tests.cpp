@@ -42,7 +42,7 @@ double load(const Tensor& t, std::int64_t o) {
   return visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T v = static_cast<const T*>(t.data_ptr())[o];
-    if constexpr (std::is_same_v<T, BFloat16>)
+    if constexpr (is_half_float_v<T>)
       return static_cast<double>(static_cast<float>(v));
     else
       return static_cast<double>(v);
@@ -51,8 +51,8 @@ double load(const Tensor& t, std::int64_t o) {
 void store(const Tensor& t, std::int64_t o, double v) {
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, BFloat16>)
-      static_cast<T*>(t.data_ptr())[o] = BFloat16(static_cast<float>(v));
+    if constexpr (is_half_float_v<T>)
+      static_cast<T*>(t.data_ptr())[o] = T(static_cast<float>(v));
     else
       static_cast<T*>(t.data_ptr())[o] = static_cast<T>(v);
   });

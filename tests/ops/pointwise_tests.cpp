@@ -2,6 +2,8 @@
 // several placements, against plain loops over the global tensors.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/pointwise.h"
@@ -114,5 +116,40 @@ TEST_CASE(
       REQUIRE(std::abs(loss.full_tensor().item({}) - ref_loss) < 1e-14);
     }
     REQUIRE(max_abs_diff(w.full_tensor(), Wref) < 1e-14);
+  });
+}
+
+TEST_CASE("pointwise ops in f16 compute in f32 and round once P=2", "[ops][pointwise][mp][f16]") {
+  run_ranks(2, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2});
+    const Tensor A = Tensor::rand({5, 9}, DType::F16, 1), B = Tensor::rand({5, 9}, DType::F16, 2);
+    auto a = distribute_tensor(A, mesh, {Shard(1)});
+    auto b = distribute_tensor(B, mesh, {Shard(1)});
+    // The oracle is exact (f64 on the f16 inputs); the result is one f16
+    // rounding away: at most half a unit in the last place, 2^-11 relative.
+    const auto within_one_rounding = [](const Tensor& got, const Tensor& want) {
+      for (std::int64_t i = 0; i < want.numel(); ++i)
+        if (std::abs(got.item_flat(i) - want.item_flat(i)) >
+            std::ldexp(1.0, -11) * std::abs(want.item_flat(i)))
+          return false;
+      return true;
+    };
+    const Tensor sum_ab = add(a, b).full_tensor();
+    CHECK(sum_ab.dtype() == DType::F16);
+    CHECK(within_one_rounding(sum_ab, oracle(A, B, std::plus<>())));
+    CHECK(within_one_rounding(mul(a, b).full_tensor(), oracle(A, B, std::multiplies<>())));
+    CHECK(within_one_rounding(scale(a, 0.3).full_tensor(),
+                              oracle(A, B, [](double x, double) { return 0.3 * x; })));
+    CHECK(max_abs_diff(relu(a).full_tensor(),
+                       oracle(A, B, [](double x, double) { return x > 0 ? x : 0; })) == 0.0);
+    // sum: each rank's partial sum is rounded to f16, and so is their sum:
+    // three roundings, each at most 2^-11 of something <= sum |A|.
+    double s = 0, abs_sum = 0;
+    for (std::int64_t i = 0; i < A.numel(); ++i) {
+      s += A.item_flat(i);
+      abs_sum += std::abs(A.item_flat(i));
+    }
+    const double got = sum(a).full_tensor().item({});
+    CHECK(std::abs(got - s) <= 3 * std::ldexp(1.0, -11) * std::max(1.0, abs_sum));
   });
 }

@@ -132,11 +132,11 @@ DTENSOR_TEST_REGISTRAR {
 
 }  // namespace
 
-TEST_CASE("redistribute f32 and bf16 integer data exactly on a 1-D mesh P=3",
+TEST_CASE("redistribute f32 bf16 and f16 integer data exactly on a 1-D mesh P=3",
           "[redistribute][mp]") {
   run_ranks(3, [](RankContext&) {
     DeviceMesh mesh(DeviceType::CPU, {3});
-    for (DType dt : {DType::F32, DType::BF16})
+    for (DType dt : {DType::F32, DType::BF16, DType::F16})
       for (const auto& s : kPlacements)
         for (const auto& d : kPlacements)
           if (!is_error_pair({s}, {d})) check_transition(mesh, {7, 10, 3}, dt, {s}, {d});

@@ -140,7 +140,7 @@ TEST_CASE("bad input: dtensor-conv refuses bad arguments on every rank alike",
       {{"--dilation", "0"}, "--dilation"},
       {{"--padding", "-1"}, "--padding"},
       {{"--input", "1,1,4,4", "--kernel", "9", "--padding", "0"}, "--input"},  // output < 1
-      {{"--dtype", "f16"}, "--dtype"},
+      {{"--dtype", "f8"}, "--dtype"},
       {{"--mesh", "4"}, "--mesh"},  // larger than the world
       {{"--mesh", "2x0"}, "--mesh"},
       {{"--placements", "S2,S3"}, "--placements"},  // count != mesh dims

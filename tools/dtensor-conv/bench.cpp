@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "dtensor/core/distributed.h"
+#include "dtensor/cuda.h"
 #include "dtensor/ops/local_conv.h"
 #include "tools/dtensor-conv/local_window.h"
 
@@ -24,17 +25,22 @@ double ms_since(Clock::time_point t0) {
 // barrier. Returns, per function, the median over timed iterations of the
 // slowest rank's time. Interleaving puts the distributed pass and the local
 // kernel under the same conditions, so their ratio survives a machine whose
-// load drifts during the run.
+// load drifts during the run. On CUDA the work is queued asynchronously: each
+// run ends when the device has finished it (cuda::synchronize), else only the
+// launches would be timed.
 std::vector<double> interleaved_medians(const Options& o,
                                         const std::vector<std::function<void()>>& fns) {
+  const bool cuda = o.device == DeviceType::CUDA;
   auto& pg = *world();
   const auto n = static_cast<std::int64_t>(fns.size());
   Tensor times = Tensor::zeros({n, static_cast<std::int64_t>(o.iters)}, DType::F64);
   for (int i = 0; i < o.warmup + o.iters; ++i)
     for (std::int64_t f = 0; f < n; ++f) {
       pg.barrier();
+      if (cuda) cuda::synchronize();  // earlier work is not this run's
       const auto t0 = Clock::now();
       fns[static_cast<std::size_t>(f)]();
+      if (cuda) cuda::synchronize();
       if (i >= o.warmup) times.data<double>()[f * o.iters + (i - o.warmup)] = ms_since(t0);
     }
   pg.allreduce(times, ReduceOp::Max);
@@ -62,10 +68,11 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
   // rank without output times nothing (0 ms) but still takes part.
   const LocalWindow win = local_window(o.input, o.weight_shape(), params, mesh.shape(),
                                        o.placements, *mesh.get_coordinate());
-  const auto kernels = local_conv_kernels(Device::cpu(), o.dtype);
+  const auto kernels = local_conv_kernels(mesh.device(), o.dtype);
   const Tensor& w = ops.weight.to_local();
   const Tensor b = ops.bias ? ops.bias->to_local() : Tensor();
-  const Tensor x = win.computes ? Tensor::rand(win.input, o.dtype, seeds.input) : Tensor();
+  const Tensor x =
+      win.computes ? Tensor::rand(win.input, o.dtype, seeds.input).to(mesh.device()) : Tensor();
 
   std::optional<DTensor> y;
   Tensor yl;
@@ -79,8 +86,9 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
   if (o.backward) {
     const DTensor gy = make_grad_output(o, *y, seeds);
     const ConvOutputMask mask{true, true, o.bias};
-    const Tensor gyl =
-        win.computes ? Tensor::rand(yl.shape(), o.dtype, seeds.grad_output) : Tensor();
+    const Tensor gyl = win.computes
+                           ? Tensor::rand(yl.shape(), o.dtype, seeds.grad_output).to(mesh.device())
+                           : Tensor();
     const auto bwd = interleaved_medians(
         o, {[&] { convolution_backward(gy, ops.input, ops.weight, params, mask); },
             [&] {

@@ -63,7 +63,9 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       .add("backward", o.backward)
       .add("dtype", std::string(dtype_name(o.dtype)))
       // numpy has no bfloat16: bf16 tensors are stored widened (exactly) to float32.
-      .add("npy_dtype", o.dtype == DType::F64 ? "float64" : "float32")
+      .add("npy_dtype", o.dtype == DType::F64   ? "float64"
+                        : o.dtype == DType::F16 ? "float16"
+                                                : "float32")
       .add("seed", o.seed)
       .add("world_size", world_size)
       .add("mesh", o.mesh)

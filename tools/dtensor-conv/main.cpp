@@ -22,6 +22,7 @@
 
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
+#include "dtensor/cuda.h"
 #include "dtensor/ops/convolution.h"
 #include "tools/dtensor-conv/bench.h"
 #include "tools/dtensor-conv/check.h"
@@ -91,10 +92,18 @@ std::optional<double> opt(double v) {
   return v;
 }
 
+// CUDA tensors need a backend that serves them: NCCL unless DTENSOR_BACKEND
+// names one (e.g. cpu:gloo,cuda:gloo for ranks that share a GPU).
+InitOptions init_options(const Options& o) {
+  InitOptions io;
+  if (o.device == DeviceType::CUDA && !std::getenv("DTENSOR_BACKEND")) io.backend = "nccl";
+  return io;
+}
+
 int run(const Options& o) {
-  init_process_group();
+  init_process_group(init_options(o));
   const int rank = get_rank(), world_size = get_world_size();
-  const DeviceMesh mesh(DeviceType::CPU, o.mesh);
+  const DeviceMesh mesh(o.device, o.mesh);
   const Seeds seeds = Seeds::from(o.seed);
   const ConvParams params = o.conv_params();
   // What the process holds before any tensor exists: code, libraries, runtime.
@@ -168,9 +177,9 @@ int run(const Options& o) {
       flops *= static_cast<double>(ws[i]);  // C/groups * prod(k)
 
     std::cout << fmt::format(
-        "dtensor-conv: {} rank(s), mesh {}, input {} {} placed {}, weight {}{}\n"
+        "dtensor-conv: {} rank(s), mesh {} on {}, input {} {} placed {}, weight {}{}\n"
         "  {}\n  output {} placed {}; one forward sent {} bytes per rank (max), {} in all\n",
-        world_size, shape_str(o.mesh), shape_str(o.input), dtype_name(o.dtype),
+        world_size, shape_str(o.mesh), mesh.device().str(), shape_str(o.input), dtype_name(o.dtype),
         placements_str(o.placements), shape_str(ws), o.bias ? " + bias" : "", params.str(),
         shape_str(y.shape()), placements_str(y.placements()), bytes_max, bytes_total);
     for (const auto& c : checks)
@@ -222,6 +231,7 @@ int run(const Options& o) {
           .add("weight", ws)
           .add("output", y.shape())
           .add("dtype", std::string(dtype_name(o.dtype)))
+          .add("device", mesh.device().str())
           .add("iters", o.bench ? o.iters : 0);
       std::cout << j.str() << "\n";
     }
@@ -247,6 +257,7 @@ int main(int argc, char** argv) {
     // reads alike: checking against it needs no communication.
     const int world_size = dtensor::resolve_init_options({}).world_size;
     resolve_for_world(o, world_size);
+    check_device(o, dtensor::cuda::is_available(), dtensor::cuda::unavailable_reason());
   } catch (const UsageError& e) {
     return usage_error(e.what());
   } catch (const dtensor::Error& e) {

@@ -15,7 +15,16 @@ namespace dtensor::conv_cli {
 static_assert(std::endian::native == std::endian::little, "npy writer assumes little endian");
 
 std::string npy_descr(DType t) {
-  return t == DType::F64 ? "<f8" : "<f4";
+  switch (t) {
+    case DType::F64:
+      return "<f8";
+    case DType::F16:
+      return "<f2";  // IEEE binary16, numpy's float16: written as is
+    case DType::F32:
+    case DType::BF16:  // widened by write_npy (see npy.h)
+      break;
+  }
+  return "<f4";
 }
 
 std::string npy_header(const std::string& descr, const Shape& shape) {

@@ -1,7 +1,7 @@
 // A minimal .npy writer (format version 1.0, C order, little endian), so that
 // dumps can be read by numpy and checked against PyTorch (tools/check_dump.py).
 //
-// f32 and f64 are written as '<f4' / '<f8'. numpy has no bfloat16, so bf16
+// f32, f64 and f16 are written as '<f4' / '<f8' / '<f2'. numpy has no bfloat16, so bf16
 // tensors are widened to float32 ('<f4'): exact, since every bf16 value is a
 // float32 value; meta.json records that the computation ran in bf16.
 #pragma once
@@ -12,7 +12,7 @@
 
 namespace dtensor::conv_cli {
 
-/// The numpy dtype string a tensor of `t` is written as ('<f4' or '<f8').
+/// The numpy dtype string a tensor of `t` is written as ('<f4', '<f8', '<f2').
 std::string npy_descr(DType t);
 
 /// The complete header (magic, version, length, dict, padding) for a tensor of

@@ -209,8 +209,17 @@ Options parse_options(const std::vector<std::string>& args) {
          try {
            o.dtype = parse_dtype(v);
          } catch (const InvalidArgument&) {
-           fail(opt, fmt::format("unknown dtype '{}' (expected f32, f64 or bf16)", v));
+           fail(opt, fmt::format("unknown dtype '{}' (expected f32, f64, bf16 or f16)", v));
          }
+       }},
+      {"--device",
+       [&](auto opt, auto v) {
+         if (v == "cpu")
+           o.device = DeviceType::CPU;
+         else if (v == "cuda")
+           o.device = DeviceType::CUDA;
+         else
+           fail(opt, fmt::format("unknown device '{}' (expected cpu or cuda)", v));
        }},
       {"--seed",
        [&](auto opt, auto v) {
@@ -268,6 +277,12 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   check_combination(o, iters_given, warmup_given, padding_given, padding_lr_given);
   return o;
+}
+
+void check_device(const Options& o, bool cuda_available, const std::string& reason) {
+  if (o.device == DeviceType::CUDA && !cuda_available)
+    fail("--device", fmt::format("cuda is not available here ({})",
+                                 reason.empty() ? "no usable device" : reason));
 }
 
 void resolve_for_world(Options& o, int world_size) {
@@ -336,7 +351,10 @@ Geometry
   Lists take one value (for every spatial dim) or one per spatial dim.
 
 Data
-  --dtype f32|f64|bf16       default f32
+  --dtype f32|f64|bf16|f16   default f32
+  --device cpu|cuda          default cpu; cuda puts each rank's tensors on
+                             cuda:<local rank % device count> (CUDA tensors
+                             go over NCCL unless DTENSOR_BACKEND says else)
   --seed S                   default 0; the same data on every rank and for
                              every number of ranks
 

@@ -45,6 +45,7 @@ struct Options {
   ConvParams params;                         // --stride, --padding(-lr), --dilation, --groups
   bool bias = true;                          // --no-bias clears it
   DType dtype = DType::F32;                  // --dtype
+  DeviceType device = DeviceType::CPU;       // --device cpu|cuda
   std::uint64_t seed = 0;                    // --seed
   bool backward = false;                     // --backward
   bool check = false;                        // --check
@@ -71,6 +72,14 @@ Options parse_options(const std::vector<std::string>& args);
 /// Default placements: mesh dim i of m shards tensor dim rank-m+i when that is
 /// a spatial dim, else Replicate (1-D mesh: the last spatial dim).
 void resolve_for_world(Options& o, int world_size);
+
+/// `--device cuda` needs a CUDA build and a device on this machine; throws
+/// UsageError naming --device and the reason otherwise (checked from the
+/// local machine before any communication, so every rank of a uniform job
+/// reaches the same verdict). `cuda_available`/`reason` are
+/// dtensor::cuda::is_available()/unavailable_reason(), passed in so the rule
+/// is testable without a GPU.
+void check_device(const Options& o, bool cuda_available, const std::string& reason);
 
 /// One line: "usage: dtensor-conv [options]".
 std::string usage_line();

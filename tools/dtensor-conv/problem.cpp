@@ -35,7 +35,9 @@ Tensor seeded_local(const DTensorSpec& spec, std::uint64_t seed) {
 DTensor seeded(const DeviceMesh& mesh, const Placements& placements, const Shape& shape,
                DType dtype, std::uint64_t seed) {
   DTensorSpec spec(mesh, placements, shape, dtype);
-  Tensor local = seeded_local(spec, seed);
+  // Generated on the host (the seeded data are the host's), then moved to the
+  // mesh's device (cuda:<local rank % count> with --device cuda).
+  Tensor local = seeded_local(spec, seed).to(mesh.device());
   return DTensor(std::move(local), std::move(spec));
 }
 
@@ -69,12 +71,14 @@ GlobalTensors gather_global(const Options& o, const Seeds& seeds, const DTensor&
   g.input = Tensor::rand(o.input, o.dtype, seeds.input);
   g.weight = Tensor::rand(w_shape, o.dtype, seeds.weight);
   if (o.bias) g.bias = Tensor::rand({w_shape[0]}, o.dtype, seeds.bias);
-  g.output = output.full_tensor();
+  // Results come to the host: the oracle and the dump read them there.
+  const auto host = [](const DTensor& t) { return t.full_tensor().to(Device::cpu()); };
+  g.output = host(output);
   if (grad_output) g.grad_output = Tensor::rand(grad_output->shape(), o.dtype, seeds.grad_output);
   if (grads) {
-    if (grads->grad_input) g.grad_input = grads->grad_input->full_tensor();
-    if (grads->grad_weight) g.grad_weight = grads->grad_weight->full_tensor();
-    if (grads->grad_bias) g.grad_bias = grads->grad_bias->full_tensor();
+    if (grads->grad_input) g.grad_input = host(*grads->grad_input);
+    if (grads->grad_weight) g.grad_weight = host(*grads->grad_weight);
+    if (grads->grad_bias) g.grad_bias = host(*grads->grad_bias);
   }
   return g;
 }

@@ -13,6 +13,7 @@ double tolerance(DType t, std::int64_t terms, int ranks, double ref_max) {
   const double p = static_cast<double>(std::max(ranks, 1));
   double tol = u32 * (8.0 * std::sqrt(n + 1.0) + 2.0 * p) * scale;
   if (t == DType::BF16) tol += std::ldexp(1.0, -8) * 2.0 * (p + 2.0) * scale;
+  if (t == DType::F16) tol += std::ldexp(1.0, -11) * 2.0 * (p + 2.0) * scale;
   return tol;
 }
 

@@ -9,7 +9,9 @@
 //         of long sums grow like sqrt(terms) in practice (oneDNN sums in blocks),
 //         with a factor 8 of headroom; a wrong halo gives errors of order 1;
 //   bf16: the f32 bound (oneDNN accumulates bf16 in f32) plus 2 u_bf16 per
-//         bf16 rounding of the result and of each Partial contribution.
+//         bf16 rounding of the result and of each Partial contribution;
+//   f16:  the same with u_f16 = 2^-11 (the CPU and cuDNN both accumulate f16
+//         in f32).
 // The same formula is in tools/check_dump.py; keep them in step.
 #pragma once
 

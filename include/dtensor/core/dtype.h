@@ -6,14 +6,18 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
+
+#include "dtensor/core/float16_bits.h"
 
 namespace dtensor {
 
-enum class DType : std::uint8_t { F32, F64, BF16 };
+enum class DType : std::uint8_t { F32, F64, BF16, F16 };
 
 std::size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);  // "f32", "f64", "bf16"
-/// Parses "f32" / "float32", "f64" / "float64", "bf16" / "bfloat16".
+std::string_view dtype_name(DType t);  // "f32", "f64", "bf16", "f16"
+/// Parses "f32" / "float32", "f64" / "float64", "bf16" / "bfloat16",
+/// "f16" / "float16" / "half".
 DType parse_dtype(std::string_view name);
 
 /// bfloat16: the top 16 bits of an IEEE float. Conversion rounds to nearest even.
@@ -38,6 +42,30 @@ struct BFloat16 {
   }
 };
 
+/// IEEE 754 binary16 (1 sign, 5 exponent, 10 mantissa bits). float -> half
+/// rounds to nearest even, overflows to Inf past 65504, keeps subnormals and
+/// turns a NaN into a quiet NaN; half -> float is exact (float16_bits.h).
+struct Float16 {
+  std::uint16_t bits = 0;
+  Float16() = default;
+  explicit Float16(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bits = detail::f32_bits_to_f16_bits(u);
+  }
+  explicit operator float() const {
+    const std::uint32_t u = detail::f16_bits_to_f32_bits(bits);
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+/// The 16-bit float types: stored as bits, computed in float (they have no
+/// arithmetic of their own), so element-wise code widens, computes, rounds once.
+template <typename T>
+inline constexpr bool is_half_float_v = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+
 /// Maps a C++ element type to its DType.
 template <typename T>
 struct dtype_of;
@@ -53,6 +81,10 @@ template <>
 struct dtype_of<BFloat16> {
   static constexpr DType value = DType::BF16;
 };
+template <>
+struct dtype_of<Float16> {
+  static constexpr DType value = DType::F16;
+};
 
 /// Calls f(T{}) with T the C++ type of `t`; the one switch over dtypes that
 /// element-wise code needs.
@@ -65,6 +97,8 @@ decltype(auto) visit_dtype(DType t, F&& f) {
       return f(double{});
     case DType::BF16:
       return f(BFloat16{});
+    case DType::F16:
+      return f(Float16{});
   }
   return f(float{});
 }

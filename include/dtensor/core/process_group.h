@@ -91,6 +91,16 @@ class ProcessGroup {
   /// Only the members call it; members must create their groups in the same order.
   virtual std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) = 0;
 
+  /// Splits this group into disjoint subgroups in one collective call: EVERY
+  /// rank of this group calls it, in the same order, with the same `groups`
+  /// (lists of ranks of this group, each strictly increasing, no rank twice),
+  /// and gets the group of the list it is in, or nullptr when it is in none.
+  /// InvalidArgument naming `groups` (on every rank) for bad lists. The
+  /// default makes the rank's own group with new_subgroup; NCCL overrides it
+  /// with one ncclCommSplit of this group's communicator (which needs every
+  /// rank of the parent, hence the collective contract).
+  virtual std::shared_ptr<ProcessGroup> split_groups(const std::vector<std::vector<int>>& groups);
+
   CommCounters& counters() { return counters_; }
   const CommCounters& counters() const { return counters_; }
 

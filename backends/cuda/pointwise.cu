@@ -1,0 +1,123 @@
+// Device side of pointwise.h: one grid-stride kernel per (op, type) and a
+// two-pass f64 sum. Kept separate from elementwise.cu so each .cu stays small
+// for nvcc; both share the element types of element_types.cuh.
+#include "backends/cuda/element_types.cuh"
+#include "backends/cuda/pointwise.h"
+
+namespace dtensor::cuda_backend {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(long long n) {
+  const long long b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 4096 ? (b < 1 ? 1 : b) : 4096);
+}
+
+// The type arithmetic is done in: f64 for f64, f32 for everything else
+// (the CPU kernels widen bf16/f16 to f32 and narrow the result once).
+template <typename T>
+struct Compute {
+  using type = float;
+};
+template <>
+struct Compute<double> {
+  using type = double;
+};
+
+template <typename T, PointwiseOp Op>
+__global__ void pointwise_kernel(T* out, const T* a, const T* b, double scalar, long long n) {
+  using C = typename Compute<T>::type;
+  const C s = static_cast<C>(scalar);
+  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < n;
+       i += 1ll * gridDim.x * blockDim.x) {
+    const C x = static_cast<C>(to_f64(a[i]));
+    C r;
+    if constexpr (Op == PointwiseOp::Add) {
+      r = x + static_cast<C>(to_f64(b[i]));
+    } else if constexpr (Op == PointwiseOp::Mul) {
+      r = x * static_cast<C>(to_f64(b[i]));
+    } else if constexpr (Op == PointwiseOp::ReluBackward) {  // a = grad, b = input
+      r = static_cast<C>(to_f64(b[i])) > C(0) ? x : C(0);
+    } else if constexpr (Op == PointwiseOp::Scale) {
+      r = x * s;
+    } else {  // Relu
+      r = x > C(0) ? x : C(0);
+    }
+    out[i] = from_f64<T>(r);
+  }
+}
+
+template <typename T>
+__global__ void partial_sums_kernel(const T* a, long long n, double* partials) {
+  __shared__ double sh[kThreads];
+  double acc = 0;
+  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < n;
+       i += 1ll * gridDim.x * blockDim.x)
+    acc += to_f64(a[i]);
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = sh[0];
+}
+
+template <typename T>
+__global__ void finish_sum_kernel(const double* partials, double divisor, T* out) {
+  __shared__ double sh[kSumBlocks];
+  sh[threadIdx.x] = partials[threadIdx.x];
+  __syncthreads();
+  for (int w = kSumBlocks / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[0] = from_f64<T>(sh[0] / divisor);
+}
+
+template <typename T, PointwiseOp Op>
+cudaError_t launch_op(void* out, const void* a, const void* b, double scalar, long long n,
+                      cudaStream_t stream) {
+  pointwise_kernel<T, Op><<<blocks_for(n), kThreads, 0, stream>>>(
+      static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), scalar, n);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_pointwise(PointwiseOp op, ElemType type, void* out, const void* a, const void* b,
+                             double scalar, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return with_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    switch (op) {
+      case PointwiseOp::Add:
+        return launch_op<T, PointwiseOp::Add>(out, a, b, scalar, n, stream);
+      case PointwiseOp::Mul:
+        return launch_op<T, PointwiseOp::Mul>(out, a, b, scalar, n, stream);
+      case PointwiseOp::ReluBackward:
+        return launch_op<T, PointwiseOp::ReluBackward>(out, a, b, scalar, n, stream);
+      case PointwiseOp::Scale:
+        return launch_op<T, PointwiseOp::Scale>(out, a, b, scalar, n, stream);
+      case PointwiseOp::Relu:
+        return launch_op<T, PointwiseOp::Relu>(out, a, b, scalar, n, stream);
+    }
+    return cudaErrorInvalidValue;
+  });
+}
+
+cudaError_t launch_sum(ElemType type, const void* a, std::int64_t n, double divisor, void* out,
+                       double* partials, cudaStream_t stream) {
+  static_assert(kSumBlocks <= 1024 && (kSumBlocks & (kSumBlocks - 1)) == 0,
+                "one block of kSumBlocks threads finishes the sum");
+  return with_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    partial_sums_kernel<T>
+        <<<kSumBlocks, kThreads, 0, stream>>>(static_cast<const T*>(a), n, partials);
+    finish_sum_kernel<T><<<1, kSumBlocks, 0, stream>>>(partials, divisor, static_cast<T*>(out));
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace dtensor::cuda_backend
