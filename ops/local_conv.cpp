@@ -182,6 +182,27 @@ Tensor LocalConvKernels::forward(const TiledTensor& x, const Tensor& w, const Te
   return y;
 }
 
+void LocalConvKernels::forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                                    const ConvParams& params, const Tensor& out) const {
+  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
+            shape_str(x.shape()));
+  check_operand(w, "weight");
+  check_operand(out, "out");
+  check_tiles(x, "input", w, "weight");
+  check_tiles(x, "input", out, "out");
+  if (b.defined()) check_tiles(x, "input", b, "bias");
+  const ConvParams p = check_conv_args(x.shape(), w.shape(), bias_shape(b), params);
+  const Shape out_shape = output_shape(x.shape(), w.shape(), p);
+  check_arg(out.shape() == out_shape, kComponent, "out: shape {} but the output is {}",
+            shape_str(out.shape()), shape_str(out_shape));
+  Tensor dst = out;  // a view: writing it writes the caller's tensor
+  if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0) {
+    dst.copy_(forward(x.assemble(), w, b, params));  // the degenerate cases, answered there
+    return;
+  }
+  forward_into_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p, out);
+}
+
 void LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
                                      const TiledTensor& grad_input,
                                      const ConvParams& params) const {
@@ -220,6 +241,12 @@ ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const
 Tensor LocalConvKernels::forward_tiled_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
                                             const ConvParams& params) const {
   return forward_impl(x.assemble().contiguous(), w, b, params);
+}
+
+void LocalConvKernels::forward_into_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                                         const ConvParams& params, const Tensor& out) const {
+  Tensor dst = out;
+  dst.copy_(forward_tiled_impl(x, w, b, params));
 }
 
 void LocalConvKernels::backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,

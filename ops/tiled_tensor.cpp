@@ -1,5 +1,7 @@
 #include "dtensor/ops/tiled_tensor.h"
 
+#include <algorithm>
+
 #include "dtensor/core/errors.h"
 
 namespace dtensor {
@@ -54,6 +56,26 @@ void TiledTensor::add(const Tensor& data, const Shape& offset) {
               shape_str(data.shape()), shape_str(offset), shape_str(t.data.shape()),
               shape_str(t.offset));
   tiles_.push_back({data, offset});
+}
+
+TiledTensor TiledTensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
+  const auto d = static_cast<std::size_t>(dim);
+  check_arg(
+      dim >= 0 && d < shape_.size() && start >= 0 && length >= 0 && start + length <= shape_[d],
+      kComponent, "TiledTensor::narrow: [{}, {}) along dim {} of {}", start, start + length, dim,
+      shape_str(shape_));
+  Shape shape = shape_;
+  shape[d] = length;
+  TiledTensor out(shape, dtype_, device_);
+  for (const auto& t : tiles_) {
+    const std::int64_t lo = std::max(start, t.offset[d]);
+    const std::int64_t hi = std::min(start + length, t.offset[d] + t.data.size(dim));
+    if (hi <= lo) continue;
+    Shape offset = t.offset;
+    offset[d] = lo - start;
+    out.tiles_.push_back({t.data.narrow(dim, lo - t.offset[d], hi - lo), offset});
+  }
+  return out;
 }
 
 bool TiledTensor::complete() const {

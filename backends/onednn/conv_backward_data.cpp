@@ -88,7 +88,8 @@ void backward_data_banded(const Tensor& grad_out, const Tensor& w, const TiledTe
         s,
         {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wmem}, {DNNL_ARG_DIFF_SRC, diff_src}});
     if (band.in_lo > written) zero_rows(gx, written, band.in_lo);
-    const std::int64_t fresh = std::max(band.in_lo, written);
+    // Bands read monotonically further rows, so written <= band.in_hi.
+    const std::int64_t fresh = std::min(std::max(band.in_lo, written), band.in_hi);
     for (const auto& tile : tiles_in_rows(gx, band.in_lo, fresh, band.in_lo))
       plan.diff_src.reorder_region(tile.data, tile.offset, diff_src, false, /*accumulate=*/true);
     for (const auto& tile : tiles_in_rows(gx, fresh, band.in_hi, band.in_lo))

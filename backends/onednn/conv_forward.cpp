@@ -105,9 +105,16 @@ void forward_banded(const TiledTensor& x, const Tensor& w, const Tensor& b, Tens
 }  // namespace
 
 Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
+  Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), x.dtype());
+  conv_forward_into(x, w, b, p, y);
+  return y;
+}
+
+void conv_forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
+                       const Tensor& out) {
   const DType t = x.dtype();
   const bool has_bias = b.defined();
-  Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), t);
+  Tensor y = out;
   const auto bands = plan_bands(t, x.shape(), w.shape(), y.shape(), p);
   if (!bands.empty()) {
     const auto plans = plans_for_bands(
@@ -117,22 +124,24 @@ Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, cons
         },
         [](const ForwardPlan& f) { return f.src.tileable() && f.dst.tileable(); });
     if (!plans.empty()) {
-      forward_banded(x, w, b, y, bands, plans);
-      return y;
+      forward_banded(x, w, b, y, bands, plans);  // writes rows of any strided y in place
+      return;
     }
   }
   const auto plan = get_plan(t, x.shape(), w.shape(), has_bias, p);
+  // The whole primitive writes a plain contiguous tensor; a strided view gets a copy.
+  Tensor target = y.is_contiguous() ? y : Tensor::empty(y.shape(), t);
   ScratchScope scratch;
   auto& s = stream();
-  dnnl::memory dst = plan->dst.output(y);
+  dnnl::memory dst = plan->dst.output(target);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan->src.input(x)},
                                              {DNNL_ARG_WEIGHTS, plan->weights.input(w)},
                                              {DNNL_ARG_DST, dst}};
   if (has_bias) args.emplace(DNNL_ARG_BIAS, plan->bias.input(b));
   plan->prim.execute(s, args);
-  plan->dst.finish_output(dst, y);
+  plan->dst.finish_output(dst, target);
   s.wait();
-  return y;
+  if (target.data_ptr() != y.data_ptr()) y.copy_(target);
 }
 
 }  // namespace dtensor::onednn

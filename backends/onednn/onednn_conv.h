@@ -12,6 +12,9 @@ namespace dtensor::onednn {
 
 Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
 Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
+/// Into `out` (the output's shape, any strides).
+void conv_forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
+                       const Tensor& out);
 
 Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
                           const ConvParams& p);

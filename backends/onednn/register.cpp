@@ -44,6 +44,10 @@ class OneDnnConvKernels final : public LocalConvKernels {
                             const ConvParams& p) const override {
     return guarded("forward", [&] { return conv_forward(x, w, b, p); });
   }
+  void forward_into_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                         const ConvParams& p, const Tensor& out) const override {
+    guarded("forward", [&] { conv_forward_into(x, w, b, p, out); });
+  }
   void backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,
                                 const TiledTensor& grad_input, const ConvParams& p) const override {
     guarded("backward_data", [&] { conv_backward_data(grad_out, w, grad_input, p); });

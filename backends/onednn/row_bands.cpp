@@ -9,18 +9,17 @@ namespace dtensor::onednn {
 std::vector<RowBand> row_bands(const RowGeometry& g, std::int64_t rows_per_band) {
   std::vector<RowBand> bands;
   if (rows_per_band <= 0 || g.out_len <= rows_per_band) return bands;
-  const std::int64_t extent = g.dilation * (g.kernel - 1) + 1;
   for (std::int64_t o0 = 0; o0 < g.out_len; o0 += rows_per_band) {
     RowBand b;
     b.out_lo = o0;
     b.out_hi = std::min(g.out_len, o0 + rows_per_band);
-    const std::int64_t first = b.out_lo * g.stride - g.pad_lo;                // may be < 0
-    const std::int64_t last = (b.out_hi - 1) * g.stride - g.pad_lo + extent;  // exclusive
-    b.in_lo = std::max<std::int64_t>(first, 0);
-    b.in_hi = std::min(last, g.in_len);
-    if (b.in_hi <= b.in_lo) return {};  // a band wholly in the padding
-    b.pad_lo = b.in_lo - first;
-    b.pad_hi = last - b.in_hi;
+    const ConvInputRange r =
+        conv_input_range(g.in_len, g.kernel, g.stride, g.dilation, g.pad_lo, b.out_lo, b.out_hi);
+    if (r.hi <= r.lo) return {};  // a band wholly in the padding
+    b.in_lo = r.lo;
+    b.in_hi = r.hi;
+    b.pad_lo = r.pad_lo;
+    b.pad_hi = r.pad_hi;
     bands.push_back(b);
   }
   return bands;
@@ -36,15 +35,10 @@ std::int64_t rows_per_band(const RowGeometry& g, std::int64_t in_row_bytes,
 
 std::vector<TiledTensor::Tile> tiles_in_rows(const TiledTensor& t, std::int64_t lo, std::int64_t hi,
                                              std::int64_t base) {
-  std::vector<TiledTensor::Tile> out;
-  for (const auto& tile : t.tiles()) {
-    const std::int64_t t_lo = tile.offset[2], t_hi = t_lo + tile.data.size(2);
-    const std::int64_t a = std::max(lo, t_lo), b = std::min(hi, t_hi);
-    if (b <= a) continue;
-    Shape off = tile.offset;
-    off[2] = a - base;
-    out.push_back({tile.data.narrow(2, a - t_lo, b - a), off});
-  }
+  if (hi <= lo) return {};
+  std::vector<TiledTensor::Tile> out = t.narrow(2, lo, hi - lo).tiles();
+  for (auto& tile : out)
+    tile.offset[2] += lo - base;
   return out;
 }
 

@@ -1,4 +1,5 @@
 #include "dtensor/ops/conv_params.h"
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -64,6 +65,19 @@ std::string ConvParams::str() const {
 
 std::int64_t conv_kernel_extent(std::int64_t kernel, std::int64_t dilation) {
   return dilation * (kernel - 1) + 1;
+}
+
+ConvInputRange conv_input_range(std::int64_t length, std::int64_t kernel, std::int64_t stride,
+                                std::int64_t dilation, std::int64_t pad_left, std::int64_t out_lo,
+                                std::int64_t out_hi) {
+  const std::int64_t first = out_lo * stride - pad_left;  // may be < 0
+  const std::int64_t last = (out_hi - 1) * stride - pad_left + conv_kernel_extent(kernel, dilation);
+  ConvInputRange r;
+  r.lo = std::max<std::int64_t>(first, 0);
+  r.hi = std::min(last, length);
+  r.pad_lo = r.lo - first;
+  r.pad_hi = last - r.hi;
+  return r;
 }
 
 std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,

@@ -19,35 +19,52 @@ Shape at(std::size_t ndim, std::int64_t dim, std::int64_t pos) {
 
 }  // namespace
 
-TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                                ProcessGroup& group) {
+PendingWindow::PendingWindow(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
+                             ProcessGroup& group) {
   check_arg(local.size(dim) == me.input.length, "conv",
             "halo exchange: local extent {} along dim {} but the plan owns {}", local.size(dim),
             dim, me.input.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
   const std::size_t nd = local.shape().size();
-  TiledTensor window(with_extent(local.shape(), dim, me.window.length), local.dtype(),
-                     local.device());
+  window_ =
+      TiledTensor(with_extent(local.shape(), dim, me.window.length), local.dtype(), local.device());
   std::vector<P2POp> ops;
   for (const auto& t : me.recv) {
     Tensor piece =
         Tensor::empty(with_extent(local.shape(), dim, t.length()), local.dtype(), local.device());
-    window.add(piece, at(nd, dim, t.lo - a));
+    window_.add(piece, at(nd, dim, t.lo - a));
     ops.push_back(P2POp::recv(piece, static_cast<int>(t.peer)));
   }
-  std::vector<Tensor> outgoing;  // kept alive until the sends complete
   for (const auto& t : me.send) {
-    outgoing.push_back(local.narrow(dim, t.lo - i0, t.length()).contiguous());
-    ops.push_back(P2POp::send(outgoing.back(), static_cast<int>(t.peer)));
+    outgoing_.push_back(local.narrow(dim, t.lo - i0, t.length()).contiguous());
+    ops.push_back(P2POp::send(outgoing_.back(), static_cast<int>(t.peer)));
   }
   const Extent own = me.own_part();
   if (own.length > 0)
-    window.add(local.narrow(dim, own.offset - i0, own.length), at(nd, dim, own.offset - a));
-  if (!ops.empty()) {
-    auto works = group.batch_isend_irecv(ops);
-    wait_all(works);
+    window_.add(local.narrow(dim, own.offset - i0, own.length), at(nd, dim, own.offset - a));
+  if (!ops.empty()) works_ = group.batch_isend_irecv(ops);
+}
+
+PendingWindow::~PendingWindow() {
+  // An exception between posting and waiting (the caller's compute failed):
+  // the transfers still target our buffers, which the works keep alive.
+  // Waiting here would hang on a peer that also failed; dropping the works
+  // parks them with the group.
+}
+
+const TiledTensor& PendingWindow::wait() {
+  if (!works_.empty()) {
+    wait_all(works_);
+    works_.clear();
   }
-  return window;
+  outgoing_.clear();
+  return window_;
+}
+
+TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
+                                ProcessGroup& group) {
+  PendingWindow pending(local, dim, me, group);
+  return pending.wait();
 }
 
 Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,

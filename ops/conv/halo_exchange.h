@@ -20,6 +20,24 @@ namespace dtensor::conv {
 TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
                                 ProcessGroup& group);
 
+/// The same, in two halves: the exchange is posted and the window's tiles
+/// exist at once (the own part holds data; the received strips only after
+/// wait()), so a caller can compute what needs no halo while it is in flight.
+class PendingWindow {
+ public:
+  PendingWindow(const Tensor& local, std::int64_t dim, const HaloRankPlan& me, ProcessGroup& group);
+  PendingWindow(PendingWindow&&) = default;
+  ~PendingWindow();
+  const TiledTensor& window() const { return window_; }
+  /// Waits for the exchange (sends and receives); returns the complete window.
+  const TiledTensor& wait();
+
+ private:
+  TiledTensor window_;
+  std::vector<Tensor> outgoing_;  // kept alive until the sends complete
+  std::vector<std::shared_ptr<Work>> works_;
+};
+
 /// The same window in one tensor (a view of `local` when nothing is received).
 Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
                      ProcessGroup& group);

@@ -6,7 +6,8 @@
 //   forward:  gathers the window of its input along every spatially sharded
 //             mesh dim in mesh order (corners come along on later dims), and
 //             runs the local convolution on the window with the plan's local
-//             padding;
+//             padding (when it pays, the last dim's exchange runs while the
+//             interior outputs are computed: overlapped_forward.h);
 //   backward: rebuilds the same window, runs backward-data on it and returns
 //             the window's gradient to its owners in reverse mesh order (each
 //             part added where it belongs); backward-weights on the window
@@ -27,6 +28,7 @@
 #include "ops/conv/conv_call.h"
 #include "ops/conv/conv_strategies.h"
 #include "ops/conv/halo_exchange.h"
+#include "ops/conv/overlapped_forward.h"
 
 namespace dtensor::conv {
 namespace {
@@ -70,12 +72,30 @@ LocalGeometry local_geometry(const DTensorSpec& input, const Shape& weight_shape
 // The window along every sharded dim. All dims but the last are gathered into
 // one tensor (the next dim's exchange sends slices of it: that is how the
 // corners travel); the last stays in tiles, which the kernel reads in place.
-TiledTensor gather_windows(Tensor x, const LocalGeometry& g) {
-  if (g.halos.empty()) return TiledTensor::whole(x);
+Tensor gather_earlier_windows(Tensor x, const LocalGeometry& g) {
   for (std::size_t i = 0; i + 1 < g.halos.size(); ++i)
     x = gather_window(x, g.halos[i].tensor_dim, g.halos[i].me(), *g.halos[i].group);
+  return x;
+}
+TiledTensor gather_windows(const Tensor& x, const LocalGeometry& g) {
+  if (g.halos.empty()) return TiledTensor::whole(x);
   const HaloDim& last = g.halos.back();
-  return gather_window_tiles(x, last.tensor_dim, last.me(), *last.group);
+  return gather_window_tiles(gather_earlier_windows(x, g), last.tensor_dim, last.me(), *last.group);
+}
+
+// Where the forward overlaps the last dim's exchange with its interior
+// outputs (overlapped_forward.h), or nullopt to run it after the exchange.
+std::optional<InteriorOutputs> overlap_split(const Tensor& x, const Shape& weight_shape,
+                                             const LocalGeometry& g, const Shape& out_shape) {
+  const OverlapMode mode = overlap_mode();
+  if (g.halos.empty() || !g.has_output || mode == OverlapMode::Never) return {};
+  const HaloDim& last = g.halos.back();
+  Shape window = x.shape();
+  for (const auto& h : g.halos)
+    window[static_cast<std::size_t>(h.tensor_dim)] = h.me().window.length;
+  return interior_outputs(last.me(), weight_shape, g.params, last.tensor_dim - 2,
+                          out_shape[static_cast<std::size_t>(last.tensor_dim)], shape_numel(window),
+                          mode == OverlapMode::Always);
 }
 
 // The bias goes to exactly one rank of every mesh dim whose output is a
@@ -100,14 +120,24 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const LocalGeometry g = local_geometry(x.spec(), w.shape(), p);
   const DTensorSpec& out_spec = sharding.output_specs[0];
 
-  const TiledTensor window = gather_windows(x.to_local(), g);
   Tensor y;
-  if (!g.has_output) {
-    y = Tensor::zeros(out_spec.local_shape(), x.dtype(), x.to_local().device());
-  } else {
+  const auto split = overlap_split(x.to_local(), w.shape(), g, out_spec.local_shape());
+  if (split) {
+    const HaloDim& last = g.halos.back();
     const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
-    y = local_conv_kernels(x.to_local().device(), x.dtype())
-            ->forward(window, w.to_local(), bias, g.params);
+    y = overlapped_forward(*local_conv_kernels(x.to_local().device(), x.dtype()),
+                           gather_earlier_windows(x.to_local(), g), last.tensor_dim, last.me(),
+                           *last.group, w.to_local(), bias, g.params, out_spec.local_shape(),
+                           *split);
+  } else {
+    const TiledTensor window = gather_windows(x.to_local(), g);
+    if (!g.has_output) {
+      y = Tensor::zeros(out_spec.local_shape(), x.dtype(), x.to_local().device());
+    } else {
+      const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
+      y = local_conv_kernels(x.to_local().device(), x.dtype())
+              ->forward(window, w.to_local(), bias, g.params);
+    }
   }
   check_arg(y.shape() == out_spec.local_shape(), "conv",
             "internal: local output {} but the output spec {} needs {}", shape_str(y.shape()),

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
+
+#include <unistd.h>
 
 #include "dtensor/core/distributed.h"
 #include "dtensor/cuda.h"
@@ -21,23 +24,55 @@ double ms_since(Clock::time_point t0) {
 }
 
 // Runs each of `fns` o.warmup + o.iters times, interleaved: iteration i runs
-// fns[0], then fns[1], ..., each started by all ranks together after a
-// barrier. Returns, per function, the median over timed iterations of the
+// fns[0], then fns[1], ..., each started by all ranks together
+// (start_together). Returns, per function, the median over timed iterations of the
 // slowest rank's time. Interleaving puts the distributed pass and the local
 // kernel under the same conditions, so their ratio survives a machine whose
 // load drifts during the run. On CUDA the work is queued asynchronously: each
 // run ends when the device has finished it (cuda::synchronize), else only the
 // launches would be timed.
+// Whether every rank runs on this host: then steady_clock (CLOCK_MONOTONIC)
+// is one clock for all of them.
+bool one_host() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  const double h = static_cast<double>(std::hash<std::string>()(name) % (1ull << 52));
+  Tensor lo = Tensor::full({1}, h, DType::F64), hi = Tensor::full({1}, h, DType::F64);
+  world()->allreduce(lo, ReduceOp::Min);
+  world()->allreduce(hi, ReduceOp::Max);
+  return lo.item({0}) == hi.item({0});
+}
+
+// Starts all ranks at one instant. After a barrier the ranks leave at
+// different times: the last message wakes the others, and on a VM whose
+// vCPUs halt while waiting that wake-up took 0.1-4 ms here, which the first
+// collective of the timed pass would then absorb (a local kernel, which waits
+// for nobody, would not). So rank 0 names an instant 20 ms ahead on the
+// shared clock and every rank spins until then.
+void start_together(ProcessGroup& pg, bool shared_clock) {
+  pg.barrier();
+  if (!shared_clock) return;
+  using std::chrono::nanoseconds;
+  const double now = static_cast<double>(
+      std::chrono::duration_cast<nanoseconds>(Clock::now().time_since_epoch()).count());
+  Tensor at = Tensor::full({1}, now + 20e6, DType::F64);
+  pg.broadcast(at, 0);
+  const Clock::time_point start{nanoseconds(static_cast<std::int64_t>(at.item({0})))};
+  while (Clock::now() < start) {
+  }
+}
+
 std::vector<double> interleaved_medians(const Options& o,
                                         const std::vector<std::function<void()>>& fns) {
   const bool cuda = o.device == DeviceType::CUDA;
   auto& pg = *world();
+  const bool shared_clock = one_host();
   const auto n = static_cast<std::int64_t>(fns.size());
   Tensor times = Tensor::zeros({n, static_cast<std::int64_t>(o.iters)}, DType::F64);
   for (int i = 0; i < o.warmup + o.iters; ++i)
     for (std::int64_t f = 0; f < n; ++f) {
-      pg.barrier();
       if (cuda) cuda::synchronize();  // earlier work is not this run's
+      start_together(pg, shared_clock);
       const auto t0 = Clock::now();
       fns[static_cast<std::size_t>(f)]();
       if (cuda) cuda::synchronize();

@@ -50,6 +50,18 @@ std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::i
                                 std::int64_t dilation, std::int64_t pad_left,
                                 std::int64_t pad_right);
 
+/// The input a range of outputs reads along one dim: outputs [out_lo, out_hi)
+/// of a convolution over `length` inputs read [lo, hi), and a convolution of
+/// just those inputs with padding (pad_lo, pad_hi) yields exactly those
+/// outputs. `lo >= hi` when they read only padding. (The halo plan's maths,
+/// DESIGN.md §5, for one range: used to split one convolution into pieces.)
+struct ConvInputRange {
+  std::int64_t lo = 0, hi = 0, pad_lo = 0, pad_hi = 0;
+};
+ConvInputRange conv_input_range(std::int64_t length, std::int64_t kernel, std::int64_t stride,
+                                std::int64_t dilation, std::int64_t pad_left, std::int64_t out_lo,
+                                std::int64_t out_hi);
+
 /// Checks a convolution's operands: input [N, C, spatial...] with 1..3 spatial
 /// dims, weight [OC, C/groups, k...], bias [OC] (nullopt: no bias), and the
 /// parameters (stride, dilation >= 1, padding >= 0, groups dividing C and OC,

@@ -59,6 +59,12 @@ class LocalConvKernels {
                  const ConvParams& params) const;
   void backward_data(const Tensor& grad_out, const Tensor& w, const TiledTensor& grad_input,
                      const ConvParams& params) const;
+  /// forward, written into `out` (a view with the output's shape, any
+  /// strides) instead of a fresh tensor: the halo convolution computes its
+  /// interior outputs while halos are in flight, then the boundary ones, into
+  /// one output.
+  void forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                    const ConvParams& params, const Tensor& out) const;
   ConvWeightGrads backward_weights(const Tensor& grad_out, const TiledTensor& x,
                                    const Shape& weight_shape, const ConvParams& params,
                                    bool want_bias) const;
@@ -80,6 +86,8 @@ class LocalConvKernels {
   // tiles may have any strides.
   virtual Tensor forward_tiled_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
                                     const ConvParams& params) const;
+  virtual void forward_into_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                                 const ConvParams& params, const Tensor& out) const;
   virtual void backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,
                                         const TiledTensor& grad_input,
                                         const ConvParams& params) const;

@@ -38,6 +38,10 @@ class TiledTensor {
   std::int64_t numel() const { return shape_numel(shape_); }
   const std::vector<Tile>& tiles() const { return tiles_; }
 
+  /// Positions [start, start + length) along `dim`: the tiles cut to that
+  /// range (views, no copy), offsets relative to `start`.
+  TiledTensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
+
   /// Whether the tiles cover every element (they never overlap).
   bool complete() const;
   /// One tile holding the whole tensor: the kernels take it as it is.
