@@ -95,25 +95,36 @@ WindowGradient::WindowGradient(const Shape& owned_shape, DType dtype, Device dev
     window_.add(grad_.narrow(dim, own.offset - i0, own.length), at(nd, dim, own.offset - a));
 }
 
-Tensor WindowGradient::finish(ProcessGroup& group) {
+void WindowGradient::post(ProcessGroup& group) {
   const std::int64_t i0 = me_.input.offset;
   std::vector<P2POp> ops;
-  std::vector<std::pair<Tensor, std::int64_t>> incoming;  // buffer, offset in the owned range
   for (const auto& t : me_.grad_recv()) {
-    incoming.emplace_back(
+    incoming_.emplace_back(
         Tensor::empty(with_extent(grad_.shape(), dim_, t.length()), grad_.dtype(), grad_.device()),
         t.lo - i0);
-    ops.push_back(P2POp::recv(incoming.back().first, static_cast<int>(t.peer)));
+    ops.push_back(P2POp::recv(incoming_.back().first, static_cast<int>(t.peer), kGradientTag));
   }
   const auto& sends = me_.grad_send();
   for (std::size_t i = 0; i < sends.size(); ++i)
-    ops.push_back(P2POp::send(outgoing_[i], static_cast<int>(sends[i].peer)));
-  if (ops.empty()) return grad_;
-  auto works = group.batch_isend_irecv(ops);
-  wait_all(works);
-  for (auto& [buf, off] : incoming)
+    ops.push_back(P2POp::send(outgoing_[i], static_cast<int>(sends[i].peer), kGradientTag));
+  if (!ops.empty()) works_ = group.batch_isend_irecv(ops);
+}
+
+Tensor WindowGradient::finish() {
+  if (!works_.empty()) {
+    wait_all(works_);
+    works_.clear();
+  }
+  for (auto& [buf, off] : incoming_)
     grad_.narrow(dim_, off, buf.size(dim_)).add_(buf);
+  incoming_.clear();
+  outgoing_.clear();
   return grad_;
+}
+
+Tensor WindowGradient::finish(ProcessGroup& group) {
+  post(group);
+  return finish();
 }
 
 Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,

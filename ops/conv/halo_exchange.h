@@ -52,8 +52,13 @@ class WindowGradient {
   WindowGradient(const Shape& owned_shape, DType dtype, Device device, std::int64_t dim,
                  const HaloRankPlan& me);
   const TiledTensor& window() const { return window_; }
-  /// Exchanges and returns the gradient over the owned range; positions in
-  /// no window get 0.
+  /// Posts the exchange (after the kernel has written window()): the strips
+  /// go back, the others' strips for this rank start arriving.
+  void post(ProcessGroup& group);
+  /// Waits for it and returns the gradient over the owned range; positions
+  /// in no window get 0.
+  Tensor finish();
+  /// post + finish.
   Tensor finish(ProcessGroup& group);
 
  private:
@@ -61,8 +66,14 @@ class WindowGradient {
   const HaloRankPlan& me_;
   Tensor grad_;
   TiledTensor window_;
-  std::vector<Tensor> outgoing_;  // one per me.grad_send(), in order
+  std::vector<Tensor> outgoing_;                           // one per me.grad_send(), in order
+  std::vector<std::pair<Tensor, std::int64_t>> incoming_;  // buffer, offset in the owned range
+  std::vector<std::shared_ptr<Work>> works_;
 };
+
+/// The tag of gradient messages: a backward may have its window's exchange
+/// and its gradient's exchange in flight at once between the same ranks.
+inline constexpr int kGradientTag = 1;
 
 /// Both halves around a gradient already computed over the window (shape of
 /// the window along `dim`, of `owned_shape` elsewhere).

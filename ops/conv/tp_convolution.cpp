@@ -11,7 +11,9 @@
 //   backward: rebuilds the same window, runs backward-data on it and returns
 //             the window's gradient to its owners in reverse mesh order (each
 //             part added where it belongs); backward-weights on the window
-//             gives this rank's partial sums.
+//             gives this rank's partial sums. The window's exchange runs
+//             while backward-data computes, the gradient's while
+//             backward-weights does.
 // Everything is computed from global shapes: no sizes are exchanged.
 #include <cstdlib>
 #include <functional>
@@ -145,32 +147,48 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   return {DTensor(y, out_spec)};
 }
 
-// The gradient over the owned input from the window's: the last exchanged dim
-// first, where the kernel writes straight into the owned gradient and the
-// strips going back; then the other dims in reverse mesh order, each part
-// added where it belongs.
-Tensor grad_input_local(const LocalConvKernels& kernels, const Tensor& gy, const Tensor& w,
-                        const TiledTensor& window, const LocalGeometry& g) {
-  if (g.halos.empty())
-    return g.has_output ? kernels.backward_data(gy, w, window.shape(), g.params)
-                        : Tensor::zeros(window.shape(), window.dtype(), window.device());
-  const HaloDim& last = g.halos.back();
-  Shape owned = window.shape();
-  owned[last.tensor_dim] = last.me().input.length;
-  WindowGradient wg(owned, window.dtype(), window.device(), last.tensor_dim, last.me());
-  if (g.has_output)
-    kernels.backward_data(gy, w, wg.window(), g.params);
-  else
-    wg.window().zero_();
-  Tensor grad = wg.finish(*last.group);
-  for (std::size_t i = g.halos.size() - 1; i-- > 0;) {
-    const HaloDim& h = g.halos[i];
-    owned = grad.shape();
-    owned[h.tensor_dim] = h.me().input.length;
-    grad = scatter_add_window(grad, h.tensor_dim, h.me(), *h.group, owned);
+// The input gradient, in two halves around backward_weights: the kernel
+// writes the window's gradient straight into the owned gradient and the
+// strips going back, and the last dim's exchange is posted; finish() waits
+// for it, then returns the other dims' parts in reverse mesh order, each
+// added where it belongs. `owned` is the shape the last dim's exchange works
+// on: the input with the earlier dims' windows.
+class InputGradient {
+ public:
+  InputGradient(const LocalConvKernels& kernels, const Tensor& gy, const Tensor& w,
+                const Shape& owned, DType dtype, Device device, const LocalGeometry& g)
+      : g_(g) {
+    if (g.halos.empty()) {
+      done_ = g.has_output ? kernels.backward_data(gy, w, owned, g.params)
+                           : Tensor::zeros(owned, dtype, device);
+      return;
+    }
+    const HaloDim& last = g.halos.back();
+    wg_.emplace(owned, dtype, device, last.tensor_dim, last.me());
+    if (g.has_output)
+      kernels.backward_data(gy, w, wg_->window(), g.params);
+    else
+      wg_->window().zero_();
+    wg_->post(*last.group);
   }
-  return grad;
-}
+
+  Tensor finish() {
+    if (!wg_) return done_;
+    Tensor grad = wg_->finish();
+    for (std::size_t i = g_.halos.size() - 1; i-- > 0;) {
+      const HaloDim& h = g_.halos[i];
+      Shape owned = grad.shape();
+      owned[h.tensor_dim] = h.me().input.length;
+      grad = scatter_add_window(grad, h.tensor_dim, h.me(), *h.group, owned);
+    }
+    return grad;
+  }
+
+ private:
+  const LocalGeometry& g_;
+  std::optional<WindowGradient> wg_;
+  Tensor done_;
+};
 
 // grad_input goes back in the placements the caller's input had (when the
 // propagator moved the input, the gradient moves back), except that a Partial
@@ -200,22 +218,39 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   const LocalGeometry g = local_geometry(x.spec(), w.shape(), p);
   auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
 
-  const TiledTensor window = gather_windows(x.to_local(), g);
-  std::vector<Tensor> locals;
+  // Both exchanges run behind compute: the window's (which backward_weights
+  // needs) while backward_data computes, the gradient's while
+  // backward_weights computes. Every rank has the same mask (the agreement
+  // check covers it), so all skip the window's exchange alike when no weight
+  // or bias gradient is asked for.
+  const Tensor local = x.to_local();
+  const bool need_window = mask.weight || mask.bias;
+  Shape owned = local.shape();  // the last exchange's input: earlier dims' windows
+  for (std::size_t i = 0; i + 1 < g.halos.size(); ++i)
+    owned[static_cast<std::size_t>(g.halos[i].tensor_dim)] = g.halos[i].me().window.length;
+  std::optional<PendingWindow> pending;
+  if (need_window && !g.halos.empty()) {
+    const HaloDim& last = g.halos.back();
+    pending.emplace(gather_earlier_windows(local, g), last.tensor_dim, last.me(), *last.group);
+  }
+  std::optional<InputGradient> grad_input;
   if (mask.input)
-    locals.push_back(grad_input_local(*kernels, gy.to_local(), w.to_local(), window, g));
-  if (mask.weight || mask.bias) {
+    grad_input.emplace(*kernels, gy.to_local(), w.to_local(), owned, x.dtype(), local.device(), g);
+  std::vector<Tensor> locals;
+  if (need_window) {
+    const TiledTensor window = pending ? pending->wait() : TiledTensor::whole(local);
     ConvWeightGrads wg;
     if (g.has_output) {
       wg = kernels->backward_weights(gy.to_local(), window, w.to_local().shape(), g.params,
                                      mask.bias);
     } else {  // no output here: this rank's share of the sums is zero
-      wg.grad_weight = Tensor::zeros(w.to_local().shape(), x.dtype(), window.device());
-      wg.grad_bias = Tensor::zeros({w.to_local().size(0)}, x.dtype(), window.device());
+      wg.grad_weight = Tensor::zeros(w.to_local().shape(), x.dtype(), local.device());
+      wg.grad_bias = Tensor::zeros({w.to_local().size(0)}, x.dtype(), local.device());
     }
     if (mask.weight) locals.push_back(wg.grad_weight);
     if (mask.bias) locals.push_back(wg.grad_bias);
   }
+  if (grad_input) locals.insert(locals.begin(), grad_input->finish());
   std::vector<DTensor> outs;
   for (std::size_t i = 0; i < locals.size(); ++i) {
     const DTensorSpec& spec = sharding.output_specs[i];
