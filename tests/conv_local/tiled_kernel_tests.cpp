@@ -199,3 +199,49 @@ TEST_CASE("TiledTensor: tiles must fit, not overlap, match dtype and device, and
   CHECK_THROWS_WITH(k->forward(part, Tensor::zeros({1, 1, 3}, DType::F32), Tensor(), ConvParams{}),
                     Catch::Contains("input") && Catch::Contains("cover"));
 }
+
+TEST_CASE(
+    "forward_into writes a strided view of a larger output and nothing else, for every "
+    "CPU backend, banded or whole",
+    "[kernels][tiled]") {
+  for (DType t : {DType::F64, DType::F32, DType::BF16}) {
+    for (const char* band_kb : {"1", "0"}) {  // many bands, or none
+      setenv("DTENSOR_ONEDNN_BAND_KB", band_kb, 1);
+      const auto k = local_conv_kernels(Device::cpu(), t);
+      INFO(k->name() << " " << dtype_name(t) << " band KiB " << band_kb);
+      const Tensor x = Tensor::rand({1, 16, 30, 12}, t, 1);
+      const Tensor w = Tensor::rand({16, 16, 3, 3}, t, 2);
+      const Tensor b = Tensor::rand({16}, t, 3);
+      const ConvParams p{{1}, {{1, 1}}, {1}, 1};
+      const Tensor y_ref = reference::ref_conv_forward(x, w, b, p);  // [1, 16, 30, 12]
+      // The output lands in columns 2..13 of a wider tensor holding a sentinel.
+      const Tensor wide = Tensor::full({1, 16, 30, 16}, 5.0, t);
+      const Tensor view = wide.narrow(3, 2, 12);
+      k->forward_into(TiledTensor::whole(x), w, b, p, view);
+      CHECK(max_abs_diff(view, y_ref) <= tolerance(t, 16 * 9, max_abs(y_ref)));
+      CHECK(max_abs_diff(wide.narrow(3, 0, 2), Tensor::full({1, 16, 30, 2}, 5.0, t)) == 0.0);
+      CHECK(max_abs_diff(wide.narrow(3, 14, 2), Tensor::full({1, 16, 30, 2}, 5.0, t)) == 0.0);
+      CHECK_THROWS_WITH(k->forward_into(TiledTensor::whole(x), w, b, p, wide),
+                        Catch::Contains("out"));
+    }
+    unsetenv("DTENSOR_ONEDNN_BAND_KB");
+  }
+}
+
+TEST_CASE("TiledTensor::narrow cuts tiles to a range with offsets relative to its start",
+          "[tiled]") {
+  TiledTensor tt({1, 2, 10}, DType::F64, Device::cpu());
+  const Tensor a = Tensor::rand({1, 2, 4}, DType::F64, 1),
+               c = Tensor::rand({1, 2, 6}, DType::F64, 2);
+  tt.add(a, {0, 0, 0});
+  tt.add(c, {0, 0, 4});
+  const TiledTensor n = tt.narrow(2, 3, 4);  // columns 3..6: one of a, three of c
+  REQUIRE(n.shape() == Shape{1, 2, 4});
+  REQUIRE(n.tiles().size() == 2);
+  CHECK(n.tiles()[0].offset == Shape{0, 0, 0});
+  CHECK(n.tiles()[1].offset == Shape{0, 0, 1});
+  const Tensor whole = tt.assemble();
+  CHECK(max_abs_diff(n.assemble(), whole.narrow(2, 3, 4)) == 0.0);
+  CHECK(tt.narrow(2, 5, 0).tiles().empty());
+  CHECK_THROWS_AS(tt.narrow(2, 8, 3), InvalidArgument);
+}
