@@ -81,6 +81,62 @@ Shape bias_shape(const Shape& y) {
   return b;
 }
 
+// Our shape arithmetic and cuDNN's must agree before any memory is touched.
+void check_plan(const CudnnConvPlan& plan, const TensorDesc& xd, const FilterDesc& wd,
+                const ConvDesc& cd) {
+  const Shape y = cudnn_output_shape(xd, wd, cd, static_cast<int>(plan.y.size()));
+  if (y != plan.y)
+    throw Error("cudnn", fmt::format("cuDNN computes output {} where the plan has {}", shape_str(y),
+                                     shape_str(plan.y)));
+}
+
+// What the three passes set up alike: the plan, the device (made current for
+// the pass), cuDNN's types and descriptors (checked against the plan), the
+// device's handle and the alpha/beta scalars.
+struct Pass {
+  Pass(const Shape& input, const Shape& weight, const ConvParams& p, DType dtype, Device dev)
+      : plan(plan_cudnn_conv(input, weight, p)),
+        device(dev),
+        guard(dev.index),
+        types(cudnn_types(dtype)),
+        x(plan.x, types.data),
+        y(plan.y, types.data),
+        w(plan.w, types.data),
+        conv(plan, types),
+        handle(handle_for(dev.index)),
+        scale(dtype) {
+    check_plan(plan, x, w, conv);
+  }
+  const CudnnConvPlan plan;
+  const Device device;
+  const DeviceGuard guard;
+  const CudnnTypes types;
+  const TensorDesc x, y;
+  const FilterDesc w;
+  ConvDesc conv;  // its math type follows the chosen algorithm
+  const cudnnHandle_t handle;
+  const Scale scale;
+};
+
+// The view of a pre-padded tensor that holds the unpadded one (`shape`).
+Tensor unpadded_part(Tensor padded, const CudnnConvPlan& plan, const Shape& shape) {
+  for (std::size_t i = 0; i < plan.prepad.size(); ++i)
+    padded = padded.narrow(static_cast<std::int64_t>(2 + i), plan.prepad[i].first, shape[2 + i]);
+  return padded;
+}
+
+// x with the zeros cuDNN's symmetric padding cannot express.
+Tensor prepadded(const Tensor& x, const CudnnConvPlan& plan) {
+  if (!plan.needs_prepad()) return x;
+  Tensor xp = Tensor::zeros(plan.padded_input, x.dtype(), x.device());
+  unpadded_part(xp, plan, x.shape()).copy_(x);
+  return xp;
+}
+
+std::shared_ptr<Storage> workspace(std::size_t bytes, Device device) {
+  return bytes == 0 ? nullptr : Storage::allocate(bytes, device);
+}
+
 class CudnnConvKernels final : public LocalConvKernels {
  public:
   std::string name() const override { return "cudnn"; }
@@ -88,148 +144,99 @@ class CudnnConvKernels final : public LocalConvKernels {
  protected:
   Tensor forward_impl(const Tensor& x, const Tensor& w, const Tensor& b,
                       const ConvParams& p) const override {
-    const CudnnConvPlan plan = plan_cudnn_conv(x.shape(), w.shape(), p);
-    const int dev = x.device().index;
-    DeviceGuard guard(dev);
-    const CudnnTypes t = cudnn_types(x.dtype());
-    const Tensor xin = prepadded(x, plan);
-    const Shape out = conv_output_shape(x.shape(), w.shape(), p);
-    Tensor y = Tensor::empty(out, x.dtype(), x.device());
-    TensorDesc xd(plan.x, t.data), yd(plan.y, t.data);
-    FilterDesc wd(plan.w, t.data);
-    ConvDesc cd(plan, t);
-    check_plan(plan, xd, wd, cd);
-    cudnnHandle_t h = handle_for(dev);
-    const Algo a = fwd_.get(plan.key(ConvPass::Forward, x.dtype(), dev), [&] {
+    Pass ps(x.shape(), w.shape(), p, x.dtype(), x.device());
+    const Tensor xin = prepadded(x, ps.plan);
+    Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), x.dtype(), x.device());
+    const Algo a = fwd_.get(ps.plan.key(ConvPass::Forward, x.dtype(), ps.device.index), [&] {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int n = 0;
-      check_cudnn(
-          cudnnGetConvolutionForwardAlgorithm_v7(h, xd.get(), wd.get(), cd.get(), yd.get(),
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf),
-          "forward algorithm");
-      return pick(perf, n, t, "forward");
+      check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(
+                      ps.handle, ps.x.get(), ps.w.get(), ps.conv.get(), ps.y.get(),
+                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf),
+                  "forward algorithm");
+      return pick(perf, n, ps.types, "forward");
     });
-    cd.set_math(a.math);
+    ps.conv.set_math(a.math);
     auto ws = workspace(a.workspace, x.device());
-    const Scale s(x.dtype());
-    check_cudnn(cudnnConvolutionForward(
-                    h, s.one(), xd.get(), xin.data_ptr(), wd.get(), w.data_ptr(), cd.get(),
-                    static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), ws ? ws->data() : nullptr,
-                    a.workspace, s.zero(), yd.get(), y.data_ptr()),
+    check_cudnn(cudnnConvolutionForward(ps.handle, ps.scale.one(), ps.x.get(), xin.data_ptr(),
+                                        ps.w.get(), w.data_ptr(), ps.conv.get(),
+                                        static_cast<cudnnConvolutionFwdAlgo_t>(a.algo),
+                                        ws ? ws->data() : nullptr, a.workspace, ps.scale.zero(),
+                                        ps.y.get(), y.data_ptr()),
                 "cudnnConvolutionForward");
     if (b.defined()) {
-      TensorDesc bd(bias_shape(plan.y), t.data);
-      check_cudnn(
-          cudnnAddTensor(h, s.one(), bd.get(), b.data_ptr(), s.one(), yd.get(), y.data_ptr()),
-          "cudnnAddTensor (bias)");
+      TensorDesc bd(bias_shape(ps.plan.y), ps.types.data);
+      check_cudnn(cudnnAddTensor(ps.handle, ps.scale.one(), bd.get(), b.data_ptr(), ps.scale.one(),
+                                 ps.y.get(), y.data_ptr()),
+                  "cudnnAddTensor (bias)");
     }
     return y;
   }
 
   Tensor backward_data_impl(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
                             const ConvParams& p) const override {
-    const CudnnConvPlan plan = plan_cudnn_conv(input_shape, w.shape(), p);
-    const int dev = grad_out.device().index;
-    DeviceGuard guard(dev);
-    const CudnnTypes t = cudnn_types(grad_out.dtype());
-    Tensor gxp = Tensor::empty(plan.padded_input, grad_out.dtype(), grad_out.device());
-    TensorDesc xd(plan.x, t.data), yd(plan.y, t.data);
-    FilterDesc wd(plan.w, t.data);
-    ConvDesc cd(plan, t);
-    check_plan(plan, xd, wd, cd);
-    cudnnHandle_t h = handle_for(dev);
-    const Algo a = bwd_data_.get(plan.key(ConvPass::BackwardData, grad_out.dtype(), dev), [&] {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      int n = 0;
-      check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                      h, wd.get(), yd.get(), cd.get(), xd.get(),
-                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf),
-                  "backward-data algorithm");
-      return pick(perf, n, t, "backward_data");
-    });
-    cd.set_math(a.math);
+    Pass ps(input_shape, w.shape(), p, grad_out.dtype(), grad_out.device());
+    Tensor gxp = Tensor::empty(ps.plan.padded_input, grad_out.dtype(), grad_out.device());
+    const Algo a =
+        bwd_data_.get(ps.plan.key(ConvPass::BackwardData, grad_out.dtype(), ps.device.index), [&] {
+          cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+          int n = 0;
+          check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                          ps.handle, ps.w.get(), ps.y.get(), ps.conv.get(), ps.x.get(),
+                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf),
+                      "backward-data algorithm");
+          return pick(perf, n, ps.types, "backward_data");
+        });
+    ps.conv.set_math(a.math);
     auto ws = workspace(a.workspace, grad_out.device());
-    const Scale s(grad_out.dtype());
-    check_cudnn(cudnnConvolutionBackwardData(
-                    h, s.one(), wd.get(), w.data_ptr(), yd.get(), grad_out.data_ptr(), cd.get(),
-                    static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo), ws ? ws->data() : nullptr,
-                    a.workspace, s.zero(), xd.get(), gxp.data_ptr()),
+    check_cudnn(cudnnConvolutionBackwardData(ps.handle, ps.scale.one(), ps.w.get(), w.data_ptr(),
+                                             ps.y.get(), grad_out.data_ptr(), ps.conv.get(),
+                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
+                                             ws ? ws->data() : nullptr, a.workspace,
+                                             ps.scale.zero(), ps.x.get(), gxp.data_ptr()),
                 "cudnnConvolutionBackwardData");
-    if (!plan.needs_prepad()) return gxp;
+    if (!ps.plan.needs_prepad()) return gxp;
     // The gradient of the zeros we added is dropped: only the input's part returns.
-    Tensor v = gxp;
-    for (std::size_t i = 0; i < plan.prepad.size(); ++i)
-      v = v.narrow(static_cast<std::int64_t>(2 + i), plan.prepad[i].first, input_shape[2 + i]);
-    return v.clone();
+    return unpadded_part(gxp, ps.plan, input_shape).clone();
   }
 
   ConvWeightGrads backward_weights_impl(const Tensor& grad_out, const Tensor& x,
                                         const Shape& weight_shape, const ConvParams& p,
                                         bool want_bias) const override {
-    const CudnnConvPlan plan = plan_cudnn_conv(x.shape(), weight_shape, p);
-    const int dev = x.device().index;
-    DeviceGuard guard(dev);
-    const CudnnTypes t = cudnn_types(x.dtype());
-    const Tensor xin = prepadded(x, plan);
+    Pass ps(x.shape(), weight_shape, p, x.dtype(), x.device());
+    const Tensor xin = prepadded(x, ps.plan);
     ConvWeightGrads g;
     g.grad_weight = Tensor::empty(weight_shape, x.dtype(), x.device());
-    TensorDesc xd(plan.x, t.data), yd(plan.y, t.data);
-    FilterDesc wd(plan.w, t.data);
-    ConvDesc cd(plan, t);
-    check_plan(plan, xd, wd, cd);
-    cudnnHandle_t h = handle_for(dev);
-    const Algo a = bwd_filter_.get(plan.key(ConvPass::BackwardWeights, x.dtype(), dev), [&] {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      int n = 0;
-      check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                      h, xd.get(), yd.get(), cd.get(), wd.get(),
-                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf),
-                  "backward-weights algorithm");
-      return pick(perf, n, t, "backward_weights");
-    });
-    cd.set_math(a.math);
+    const Algo a =
+        bwd_filter_.get(ps.plan.key(ConvPass::BackwardWeights, x.dtype(), ps.device.index), [&] {
+          cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+          int n = 0;
+          check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                          ps.handle, ps.x.get(), ps.y.get(), ps.conv.get(), ps.w.get(),
+                          CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf),
+                      "backward-weights algorithm");
+          return pick(perf, n, ps.types, "backward_weights");
+        });
+    ps.conv.set_math(a.math);
     auto ws = workspace(a.workspace, x.device());
-    const Scale s(x.dtype());
     check_cudnn(cudnnConvolutionBackwardFilter(
-                    h, s.one(), xd.get(), xin.data_ptr(), yd.get(), grad_out.data_ptr(), cd.get(),
+                    ps.handle, ps.scale.one(), ps.x.get(), xin.data_ptr(), ps.y.get(),
+                    grad_out.data_ptr(), ps.conv.get(),
                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo), ws ? ws->data() : nullptr,
-                    a.workspace, s.zero(), wd.get(), g.grad_weight.data_ptr()),
+                    a.workspace, ps.scale.zero(), ps.w.get(), g.grad_weight.data_ptr()),
                 "cudnnConvolutionBackwardFilter");
     if (want_bias) {
       g.grad_bias = Tensor::empty({weight_shape[0]}, x.dtype(), x.device());
-      TensorDesc bd(bias_shape(plan.y), t.data);
-      check_cudnn(cudnnConvolutionBackwardBias(h, s.one(), yd.get(), grad_out.data_ptr(), s.zero(),
-                                               bd.get(), g.grad_bias.data_ptr()),
-                  "cudnnConvolutionBackwardBias");
+      TensorDesc bd(bias_shape(ps.plan.y), ps.types.data);
+      check_cudnn(
+          cudnnConvolutionBackwardBias(ps.handle, ps.scale.one(), ps.y.get(), grad_out.data_ptr(),
+                                       ps.scale.zero(), bd.get(), g.grad_bias.data_ptr()),
+          "cudnnConvolutionBackwardBias");
     }
     return g;
   }
 
  private:
-  // x with the zeros cuDNN's symmetric padding cannot express.
-  static Tensor prepadded(const Tensor& x, const CudnnConvPlan& plan) {
-    if (!plan.needs_prepad()) return x;
-    Tensor xp = Tensor::zeros(plan.padded_input, x.dtype(), x.device());
-    Tensor v = xp;
-    for (std::size_t i = 0; i < plan.prepad.size(); ++i)
-      v = v.narrow(static_cast<std::int64_t>(2 + i), plan.prepad[i].first, x.size(2 + i));
-    v.copy_(x);
-    return xp;
-  }
-
-  static std::shared_ptr<Storage> workspace(std::size_t bytes, Device device) {
-    return bytes == 0 ? nullptr : Storage::allocate(bytes, device);
-  }
-
-  // Our shape arithmetic and cuDNN's must agree before any memory is touched.
-  static void check_plan(const CudnnConvPlan& plan, const TensorDesc& xd, const FilterDesc& wd,
-                         const ConvDesc& cd) {
-    const Shape y = cudnn_output_shape(xd, wd, cd, static_cast<int>(plan.y.size()));
-    if (y != plan.y)
-      throw Error("cudnn", fmt::format("cuDNN computes output {} where the plan has {}",
-                                       shape_str(y), shape_str(plan.y)));
-  }
-
   mutable AlgoCache<Algo> fwd_, bwd_data_, bwd_filter_;
 };
 
