@@ -1,8 +1,6 @@
 #include "backends/cuda/cuda_context.h"
 
 #include <atomic>
-#include <map>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -40,18 +38,14 @@ int device_count(std::string* reason) {
 }
 
 cudaStream_t stream_for(int device) {
-  static std::mutex mu;
-  static std::map<int, cudaStream_t> streams;
-  std::lock_guard lock(mu);
-  auto it = streams.find(device);
-  if (it != streams.end()) return it->second;
-  DeviceGuard guard(device);
-  cudaStream_t s = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-             fmt::format("creating the stream of cuda:{}", device));
-  // Never destroyed: work may still be queued while static destructors run.
-  streams.emplace(device, s);
-  return s;
+  static PerDevice<cudaStream_t> streams;
+  return streams.get(device, [](int d) {
+    DeviceGuard guard(d);
+    cudaStream_t s = nullptr;
+    check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+               fmt::format("creating the stream of cuda:{}", d));
+    return s;
+  });
 }
 
 int default_device() {

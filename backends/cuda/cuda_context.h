@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace dtensor::cuda_backend {
@@ -12,6 +14,25 @@ namespace dtensor::cuda_backend {
 /// Devices the runtime sees; 0 (and `reason` set) without a driver or device.
 /// Cached after the first call: the answer does not change in a process.
 int device_count(std::string* reason = nullptr);
+
+/// One T per device (a stream, a cuDNN handle), made by `make(device)` on first
+/// use and never destroyed: work may still be queued while static destructors
+/// run.
+template <typename T>
+class PerDevice {
+ public:
+  template <typename Make>
+  T get(int device, Make&& make) {
+    std::lock_guard lock(mu_);
+    auto it = items_.find(device);
+    if (it != items_.end()) return it->second;
+    return items_.emplace(device, make(device)).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, T> items_;
+};
 
 /// The library's stream on `device`, created on first use (non-blocking, so it
 /// does not serialise with other libraries' work on the legacy default stream).

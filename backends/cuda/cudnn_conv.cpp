@@ -3,9 +3,7 @@
 // Algorithms come from cuDNN's heuristics once per (pass, dtype, shape) and are
 // cached; workspaces come from the stream-ordered allocator.
 #include <cstdlib>
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -38,16 +36,13 @@ std::size_t workspace_limit() {
 }
 
 cudnnHandle_t handle_for(int device) {
-  static std::mutex mu;
-  static std::map<int, cudnnHandle_t> handles;
-  std::lock_guard lock(mu);
-  auto it = handles.find(device);
-  if (it != handles.end()) return it->second;
-  cudnnHandle_t h = nullptr;
-  check_cudnn(cudnnCreate(&h), fmt::format("cudnnCreate on cuda:{}", device));
-  check_cudnn(cudnnSetStream(h, stream_for(device)), "cudnnSetStream");
-  handles.emplace(device, h);  // kept for the process's lifetime
-  return h;
+  static PerDevice<cudnnHandle_t> handles;
+  return handles.get(device, [](int d) {
+    cudnnHandle_t h = nullptr;
+    check_cudnn(cudnnCreate(&h), fmt::format("cudnnCreate on cuda:{}", d));
+    check_cudnn(cudnnSetStream(h, stream_for(d)), "cudnnSetStream");
+    return h;
+  });
 }
 
 // First algorithm the heuristics rank that succeeded, fits the workspace
