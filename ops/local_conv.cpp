@@ -163,44 +163,60 @@ void check_tiles(const TiledTensor& x, const char* name, const Tensor& other,
             other.device().str(), name, x.device().str());
 }
 
+void check_covers(const TiledTensor& x) {
+  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
+            shape_str(x.shape()));
+}
+
+// What forward and forward_into check of tiled operands alike, and what they
+// derive: the expanded parameters, the output shape, and whether the case is
+// degenerate (answered by the plain forward).
+struct TiledForward {
+  ConvParams params;
+  Shape out_shape;
+  bool degenerate = false;
+};
+TiledForward check_tiled_forward(const TiledTensor& x, const Tensor& w, const Tensor& b,
+                                 const ConvParams& params) {
+  check_tiles(x, "input", w, "weight");
+  if (b.defined()) check_tiles(x, "input", b, "bias");
+  TiledForward f;
+  f.params = check_conv_args(x.shape(), w.shape(), bias_shape(b), params);
+  f.out_shape = output_shape(x.shape(), w.shape(), f.params);
+  f.degenerate = x.numel() == 0 || w.numel() == 0 || shape_numel(f.out_shape) == 0;
+  return f;
+}
+
 }  // namespace
 
 Tensor LocalConvKernels::forward(const TiledTensor& x, const Tensor& w, const Tensor& b,
                                  const ConvParams& params) const {
-  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
-            shape_str(x.shape()));
+  check_covers(x);
   check_operand(w, "weight");
   if (x.is_whole()) return forward(x.tiles()[0].data, w, b, params);
-  check_tiles(x, "input", w, "weight");
-  if (b.defined()) check_tiles(x, "input", b, "bias");
-  const ConvParams p = check_conv_args(x.shape(), w.shape(), bias_shape(b), params);
-  const Shape out_shape = output_shape(x.shape(), w.shape(), p);
-  if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0)
-    return forward(x.assemble(), w, b, params);  // the degenerate cases, answered there
-  Tensor y = forward_tiled_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p);
-  check_result(name(), "forward", y.shape(), out_shape);
+  const TiledForward f = check_tiled_forward(x, w, b, params);
+  if (f.degenerate) return forward(x.assemble(), w, b, params);  // answered there
+  Tensor y =
+      forward_tiled_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), f.params);
+  check_result(name(), "forward", y.shape(), f.out_shape);
   return y;
 }
 
 void LocalConvKernels::forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b,
                                     const ConvParams& params, const Tensor& out) const {
-  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
-            shape_str(x.shape()));
+  check_covers(x);
   check_operand(w, "weight");
   check_operand(out, "out");
-  check_tiles(x, "input", w, "weight");
   check_tiles(x, "input", out, "out");
-  if (b.defined()) check_tiles(x, "input", b, "bias");
-  const ConvParams p = check_conv_args(x.shape(), w.shape(), bias_shape(b), params);
-  const Shape out_shape = output_shape(x.shape(), w.shape(), p);
-  check_arg(out.shape() == out_shape, kComponent, "out: shape {} but the output is {}",
-            shape_str(out.shape()), shape_str(out_shape));
-  Tensor dst = out;  // a view: writing it writes the caller's tensor
-  if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0) {
-    dst.copy_(forward(x.assemble(), w, b, params));  // the degenerate cases, answered there
+  const TiledForward f = check_tiled_forward(x, w, b, params);
+  check_arg(out.shape() == f.out_shape, kComponent, "out: shape {} but the output is {}",
+            shape_str(out.shape()), shape_str(f.out_shape));
+  if (f.degenerate) {
+    Tensor dst = out;  // a view: writing it writes the caller's tensor
+    dst.copy_(forward(x.assemble(), w, b, params));  // answered there
     return;
   }
-  forward_into_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p, out);
+  forward_into_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), f.params, out);
 }
 
 void LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
@@ -221,8 +237,7 @@ void LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
 ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const TiledTensor& x,
                                                    const Shape& weight_shape,
                                                    const ConvParams& params, bool want_bias) const {
-  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
-            shape_str(x.shape()));
+  check_covers(x);
   check_operand(grad_out, "grad_output");
   if (x.is_whole())
     return backward_weights(grad_out, x.tiles()[0].data, weight_shape, params, want_bias);

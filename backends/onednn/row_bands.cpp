@@ -27,7 +27,7 @@ std::vector<RowBand> row_bands(const RowGeometry& g, std::int64_t rows_per_band)
 
 std::int64_t rows_per_band(const RowGeometry& g, std::int64_t in_row_bytes,
                            std::int64_t out_row_bytes, std::int64_t target_bytes) {
-  const std::int64_t extent = g.dilation * (g.kernel - 1) + 1;
+  const std::int64_t extent = conv_kernel_extent(g.kernel, g.dilation);
   // One output row costs `stride` input rows and one output row.
   const std::int64_t per_row = std::max<std::int64_t>(1, g.stride * in_row_bytes + out_row_bytes);
   return std::max<std::int64_t>(target_bytes / per_row, 4 * extent);

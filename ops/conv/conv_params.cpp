@@ -1,22 +1,17 @@
 #include "dtensor/ops/conv_params.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "dtensor/core/errors.h"
+#include "ops/conv/integer_division.h"
 
 namespace dtensor {
 namespace {
 
 constexpr const char* kComponent = "conv";
-
-// floor(a / b) for b > 0; C++ division truncates toward zero, which would turn a
-// slightly-too-short input (negative numerator) into one valid output.
-std::int64_t floor_div(std::int64_t a, std::int64_t b) {
-  const std::int64_t q = a / b;
-  return (a % b != 0 && a < 0) ? q - 1 : q;
-}
 
 template <typename T>
 std::vector<T> expand_list(const std::vector<T>& v, std::int64_t n, const T& dflt,
@@ -83,7 +78,8 @@ ConvInputRange conv_input_range(std::int64_t length, std::int64_t kernel, std::i
 std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
                                 std::int64_t dilation, std::int64_t pad_left,
                                 std::int64_t pad_right) {
-  return floor_div(length + pad_left + pad_right - conv_kernel_extent(kernel, dilation), stride) +
+  return conv::floor_div(length + pad_left + pad_right - conv_kernel_extent(kernel, dilation),
+                         stride) +
          1;
 }
 

@@ -45,13 +45,6 @@ PendingWindow::PendingWindow(const Tensor& local, std::int64_t dim, const HaloRa
   if (!ops.empty()) works_ = group.batch_isend_irecv(ops);
 }
 
-PendingWindow::~PendingWindow() {
-  // An exception between posting and waiting (the caller's compute failed):
-  // the transfers still target our buffers, which the works keep alive.
-  // Waiting here would hang on a peer that also failed; dropping the works
-  // parks them with the group.
-}
-
 const TiledTensor& PendingWindow::wait() {
   if (!works_.empty()) {
     wait_all(works_);

@@ -23,11 +23,12 @@ TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const Hal
 /// The same, in two halves: the exchange is posted and the window's tiles
 /// exist at once (the own part holds data; the received strips only after
 /// wait()), so a caller can compute what needs no halo while it is in flight.
+/// Dropped without wait() (the caller's compute threw), it does not wait: a
+/// peer may have failed too; the works it drops are parked with the group,
+/// keeping the buffers the transfers target alive.
 class PendingWindow {
  public:
   PendingWindow(const Tensor& local, std::int64_t dim, const HaloRankPlan& me, ProcessGroup& group);
-  PendingWindow(PendingWindow&&) = default;
-  ~PendingWindow();
   const TiledTensor& window() const { return window_; }
   /// Waits for the exchange (sends and receives); returns the complete window.
   const TiledTensor& wait();

@@ -4,16 +4,10 @@
 #include <string>
 
 #include "ops/conv/halo_exchange.h"
+#include "ops/conv/integer_division.h"
 
 namespace dtensor::conv {
 namespace {
-
-std::int64_t floor_div(std::int64_t a, std::int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return -floor_div(-a, b);
-}
 
 // One piece of the output along the dim: outputs [lo, hi) of a window of
 // `window_len` positions, as the input range and padding to convolve.

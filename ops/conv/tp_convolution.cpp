@@ -122,24 +122,21 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const LocalGeometry g = local_geometry(x.spec(), w.shape(), p);
   const DTensorSpec& out_spec = sharding.output_specs[0];
 
+  // Looked up on every rank before any exchange, so a missing kernel fails
+  // them all alike.
+  const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
+  const Tensor local = x.to_local();
+  const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
   Tensor y;
-  const auto split = overlap_split(x.to_local(), w.shape(), g, out_spec.local_shape());
-  if (split) {
+  if (const auto split = overlap_split(local, w.shape(), g, out_spec.local_shape())) {
     const HaloDim& last = g.halos.back();
-    const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
-    y = overlapped_forward(*local_conv_kernels(x.to_local().device(), x.dtype()),
-                           gather_earlier_windows(x.to_local(), g), last.tensor_dim, last.me(),
+    y = overlapped_forward(*kernels, gather_earlier_windows(local, g), last.tensor_dim, last.me(),
                            *last.group, w.to_local(), bias, g.params, out_spec.local_shape(),
                            *split);
   } else {
-    const TiledTensor window = gather_windows(x.to_local(), g);
-    if (!g.has_output) {
-      y = Tensor::zeros(out_spec.local_shape(), x.dtype(), x.to_local().device());
-    } else {
-      const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
-      y = local_conv_kernels(x.to_local().device(), x.dtype())
-              ->forward(window, w.to_local(), bias, g.params);
-    }
+    const TiledTensor window = gather_windows(local, g);
+    y = g.has_output ? kernels->forward(window, w.to_local(), bias, g.params)
+                     : Tensor::zeros(out_spec.local_shape(), x.dtype(), local.device());
   }
   check_arg(y.shape() == out_spec.local_shape(), "conv",
             "internal: local output {} but the output spec {} needs {}", shape_str(y.shape()),
