@@ -85,6 +85,15 @@ TiledTensor gather_windows(const Tensor& x, const LocalGeometry& g) {
   return gather_window_tiles(gather_earlier_windows(x, g), last.tensor_dim, last.me(), *last.group);
 }
 
+// `shape` with the window's extent on the first `dims` exchanged dims (all of
+// them: the whole window; all but the last: what the last dim's exchange
+// works on).
+Shape windowed(Shape shape, const LocalGeometry& g, std::size_t dims) {
+  for (std::size_t i = 0; i < dims; ++i)
+    shape[static_cast<std::size_t>(g.halos[i].tensor_dim)] = g.halos[i].me().window.length;
+  return shape;
+}
+
 // Where the forward overlaps the last dim's exchange with its interior
 // outputs (overlapped_forward.h), or nullopt to run it after the exchange.
 std::optional<InteriorOutputs> overlap_split(const Tensor& x, const Shape& weight_shape,
@@ -92,11 +101,9 @@ std::optional<InteriorOutputs> overlap_split(const Tensor& x, const Shape& weigh
   const OverlapMode mode = overlap_mode();
   if (g.halos.empty() || !g.has_output || mode == OverlapMode::Never) return {};
   const HaloDim& last = g.halos.back();
-  Shape window = x.shape();
-  for (const auto& h : g.halos)
-    window[static_cast<std::size_t>(h.tensor_dim)] = h.me().window.length;
   return interior_outputs(last.me(), weight_shape, g.params, last.tensor_dim - 2,
-                          out_shape[static_cast<std::size_t>(last.tensor_dim)], shape_numel(window),
+                          out_shape[static_cast<std::size_t>(last.tensor_dim)],
+                          shape_numel(windowed(x.shape(), g, g.halos.size())),
                           mode == OverlapMode::Always);
 }
 
@@ -222,9 +229,8 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   // or bias gradient is asked for.
   const Tensor local = x.to_local();
   const bool need_window = mask.weight || mask.bias;
-  Shape owned = local.shape();  // the last exchange's input: earlier dims' windows
-  for (std::size_t i = 0; i + 1 < g.halos.size(); ++i)
-    owned[static_cast<std::size_t>(g.halos[i].tensor_dim)] = g.halos[i].me().window.length;
+  // The last exchange's input: the earlier dims' windows.
+  const Shape owned = windowed(local.shape(), g, g.halos.empty() ? 0 : g.halos.size() - 1);
   std::optional<PendingWindow> pending;
   if (need_window && !g.halos.empty()) {
     const HaloDim& last = g.halos.back();
