@@ -37,6 +37,25 @@ bool agreement_checks_enabled() {
   return !(v && std::string(v) == "0");
 }
 
+// A call's identity across ranks: what it was asked, and its number on the
+// mesh's group (so calls out of step between ranks are caught as well).
+struct CallIdentity {
+  std::size_t fingerprint;
+  std::string description;
+};
+CallIdentity number_call(ProcessGroup& group, std::size_t what_hash, const std::string& what) {
+  const std::uint64_t n = group.next_call_number();
+  return {what_hash ^ (std::hash<std::uint64_t>()(n) + 0x9e3779b97f4a7c15ull + (what_hash << 6) +
+                       (what_hash >> 2)),
+          fmt::format("{} (call {} on this mesh)", what, n)};
+}
+
+PendingAgreement post_agreement(const DeviceMesh& mesh, const CallIdentity& id,
+                                const std::string& op) {
+  if (!agreement_checks_enabled()) return {};
+  return PendingAgreement(mesh.get_mesh_group(), id.fingerprint, op, id.description);
+}
+
 // Every combination of per-mesh-dim signatures, mesh dim 0 varying slowest,
 // so the enumeration order (and so the tie-break) is the same on every rank.
 std::vector<ShardingStrategy> expand_signatures(const std::vector<ShardingSignature>& sigs,
@@ -128,7 +147,20 @@ const OutputSharding& propagate(const OpSchema& schema) {
   return c.map.emplace(schema.key(), std::move(s)).first->second;
 }
 
-OpCall::OpCall(OpSchema schema) : schema_(std::move(schema)) {}
+OpCall::OpCall(OpSchema schema, PendingAgreement agreement, int message_tag)
+    : schema_(std::move(schema)), agreement_(std::move(agreement)), message_tag_(message_tag) {}
+
+int OpCall::message_tag(int stream) const {
+  check_arg(stream >= 0 && stream < 8, "dispatch", "message_tag: stream={} is outside 0..7",
+            stream);
+  return message_tag_ + stream;
+}
+
+void agree_before_failing(const DeviceMesh& mesh, std::size_t fingerprint, const std::string& op,
+                          const std::string& description) {
+  if (!mesh.contains_this_rank()) return;
+  post_agreement(mesh, number_call(*mesh.get_mesh_group(), fingerprint, description), op).confirm();
+}
 
 bool OpCall::has_strategies() const {
   const OpDef* d = find_op_def(schema_.op());
@@ -142,6 +174,7 @@ const OutputSharding& OpCall::sharding() {
 
 std::vector<DTensor> OpCall::redistributed_inputs() {
   const auto& s = sharding();
+  if (s.needs_redistribute) confirm_agreement();  // redistributing communicates
   std::vector<DTensor> out;
   const auto& pos = schema_.dtensor_positions();
   for (std::size_t i = 0; i < pos.size(); ++i) {
@@ -161,6 +194,7 @@ std::vector<DTensor> OpCall::run_default() {
 }
 
 std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
+  confirm_agreement();
   const auto& s = sharding();
   const auto& pos = schema_.dtensor_positions();
   check_arg(inputs.size() == pos.size(), "dispatch", "{}: {} inputs given, {} expected",
@@ -187,21 +221,29 @@ std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
   ++stats().calls;
   OpSchema schema(op, std::move(args));
   const DeviceMesh& mesh = schema.mesh();
-  // All ranks must be making the same call: checked before anything else, so
-  // validation errors below are raised identically on every rank.
-  if (agreement_checks_enabled())
-    check_ranks_agree(*mesh.get_mesh_group(), OpSchemaKeyHash()(schema.key()), op, schema.str());
-  const OpHandler* handler = find_handler(op);
-  const OpDef* def = find_op_def(op);
-  check_arg(handler != nullptr || def != nullptr, "dispatch",
-            "unknown operator '{}': nothing is registered under that name", op);
-  if (def && def->validate) def->validate(schema);
-  OpCall call(std::move(schema));
-  if (handler) {
+  // All ranks must be making the same call. The check is posted first and
+  // confirmed before anything that communicates (or by a handler that asks
+  // to, behind its own first messages); any error below waits for it, so a
+  // rank asked something else makes every rank throw the disagreement, and
+  // ranks that agree throw the same validation errors.
+  const CallIdentity id =
+      number_call(*mesh.get_mesh_group(), OpSchemaKeyHash()(schema.key()), schema.str());
+  const int tag = static_cast<int>((id.fingerprint % (std::size_t{1} << 27)) << 3);
+  OpCall call(std::move(schema), post_agreement(mesh, id, op), tag);
+  try {
+    const OpHandler* handler = find_handler(op);
+    const OpDef* def = find_op_def(op);
+    check_arg(handler != nullptr || def != nullptr, "dispatch",
+              "unknown operator '{}': nothing is registered under that name", op);
+    if (def && def->validate) def->validate(call.schema());
+    if (!handler) return call.run_default();
     ++stats().handler_calls;
+    if (!handler_options(op).confirms_agreement) call.confirm_agreement();
     return (*handler)(call);
+  } catch (...) {
+    if (!call.agreement_settled()) call.confirm_agreement();  // throws a disagreement first
+    throw;
   }
-  return call.run_default();
 }
 
 DispatchStats dispatch_stats() {

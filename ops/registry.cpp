@@ -17,6 +17,7 @@ struct OpEntry {
   std::unique_ptr<OpDef> def;
   std::map<std::pair<DeviceType, DType>, LocalKernel> kernels;
   std::unique_ptr<OpHandler> handler;
+  HandlerOptions handler_options;
 };
 
 struct Registry {
@@ -77,7 +78,8 @@ void register_kernel(const std::string& op, DeviceType device, DType dtype, Loca
   slot = std::move(kernel);
 }
 
-void register_op_handler(const std::string& op, OpHandler handler, bool override_existing) {
+void register_op_handler(const std::string& op, OpHandler handler, bool override_existing,
+                         HandlerOptions options) {
   check_name(op);
   check_arg(static_cast<bool>(handler), "registry", "register_op_handler: empty handler for '{}'",
             op);
@@ -88,6 +90,7 @@ void register_op_handler(const std::string& op, OpHandler handler, bool override
       !e.handler || override_existing, "registry",
       "register_op_handler: '{}' already has a handler (pass override_existing to replace it)", op);
   e.handler = std::make_unique<OpHandler>(std::move(handler));
+  e.handler_options = options;
 }
 
 void unregister_op(const std::string& op) {
@@ -147,6 +150,13 @@ const OpHandler* find_handler(const std::string& op) {
   std::lock_guard lock(r.mutex);
   auto it = r.ops.find(op);
   return it != r.ops.end() && it->second.handler ? it->second.handler.get() : nullptr;
+}
+
+HandlerOptions handler_options(const std::string& op) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(op);
+  return it != r.ops.end() && it->second.handler ? it->second.handler_options : HandlerOptions{};
 }
 
 }  // namespace dtensor

@@ -1,13 +1,15 @@
 // Cheap cross-rank agreement: every rank contributes a fingerprint of what it
-// was asked to do; one all-gather of the fingerprints tells whether all were
-// equal, and every rank sees the same fingerprints, so all throw or none does.
-// (An all-gather, not an all-reduce of (h, -h) with max: for 2 ranks it is one
-// message each way instead of two, 75 us against 176-394 us here, and every
-// message is a wake-up of the transport's thread on a busy machine.)
+// was asked to do; every rank sees all of them, so all throw or none does.
+// The blocking form is one all-gather (for 2 ranks one message each way,
+// 75 us against 176-394 us for an all-reduce of (h, -h) with max). The posted
+// form (PendingAgreement) sends the fingerprint to each peer directly, so it
+// can share a round trip with the call's own messages: on a busy VM every
+// round trip that follows computation can wait a scheduler tick (up to 4 ms
+// here, docs/performance.md), and a local kernel pays none.
 #include <cstdlib>
 
 #include "dtensor/core/errors.h"
-#include "dtensor/placement/redistribute.h"
+#include "dtensor/placement/rank_agreement.h"
 
 namespace dtensor {
 namespace {
@@ -15,6 +17,32 @@ namespace {
 bool debug_checks() {
   const char* v = std::getenv("DTENSOR_DEBUG");
   return v && *v && std::string(v) != "0";
+}
+
+// Three 21-bit pieces: each exact in a double, which every backend carries.
+constexpr std::int64_t kPieces = 3;
+Tensor fingerprint_pieces(std::size_t fingerprint) {
+  Tensor t = Tensor::empty({kPieces}, DType::F64);
+  for (std::int64_t k = 0; k < kPieces; ++k)
+    t.data<double>()[k] = static_cast<double>((fingerprint >> (21 * k)) & 0x1fffff);
+  return t;
+}
+
+// Whether every block of kPieces in `all` equals `mine`.
+bool all_equal(const Tensor& mine, const Tensor& all) {
+  const double* m = mine.data<double>();
+  const double* p = all.data<double>();
+  for (std::int64_t i = 0; i < all.numel(); ++i)
+    if (p[i] != m[i % kPieces]) return false;
+  return true;
+}
+
+InvalidArgument disagreement(const std::string& what) {
+  return InvalidArgument("agreement",
+                         fmt::format("{}: ranks disagree on the arguments (shapes, placements or "
+                                     "parameters differ between ranks; set DTENSOR_DEBUG=1 to "
+                                     "see each rank's)",
+                                     what));
 }
 
 // DTENSOR_DEBUG=1: every rank's description, so the message shows who differs.
@@ -41,40 +69,71 @@ std::vector<std::string> gather_descriptions(ProcessGroup& group, const std::str
   return out;
 }
 
+// Compares full descriptions (a second, slower exchange that every rank makes).
+void check_descriptions(ProcessGroup& group, const std::string& what,
+                        const std::string& description) {
+  const auto all = gather_descriptions(group, description);
+  bool all_same = true;
+  std::string listing;
+  for (std::size_t q = 0; q < all.size(); ++q) {
+    all_same = all_same && all[q] == all[0];
+    listing += fmt::format("\n  rank {}: {}", q, all[q]);
+  }
+  if (all_same) return;
+  throw InvalidArgument("agreement",
+                        fmt::format("{}: ranks disagree on the arguments:{}", what, listing));
+}
+
 }  // namespace
 
 void check_ranks_agree(ProcessGroup& group, std::size_t fingerprint, const std::string& what,
                        const std::string& description) {
   if (group.size() == 1) return;
-  // Three 21-bit pieces: each exact in a double.
   const int n = group.size();
-  Tensor mine = Tensor::empty({3}, DType::F64);
-  for (int k = 0; k < 3; ++k)
-    mine.data<double>()[k] = static_cast<double>((fingerprint >> (21 * k)) & 0x1fffff);
-  Tensor all = Tensor::empty({3 * static_cast<std::int64_t>(n)}, DType::F64);
-  group.allgather(mine, all, std::vector<std::int64_t>(static_cast<std::size_t>(n), 3));
-  const double* p = all.data<double>();
-  bool same = true;
-  for (int i = 3; i < 3 * n; ++i)
-    same = same && p[i] == p[i % 3];
-  if (debug_checks()) {
-    const auto all = gather_descriptions(group, description);
-    bool all_same = same;
-    std::string listing;
-    for (std::size_t q = 0; q < all.size(); ++q) {
-      all_same = all_same && all[q] == all[0];
-      listing += fmt::format("\n  rank {}: {}", q, all[q]);
-    }
-    if (all_same) return;
-    throw InvalidArgument("agreement",
-                          fmt::format("{}: ranks disagree on the arguments:{}", what, listing));
+  const Tensor mine = fingerprint_pieces(fingerprint);
+  Tensor all = Tensor::empty({kPieces * n}, DType::F64);
+  group.allgather(mine, all, std::vector<std::int64_t>(static_cast<std::size_t>(n), kPieces));
+  const bool same = all_equal(mine, all);
+  if (debug_checks()) return check_descriptions(group, what, description);
+  if (!same) throw disagreement(what);
+}
+
+PendingAgreement::PendingAgreement(std::shared_ptr<ProcessGroup> group, std::size_t fingerprint,
+                                   std::string what, std::string description)
+    : group_(std::move(group)),
+      fingerprint_(fingerprint),
+      what_(std::move(what)),
+      description_(std::move(description)) {
+  const int n = group_->size(), me = group_->rank();
+  // The debug form compares descriptions too; it is blocking, in confirm().
+  if (n == 1 || debug_checks()) return;
+  mine_ = fingerprint_pieces(fingerprint_);
+  theirs_ = Tensor::empty({kPieces * (n - 1)}, DType::F64);
+  std::vector<P2POp> ops;
+  for (int q = 0, slot = 0; q < n; ++q) {
+    if (q == me) continue;
+    ops.push_back(P2POp::recv(theirs_.narrow(0, kPieces * slot++, kPieces), q, kAgreementTag));
+    ops.push_back(P2POp::send(mine_, q, kAgreementTag));
   }
-  if (same) return;
-  throw InvalidArgument("agreement",
-                        fmt::format("{}: ranks disagree on the arguments (shapes, placements or "
-                                    "parameters differ between ranks; set DTENSOR_DEBUG=1 to "
-                                    "see each rank's)",
-                                    what));
+  works_ = group_->batch_isend_irecv(ops);
+}
+
+void PendingAgreement::confirm() {
+  if (settled()) {
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
+  settled_ = true;
+  try {
+    if (group_->size() == 1) return;
+    if (works_.empty()) return check_ranks_agree(*group_, fingerprint_, what_, description_);
+    wait_all(works_);
+    works_.clear();
+    if (!all_equal(mine_, theirs_)) throw disagreement(what_);
+  } catch (...) {
+    error_ = std::current_exception();
+    throw;
+  }
 }
 
 }  // namespace dtensor

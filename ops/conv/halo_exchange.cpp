@@ -20,7 +20,7 @@ Shape at(std::size_t ndim, std::int64_t dim, std::int64_t pos) {
 }  // namespace
 
 PendingWindow::PendingWindow(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                             ProcessGroup& group) {
+                             ProcessGroup& group, int tag) {
   check_arg(local.size(dim) == me.input.length, "conv",
             "halo exchange: local extent {} along dim {} but the plan owns {}", local.size(dim),
             dim, me.input.length);
@@ -33,11 +33,11 @@ PendingWindow::PendingWindow(const Tensor& local, std::int64_t dim, const HaloRa
     Tensor piece =
         Tensor::empty(with_extent(local.shape(), dim, t.length()), local.dtype(), local.device());
     window_.add(piece, at(nd, dim, t.lo - a));
-    ops.push_back(P2POp::recv(piece, static_cast<int>(t.peer)));
+    ops.push_back(P2POp::recv(piece, static_cast<int>(t.peer), tag));
   }
   for (const auto& t : me.send) {
     outgoing_.push_back(local.narrow(dim, t.lo - i0, t.length()).contiguous());
-    ops.push_back(P2POp::send(outgoing_.back(), static_cast<int>(t.peer)));
+    ops.push_back(P2POp::send(outgoing_.back(), static_cast<int>(t.peer), tag));
   }
   const Extent own = me.own_part();
   if (own.length > 0)
@@ -55,14 +55,14 @@ const TiledTensor& PendingWindow::wait() {
 }
 
 TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                                ProcessGroup& group) {
-  PendingWindow pending(local, dim, me, group);
+                                ProcessGroup& group, int tag) {
+  PendingWindow pending(local, dim, me, group, tag);
   return pending.wait();
 }
 
 Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                     ProcessGroup& group) {
-  return gather_window_tiles(local, dim, me, group).assemble();
+                     ProcessGroup& group, int tag) {
+  return gather_window_tiles(local, dim, me, group, tag).assemble();
 }
 
 WindowGradient::WindowGradient(const Shape& owned_shape, DType dtype, Device device,
@@ -88,18 +88,18 @@ WindowGradient::WindowGradient(const Shape& owned_shape, DType dtype, Device dev
     window_.add(grad_.narrow(dim, own.offset - i0, own.length), at(nd, dim, own.offset - a));
 }
 
-void WindowGradient::post(ProcessGroup& group) {
+void WindowGradient::post(ProcessGroup& group, int tag) {
   const std::int64_t i0 = me_.input.offset;
   std::vector<P2POp> ops;
   for (const auto& t : me_.grad_recv()) {
     incoming_.emplace_back(
         Tensor::empty(with_extent(grad_.shape(), dim_, t.length()), grad_.dtype(), grad_.device()),
         t.lo - i0);
-    ops.push_back(P2POp::recv(incoming_.back().first, static_cast<int>(t.peer), kGradientTag));
+    ops.push_back(P2POp::recv(incoming_.back().first, static_cast<int>(t.peer), tag));
   }
   const auto& sends = me_.grad_send();
   for (std::size_t i = 0; i < sends.size(); ++i)
-    ops.push_back(P2POp::send(outgoing_[i], static_cast<int>(sends[i].peer), kGradientTag));
+    ops.push_back(P2POp::send(outgoing_[i], static_cast<int>(sends[i].peer), tag));
   if (!ops.empty()) works_ = group.batch_isend_irecv(ops);
 }
 
@@ -115,20 +115,20 @@ Tensor WindowGradient::finish() {
   return grad_;
 }
 
-Tensor WindowGradient::finish(ProcessGroup& group) {
-  post(group);
+Tensor WindowGradient::finish(ProcessGroup& group, int tag) {
+  post(group, tag);
   return finish();
 }
 
 Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,
-                          ProcessGroup& group, const Shape& owned_shape) {
+                          ProcessGroup& group, const Shape& owned_shape, int tag) {
   check_arg(grad_window.size(dim) == me.window.length, "conv",
             "halo exchange: gradient extent {} along dim {} but the window is {}",
             grad_window.size(dim), dim, me.window.length);
   if (me.recv.empty() && me.send.empty() && me.window == me.input) return grad_window;
   WindowGradient g(owned_shape, grad_window.dtype(), grad_window.device(), dim, me);
   g.window().scatter(grad_window);
-  return g.finish(group);
+  return g.finish(group, tag);
 }
 
 }  // namespace dtensor::conv

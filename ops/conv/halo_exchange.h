@@ -1,6 +1,9 @@
 // Moving halos along one sharded spatial dim (DESIGN.md §5), over the group
 // of the mesh dim that shards it. The convolution handler calls these; they
-// know ranges and a ProcessGroup, never sockets.
+// know ranges and a ProcessGroup, never sockets. Every message goes with the
+// caller's `tag`: the convolution handlers pass their call's own
+// (OpCall::message_tag), so an exchange may be posted before the call's
+// agreement check is confirmed.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,7 @@ namespace dtensor::conv {
 /// each piece received from its owner lands in its own buffer. Meanwhile this
 /// rank sends what the others' windows need from it.
 TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                                ProcessGroup& group);
+                                ProcessGroup& group, int tag);
 
 /// The same, in two halves: the exchange is posted and the window's tiles
 /// exist at once (the own part holds data; the received strips only after
@@ -28,7 +31,8 @@ TiledTensor gather_window_tiles(const Tensor& local, std::int64_t dim, const Hal
 /// keeping the buffers the transfers target alive.
 class PendingWindow {
  public:
-  PendingWindow(const Tensor& local, std::int64_t dim, const HaloRankPlan& me, ProcessGroup& group);
+  PendingWindow(const Tensor& local, std::int64_t dim, const HaloRankPlan& me, ProcessGroup& group,
+                int tag);
   const TiledTensor& window() const { return window_; }
   /// Waits for the exchange (sends and receives); returns the complete window.
   const TiledTensor& wait();
@@ -41,7 +45,7 @@ class PendingWindow {
 
 /// The same window in one tensor (a view of `local` when nothing is received).
 Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                     ProcessGroup& group);
+                     ProcessGroup& group, int tag);
 
 /// Backward, the reverse, in two halves around the kernel that computes the
 /// window's gradient. `window()` is where the kernel writes it: the own part
@@ -55,12 +59,12 @@ class WindowGradient {
   const TiledTensor& window() const { return window_; }
   /// Posts the exchange (after the kernel has written window()): the strips
   /// go back, the others' strips for this rank start arriving.
-  void post(ProcessGroup& group);
+  void post(ProcessGroup& group, int tag);
   /// Waits for it and returns the gradient over the owned range; positions
   /// in no window get 0.
   Tensor finish();
   /// post + finish.
-  Tensor finish(ProcessGroup& group);
+  Tensor finish(ProcessGroup& group, int tag);
 
  private:
   std::int64_t dim_;
@@ -72,13 +76,9 @@ class WindowGradient {
   std::vector<std::shared_ptr<Work>> works_;
 };
 
-/// The tag of gradient messages: a backward may have its window's exchange
-/// and its gradient's exchange in flight at once between the same ranks.
-inline constexpr int kGradientTag = 1;
-
 /// Both halves around a gradient already computed over the window (shape of
 /// the window along `dim`, of `owned_shape` elsewhere).
 Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,
-                          ProcessGroup& group, const Shape& owned_shape);
+                          ProcessGroup& group, const Shape& owned_shape, int tag);
 
 }  // namespace dtensor::conv

@@ -64,9 +64,10 @@ std::optional<InteriorOutputs> interior_outputs(const HaloRankPlan& me, const Sh
 Tensor overlapped_forward(const LocalConvKernels& kernels, const Tensor& local, std::int64_t dim,
                           const HaloRankPlan& me, ProcessGroup& group, const Tensor& w,
                           const Tensor& b, const ConvParams& params, const Shape& out_shape,
-                          const InteriorOutputs& interior) {
+                          const InteriorOutputs& interior, int tag,
+                          const std::function<void()>& before_wait) {
   const std::int64_t sd = dim - 2, out_len = out_shape[static_cast<std::size_t>(dim)];
-  PendingWindow pending(local, dim, me, group);
+  PendingWindow pending(local, dim, me, group, tag);
   Tensor y = Tensor::empty(out_shape, local.dtype(), local.device());
   auto compute = [&](const TiledTensor& window, std::int64_t lo, std::int64_t hi) {
     if (hi <= lo) return;
@@ -76,6 +77,7 @@ Tensor overlapped_forward(const LocalConvKernels& kernels, const Tensor& local, 
   };
   // The interior reads only the own part, which holds data already.
   compute(pending.window(), interior.lo, interior.hi);
+  before_wait();
   const TiledTensor& window = pending.wait();
   compute(window, 0, interior.lo);
   compute(window, interior.hi, out_len);

@@ -12,6 +12,7 @@
 // network, thin shards with several hops) it should.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include "dtensor/core/process_group.h"
@@ -42,10 +43,13 @@ enum class OverlapMode { Never, Always, Auto };
 OverlapMode overlap_mode();
 
 /// The forward of `local` (already gathered along earlier dims) over the
-/// window of `me` along tensor dim `dim`, split at `interior`.
+/// window of `me` along tensor dim `dim`, split at `interior`. The exchange
+/// goes with `tag`; `before_wait` runs between the interior and the wait
+/// (the handler confirms its agreement check there, behind the interior).
 Tensor overlapped_forward(const LocalConvKernels& kernels, const Tensor& local, std::int64_t dim,
                           const HaloRankPlan& me, ProcessGroup& group, const Tensor& w,
                           const Tensor& b, const ConvParams& params, const Shape& out_shape,
-                          const InteriorOutputs& interior);
+                          const InteriorOutputs& interior, int tag,
+                          const std::function<void()>& before_wait);
 
 }  // namespace dtensor::conv

@@ -15,7 +15,13 @@
 //             while backward-data computes, the gradient's while
 //             backward-weights does.
 // Everything is computed from global shapes: no sizes are exchanged.
-#include <cstdlib>
+//
+// Both handlers confirm dispatch's agreement check themselves
+// (HandlerOptions::confirms_agreement): their last dim's exchange goes with
+// the call's own tag (OpCall::message_tag), so it is posted first and the
+// check travels with it; the forward confirms before waiting for its window,
+// the backward after backward-data. Exchanges that block at once (the
+// earlier dims of an N-D sharding) come after confirming.
 #include <functional>
 #include <string>
 
@@ -71,18 +77,36 @@ LocalGeometry local_geometry(const DTensorSpec& input, const Shape& weight_shape
   return g;
 }
 
-// The window along every sharded dim. All dims but the last are gathered into
-// one tensor (the next dim's exchange sends slices of it: that is how the
-// corners travel); the last stays in tiles, which the kernel reads in place.
-Tensor gather_earlier_windows(Tensor x, const LocalGeometry& g) {
+// The tags of a call's two exchanges: a backward has its window's and its
+// gradient's in flight at once between the same ranks.
+constexpr int kWindowStream = 0, kGradientStream = 1;
+
+// Host tensors travel over Gloo, whose tags keep a disagreeing rank's
+// messages apart, so they may be posted before the check is confirmed. NCCL
+// (device tensors) matches messages by order alone: confirm first.
+void confirm_unless_tags_separate(OpCall& call, const Tensor& local) {
+  if (!local.device().is_cpu()) call.confirm_agreement();
+}
+
+// The window along every sharded dim but the last, gathered into one tensor
+// (the next dim's exchange sends slices of it: that is how the corners
+// travel). These exchanges wait at once, so the call's agreement is
+// confirmed first.
+Tensor gather_earlier_windows(OpCall& call, Tensor x, const LocalGeometry& g) {
+  if (g.halos.size() > 1) call.confirm_agreement();
   for (std::size_t i = 0; i + 1 < g.halos.size(); ++i)
-    x = gather_window(x, g.halos[i].tensor_dim, g.halos[i].me(), *g.halos[i].group);
+    x = gather_window(x, g.halos[i].tensor_dim, g.halos[i].me(), *g.halos[i].group,
+                      call.message_tag(kWindowStream));
   return x;
 }
-TiledTensor gather_windows(const Tensor& x, const LocalGeometry& g) {
-  if (g.halos.empty()) return TiledTensor::whole(x);
+
+// The last dim's exchange of the window, posted; the window stays in tiles,
+// which the kernel reads in place. Nullopt when no dim is sharded.
+std::optional<PendingWindow> post_window(OpCall& call, const Tensor& x, const LocalGeometry& g) {
+  if (g.halos.empty()) return std::nullopt;
   const HaloDim& last = g.halos.back();
-  return gather_window_tiles(gather_earlier_windows(x, g), last.tensor_dim, last.me(), *last.group);
+  return std::make_optional<PendingWindow>(gather_earlier_windows(call, x, g), last.tensor_dim,
+                                           last.me(), *last.group, call.message_tag(kWindowStream));
 }
 
 // `shape` with the window's extent on the first `dims` exchanged dims (all of
@@ -133,15 +157,19 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // them all alike.
   const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
   const Tensor local = x.to_local();
+  confirm_unless_tags_separate(call, local);
   const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
   Tensor y;
   if (const auto split = overlap_split(local, w.shape(), g, out_spec.local_shape())) {
     const HaloDim& last = g.halos.back();
-    y = overlapped_forward(*kernels, gather_earlier_windows(local, g), last.tensor_dim, last.me(),
-                           *last.group, w.to_local(), bias, g.params, out_spec.local_shape(),
-                           *split);
+    y = overlapped_forward(*kernels, gather_earlier_windows(call, local, g), last.tensor_dim,
+                           last.me(), *last.group, w.to_local(), bias, g.params,
+                           out_spec.local_shape(), *split, call.message_tag(kWindowStream),
+                           [&] { call.confirm_agreement(); });
   } else {
-    const TiledTensor window = gather_windows(local, g);
+    std::optional<PendingWindow> pending = post_window(call, local, g);
+    call.confirm_agreement();
+    const TiledTensor window = pending ? pending->wait() : TiledTensor::whole(local);
     y = g.has_output ? kernels->forward(window, w.to_local(), bias, g.params)
                      : Tensor::zeros(out_spec.local_shape(), x.dtype(), local.device());
   }
@@ -160,8 +188,8 @@ std::vector<DTensor> forward_handler(OpCall& call) {
 class InputGradient {
  public:
   InputGradient(const LocalConvKernels& kernels, const Tensor& gy, const Tensor& w,
-                const Shape& owned, DType dtype, Device device, const LocalGeometry& g)
-      : g_(g) {
+                const Shape& owned, DType dtype, Device device, const LocalGeometry& g, int tag)
+      : g_(g), tag_(tag) {
     if (g.halos.empty()) {
       done_ = g.has_output ? kernels.backward_data(gy, w, owned, g.params)
                            : Tensor::zeros(owned, dtype, device);
@@ -173,7 +201,7 @@ class InputGradient {
       kernels.backward_data(gy, w, wg_->window(), g.params);
     else
       wg_->window().zero_();
-    wg_->post(*last.group);
+    wg_->post(*last.group, tag_);
   }
 
   Tensor finish() {
@@ -183,13 +211,14 @@ class InputGradient {
       const HaloDim& h = g_.halos[i];
       Shape owned = grad.shape();
       owned[h.tensor_dim] = h.me().input.length;
-      grad = scatter_add_window(grad, h.tensor_dim, h.me(), *h.group, owned);
+      grad = scatter_add_window(grad, h.tensor_dim, h.me(), *h.group, owned, tag_);
     }
     return grad;
   }
 
  private:
   const LocalGeometry& g_;
+  int tag_;
   std::optional<WindowGradient> wg_;
   Tensor done_;
 };
@@ -228,17 +257,18 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   // check covers it), so all skip the window's exchange alike when no weight
   // or bias gradient is asked for.
   const Tensor local = x.to_local();
+  confirm_unless_tags_separate(call, local);
   const bool need_window = mask.weight || mask.bias;
   // The last exchange's input: the earlier dims' windows.
   const Shape owned = windowed(local.shape(), g, g.halos.empty() ? 0 : g.halos.size() - 1);
   std::optional<PendingWindow> pending;
-  if (need_window && !g.halos.empty()) {
-    const HaloDim& last = g.halos.back();
-    pending.emplace(gather_earlier_windows(local, g), last.tensor_dim, last.me(), *last.group);
-  }
+  if (need_window) pending = post_window(call, local, g);
   std::optional<InputGradient> grad_input;
   if (mask.input)
-    grad_input.emplace(*kernels, gy.to_local(), w.to_local(), owned, x.dtype(), local.device(), g);
+    grad_input.emplace(*kernels, gy.to_local(), w.to_local(), owned, x.dtype(), local.device(), g,
+                       call.message_tag(kGradientStream));
+  // By now the check's messages have long arrived: confirming costs no wait.
+  call.confirm_agreement();
   std::vector<Tensor> locals;
   if (need_window) {
     const TiledTensor window = pending ? pending->wait() : TiledTensor::whole(local);
@@ -308,7 +338,7 @@ struct Registrar {
     };
     fwd.strategies = forward_strategies;
     register_op(fwd);
-    register_op_handler(kForwardOp, forward_handler);
+    register_op_handler(kForwardOp, forward_handler, false, {.confirms_agreement = true});
 
     OpDef bwd;
     bwd.name = kBackwardOp;
@@ -325,7 +355,7 @@ struct Registrar {
     };
     bwd.strategies = backward_strategies;
     register_op(bwd);
-    register_op_handler(kBackwardOp, backward_handler);
+    register_op_handler(kBackwardOp, backward_handler, false, {.confirms_agreement = true});
   }
 };
 const Registrar registrar;
@@ -347,19 +377,15 @@ ConvParams expand_for(const DTensor& input, const ConvParams& params) {
 // check. A rank whose arguments fail them must not raise alone: the others
 // would go on into that agreement check and wait there until the timeout. So
 // a failing rank takes part in one agreement check of its own, with its error
-// as the fingerprint. Both paths make exactly one check_ranks_agree call on the
-// same group, so the collectives pair up: every rank raises, with the same
-// error when all failed alike and "ranks disagree" otherwise.
+// as the fingerprint (agree_before_failing: what dispatch does first, so the
+// checks pair up and the call numbers stay in step): every rank raises, with
+// the same error when all failed alike and "ranks disagree" otherwise.
 std::vector<OpArg> encoded_params_agreed(const DTensor& input, const ConvParams& params,
                                          const char* op) {
   try {
     return conv::encode_params(expand_for(input, params));
   } catch (const InvalidArgument& e) {
-    const char* v = std::getenv("DTENSOR_CHECK_AGREEMENT");  // as dispatch() reads it
-    const bool checks = !(v && std::string(v) == "0");
-    if (checks && input.mesh().contains_this_rank())
-      check_ranks_agree(*input.mesh().get_mesh_group(), std::hash<std::string>()(e.what()), op,
-                        e.what());
+    agree_before_failing(input.mesh(), std::hash<std::string>()(e.what()), op, e.what());
     throw;
   }
 }

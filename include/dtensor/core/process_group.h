@@ -104,8 +104,16 @@ class ProcessGroup {
   CommCounters& counters() { return counters_; }
   const CommCounters& counters() const { return counters_; }
 
+  /// Numbers the operator calls dispatched on this group: 0, 1, 2, ... The
+  /// n-th call gets n on every rank that makes the same calls, so the number
+  /// can go into the call's agreement fingerprint and message tags.
+  std::uint64_t next_call_number() { return calls_.fetch_add(1); }
+
  protected:
   CommCounters counters_;
+
+ private:
+  std::atomic<std::uint64_t> calls_{0};
 };
 
 }  // namespace dtensor

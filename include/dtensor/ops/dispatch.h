@@ -10,12 +10,13 @@
 #include <vector>
 
 #include "dtensor/ops/registry.h"
+#include "dtensor/placement/rank_agreement.h"
 
 namespace dtensor {
 
 class OpCall {
  public:
-  explicit OpCall(OpSchema schema);
+  explicit OpCall(OpSchema schema, PendingAgreement agreement = {}, int message_tag = 0);
   const OpSchema& schema() const { return schema_; }
   /// Whether the operator's OpDef gives signatures or strategies (so that
   /// sharding() can be asked).
@@ -30,10 +31,33 @@ class OpCall {
   /// The same on inputs the handler prepared itself (same specs as sharding()'s).
   std::vector<DTensor> run_kernel(const std::vector<DTensor>& inputs);
 
+  /// Waits for dispatch's agreement check: throws InvalidArgument on every
+  /// rank alike when the ranks were asked different things. Returns at once
+  /// when already confirmed (or checks are off). redistributed_inputs() and
+  /// the run_* calls confirm first; see HandlerOptions::confirms_agreement.
+  void confirm_agreement() { agreement_.confirm(); }
+  bool agreement_settled() const { return agreement_.settled(); }
+  /// A point-to-point tag of this call's own, below 2^30: equal on every
+  /// rank making this call and (but for a 2^-27 chance) different from other
+  /// calls', so messages posted before confirm_agreement() cannot meet those
+  /// of a rank that was asked something else. `stream` (0..7) tells apart
+  /// exchanges that are in flight at once.
+  int message_tag(int stream = 0) const;
+
  private:
   OpSchema schema_;
   const OutputSharding* sharding_ = nullptr;
+  PendingAgreement agreement_;
+  int message_tag_ = 0;
 };
+
+/// What dispatch does first, for a front end that fails before it can build
+/// its call (an argument it cannot even encode): takes the call's number on
+/// `mesh`'s group and checks agreement with `fingerprint` (say, the error's
+/// hash), so the other ranks' dispatch meets it and every rank throws. Then
+/// the caller throws its own error (reached when all failed alike).
+void agree_before_failing(const DeviceMesh& mesh, std::size_t fingerprint, const std::string& op,
+                          const std::string& description);
 
 /// Runs `op` on `args` through its handler or the default path.
 std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args);

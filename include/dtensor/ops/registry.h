@@ -81,7 +81,17 @@ void register_kernel(const std::string& op, DeviceType device, DType dtype, Loca
                      bool override_existing = false);
 /// A handler that replaces the default path for `op` (the OpDef's validate
 /// still runs first when there is one).
-void register_op_handler(const std::string& op, OpHandler handler, bool override_existing = false);
+struct HandlerOptions {
+  /// Dispatch's agreement check (every rank was asked the same) is posted,
+  /// not awaited, before the handler runs, and the handler confirms it
+  /// (OpCall::confirm_agreement) after posting messages tagged with
+  /// OpCall::message_tag, so the check shares their round trip. Such a
+  /// handler must confirm before any other communication and before waiting
+  /// for its tagged messages. When false, dispatch confirms before calling.
+  bool confirms_agreement = false;
+};
+void register_op_handler(const std::string& op, OpHandler handler, bool override_existing = false,
+                         HandlerOptions options = {});
 /// Removes an operator's definition, kernels and handler (plugins being unloaded, tests).
 void unregister_op(const std::string& op);
 /// Whether `op` has a definition or a handler (kernels alone do not count).
@@ -95,6 +105,7 @@ const OpDef& op_def(const std::string& op);       // InvalidArgument "unknown op
 const OpDef* find_op_def(const std::string& op);  // nullptr when missing
 /// The local kernel for (device, dtype); NotSupported naming all three when missing.
 const LocalKernel& op_kernel(const std::string& op, DeviceType device, DType dtype);
-const OpHandler* find_handler(const std::string& op);  // nullptr when missing
+const OpHandler* find_handler(const std::string& op);   // nullptr when missing
+HandlerOptions handler_options(const std::string& op);  // defaults when there is no handler
 
 }  // namespace dtensor

@@ -9,6 +9,7 @@
 
 #include "dtensor/core/tensor.h"
 #include "dtensor/placement/dtensor_spec.h"
+#include "dtensor/placement/rank_agreement.h"
 
 namespace dtensor {
 
@@ -35,12 +36,5 @@ std::vector<RedistributeStep> plan_redistribute(const DTensorSpec& src, const Pl
 /// step, `to` the spec after it. Collective over mesh dim `step.mesh_dim`.
 Tensor apply_redistribute_step(const Tensor& local, const DTensorSpec& from, const DTensorSpec& to,
                                const RedistributeStep& step);
-
-/// Checks cheaply that every rank of `group` passed the same `fingerprint`
-/// (one small all-reduce). On disagreement every rank throws the same
-/// InvalidArgument naming `what`. With DTENSOR_DEBUG=1 the full descriptions
-/// are compared and the message shows each rank's.
-void check_ranks_agree(ProcessGroup& group, std::size_t fingerprint, const std::string& what,
-                       const std::string& description);
 
 }  // namespace dtensor

@@ -1,0 +1,64 @@
+// Checking that every rank of a group was asked to do the same thing, so that
+// a call that differs between ranks fails on all of them with one clear error
+// instead of leaving some waiting for messages that never come.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dtensor/core/process_group.h"
+#include "dtensor/core/tensor.h"
+
+namespace dtensor {
+
+/// Checks cheaply that every rank of `group` passed the same `fingerprint`
+/// (one small all-gather). On disagreement every rank throws the same
+/// InvalidArgument naming `what`. With DTENSOR_DEBUG=1 the full descriptions
+/// are compared and the message shows each rank's.
+void check_ranks_agree(ProcessGroup& group, std::size_t fingerprint, const std::string& what,
+                       const std::string& description);
+
+/// The same check in two halves, so that it can travel with other messages
+/// instead of costing a round trip of its own: the constructor sends this
+/// rank's fingerprint to every other rank of `group` (on kAgreementTag) and
+/// posts the receives; confirm() waits and throws as check_ranks_agree does.
+/// Every rank sees every fingerprint, so all throw or none does.
+///
+/// Between the two, a caller may post only messages that cannot meet a
+/// disagreeing rank's (dispatch gives each call its own tag for that,
+/// OpCall::message_tag): their sizes come from the very arguments being
+/// checked. Dropped unconfirmed (the caller threw), it does not wait; the
+/// group keeps the in-flight buffers alive.
+class PendingAgreement {
+ public:
+  PendingAgreement() = default;  // confirms nothing
+  PendingAgreement(std::shared_ptr<ProcessGroup> group, std::size_t fingerprint, std::string what,
+                   std::string description);
+  PendingAgreement(PendingAgreement&&) = default;
+  PendingAgreement& operator=(PendingAgreement&&) = default;
+
+  /// Waits for the other ranks' fingerprints. Throws InvalidArgument when
+  /// they differ, or the transport's error; a second call returns or throws
+  /// the same without waiting again.
+  void confirm();
+  /// Whether confirm() has run (successfully or not), or there is nothing to confirm.
+  bool settled() const { return !group_ || settled_; }
+
+ private:
+  std::shared_ptr<ProcessGroup> group_;
+  std::size_t fingerprint_ = 0;
+  std::string what_, description_;
+  Tensor mine_, theirs_;
+  std::vector<std::shared_ptr<Work>> works_;
+  bool settled_ = false;
+  std::exception_ptr error_;
+};
+
+/// The point-to-point tag of PendingAgreement's messages. Tags from 2^30 up
+/// are the library's; a caller's own point-to-point traffic stays below.
+inline constexpr int kAgreementTag = (1 << 30) + 1;
+
+}  // namespace dtensor
