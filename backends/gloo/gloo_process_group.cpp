@@ -17,6 +17,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "backends/gloo/event_loop_device.h"
 #include "backends/gloo/gloo_errors.h"
 #include "backends/gloo/p2p_work.h"
 #include "backends/gloo/reduce_kernels.h"
@@ -142,7 +143,7 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendIn
     }
     ignore_sigpipe_unless_handled();
     try {
-      device = ::gloo::transport::tcp::CreateDevice(attr);
+      device = create_tcp_device(attr);
     } catch (const std::exception& e) {
       throw InvalidArgument("gloo", "cannot create a TCP device on " + what + ": " + e.what());
     }
