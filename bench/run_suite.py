@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark suite (not a test): libdtensor's convolution layers at P = 1
-and 2 (one OpenMP thread per rank), against the local kernel on the same
+and 2 (one OpenMP thread per rank, each rank bound to its own cores), against
+the local kernel on the same
 per-rank window, against PyTorch DTensor when it is installed, and against the
 machine's FMA peak; plus a growth sweep of image size. Everything in one run.
 
@@ -55,7 +56,7 @@ def conv_args(layer, extra_placement):
 def libdtensor(build, layer, P, dtype, iters, env):
     nsp = len(layer[1].split(",")) - 2
     placement = f"S{1 + nsp}"  # the last spatial dim (W), like PyTorch's Shard(3)
-    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", str(P), "--",
+    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", str(P), "--bind-cores", "--",
            os.path.join(build, "bin", "dtensor-conv")] + conv_args(layer, placement) + [
                "--dtype", dtype, "--backward", "--bench", "--iters", str(iters), "--warmup", "2",
                "--json"]
@@ -66,7 +67,7 @@ def torch_peer(py, layer, P, iters, env):
     name, inp, oc, k, s, p, g, ok = layer
     cmd = [py, os.path.join(ROOT, "bench", "torch_dtensor_conv.py"), "-n", str(P), "--input", inp,
            "--out-channels", str(oc), "--kernel", str(k), "--stride", str(s), "--padding", str(p),
-           "--groups", str(g), "--iters", str(iters)]
+           "--groups", str(g), "--iters", str(iters), "--bind-cores"]
     return run_json(cmd, env)
 
 
@@ -147,7 +148,8 @@ def write_markdown(res, path):
     peak = res["fma_peak_gflops_f32"]
     L = ["# Benchmarks", "",
          f"Measured {res['date']} on {res['machine']} with `{res['command']}`: one OpenMP "
-         "thread per rank, medians. Ratios are measured side by side in the same run. "
+         "thread per rank, each rank bound to its own cores (`dtensor-run --bind-cores`; the "
+         "PyTorch script binds its ranks alike), medians. Ratios are measured side by side in the same run. "
          f"FMA peak per core (f32): **{peak:.0f} GFLOP/s** (`dtensor-bench-fma`).", "",
          "## Layers", "",
          "overhead = distributed time / local kernel alone on the same per-rank window; "

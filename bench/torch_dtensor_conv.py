@@ -15,7 +15,19 @@ import tempfile
 import time
 
 
+def core_slice(rank, n):
+    """This rank's CPUs, split as dtensor-run --bind-cores splits them."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < n:
+        return {cpus[rank % len(cpus)]}
+    base, extra = divmod(len(cpus), n)
+    start = rank * base + min(rank, extra)
+    return set(cpus[start:start + base + (1 if rank < extra else 0)])
+
+
 def worker(rank, args, init_file, result_file):
+    if args.bind_cores:  # before torch starts any thread
+        os.sched_setaffinity(0, core_slice(rank, args.n))
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -85,6 +97,8 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bind-cores", action="store_true",
+                    help="run each rank on its own CPUs, as dtensor-run --bind-cores")
     args = ap.parse_args()
     import torch.multiprocessing as mp
 

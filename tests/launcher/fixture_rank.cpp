@@ -11,6 +11,8 @@
 //   kill-on R SIG   kill itself with signal SIG on rank R
 //   sleep S         sleep S seconds
 //   touch PATH      create PATH
+//   cpus            print "cpus=<rank>:c,c,..." (the CPUs it may run on)
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -108,6 +110,14 @@ int main(int argc, char** argv) {
     } else if (step == "sleep") {
       std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(arg(1))));
       ++i;
+    } else if (step == "cpus") {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      std::string list;
+      if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+          if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+      std::printf("cpus=%d:%s\n", rank(), list.c_str());
     } else if (step == "touch") {
       std::ofstream(arg(1)).put('\n');
       ++i;

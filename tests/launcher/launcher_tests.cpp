@@ -1,12 +1,14 @@
 // End-to-end tests of dtensor-run: the launcher runs as a subprocess (through
 // the same ProcessSet it uses itself) on the fixture program fixture_rank.cpp,
 // and the tests read what it printed, its exit status, and what it left behind.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -350,7 +352,67 @@ TEST_CASE("launcher: a program that cannot run is refused before starting", "[la
 TEST_CASE("launcher: help documents the options and exit codes", "[launcher]") {
   const Finished f = run({"--help"});
   CHECK(f.code == 0);
-  for (const char* s : {"usage: dtensor-run -n P", "--store", "--timeout", "--deadline", "--nnodes",
-                        "--node-rank", "DTENSOR_RANK", "Exit status", "124", "128+S"})
+  for (const char* s :
+       {"usage: dtensor-run -n P", "--store", "--timeout", "--deadline", "--nnodes", "--node-rank",
+        "--bind-cores", "DTENSOR_RANK", "Exit status", "124", "128+S"})
     CHECK(contains(f.output, s));
+}
+
+namespace {
+
+// The CPUs this test may run on (what dtensor-run inherits), ascending.
+std::vector<int> own_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// The fixture's "cpus=<rank>:c,c,..." lines, by rank.
+std::map<int, std::set<int>> cpus_by_rank(const std::string& output) {
+  std::map<int, std::set<int>> out;
+  const std::regex line(R"(cpus=(\d+):([0-9,]*))");
+  for (std::sregex_iterator m(output.begin(), output.end(), line), end; m != end; ++m) {
+    std::set<int>& cpus = out[std::stoi((*m)[1])];
+    std::istringstream list((*m)[2]);
+    for (std::string c; std::getline(list, c, ',');)
+      cpus.insert(std::stoi(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("launcher: --bind-cores runs each rank on its own CPUs, without it on all",
+          "[launcher]") {
+  const std::vector<int> mine = own_cpus();
+  const std::set<int> all(mine.begin(), mine.end());
+  {
+    const Finished f = run(concat({"-n", "2"}, fixture({"cpus"})));
+    INFO(f.output);
+    REQUIRE(f.code == 0);
+    const auto got = cpus_by_rank(f.output);
+    REQUIRE(got.size() == 2);
+    for (const auto& [rank, cpus] : got)
+      CHECK(cpus == all);
+  }
+  const Finished f = run(concat({"-n", "2", "--bind-cores"}, fixture({"cpus"})));
+  INFO(f.output);
+  REQUIRE(f.code == 0);
+  const auto got = cpus_by_rank(f.output);
+  REQUIRE(got.size() == 2);
+  std::set<int> both;
+  for (const auto& [rank, cpus] : got) {
+    REQUIRE_FALSE(cpus.empty());
+    for (int c : cpus)
+      CHECK(all.count(c) == 1);
+    both.insert(cpus.begin(), cpus.end());
+  }
+  if (all.size() >= 2) {  // disjoint, and together every CPU
+    CHECK(got.at(0).size() + got.at(1).size() == all.size());
+    CHECK(both == all);
+  }
 }

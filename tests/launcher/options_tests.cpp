@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/launcher/usage_cases.h"
+#include "tools/dtensor-run/core_binding.h"
 #include "tools/dtensor-run/options.h"
 
 using dtensor::run::Options;
@@ -19,6 +20,7 @@ TEST_CASE("parser: defaults and the program with its own arguments", "[launcher]
   CHECK_FALSE(o.timeout);
   CHECK_FALSE(o.deadline);
   CHECK_FALSE(o.help);
+  CHECK_FALSE(o.bind_cores);
   // Everything from PROGRAM on belongs to the program, options included.
   CHECK(o.command == Args{"prog", "a", "-n", "5", "--bogus"});
 }
@@ -35,6 +37,7 @@ TEST_CASE("parser: option spellings", "[launcher][options]") {
   CHECK(*parse_options({"-n", "2", "--timeout=2.5", "p"}).timeout == "2.5");
   CHECK(parse_options({"-n", "2", "--deadline", "1.5", "p"}).deadline ==
         std::chrono::milliseconds(1500));
+  CHECK(parse_options({"-n", "2", "--bind-cores", "p"}).bind_cores);
   // The last of a repeated option wins, as in most tools.
   CHECK(parse_options({"-n", "2", "-n", "3", "p"}).nproc == 3);
 }
@@ -101,4 +104,38 @@ TEST_CASE("parser: usage errors name the argument", "[launcher][options]") {
       CHECK_THAT(e.what(), Catch::Contains(c.names));
     }
   }
+}
+
+TEST_CASE("core slices: disjoint, contiguous, as even as can be, every CPU used",
+          "[launcher][options]") {
+  using dtensor::run::core_slices;
+  using Slices = std::vector<std::vector<int>>;
+  CHECK(core_slices(2, {0, 1}) == Slices{{0}, {1}});
+  CHECK(core_slices(1, {0, 1}) == Slices{{0, 1}});
+  CHECK(core_slices(3, {0, 1, 2, 3, 4, 5, 6}) == Slices{{0, 1, 2}, {3, 4}, {5, 6}});
+  CHECK(core_slices(2, {4, 9}) == Slices{{4}, {9}});  // the CPUs allowed, not 0..n-1
+  // Fewer CPUs than ranks: one each, shared evenly.
+  CHECK(core_slices(5, {0, 1}) == Slices{{0}, {1}, {0}, {1}, {0}});
+  CHECK(core_slices(2, {}) == Slices{{}, {}});  // nothing known: no binding
+  // Every split of 1..16 CPUs among 1..16 ranks, checked by its properties.
+  for (int cpus = 1; cpus <= 16; ++cpus)
+    for (int ranks = 1; ranks <= 16; ++ranks) {
+      std::vector<int> allowed;
+      for (int c = 0; c < cpus; ++c)
+        allowed.push_back(2 * c);
+      const Slices s = core_slices(ranks, allowed);
+      REQUIRE(s.size() == static_cast<std::size_t>(ranks));
+      std::vector<int> uses(static_cast<std::size_t>(2 * cpus), 0);
+      std::size_t lo = s[0].size(), hi = s[0].size();
+      for (const auto& slice : s) {
+        REQUIRE_FALSE(slice.empty());
+        lo = std::min(lo, slice.size());
+        hi = std::max(hi, slice.size());
+        for (int c : slice)
+          ++uses[static_cast<std::size_t>(c)];
+      }
+      CHECK(hi - lo <= 1);
+      for (int c : allowed)  // each CPU used, by ceil or floor(ranks / cpus) ranks
+        CHECK(std::abs(uses[static_cast<std::size_t>(c)] * cpus - ranks) < cpus);
+    }
 }

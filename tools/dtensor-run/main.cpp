@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "tools/dtensor-run/core_binding.h"
 #include "tools/dtensor-run/options.h"
 #include "tools/launch/process_set.h"
 
@@ -136,8 +137,11 @@ int run_job(const Options& o) {
   }
 
   launch::ProcessSet set;
+  const auto slices =
+      o.bind_cores ? core_slices(o.nproc, allowed_cpus()) : std::vector<std::vector<int>>(o.nproc);
   for (int local = 0; local < o.nproc; ++local) {
     launch::ProcessSpec spec;
+    spec.cpus = slices[static_cast<std::size_t>(local)];
     spec.argv = o.command;
     spec.env = rank_environment(o, local, store);
     spec.line_prefix = "[" + std::to_string(o.global_rank(local)) + "] ";

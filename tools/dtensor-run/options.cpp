@@ -94,6 +94,10 @@ Options parse_options(const std::vector<std::string>& args) {
       o.help = true;
       continue;
     }
+    if (a == "--bind-cores") {
+      o.bind_cores = true;
+      continue;
+    }
     // Split "--opt=value" and "-nVALUE".
     std::string name = a;
     std::optional<std::string> value;
@@ -177,7 +181,7 @@ std::map<std::string, std::string> rank_environment(const Options& o, int local_
 
 std::string usage_line() {
   return "usage: dtensor-run -n P [--store file:DIR|redis://HOST:PORT] [--timeout S] "
-         "[--deadline S] [--nnodes N --node-rank R] [--] PROGRAM [ARGS...]";
+         "[--deadline S] [--nnodes N --node-rank R] [--bind-cores] [--] PROGRAM [ARGS...]";
 }
 
 std::string help_text() {
@@ -199,6 +203,10 @@ Options:
   --nnodes N              nodes in the job; run dtensor-run once per node
                           (needs --store, default 1)
   --node-rank R           this node's index, 0 to N-1 (default 0)
+  --bind-cores            run each local rank on its own CPUs: the CPUs
+                          dtensor-run may use, split into P disjoint slices
+                          (with fewer CPUs than ranks, one CPU each, shared
+                          evenly); pair with OMP_NUM_THREADS <= the slice
   -h, --help              show this help
   --                      end of options (for a PROGRAM whose name starts with -)
 

@@ -33,6 +33,8 @@ struct Options {
   std::optional<std::string> timeout;
   /// --deadline: the whole job is stopped after this long.
   std::optional<std::chrono::milliseconds> deadline;
+  /// --bind-cores: each local rank runs on its own slice of the CPUs.
+  bool bind_cores = false;
   bool help = false;
   std::vector<std::string> command;  // PROGRAM ARGS...
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -89,6 +90,14 @@ void ProcessSet::start(const ProcessSpec& spec) {
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], file_fd})
       if (fd >= 0) close(fd);
   };
+  // Built before fork: the child only calls async-signal-safe functions.
+  std::vector<cpu_set_t> cpu_mask;
+  if (!spec.cpus.empty()) {
+    cpu_mask.resize(1);
+    CPU_ZERO(&cpu_mask[0]);
+    for (int c : spec.cpus)
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpu_mask[0]);
+  }
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -104,6 +113,11 @@ void ProcessSet::start(const ProcessSpec& spec) {
     const int err = err_pipe[1] >= 0 ? err_pipe[1] : out;
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
+    if (!cpu_mask.empty() && sched_setaffinity(0, sizeof(cpu_set_t), cpu_mask.data()) != 0) {
+      const char msg[] = "dtensor: cannot bind to the given CPUs\n";
+      (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+      _exit(125);
+    }
     execvpe(argv[0], argv.data(), envp.data());
     const char msg[] = "dtensor: exec failed\n";
     (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);

@@ -25,6 +25,8 @@ struct ProcessSpec {
   /// When forwarding: send stderr to our stderr (prefixed too) instead of
   /// merging it into stdout, so that `2>file` on the launcher still separates them.
   bool separate_stderr = false;
+  /// When not empty, the process may run on these CPUs only (set before exec).
+  std::vector<int> cpus;
 };
 
 struct ExitStatus {
