@@ -76,12 +76,13 @@ namespace {
 thread_local std::vector<std::vector<std::shared_ptr<Storage>>> t_scratch;
 thread_local std::vector<std::vector<Tensor>> t_kept;
 
-// Whether a tile of `md` can be addressed as a sub-memory: a blocked layout
-// whose padded dims equal its dims (channel padding would have to be zeroed
-// by whoever writes the whole; tiles never cover it).
-bool sub_memories_work(const dnnl::memory::desc& md) {
+// Whether a tile of `md` can be addressed as a sub-memory: a blocked (or
+// plain) layout, whose padded dims equal its dims when it is an input
+// (channel padding must read as zeros, and tiles never cover it). A
+// primitive writes its outputs' padding itself, and tiles are only read out.
+bool sub_memories_work(const dnnl::memory::desc& md, bool is_input) {
   if (md.data.format_kind != dnnl_blocked) return false;
-  for (int i = 0; i < md.data.ndims; ++i)
+  for (int i = 0; i < md.data.ndims && is_input; ++i)
     if (md.data.padded_dims[i] != md.data.dims[i]) return false;
   return true;
 }
@@ -133,7 +134,7 @@ dnnl::memory ScratchScope::memory(const dnnl::memory::desc& md) {
 }
 
 Operand::Operand(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool is_input)
-    : user_(user), prim_(prim), same_(user == prim), tileable_(!same_ && sub_memories_work(prim)) {
+    : user_(user), prim_(prim), same_(user == prim), tileable_(sub_memories_work(prim, is_input)) {
   if (same_) return;
   reorder_ = is_input
                  ? dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), prim))

@@ -77,17 +77,18 @@ class Operand {
   /// ...which this then reorders into the user's tensor.
   void finish_output(dnnl::memory written, const Tensor& t) const;
 
-  /// The same for an operand held in tiles (a halo window): when the
-  /// primitive's layout is blocked, each tile is reordered straight into its
-  /// place (or out of it), and the assembled plain copy never exists. A plain
-  /// or channel-padded primitive layout goes through one assembled tensor.
+  /// The same for an operand held in tiles (a halo window): each tile is
+  /// reordered straight into its place (or out of it), and the assembled
+  /// plain copy never exists, unless the operand is not tileable (below):
+  /// then it goes through one assembled tensor.
   dnnl::memory input(const TiledTensor& t) const;
   /// `temp` receives the assembled tensor when one is needed; pass it on.
   dnnl::memory output(const TiledTensor& t, Tensor& temp) const;
   void finish_output(dnnl::memory written, const TiledTensor& t, const Tensor& temp) const;
 
   /// Whether regions of the primitive's layout can be addressed in place: a
-  /// blocked layout without channel padding, different from the user's.
+  /// blocked or plain layout, without channel padding when it is an input
+  /// (a padded output's padding is the primitive's to write).
   bool tileable() const { return tileable_; }
   const dnnl::memory::desc& primitive_desc() const { return prim_; }
   /// Reorders `view` (plain, any strides) into (`into`) or out of its place at
@@ -99,7 +100,7 @@ class Operand {
  private:
   dnnl::memory::desc user_, prim_;
   bool same_ = true;
-  bool tileable_ = false;  // prim_ is blocked without padding: tiles map to sub-memories
+  bool tileable_ = false;  // tiles map to sub-memories of prim_
   dnnl::reorder reorder_;
 };
 

@@ -77,7 +77,7 @@ TEST_CASE(
 
 TEST_CASE(
     "banded oneDNN passes match the reference: strides, dilations, padding, stride gaps, "
-    "groups, tiles across bands",
+    "groups, few channels, tiles across bands",
     "[bands][kernels]") {
   const BandBudget budget("8");  // a few rows per band
   const auto k = local_conv_kernels(Device::cpu(), DType::F32);
@@ -92,6 +92,10 @@ TEST_CASE(
       {{1, 32, 33, 10}, {32, 1, 3, 3}, ConvParams{{1}, {{3, 1}, {1, 1}}, {2, 1}, 32}},
       {{1, 32, 30, 9}, {64, 16, 3, 3}, ConvParams{{1}, {{1, 1}}, {1}, 2}},
       {{1, 16, 20, 9, 7}, {16, 16, 3, 3, 3}, ConvParams{{1}, {{1, 1}}, {1}, 1}},
+      // Few channels: a plain input layout (the bands copy their rows) and a
+      // channel-padded input gradient (read out of the bands' padded buffer).
+      {{1, 3, 41, 12}, {16, 3, 7, 7}, ConvParams{{2}, {{3, 3}}, {1}, 1}},
+      {{2, 5, 30, 9}, {8, 5, 3, 3}, ConvParams{{1}, {{1, 1}}, {1}, 1}},
   };
   for (const auto& c : cases) {
     INFO("input " << shape_str(c.in) << " weight " << shape_str(c.w) << " " << c.p.str());
