@@ -12,28 +12,31 @@ struct BackwardWeightsPlan {
   Operand src, diff_dst, diff_weights, diff_bias;
 };
 
+// `acc`: the dtype the gradients come out in (f32 for bf16 bands, whose
+// partial sums are added in f32 and rounded once at the end).
 BackwardWeightsPlan make_plan(DType t, const Shape& in, const Shape& w, bool want_bias,
-                              const ConvParams& p) {
+                              const ConvParams& p, DType acc) {
   const ConvDims d(in, w, p);
   using dnnl::algorithm;
   const auto desc =
-      want_bias
-          ? dnnl::convolution_backward_weights::desc(
-                algorithm::convolution_direct, any_md(d.src, t), any_md(d.weights, t),
-                any_md(d.bias, t), any_md(d.dst, t), d.strides, d.dilates, d.padding_l, d.padding_r)
-          : dnnl::convolution_backward_weights::desc(
-                algorithm::convolution_direct, any_md(d.src, t), any_md(d.weights, t),
-                any_md(d.dst, t), d.strides, d.dilates, d.padding_l, d.padding_r);
+      want_bias ? dnnl::convolution_backward_weights::desc(
+                      algorithm::convolution_direct, any_md(d.src, t), any_md(d.weights, acc),
+                      any_md(d.bias, acc), any_md(d.dst, t), d.strides, d.dilates, d.padding_l,
+                      d.padding_r)
+                : dnnl::convolution_backward_weights::desc(
+                      algorithm::convolution_direct, any_md(d.src, t), any_md(d.weights, acc),
+                      any_md(d.dst, t), d.strides, d.dilates, d.padding_l, d.padding_r);
   const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine(),
                                                               forward_pd(t, d, want_bias));
   BackwardWeightsPlan plan;
   plan.prim = dnnl::convolution_backward_weights(pd);
   plan.src = Operand(plain_md(d.src, t, d.src_tag), pd.src_desc(), true);
   plan.diff_dst = Operand(plain_md(d.dst, t, d.src_tag), pd.diff_dst_desc(), true);
-  plan.diff_weights = Operand(plain_md(d.weights, t, d.weights_tag), pd.diff_weights_desc(), false);
+  plan.diff_weights =
+      Operand(plain_md(d.weights, acc, d.weights_tag), pd.diff_weights_desc(), false);
   if (want_bias)
     plan.diff_bias =
-        Operand(plain_md(d.bias, t, dnnl::memory::format_tag::x), pd.diff_bias_desc(), false);
+        Operand(plain_md(d.bias, acc, dnnl::memory::format_tag::x), pd.diff_bias_desc(), false);
   log::debug("onednn conv backward_weights {} {}: {}", dtype_name(t), p.str(), impl_name(pd));
   return plan;
 }
@@ -54,10 +57,12 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
 namespace {
 
 std::shared_ptr<const BackwardWeightsPlan> get_plan(DType t, const Shape& in, const Shape& w,
-                                                    bool want_bias, const ConvParams& p) {
+                                                    bool want_bias, const ConvParams& p,
+                                                    DType acc) {
   try {
-    return cache().get(cache_key("bwd_weights", t, in, w, want_bias, p),
-                       [&] { return make_plan(t, in, w, want_bias, p); });
+    const std::string pass = fmt::format("bwd_weights>{}", dtype_name(acc));
+    return cache().get(cache_key(pass.c_str(), t, in, w, want_bias, p),
+                       [&] { return make_plan(t, in, w, want_bias, p, acc); });
   } catch (const dnnl::error& e) {
     rethrow_unsupported(e, fmt::format("convolution backward_weights {} input {} weight {} {}",
                                        dtype_name(t), shape_str(in), shape_str(w), p.str()));
@@ -66,7 +71,8 @@ std::shared_ptr<const BackwardWeightsPlan> get_plan(DType t, const Shape& in, co
 
 // Band by band: each band's weight (and bias) gradient is a partial sum over
 // its output rows, written by the first band and added by the others (a
-// reorder with a sum post-op, in f32: banding is f32-only).
+// reorder with a sum post-op) into `out`, which is f32 (for bf16 data the
+// caller rounds it once at the end).
 void backward_weights_banded(const Tensor& grad_out, const TiledTensor& x, ConvWeightGrads& out,
                              const std::vector<RowBand>& bands,
                              const std::vector<std::shared_ptr<const BackwardWeightsPlan>>& plans) {
@@ -124,15 +130,24 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor&
     const auto plans = plans_for_bands(
         bands, x.shape(), p,
         [&](const Shape& in, const ConvParams& q) {
-          return get_plan(t, in, weight_shape, want_bias, q);
+          return get_plan(t, in, weight_shape, want_bias, q, DType::F32);
         },
         [](const BackwardWeightsPlan& b) { return b.src.tileable() && b.diff_dst.tileable(); });
     if (!plans.empty()) {
-      backward_weights_banded(grad_out, x, out, bands, plans);
+      if (t == DType::F32) {
+        backward_weights_banded(grad_out, x, out, bands, plans);
+        return out;
+      }
+      ConvWeightGrads sums;  // f32, rounded once below
+      sums.grad_weight = Tensor::empty(weight_shape, DType::F32);
+      if (want_bias) sums.grad_bias = Tensor::empty({weight_shape[0]}, DType::F32);
+      backward_weights_banded(grad_out, x, sums, bands, plans);
+      out.grad_weight.copy_(sums.grad_weight);
+      if (want_bias) out.grad_bias.copy_(sums.grad_bias);
       return out;
     }
   }
-  const auto plan = get_plan(t, x.shape(), weight_shape, want_bias, p);
+  const auto plan = get_plan(t, x.shape(), weight_shape, want_bias, p, t);
   ScratchScope scratch;
   auto& s = stream();
   dnnl::memory diff_w = plan->diff_weights.output(out.grad_weight);

@@ -167,7 +167,8 @@ void Operand::reorder_region(const Tensor& view, const Shape& offset, const dnnl
   const dnnl::memory::dims dims(view.shape().begin(), view.shape().end());
   const dnnl::memory::dims strides(view.strides().begin(), view.strides().end());
   const dnnl::memory::dims offsets(offset.begin(), offset.end());
-  const dnnl::memory::desc plain(dims, prim_.data_type(), strides);
+  // The view keeps its own dtype: a reorder also converts (f32 sums of bf16 data).
+  const dnnl::memory::desc plain(dims, data_type(view.dtype()), strides);
   const dnnl::memory::desc sub = prim_.submemory_desc(dims, offsets);
   const dnnl::memory::desc& from = into ? plain : sub;
   const dnnl::memory::desc& to = into ? sub : plain;

@@ -91,9 +91,10 @@ class Operand {
   /// (a padded output's padding is the primitive's to write).
   bool tileable() const { return tileable_; }
   const dnnl::memory::desc& primitive_desc() const { return prim_; }
-  /// Reorders `view` (plain, any strides) into (`into`) or out of its place at
-  /// `offset` in `whole` (memory in the primitive's layout). With
-  /// `accumulate`, the result is added to what the destination holds.
+  /// Reorders `view` (plain, any strides, its own dtype: converted) into
+  /// (`into`) or out of its place at `offset` in `whole` (memory in the
+  /// primitive's layout). With `accumulate`, the result is added to what the
+  /// destination holds.
   void reorder_region(const Tensor& view, const Shape& offset, const dnnl::memory& whole, bool into,
                       bool accumulate = false) const;
 

@@ -65,9 +65,9 @@ Shape with_rows(Shape s, std::int64_t rows) {
 std::vector<RowBand> plan_bands(DType t, const Shape& input, const Shape& weight,
                                 const Shape& output, const ConvParams& p) {
   const std::int64_t target = band_target_bytes();
-  if (t != DType::F32 || input.size() < 4 || target <= 0) return {};
+  if ((t != DType::F32 && t != DType::BF16) || input.size() < 4 || target <= 0) return {};
   const RowGeometry g = first_dim(input, weight, output, p);
-  const std::int64_t elem = 4;
+  const std::int64_t elem = static_cast<std::int64_t>(dtype_size(t));
   const std::int64_t in_row = shape_numel(input) / input[2] * elem;
   const std::int64_t out_row = shape_numel(output) / output[2] * elem;
   return row_bands(g, rows_per_band(g, in_row, out_row, target));

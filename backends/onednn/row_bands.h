@@ -61,10 +61,10 @@ ConvParams band_params(ConvParams p, const RowBand& b);
 /// `s` with `rows` rows on the first spatial dim.
 Shape with_rows(Shape s, std::int64_t rows);
 
-/// The bands to run an f32 convolution in, or none when it runs whole: other
-/// dtypes (bands change how gradients are summed: one more rounding per band
-/// in bf16), a single spatial dim (the one that is sharded), banding off, or
-/// too few rows.
+/// The bands to run an f32 or bf16 convolution in (the backward passes sum
+/// band gradients in f32, so bf16 results are rounded once), or none when it
+/// runs whole: other dtypes, a single spatial dim (the one that is sharded),
+/// banding off, or too few rows.
 std::vector<RowBand> plan_bands(DType t, const Shape& input, const Shape& weight,
                                 const Shape& output, const ConvParams& p);
 

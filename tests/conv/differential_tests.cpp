@@ -95,7 +95,7 @@ DTENSOR_TEST_REGISTRAR {
   // convolution: 16 channels so that oneDNN picks blocked layouts, and a
   // 1 KiB band budget so that these windows split into many bands, with
   // the halo tiles crossing band boundaries (H sharded: the band dim).
-  register_test("conv differential f32 banded oneDNN, H and W sharded, meshes 2 and 2x2",
+  register_test("conv differential f32 and bf16 banded oneDNN, H and W sharded, meshes 2 and 2x2",
                 "[conv][differential][bands][mp]", [] {
                   RunOptions o;
                   o.deadline = std::chrono::seconds(240);
@@ -162,8 +162,11 @@ DTENSOR_TEST_REGISTRAR {
                              DType::F32,
                              5},
                         };
-                        for (const auto& c : cases)
+                        for (auto c : cases) {
                           check_conv_case(c);
+                          c.dtype = DType::BF16;  // band sums in f32, rounded once
+                          check_conv_case(c);
+                        }
                       },
                       o);
                 });

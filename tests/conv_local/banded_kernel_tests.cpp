@@ -1,4 +1,4 @@
-// oneDNN runs large f32 convolutions in bands of output rows (backends/onednn/
+// oneDNN runs large f32 and bf16 convolutions in bands of output rows (backends/onednn/
 // row_bands.h). The band maths is checked on its own, and the banded passes
 // against the naive f64 reference with a small band budget
 // (DTENSOR_ONEDNN_BAND_KB) so that small tensors split into many bands:
@@ -75,17 +75,30 @@ TEST_CASE(
   CHECK(row_bands(RowGeometry{2, 8, 1, 1, 1, 3, 3}, 2).empty());
 }
 
+namespace {
+
+struct BandCase {
+  Shape in, w;
+  ConvParams p;
+};
+
+// Rounding of one result: f32 accumulates `terms` products (the reference's
+// bound above); bf16 results are rounded once to 8 bits of mantissa.
+double result_tolerance(DType dt, std::int64_t terms, double ref_max) {
+  const double f32 = tolerance(terms, ref_max);
+  return dt == DType::BF16 ? f32 + std::ldexp(1.0, -8) * std::max(1.0, ref_max) : f32;
+}
+
+void check_banded(const BandCase& c, DType dt);
+
+}  // namespace
+
 TEST_CASE(
     "banded oneDNN passes match the reference: strides, dilations, padding, stride gaps, "
-    "groups, few channels, tiles across bands",
+    "groups, few channels, tiles across bands, f32 and bf16",
     "[bands][kernels]") {
   const BandBudget budget("8");  // a few rows per band
-  const auto k = local_conv_kernels(Device::cpu(), DType::F32);
-  struct Case {
-    Shape in, w;
-    ConvParams p;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<BandCase> cases = {
       {{1, 16, 40, 12}, {16, 16, 3, 3}, ConvParams{{1}, {{1, 1}}, {1}, 1}},
       {{2, 16, 37, 9}, {32, 16, 3, 2}, ConvParams{{2, 1}, {{2, 0}, {1, 1}}, {2, 1}, 1}},
       {{1, 16, 45, 8}, {16, 16, 2, 3}, ConvParams{{5, 1}, {{0, 0}, {1, 1}}, {1}, 1}},  // gaps
@@ -97,55 +110,69 @@ TEST_CASE(
       {{1, 3, 41, 12}, {16, 3, 7, 7}, ConvParams{{2}, {{3, 3}}, {1}, 1}},
       {{2, 5, 30, 9}, {8, 5, 3, 3}, ConvParams{{1}, {{1, 1}}, {1}, 1}},
   };
-  for (const auto& c : cases) {
-    INFO("input " << shape_str(c.in) << " weight " << shape_str(c.w) << " " << c.p.str());
-    const Tensor x = Tensor::rand(c.in, DType::F32, 1);
-    const Tensor w = Tensor::rand(c.w, DType::F32, 2);
-    const Tensor b = Tensor::rand({c.w[0]}, DType::F32, 3);
-    const Shape os = conv_output_shape(c.in, c.w, c.p);
-    const Tensor gy = Tensor::rand(os, DType::F32, 4);
-    std::int64_t ks = 1;
-    for (std::size_t i = 2; i < c.w.size(); ++i)
-      ks *= c.w[i];
-    const std::int64_t pixels = shape_numel(os) / os[1];
-
-    // The window in three tiles along the last dim and two along the band dim.
-    TiledTensor tiles(c.in, DType::F32, Device::cpu());
-    const std::int64_t h = c.in[2], wlast = c.in.back(), hm = h / 2 + 1, wm = wlast / 3;
-    const std::int64_t last = static_cast<std::int64_t>(c.in.size()) - 1;
-    for (auto [h0, h1] : {std::pair<std::int64_t, std::int64_t>{0, hm}, {hm, h}})
-      for (auto [w0, w1] :
-           {std::pair<std::int64_t, std::int64_t>{0, wm}, {wm, wm + 1}, {wm + 1, wlast}}) {
-        Shape off(c.in.size(), 0);
-        off[2] = h0;
-        off[static_cast<std::size_t>(last)] = w0;
-        tiles.add(x.narrow(2, h0, h1 - h0).narrow(last, w0, w1 - w0), off);
-      }
-
-    const Tensor y_ref = reference::ref_conv_forward(x, w, b, c.p);
-    CHECK(max_abs_diff(k->forward(x, w, b, c.p), y_ref) <= tolerance(c.w[1] * ks, max_abs(y_ref)));
-    CHECK(max_abs_diff(k->forward(tiles, w, b, c.p), y_ref) <=
-          tolerance(c.w[1] * ks, max_abs(y_ref)));
-
-    const Tensor gx_ref = reference::ref_conv_grad_input(gy, w, c.in, c.p);
-    const double gx_tol = tolerance(c.w[0] / c.p.groups * ks, max_abs(gx_ref));
-    CHECK(max_abs_diff(k->backward_data(gy, w, c.in, c.p), gx_ref) <= gx_tol);
-    // Into tiles that start out as garbage: every position must be written.
-    TiledTensor gtiles(c.in, DType::F32, Device::cpu());
-    const Tensor gbuf = Tensor::full(c.in, 9.0, DType::F32);
-    for (const auto& t : tiles.tiles()) {
-      Tensor view = gbuf;
-      for (std::size_t d = 0; d < c.in.size(); ++d)
-        view = view.narrow(static_cast<std::int64_t>(d), t.offset[d], t.data.shape()[d]);
-      gtiles.add(view, t.offset);
+  for (DType dt : {DType::F32, DType::BF16})
+    for (const auto& c : cases) {
+      INFO(dtype_name(dt) << " input " << shape_str(c.in) << " weight " << shape_str(c.w) << " "
+                          << c.p.str());
+      check_banded(c, dt);
     }
-    k->backward_data(gy, w, gtiles, c.p);
-    CHECK(max_abs_diff(gbuf, gx_ref) <= gx_tol);
-
-    const Tensor gw_ref = reference::ref_conv_grad_weight(gy, x, c.w, c.p);
-    const Tensor gb_ref = reference::ref_conv_grad_bias(gy);
-    const ConvWeightGrads g = k->backward_weights(gy, tiles, c.w, c.p, true);
-    CHECK(max_abs_diff(g.grad_weight, gw_ref) <= tolerance(c.in[0] * pixels, max_abs(gw_ref)));
-    CHECK(max_abs_diff(g.grad_bias, gb_ref) <= tolerance(c.in[0] * pixels, max_abs(gb_ref)));
-  }
 }
+
+namespace {
+
+void check_banded(const BandCase& c, DType dt) {
+  const auto k = local_conv_kernels(Device::cpu(), dt);
+  const Tensor x = Tensor::rand(c.in, dt, 1);
+  const Tensor w = Tensor::rand(c.w, dt, 2);
+  const Tensor b = Tensor::rand({c.w[0]}, dt, 3);
+  const Shape os = conv_output_shape(c.in, c.w, c.p);
+  const Tensor gy = Tensor::rand(os, dt, 4);
+  std::int64_t ks = 1;
+  for (std::size_t i = 2; i < c.w.size(); ++i)
+    ks *= c.w[i];
+  const std::int64_t pixels = shape_numel(os) / os[1];
+
+  // The window in three tiles along the last dim and two along the band dim.
+  TiledTensor tiles(c.in, dt, Device::cpu());
+  const std::int64_t h = c.in[2], wlast = c.in.back(), hm = h / 2 + 1, wm = wlast / 3;
+  const std::int64_t last = static_cast<std::int64_t>(c.in.size()) - 1;
+  for (auto [h0, h1] : {std::pair<std::int64_t, std::int64_t>{0, hm}, {hm, h}})
+    for (auto [w0, w1] :
+         {std::pair<std::int64_t, std::int64_t>{0, wm}, {wm, wm + 1}, {wm + 1, wlast}}) {
+      Shape off(c.in.size(), 0);
+      off[2] = h0;
+      off[static_cast<std::size_t>(last)] = w0;
+      tiles.add(x.narrow(2, h0, h1 - h0).narrow(last, w0, w1 - w0), off);
+    }
+
+  const Tensor y_ref = reference::ref_conv_forward(x, w, b, c.p);
+  CHECK(max_abs_diff(k->forward(x, w, b, c.p), y_ref) <=
+        result_tolerance(dt, c.w[1] * ks, max_abs(y_ref)));
+  CHECK(max_abs_diff(k->forward(tiles, w, b, c.p), y_ref) <=
+        result_tolerance(dt, c.w[1] * ks, max_abs(y_ref)));
+
+  const Tensor gx_ref = reference::ref_conv_grad_input(gy, w, c.in, c.p);
+  const double gx_tol = result_tolerance(dt, c.w[0] / c.p.groups * ks, max_abs(gx_ref));
+  CHECK(max_abs_diff(k->backward_data(gy, w, c.in, c.p), gx_ref) <= gx_tol);
+  // Into tiles that start out as garbage: every position must be written.
+  TiledTensor gtiles(c.in, dt, Device::cpu());
+  const Tensor gbuf = Tensor::full(c.in, 9.0, dt);
+  for (const auto& t : tiles.tiles()) {
+    Tensor view = gbuf;
+    for (std::size_t d = 0; d < c.in.size(); ++d)
+      view = view.narrow(static_cast<std::int64_t>(d), t.offset[d], t.data.shape()[d]);
+    gtiles.add(view, t.offset);
+  }
+  k->backward_data(gy, w, gtiles, c.p);
+  CHECK(max_abs_diff(gbuf, gx_ref) <= gx_tol);
+
+  const Tensor gw_ref = reference::ref_conv_grad_weight(gy, x, c.w, c.p);
+  const Tensor gb_ref = reference::ref_conv_grad_bias(gy);
+  const ConvWeightGrads g = k->backward_weights(gy, tiles, c.w, c.p, true);
+  CHECK(max_abs_diff(g.grad_weight, gw_ref) <=
+        result_tolerance(dt, c.in[0] * pixels, max_abs(gw_ref)));
+  CHECK(max_abs_diff(g.grad_bias, gb_ref) <=
+        result_tolerance(dt, c.in[0] * pixels, max_abs(gb_ref)));
+}
+
+}  // namespace
