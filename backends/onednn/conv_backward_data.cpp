@@ -60,18 +60,9 @@ std::shared_ptr<const BackwardDataPlan> get_plan(DType t, const Shape& in, const
   }
 }
 
-void zero_rows(const TiledTensor& gx, std::int64_t lo, std::int64_t hi) {
-  for (auto& tile : tiles_in_rows(gx, lo, hi, 0))
-    tile.data.zero_();
-}
-
-// `t` restricted to rows [lo, hi) of tensor dim 2 (the band dim) of a tensor
-// whose row 0 is row `base`: the part of a band-shaped tensor a tile covers.
-Tensor part_for(const Tensor& t, const TiledTensor::Tile& tile) {
-  Tensor v = t;
-  for (std::size_t d = 0; d < tile.offset.size(); ++d)
-    v = v.narrow(static_cast<std::int64_t>(d), tile.offset[d], tile.data.shape()[d]);
-  return v;
+// Rows [lo, hi) of tensor dim 2 (the band dim) of `gx`.
+TiledTensor tiled_rows(const TiledTensor& gx, std::int64_t lo, std::int64_t hi) {
+  return gx.narrow(2, lo, hi - lo);
 }
 
 // Band by band over output rows. Neighbouring bands read overlapping input
@@ -102,23 +93,20 @@ void backward_data_banded(const Tensor& grad_out, const Tensor& w, const TiledTe
     const BackwardDataPlan& plan = *plans[i];
     const dnnl::memory wmem = weights.get(plan.weights);
     dnnl::memory diff_dst = dst_buf.view(plan.diff_dst.primitive_desc());
-    const auto rows = rows_of(grad_out, band.out_lo, band.out_hi);
-    plan.diff_dst.reorder_region(rows.data, rows.offset, diff_dst, true);
+    const auto out_rows = rows_of(grad_out, band.out_lo, band.out_hi);
+    plan.diff_dst.reorder_region(out_rows.data, out_rows.offset, diff_dst, true);
     dnnl::memory diff_src = src_buf.view(plan.diff_src.primitive_desc());
     plan.prim.execute(
         s,
         {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wmem}, {DNNL_ARG_DIFF_SRC, diff_src}});
-    if (band.in_lo > written) zero_rows(gx, written, band.in_lo);
+    if (band.in_lo > written) tiled_rows(gx, written, band.in_lo).zero_();
     // Rows shared with the previous band: its part (the carry) plus ours.
     const std::int64_t shared_hi = carry.defined() ? std::min(written, band.in_hi) : band.in_lo;
     if (shared_hi > band.in_lo) {
       Tensor sum = Tensor::empty(with_rows(shape, shared_hi - band.in_lo), DType::F32);
       plan.diff_src.reorder_region(sum, Shape(shape.size(), 0), diff_src, false);
       sum.add_(carry.narrow(2, band.in_lo - carry_lo, shared_hi - band.in_lo));
-      for (const auto& tile : tiles_in_rows(gx, band.in_lo, shared_hi, band.in_lo)) {
-        Tensor target = tile.data;  // a view into gx
-        target.copy_(part_for(sum, tile));
-      }
+      tiled_rows(gx, band.in_lo, shared_hi).scatter(sum);  // rounded to gx's dtype here
     }
     // Rows the next band reads too wait in the carry; the rest are final.
     const std::int64_t next_lo =
@@ -136,7 +124,7 @@ void backward_data_banded(const Tensor& grad_out, const Tensor& w, const TiledTe
     written = std::max(written, band.in_hi);
     s.wait();
   }
-  if (written < shape[2]) zero_rows(gx, written, shape[2]);
+  if (written < shape[2]) tiled_rows(gx, written, shape[2]).zero_();
 }
 
 // Whether every input row is read by at most two bands (the carry holds one

@@ -134,16 +134,18 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor&
         },
         [](const BackwardWeightsPlan& b) { return b.src.tileable() && b.diff_dst.tileable(); });
     if (!plans.empty()) {
-      if (t == DType::F32) {
-        backward_weights_banded(grad_out, x, out, bands, plans);
-        return out;
+      // The bands sum in f32: into the result itself, or (bf16) into f32
+      // tensors rounded once at the end.
+      ConvWeightGrads sums = out;
+      if (t != DType::F32) {
+        sums.grad_weight = Tensor::empty(weight_shape, DType::F32);
+        if (want_bias) sums.grad_bias = Tensor::empty({weight_shape[0]}, DType::F32);
       }
-      ConvWeightGrads sums;  // f32, rounded once below
-      sums.grad_weight = Tensor::empty(weight_shape, DType::F32);
-      if (want_bias) sums.grad_bias = Tensor::empty({weight_shape[0]}, DType::F32);
       backward_weights_banded(grad_out, x, sums, bands, plans);
-      out.grad_weight.copy_(sums.grad_weight);
-      if (want_bias) out.grad_bias.copy_(sums.grad_bias);
+      if (t != DType::F32) {
+        out.grad_weight.copy_(sums.grad_weight);
+        if (want_bias) out.grad_bias.copy_(sums.grad_bias);
+      }
       return out;
     }
   }

@@ -82,7 +82,8 @@ thread_local std::vector<std::vector<Tensor>> t_kept;
 // primitive writes its outputs' padding itself, and tiles are only read out.
 bool sub_memories_work(const dnnl::memory::desc& md, bool is_input) {
   if (md.data.format_kind != dnnl_blocked) return false;
-  for (int i = 0; i < md.data.ndims && is_input; ++i)
+  if (!is_input) return true;
+  for (int i = 0; i < md.data.ndims; ++i)
     if (md.data.padded_dims[i] != md.data.dims[i]) return false;
   return true;
 }
