@@ -11,12 +11,15 @@
 
 #include "backends/onednn/row_bands.h"
 #include "dtensor/ops/local_conv.h"
+#include "tests/conv_local/kernel_tolerance.h"
 #include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
 using dtensor::onednn::row_bands;
 using dtensor::onednn::RowBand;
 using dtensor::onednn::RowGeometry;
+using dtensor::testing::kernel_tolerance;
+using dtensor::testing::unit_roundoff;
 
 namespace {
 
@@ -29,10 +32,6 @@ struct BandBudget {
   explicit BandBudget(const char* kb) { setenv("DTENSOR_ONEDNN_BAND_KB", kb, 1); }
   ~BandBudget() { unsetenv("DTENSOR_ONEDNN_BAND_KB"); }
 };
-
-double tolerance(std::int64_t terms, double ref_max) {
-  return 4.0 * std::ldexp(1.0, -24) * static_cast<double>(terms + 1) * std::max(1.0, ref_max);
-}
 
 }  // namespace
 
@@ -82,11 +81,12 @@ struct BandCase {
   ConvParams p;
 };
 
-// Rounding of one result: f32 accumulates `terms` products (the reference's
-// bound above); bf16 results are rounded once to 8 bits of mantissa.
+// Rounding of one result: f32 accumulates `terms` products
+// (kernel_tolerance.h); a bf16 result is rounded once more, and only once:
+// the bands sum in f32.
 double result_tolerance(DType dt, std::int64_t terms, double ref_max) {
-  const double f32 = tolerance(terms, ref_max);
-  return dt == DType::BF16 ? f32 + std::ldexp(1.0, -8) * std::max(1.0, ref_max) : f32;
+  const double f32 = kernel_tolerance(DType::F32, terms, ref_max);
+  return dt == DType::BF16 ? f32 + unit_roundoff(DType::BF16) * std::max(1.0, ref_max) : f32;
 }
 
 void check_banded(const BandCase& c, DType dt);

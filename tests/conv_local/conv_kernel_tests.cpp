@@ -4,12 +4,7 @@
 // strides 1-4, dilations 1-3, asymmetric padding 0-4, kernels 1-7, groups and
 // depthwise, all three passes with and without bias.
 //
-// Tolerances are derived, not fitted: a sum of R products (operands in [-1, 1))
-// accumulated in precision u makes R roundings, each at most u times a partial
-// sum, and partial sums are of the size of the result, so |error| <= c*u*R*
-// max(1, |result|) with a small c for blocked orders. bf16 and f16 results also
-// carry one output rounding (at most 2^-8 resp. 2^-11 of the largest value; we
-// allow two). The sweeps print how
+// Tolerances are derived, not fitted (kernel_tolerance.h). The sweeps print how
 // close the worst case came (WARN lines).
 #include <catch2/catch.hpp>
 
@@ -20,6 +15,7 @@
 #include <sstream>
 
 #include "dtensor/ops/local_conv.h"
+#include "tests/conv_local/kernel_tolerance.h"
 #include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
@@ -27,6 +23,7 @@ using dtensor::reference::ref_conv_forward;
 using dtensor::reference::ref_conv_grad_bias;
 using dtensor::reference::ref_conv_grad_input;
 using dtensor::reference::ref_conv_grad_weight;
+using dtensor::testing::kernel_tolerance;
 
 namespace {
 
@@ -100,31 +97,6 @@ Config random_config(std::mt19937_64& rng) {
   }
 }
 
-double unit_roundoff(DType t) {
-  switch (t) {
-    case DType::F64:
-      return std::ldexp(1.0, -53);
-    case DType::F32:
-      return std::ldexp(1.0, -24);
-    case DType::BF16:
-      return std::ldexp(1.0, -8);  // 8 significant bits
-    case DType::F16:
-      return std::ldexp(1.0, -11);  // 11 significant bits
-  }
-  return 1;
-}
-
-// |result - reference| bound for sums of `terms` products bounded by 1 each,
-// accumulated in f32 at least (oneDNN accumulates bf16 in f32), with the
-// result stored in `t` (one rounding relative to the largest value).
-double tolerance(DType t, std::int64_t terms, double ref_max) {
-  const double acc_u = t == DType::F64 ? unit_roundoff(DType::F64) : unit_roundoff(DType::F32);
-  const double accumulation = 4.0 * acc_u * static_cast<double>(terms + 1) * std::max(1.0, ref_max);
-  const bool half = t == DType::BF16 || t == DType::F16;
-  const double storage = half ? 2.0 * unit_roundoff(t) * ref_max : 0.0;
-  return std::max(accumulation + storage, t == DType::F64 ? 1e-12 : 0.0);
-}
-
 struct Worst {
   double ratio = 0;  // largest error / tolerance seen
   void note(double err, double tol) { ratio = std::max(ratio, err / tol); }
@@ -160,20 +132,21 @@ void check_config(const LocalConvKernels& kernels, const Config& c, DType t, std
   const Tensor y = kernels.forward(x, w, b, c.params);
   CHECK(y.dtype() == t);
   const Tensor y_ref = ref_conv_forward(x, w, b, c.params);
-  check_close(y, y_ref, tolerance(t, cg * ksize, max_abs(y_ref)), "forward", worst);
+  check_close(y, y_ref, kernel_tolerance(t, cg * ksize, max_abs(y_ref)), "forward", worst);
 
   const Tensor gx = kernels.backward_data(gy, w, c.input, c.params);
   CHECK(gx.dtype() == t);
   const Tensor gx_ref = ref_conv_grad_input(gy, w, c.input, c.params);
-  check_close(gx, gx_ref, tolerance(t, ocg * ksize, max_abs(gx_ref)), "backward_data", worst);
+  check_close(gx, gx_ref, kernel_tolerance(t, ocg * ksize, max_abs(gx_ref)), "backward_data",
+              worst);
 
   const ConvWeightGrads g = kernels.backward_weights(gy, x, c.weight, c.params, c.bias);
   const Tensor gw_ref = ref_conv_grad_weight(gy, x, c.weight, c.params);
-  check_close(g.grad_weight, gw_ref, tolerance(t, c.input[0] * out_size, max_abs(gw_ref)),
+  check_close(g.grad_weight, gw_ref, kernel_tolerance(t, c.input[0] * out_size, max_abs(gw_ref)),
               "backward_weights", worst);
   if (c.bias) {
     const Tensor gb_ref = ref_conv_grad_bias(gy);
-    check_close(g.grad_bias, gb_ref, tolerance(t, c.input[0] * out_size, max_abs(gb_ref)),
+    check_close(g.grad_bias, gb_ref, kernel_tolerance(t, c.input[0] * out_size, max_abs(gb_ref)),
                 "grad_bias", worst);
   } else {
     CHECK_FALSE(g.grad_bias.defined());
@@ -295,7 +268,7 @@ TEST_CASE(
     CHECK(kernels->backward_data(gy, w, x.shape(), p).shape() == x.shape());
     const ConvWeightGrads g = kernels->backward_weights(gy, x, w.shape(), p, true);
     CHECK(max_abs(g.grad_weight) == 0.0);
-    CHECK(max_abs_diff(g.grad_bias, ref_conv_grad_bias(gy)) <= tolerance(t, 6, 6.0));
+    CHECK(max_abs_diff(g.grad_bias, ref_conv_grad_bias(gy)) <= kernel_tolerance(t, 6, 6.0));
     // Empty batch.
     const Tensor x0 = Tensor::empty({0, 2, 8}, t);
     CHECK(kernels->forward(x0, w, b, p).shape() == Shape{0, 3, 11});

@@ -11,6 +11,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/local_conv.h"
 #include "dtensor/ops/tiled_tensor.h"
+#include "tests/conv_local/kernel_tolerance.h"
 #include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
@@ -18,17 +19,9 @@ using dtensor::reference::ref_conv_forward;
 using dtensor::reference::ref_conv_grad_bias;
 using dtensor::reference::ref_conv_grad_input;
 using dtensor::reference::ref_conv_grad_weight;
+using dtensor::testing::kernel_tolerance;
 
 namespace {
-
-// Accumulation in f32 at least (oneDNN accumulates bf16 in f32), plus one bf16
-// rounding of the result: the bound of conv_kernel_tests.cpp.
-double tolerance(DType t, std::int64_t terms, double ref_max) {
-  const double u = t == DType::F64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  const double storage = t == DType::BF16 ? 2.0 * std::ldexp(1.0, -8) * ref_max : 0.0;
-  return std::max(4.0 * u * static_cast<double>(terms + 1) * std::max(1.0, ref_max) + storage,
-                  1e-12);
-}
 
 std::int64_t prod_from(const Shape& s, std::size_t from) {
   std::int64_t n = 1;
@@ -99,19 +92,20 @@ void check_case(const LocalConvKernels& k, const Case& c, DType t, bool views) {
 
   const Tensor y_ref = ref_conv_forward(x, w, b, c.params);
   const Tensor y = k.forward(in.tiled, w, b, c.params);
-  CHECK(max_abs_diff(y, y_ref) <= tolerance(t, c.weight[1] * ksize, max_abs(y_ref)));
+  CHECK(max_abs_diff(y, y_ref) <= kernel_tolerance(t, c.weight[1] * ksize, max_abs(y_ref)));
 
   const ConvWeightGrads g = k.backward_weights(gy, in.tiled, c.weight, c.params, true);
   const Tensor gw_ref = ref_conv_grad_weight(gy, x, c.weight, c.params);
   const Tensor gb_ref = ref_conv_grad_bias(gy);
   const std::int64_t terms = c.input[0] * prod_from(out_shape, 2);
-  CHECK(max_abs_diff(g.grad_weight, gw_ref) <= tolerance(t, terms, max_abs(gw_ref)));
-  CHECK(max_abs_diff(g.grad_bias, gb_ref) <= tolerance(t, terms, max_abs(gb_ref)));
+  CHECK(max_abs_diff(g.grad_weight, gw_ref) <= kernel_tolerance(t, terms, max_abs(gw_ref)));
+  CHECK(max_abs_diff(g.grad_bias, gb_ref) <= kernel_tolerance(t, terms, max_abs(gb_ref)));
 
   Pieces out = split(c.input, t, c.dim, c.cuts, views);
   k.backward_data(gy, w, out.tiled, c.params);
   const Tensor gx_ref = ref_conv_grad_input(gy, w, c.input, c.params);
-  CHECK(max_abs_diff(out.tiled.assemble(), gx_ref) <= tolerance(t, ocg * ksize, max_abs(gx_ref)));
+  CHECK(max_abs_diff(out.tiled.assemble(), gx_ref) <=
+        kernel_tolerance(t, ocg * ksize, max_abs(gx_ref)));
   if (views)  // only the views were written: the sentinel columns are intact
     for (std::size_t i = 0; i < out.buffers.size(); ++i) {
       const Tensor& buf = out.buffers[i];
@@ -218,7 +212,7 @@ TEST_CASE(
       const Tensor wide = Tensor::full({1, 16, 30, 16}, 5.0, t);
       const Tensor view = wide.narrow(3, 2, 12);
       k->forward_into(TiledTensor::whole(x), w, b, p, view);
-      CHECK(max_abs_diff(view, y_ref) <= tolerance(t, 16 * 9, max_abs(y_ref)));
+      CHECK(max_abs_diff(view, y_ref) <= kernel_tolerance(t, 16 * 9, max_abs(y_ref)));
       CHECK(max_abs_diff(wide.narrow(3, 0, 2), Tensor::full({1, 16, 30, 2}, 5.0, t)) == 0.0);
       CHECK(max_abs_diff(wide.narrow(3, 14, 2), Tensor::full({1, 16, 30, 2}, 5.0, t)) == 0.0);
       CHECK_THROWS_WITH(k->forward_into(TiledTensor::whole(x), w, b, p, wide),
