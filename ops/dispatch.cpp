@@ -231,14 +231,15 @@ std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
   const int tag = static_cast<int>((id.fingerprint % (std::size_t{1} << 27)) << 3);
   OpCall call(std::move(schema), post_agreement(mesh, id, op), tag);
   try {
-    const OpHandler* handler = find_handler(op);
+    HandlerOptions options;
+    const OpHandler* handler = find_handler(op, options);
     const OpDef* def = find_op_def(op);
     check_arg(handler != nullptr || def != nullptr, "dispatch",
               "unknown operator '{}': nothing is registered under that name", op);
     if (def && def->validate) def->validate(call.schema());
     if (!handler) return call.run_default();
     ++stats().handler_calls;
-    if (!handler_options(op).confirms_agreement) call.confirm_agreement();
+    if (!options.confirms_agreement) call.confirm_agreement();
     return (*handler)(call);
   } catch (...) {
     if (!call.agreement_settled()) call.confirm_agreement();  // throws a disagreement first

@@ -146,17 +146,17 @@ const LocalKernel& op_kernel(const std::string& op, DeviceType device, DType dty
 }
 
 const OpHandler* find_handler(const std::string& op) {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  auto it = r.ops.find(op);
-  return it != r.ops.end() && it->second.handler ? it->second.handler.get() : nullptr;
+  HandlerOptions ignored;
+  return find_handler(op, ignored);
 }
 
-HandlerOptions handler_options(const std::string& op) {
+const OpHandler* find_handler(const std::string& op, HandlerOptions& options) {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   auto it = r.ops.find(op);
-  return it != r.ops.end() && it->second.handler ? it->second.handler_options : HandlerOptions{};
+  if (it == r.ops.end() || !it->second.handler) return nullptr;
+  options = it->second.handler_options;
+  return it->second.handler.get();
 }
 
 }  // namespace dtensor

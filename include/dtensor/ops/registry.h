@@ -105,7 +105,8 @@ const OpDef& op_def(const std::string& op);       // InvalidArgument "unknown op
 const OpDef* find_op_def(const std::string& op);  // nullptr when missing
 /// The local kernel for (device, dtype); NotSupported naming all three when missing.
 const LocalKernel& op_kernel(const std::string& op, DeviceType device, DType dtype);
-const OpHandler* find_handler(const std::string& op);   // nullptr when missing
-HandlerOptions handler_options(const std::string& op);  // defaults when there is no handler
+const OpHandler* find_handler(const std::string& op);  // nullptr when missing
+/// The same, and the options it was registered with (in one lookup).
+const OpHandler* find_handler(const std::string& op, HandlerOptions& options);
 
 }  // namespace dtensor
