@@ -109,7 +109,7 @@ def main():
                     "fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd",
                     "overhead_bwd", "gflops_fwd", "gflops_bwd", "halo_bytes_sent_per_rank",
                     "peak_rss_mb", "passes_peak_rss_mb", "tensor_mb", "rss_ratio",
-                    "rss_ratio_net")}}
+                    "rss_ratio_net", "rss_ratio_private")}}
                 if args.torch_python and layer[7] and P >= 2 and dtype == "f32":
                     progress(f"{layer[0]} P={P} PyTorch DTensor")
                     try:
@@ -127,7 +127,7 @@ def main():
         r = libdtensor(args.build, layer, 2, "f32", max(2, iters // 2), env)
         results["growth"].append({k: r.get(k) for k in (
             "fwd_ms", "bwd_ms", "halo_bytes_sent_per_rank", "peak_rss_mb", "passes_peak_rss_mb",
-            "tensor_mb", "rss_ratio", "rss_ratio_net")} | {"size": size})
+            "tensor_mb", "rss_ratio", "rss_ratio_net", "rss_ratio_private")} | {"size": size})
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "benchmarks.json"), "w") as f:
@@ -142,9 +142,10 @@ def fmt(v, spec=".1f"):
 
 
 def rss(r):
-    """'RSS / tensors | ratio (net)' cells."""
+    """'RSS / tensors | ratio (net) | private' cells."""
     return (f"{fmt(r.get('passes_peak_rss_mb'), '.0f')} / {fmt(r.get('tensor_mb'), '.0f')} | "
-            f"{fmt(r.get('rss_ratio'), '.2f')} ({fmt(r.get('rss_ratio_net'), '.2f')})")
+            f"{fmt(r.get('rss_ratio'), '.2f')} ({fmt(r.get('rss_ratio_net'), '.2f')}) | "
+            f"{fmt(r.get('rss_ratio_private'), '.2f')}")
 
 
 def write_markdown(res, path):
@@ -157,13 +158,16 @@ def write_markdown(res, path):
          "## Layers", "",
          "overhead = distributed time / local kernel alone on the same per-rank window; "
          "% peak = forward GFLOP/s per rank / FMA peak; vs torch = PyTorch DTensor time / "
-         "libdtensor time (forward + backward). RSS = peak resident set of a rank over one "
+         "libdtensor time (forward + backward). RSS = peak resident set of a rank over its first "
          "forward + backward (before the timed runs) against the tensors it must hold (input, "
          "received halo, weights, output, grad_output, gradients): raw, and net of the process's "
-         "resident set before any tensor existed. P = 4 runs two ranks on each of the 2 "
+         "resident set before any tensor existed. private = the peak of the same passes run a "
+         "second time, less mapped files (library code, shared by the ranks of a machine and "
+         "paged in by the first passes), over the private memory before any tensor existed: "
+         "what a rank holds step after step (docs/cli.md). P = 4 runs two ranks on each of the 2 "
          "cores (reported, not targeted): its % peak is per rank, so 50% fills a core.", "",
-         "| layer | P | dtype | fwd ms | bwd ms | overhead fwd | overhead bwd | GFLOP/s fwd | % peak | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) | vs torch |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| layer | P | dtype | fwd ms | bwd ms | overhead fwd | overhead bwd | GFLOP/s fwd | % peak | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) | private | vs torch |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["layers"]:
         per_rank = (r["gflops_fwd"] or 0) / r["P"]
         vs = "—"
@@ -176,8 +180,8 @@ def write_markdown(res, path):
                  f"{fmt(r['gflops_fwd'])} | {100 * per_rank / peak:.0f}% | "
                  f"{r['halo_bytes_sent_per_rank']} | {rss(r)} | {vs} |")
     L += ["", "## Growth (3x3 64->64, P = 2)", "",
-          "| image | fwd ms | bwd ms | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) |",
-          "|---|---|---|---|---|---|"]
+          "| image | fwd ms | bwd ms | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) | private |",
+          "|---|---|---|---|---|---|---|"]
     for g in res["growth"]:
         L.append(f"| {g['size']}^2 | {fmt(g['fwd_ms'])} | {fmt(g['bwd_ms'])} | "
                  f"{g['halo_bytes_sent_per_rank']} | {rss(g)} |")

@@ -96,7 +96,10 @@ const std::vector<std::string> kJsonFields = {"ok",
                                               "gflops_fwd",
                                               "gflops_bwd",
                                               "halo_bytes_sent_per_rank",
-                                              "peak_rss_mb"};
+                                              "peak_rss_mb",
+                                              "rss_ratio",
+                                              "rss_ratio_net",
+                                              "rss_ratio_private"};
 
 // Runs a --check --backward --json configuration and requires a pass.
 json::Value check_passes(int ranks, Args args) {
@@ -134,6 +137,10 @@ TEST_CASE("cli run: P=2 S3 check backward json passes with every field", "[cli][
   const json::Value v = check_passes(2, {"--placements", "S3"});
   CHECK(v.at("halo_bytes_sent_per_rank").number > 0);
   CHECK(v.at("peak_rss_mb").number > 0);
+  // The private peak excludes mapped files: never above the raw one.
+  REQUIRE(v.at("rss_ratio_private").is_number());
+  CHECK(v.at("rss_ratio_private").number > 0);
+  CHECK(v.at("rss_ratio_private").number <= v.at("rss_ratio").number);
   CHECK(v.at("fwd_ms").is_null());  // no --bench
 }
 
