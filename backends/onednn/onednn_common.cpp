@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/onednn/scratch_arena.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
@@ -75,6 +76,7 @@ dnnl::memory::desc any_md(const dnnl::memory::dims& dims, DType t) {
 namespace {
 thread_local std::vector<std::vector<std::shared_ptr<Storage>>> t_scratch;
 thread_local std::vector<std::vector<Tensor>> t_kept;
+thread_local std::vector<ScratchArena::Mark> t_marks;
 
 // Whether a tile of `md` can be addressed as a sub-memory: a blocked (or
 // plain) layout, whose padded dims equal its dims when it is an input
@@ -102,10 +104,13 @@ PlanCache<dnnl::reorder>& tile_reorders() {
 ScratchScope::ScratchScope() {
   t_scratch.emplace_back();
   t_kept.emplace_back();
+  t_marks.push_back(ScratchArena::for_this_thread().mark());
 }
 ScratchScope::~ScratchScope() {
   t_scratch.pop_back();
   t_kept.pop_back();
+  ScratchArena::for_this_thread().release(t_marks.back());
+  t_marks.pop_back();
 }
 
 void ScratchScope::keep(const Tensor& t) {
@@ -113,6 +118,7 @@ void ScratchScope::keep(const Tensor& t) {
 }
 
 void* ScratchScope::bytes(std::size_t n) {
+  if (n < ScratchArena::kMaxRequest) return ScratchArena::for_this_thread().take(n);
   auto st = Storage::allocate(n, Device::cpu());
   void* p = st->data();
   t_scratch.back().push_back(std::move(st));

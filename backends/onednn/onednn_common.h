@@ -44,9 +44,10 @@ dnnl::memory::desc plain_md(const dnnl::memory::dims& dims, DType t, dnnl::memor
 dnnl::memory::desc any_md(const dnnl::memory::dims& dims, DType t);
 
 /// Holds the buffers of reordered operands until the primitive that uses them
-/// has run: create one at the top of every pass. The buffers come from the
-/// library's caching allocator: oneDNN's own allocations are fresh memory on
-/// every call, and page-faulting a few MiB costs milliseconds each time.
+/// has run: create one at the top of every pass. Buffers under 1 MiB come
+/// from this thread's ScratchArena (scratch_arena.h), larger ones from the
+/// library's block cache: oneDNN's own allocations are fresh memory on every
+/// call, and page-faulting a few MiB costs milliseconds each time.
 class ScratchScope {
  public:
   ScratchScope();

@@ -76,7 +76,7 @@ std::vector<RowBand> plan_bands(DType t, const Shape& input, const Shape& weight
 std::int64_t band_target_bytes() {
   // Read on every call (cheap next to a convolution), so a test can change it.
   const char* v = std::getenv("DTENSOR_ONEDNN_BAND_KB");
-  return (v && *v ? std::strtoll(v, nullptr, 10) : 1024) * 1024;
+  return (v && *v ? std::strtoll(v, nullptr, 10) : 512) * 1024;
 }
 
 }  // namespace dtensor::onednn

@@ -35,7 +35,7 @@ class Storage {
   std::function<void(void*)> deleter_;
 };
 
-/// Large CPU buffers (>= 1 MiB) freed by tensors are kept for reuse, up to
+/// CPU buffers of 64 KiB or more freed by tensors are kept for reuse, up to
 /// DTENSOR_CPU_CACHE_MB (default 512; 0 disables): a reused buffer skips the
 /// page faults of fresh memory. These return the cache to the system / report its size.
 std::size_t release_cached_cpu_memory();
