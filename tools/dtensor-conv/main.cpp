@@ -83,10 +83,8 @@ InitOptions init_options(const Options& o) {
   return io;
 }
 
-// One forward (and backward, with --backward) on the operands, with what
-// they cost: `tensors` is set to the MiB this rank must hold for them (its
-// input, the halo it received, weights, output, and in backward grad_output
-// and the gradients).
+// One forward (and backward, with --backward) on the operands, and what it
+// cost.
 struct Passes {
   DTensor y;
   std::optional<DTensor> grad_output;
@@ -94,10 +92,13 @@ struct Passes {
   // Everything this rank sent during the forward: the halos, and whatever
   // redistribution the propagator asked for.
   double forward_bytes_sent = 0;
+  // The MiB this rank must hold for the passes: its input, the halo it
+  // received, weights, output, and in backward grad_output and the gradients.
+  double tensor_mb = 0;
 };
 
 Passes run_passes(const Options& o, const DeviceMesh& mesh, const Operands& ops,
-                  const ConvParams& params, const Seeds& seeds, double& tensors) {
+                  const ConvParams& params, const Seeds& seeds) {
   const Traffic before = traffic(mesh);
   Passes p{convolution(ops.input, ops.weight, ops.bias, params), std::nullopt, std::nullopt};
   const Traffic after = traffic(mesh);
@@ -107,13 +108,14 @@ Passes run_passes(const Options& o, const DeviceMesh& mesh, const Operands& ops,
     p.grads =
         convolution_backward(*p.grad_output, ops.input, ops.weight, params, {true, true, o.bias});
   }
-  tensors = mb(ops.input.to_local()) + mb(ops.weight.to_local()) + mb(p.y.to_local()) +
-            static_cast<double>(after.received - before.received) / (1024.0 * 1024.0);
-  if (ops.bias) tensors += mb(ops.bias->to_local());
-  if (p.grad_output) tensors += mb(p.grad_output->to_local());
+  double& t = p.tensor_mb;
+  t = mb(ops.input.to_local()) + mb(ops.weight.to_local()) + mb(p.y.to_local()) +
+      static_cast<double>(after.received - before.received) / (1024.0 * 1024.0);
+  if (ops.bias) t += mb(ops.bias->to_local());
+  if (p.grad_output) t += mb(p.grad_output->to_local());
   if (p.grads)
     for (const auto* g : {&p.grads->grad_input, &p.grads->grad_weight, &p.grads->grad_bias})
-      if (*g) tensors += mb((*g)->to_local());
+      if (*g) t += mb((*g)->to_local());
   return p;
 }
 
@@ -133,11 +135,11 @@ int run(const Options& o) {
   // the second peak, less mapped files, is the private memory a rank holds
   // step after step (`rss_ratio_private`). The second passes' results are
   // the ones reported, checked and dumped.
-  double tensors = 0;
-  run_passes(o, mesh, ops, params, seeds, tensors);
+  run_passes(o, mesh, ops, params, seeds);  // the results go at once
   const double first_rss = peak_rss_mb();
   const bool peak_was_reset = reset_peak_rss();
-  const Passes passes = run_passes(o, mesh, ops, params, seeds, tensors);
+  const Passes passes = run_passes(o, mesh, ops, params, seeds);
+  const double tensors = passes.tensor_mb;
   const DTensor& y = passes.y;
   const std::optional<DTensor>& gy = passes.grad_output;
   const std::optional<ConvGrads>& grads = passes.grads;
@@ -152,11 +154,12 @@ int run(const Options& o) {
   // The rank whose peak is highest relative to what it holds speaks for all.
   const double rss_ratio = all_max(first_rss / tensors);
   const double rss_ratio_net = all_max((first_rss - base.total_mb()) / tensors);
+  // Null unless every rank could reset its peak (a collective: all ask).
+  const bool all_reset = all_max(peak_was_reset ? 0.0 : 1.0) == 0;
+  const double private_ratio = all_max(private_mb / tensors);
   const std::optional<double> rss_ratio_private =
-      all_max(peak_was_reset ? 0.0 : 1.0) > 0 ? std::nullopt
-                                              : std::optional(all_max(private_mb / tensors));
-  const double passes_rss = first_rss;
-  const double tensors_max = all_max(tensors), passes_rss_max = all_max(passes_rss);
+      all_reset ? std::optional(private_ratio) : std::nullopt;
+  const double tensors_max = all_max(tensors), passes_rss_max = all_max(first_rss);
   const double bytes_max = all_max(fwd_bytes), bytes_total = all_sum(fwd_bytes);
 
   std::optional<BenchTimes> bench;
