@@ -43,6 +43,10 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(const std::ve
   return works;
 }
 
+bool ProcessGroup::matches_by_tag(DeviceType) const {
+  return false;
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::split_groups(
     const std::vector<std::vector<int>>& groups) {
   const detail::SplitMembership m = detail::split_membership(groups, rank(), size());

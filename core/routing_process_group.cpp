@@ -61,6 +61,11 @@ RoutingProcessGroup::RoutingProcessGroup(std::shared_ptr<ProcessGroup> cpu,
             "the CPU and CUDA groups disagree on rank or size");
 }
 
+bool RoutingProcessGroup::matches_by_tag(DeviceType device) const {
+  const Route r = route_for(Device{device, 0}, cuda_ != nullptr);
+  return r == Route::Cuda ? cuda_->matches_by_tag(device) : cpu_->matches_by_tag(DeviceType::CPU);
+}
+
 std::string RoutingProcessGroup::backend_name() const {
   return fmt::format("cpu:{},cuda:{}", cpu_->backend_name(),
                      cuda_ ? cuda_->backend_name() : cpu_->backend_name());

@@ -48,6 +48,8 @@ class GlooProcessGroup : public ProcessGroup,
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "gloo"; }
+  /// Gloo's receives name their source and slot (the tag).
+  bool matches_by_tag(DeviceType) const override { return true; }
   const std::vector<int>& global_ranks() const override { return global_ranks_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 

@@ -49,6 +49,8 @@ class NcclProcessGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
+  /// NCCL pairs sends with receives by their order on the communicator.
+  bool matches_by_tag(DeviceType) const override { return false; }
   const std::vector<int>& global_ranks() const override { return global_ranks_; }
   std::chrono::milliseconds timeout() const override { return comm_->timeout; }
 

@@ -50,6 +50,9 @@ class RoutingProcessGroup final : public ProcessGroup {
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
   /// Splits both inner groups (so NCCL splits its communicator).
   std::shared_ptr<ProcessGroup> split_groups(const std::vector<std::vector<int>>& groups) override;
+  /// The answer of the group `device`'s tensors go through (staged CUDA
+  /// tensors: the CPU group's).
+  bool matches_by_tag(DeviceType device) const override;
 
   const std::shared_ptr<ProcessGroup>& cpu_group() const { return cpu_; }
   /// Null when CUDA tensors are staged.

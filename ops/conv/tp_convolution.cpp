@@ -81,11 +81,14 @@ LocalGeometry local_geometry(const DTensorSpec& input, const Shape& weight_shape
 // gradient's in flight at once between the same ranks.
 constexpr int kWindowStream = 0, kGradientStream = 1;
 
-// Host tensors travel over Gloo, whose tags keep a disagreeing rank's
-// messages apart, so they may be posted before the check is confirmed. NCCL
-// (device tensors) matches messages by order alone: confirm first.
-void confirm_unless_tags_separate(OpCall& call, const Tensor& local) {
-  if (!local.device().is_cpu()) call.confirm_agreement();
+// Only the last sharded dim's exchange is posted before the agreement check
+// is confirmed, and only where its group keeps messages with different tags
+// apart (Gloo, also for CUDA tensors staged through it): a group that matches
+// them by order alone (NCCL) could pair a disagreeing rank's messages with
+// the others'. Confirm first there.
+void confirm_unless_tags_separate(OpCall& call, const Tensor& local, const LocalGeometry& g) {
+  if (!g.halos.empty() && !g.halos.back().group->matches_by_tag(local.device().type))
+    call.confirm_agreement();
 }
 
 // The window along every sharded dim but the last, gathered into one tensor
@@ -157,7 +160,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // them all alike.
   const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
   const Tensor local = x.to_local();
-  confirm_unless_tags_separate(call, local);
+  confirm_unless_tags_separate(call, local, g);
   const Tensor bias = has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
   Tensor y;
   if (const auto split = overlap_split(local, w.shape(), g, out_spec.local_shape())) {
@@ -257,7 +260,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   // check covers it), so all skip the window's exchange alike when no weight
   // or bias gradient is asked for.
   const Tensor local = x.to_local();
-  confirm_unless_tags_separate(call, local);
+  confirm_unless_tags_separate(call, local, g);
   const bool need_window = mask.weight || mask.bias;
   // The last exchange's input: the earlier dims' windows.
   const Shape owned = windowed(local.shape(), g, g.halos.empty() ? 0 : g.halos.size() - 1);

@@ -101,6 +101,14 @@ class ProcessGroup {
   /// rank of the parent, hence the collective contract).
   virtual std::shared_ptr<ProcessGroup> split_groups(const std::vector<std::vector<int>>& groups);
 
+  /// Whether point-to-point messages of `device` tensors are matched by
+  /// (peer, tag), so that messages sent with different tags never meet
+  /// (Gloo), rather than by their order alone (NCCL). Operator handlers post
+  /// exchanges before the dispatcher's agreement check is confirmed only
+  /// where this holds (docs/custom-operators.md). False unless a backend
+  /// says otherwise: the safe answer for one that does not know.
+  virtual bool matches_by_tag(DeviceType device) const;
+
   CommCounters& counters() { return counters_; }
   const CommCounters& counters() const { return counters_; }
 
