@@ -69,11 +69,13 @@ std::vector<std::string> gather_descriptions(ProcessGroup& group, const std::str
   return out;
 }
 
-// Compares full descriptions (a second, slower exchange that every rank makes).
+// Compares full descriptions (a second, slower exchange that every rank
+// makes); ranks whose fingerprints differed disagree even when their
+// descriptions read the same.
 void check_descriptions(ProcessGroup& group, const std::string& what,
-                        const std::string& description) {
+                        const std::string& description, bool fingerprints_same) {
   const auto all = gather_descriptions(group, description);
-  bool all_same = true;
+  bool all_same = fingerprints_same;
   std::string listing;
   for (std::size_t q = 0; q < all.size(); ++q) {
     all_same = all_same && all[q] == all[0];
@@ -94,7 +96,7 @@ void check_ranks_agree(ProcessGroup& group, std::size_t fingerprint, const std::
   Tensor all = Tensor::empty({kPieces * n}, DType::F64);
   group.allgather(mine, all, std::vector<std::int64_t>(static_cast<std::size_t>(n), kPieces));
   const bool same = all_equal(mine, all);
-  if (debug_checks()) return check_descriptions(group, what, description);
+  if (debug_checks()) return check_descriptions(group, what, description, same);
   if (!same) throw disagreement(what);
 }
 

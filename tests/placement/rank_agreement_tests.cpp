@@ -62,3 +62,29 @@ TEST_CASE("a posted agreement check with DTENSOR_DEBUG=1 lists every rank's desc
       },
       o);
 }
+
+TEST_CASE(
+    "with DTENSOR_DEBUG=1 ranks whose fingerprints differ disagree even when their descriptions "
+    "read the same P=2",
+    "[agreement][mp]") {
+  RunOptions o;
+  o.env.emplace("DTENSOR_DEBUG", "1");
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        for (const bool posted : {false, true}) {
+          INFO((posted ? "posted" : "blocking") << " form");
+          const std::size_t mine = ctx.rank == 0 ? 11 : 12;
+          try {
+            if (posted)
+              PendingAgreement(world(), mine, "my_op", "the same words").confirm();
+            else
+              check_ranks_agree(*world(), mine, "my_op", "the same words");
+            FAIL("expected a disagreement error");
+          } catch (const InvalidArgument& e) {
+            REQUIRE(std::string(e.what()).find("my_op: ranks disagree") != std::string::npos);
+          }
+        }
+      },
+      o);
+}
