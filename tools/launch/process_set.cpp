@@ -91,13 +91,10 @@ void ProcessSet::start(const ProcessSpec& spec) {
       if (fd >= 0) close(fd);
   };
   // Built before fork: the child only calls async-signal-safe functions.
-  std::vector<cpu_set_t> cpu_mask;
-  if (!spec.cpus.empty()) {
-    cpu_mask.resize(1);
-    CPU_ZERO(&cpu_mask[0]);
-    for (int c : spec.cpus)
-      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpu_mask[0]);
-  }
+  cpu_set_t cpu_mask;
+  CPU_ZERO(&cpu_mask);
+  for (int c : spec.cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpu_mask);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
@@ -113,7 +110,7 @@ void ProcessSet::start(const ProcessSpec& spec) {
     const int err = err_pipe[1] >= 0 ? err_pipe[1] : out;
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
-    if (!cpu_mask.empty() && sched_setaffinity(0, sizeof(cpu_set_t), cpu_mask.data()) != 0) {
+    if (!spec.cpus.empty() && sched_setaffinity(0, sizeof cpu_mask, &cpu_mask) != 0) {
       const char msg[] = "dtensor: cannot bind to the given CPUs\n";
       (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
       _exit(125);
