@@ -1,4 +1,4 @@
-// Per-core FMA peak of this machine: independent fused multiply-add chains on
+// Per-core FMA peak of the machine it runs on: independent fused multiply-add chains on
 // the widest vectors the compiler targets, one thread (pin with taskset or
 // run one per core). The benchmark suite reports convolution GFLOP/s against it.
 //

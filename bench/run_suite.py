@@ -99,7 +99,7 @@ def main():
     results["fma_peak_gflops_f32"] = peak["fma_peak_gflops_f32"]
 
     for layer in LAYERS:
-        # P = 4 oversubscribes the 2 cores (two ranks per core): reported for
+        # P = 4 oversubscribes a 2-core machine (two ranks per core): reported for
         # the 3x3 64-channel layers, not targeted.
         for P in (1, 2, 4) if layer[0].startswith("3x3 64->64") else (1, 2):
             for dtype in ("f32", "bf16") if layer[1] == "1,64,256,256" and P <= 2 else ("f32",):

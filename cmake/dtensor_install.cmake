@@ -5,7 +5,7 @@
 #   lib/libdtensor.so*             the library
 #   lib/cmake/dtensor/             dtensorConfig.cmake, version file, exported targets
 #   lib/pkgconfig/dtensor.pc       for pkg-config
-#   bin/dtensor-run (dtensor-conv) the tools
+#   bin/dtensor-run (dtensor-conv, dtensor-op) the tools
 #
 # Only the PUBLIC link interface (fmt, spdlog, Threads) reaches consumers:
 # gloo, oneDNN, Eigen and OpenMP are linked privately into the shared object,
@@ -25,7 +25,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dtensor
 # The tools go to bin/ and are exported too (dtensor::dtensor-run), so a
 # consumer's tests can launch ranks with $<TARGET_FILE:dtensor::dtensor-run>.
 # A tool that links the library finds it relative to itself once installed.
-foreach(_tool dtensor-run dtensor-conv)
+foreach(_tool dtensor-run dtensor-conv dtensor-op)
   if(TARGET ${_tool})
     set_target_properties(${_tool} PROPERTIES
       INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws docs/halo.png: the halo plan of one sharded dim (DESIGN.md section 5).
+"""Draws docs/halo.png: the halo plan of one sharded dim (docs/design.md §5).
 
 The plan is recomputed here from the formulas in docs/halo.md, independently of
 the C++ code, for L=14 input positions over P=3 ranks, kernel 4, stride 2,

@@ -1,7 +1,7 @@
-// libFuzzer target: the halo planner (ops/conv/halo_plan.h) on random
+// libFuzzer target: the halo planner (ops/window/halo_plan.h) on random
 // geometry and rank counts. A geometry is either rejected with
 // InvalidArgument (never another exception, never a crash) or planned, and
-// then the plan must satisfy DESIGN.md §5:
+// then the plan must satisfy docs/design.md §5:
 //   - owned inputs and outputs tile [0, L) and [0, O) by the chunk rule;
 //   - each rank's window, with its local padding, reproduces every one of its
 //     outputs' receptive fields exactly (same global positions, in order), and
@@ -19,7 +19,7 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/conv_params.h"
-#include "ops/conv/halo_plan.h"
+#include "ops/window/halo_plan.h"
 
 using namespace dtensor;
 

@@ -9,6 +9,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/placement/redistribute.h"
+#include "ops/call_scoped_group.h"
 #include "ops/detail/combinations.h"
 
 namespace dtensor {
@@ -150,6 +151,18 @@ const OutputSharding& propagate(const OpSchema& schema) {
 OpCall::OpCall(OpSchema schema, PendingAgreement agreement, int message_tag)
     : schema_(std::move(schema)), agreement_(std::move(agreement)), message_tag_(message_tag) {}
 
+OpCall::~OpCall() = default;
+
+ProcessGroup& OpCall::group(std::int64_t mesh_dim) {
+  const DeviceMesh& mesh = schema_.mesh();
+  check_arg(mesh_dim >= 0 && mesh_dim < mesh.ndim(), "dispatch",
+            "group: mesh_dim {} is outside the call's {}-dim mesh", mesh_dim, mesh.ndim());
+  if (groups_.empty()) groups_.resize(static_cast<std::size_t>(mesh.ndim()));
+  auto& g = groups_[static_cast<std::size_t>(mesh_dim)];
+  if (!g) g = std::make_unique<CallScopedGroup>(mesh.get_group(mesh_dim), agreement_, message_tag_);
+  return *g;
+}
+
 int OpCall::message_tag(int stream) const {
   check_arg(stream >= 0 && stream < 8, "dispatch", "message_tag: stream={} is outside 0..7",
             stream);
@@ -239,8 +252,10 @@ std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
     if (def && def->validate) def->validate(call.schema());
     if (!handler) return call.run_default();
     ++stats().handler_calls;
-    if (!options.confirms_agreement) call.confirm_agreement();
-    return (*handler)(call);
+    if (!options.defers_agreement) call.confirm_agreement();
+    auto outs = (*handler)(call);
+    call.confirm_agreement();  // a handler that never waited still hears a disagreement
+    return outs;
   } catch (...) {
     if (!call.agreement_settled()) call.confirm_agreement();  // throws a disagreement first
     throw;

@@ -1,4 +1,4 @@
-// Planning a redistribute, one mesh dim at a time (DESIGN.md §4).
+// Planning a redistribute, one mesh dim at a time (docs/design.md §4).
 //
 // Three phases keep nested shards right (a tensor dim sharded on several mesh
 // dims is split in mesh-dim order):

@@ -1,5 +1,5 @@
 // Executing one redistribute step on the local tensor. Every size comes from
-// the specs before and after the step (DESIGN.md §4): peers' shard shapes are
+// the specs before and after the step (docs/design.md §4): peers' shard shapes are
 // computed, never exchanged, and uneven or empty shards need no padding
 // because the collectives take per-rank counts.
 #include "dtensor/core/errors.h"

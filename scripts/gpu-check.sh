@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 7): on a machine with one CUDA GPU, builds the CUDA
+# The GPU check: on a machine with one CUDA GPU, builds the CUDA
 # backends and runs, within ~8 minutes:
 #   1. the CUDA test binary with DTENSOR_REQUIRE_GPU=1 (a skipped GPU test fails):
 #      cuDNN forward/backward against the CPU oracle (f64/f32/bf16/f16), device

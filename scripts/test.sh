@@ -54,7 +54,7 @@ case $mode in
 esac
 build=${DTENSOR_BUILD_DIR:-$root/build}
 cd "$build"
-# Ranks pin one OpenMP thread each so that P processes on 2 cores don't fight.
+# Ranks pin one OpenMP thread each so that P processes on a few cores don't fight.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # Multi-process tests spend most time waiting on each other: run two at once.
 ctest --output-on-failure -j "${DTENSOR_TEST_JOBS:-2}" "$@"

@@ -1,6 +1,6 @@
 // Per-device state of the CUDA backend: the one stream the library orders all
 // its work on (copies, kernels, cuDNN, NCCL), and the device this process uses
-// by default (picked from the local rank, DESIGN.md §8).
+// by default (picked from the local rank, docs/design.md §8).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -30,7 +30,7 @@ dnnl::memory::data_type data_type(DType t) {
     case DType::BF16:
       return dt::bf16;
     case DType::F64:
-    case DType::F16:  // not on the CPUs oneDNN 2.6 targets here: f16_conv.cpp widens to f32
+    case DType::F16:  // none in oneDNN 2.6 without AVX512-FP16: f16_conv.cpp widens to f32
       break;
   }
   throw NotSupported("onednn", fmt::format("oneDNN has no {} convolution", dtype_name(t)));

@@ -22,7 +22,7 @@
 namespace dtensor::onednn {
 
 /// The CPU engine, created on first use (not at load time: a process may fork
-/// first, DESIGN.md §6).
+/// first, docs/design.md §6).
 const dnnl::engine& engine();
 /// This thread's stream on engine(): oneDNN streams are not meant to be shared
 /// between threads that submit concurrently.

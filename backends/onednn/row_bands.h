@@ -7,7 +7,7 @@
 // hold), and each copy is written to memory and read back. Made per band, the
 // copies are a few MiB that stay in cache between the reorder and the kernel.
 //
-// The maths is the halo plan's (DESIGN.md §5) with bands for ranks: band rows
+// The maths is the halo plan's (docs/design.md §5) with bands for ranks: band rows
 // [o0, o1) read input rows [o0*s - pl, (o1-1)*s - pl + E) clipped to the input,
 // with what was clipped as the band's padding.
 #pragma once
@@ -82,10 +82,10 @@ auto plans_for_bands(const std::vector<RowBand>& bands, const Shape& input, cons
 }
 
 /// The band budget in bytes: DTENSOR_ONEDNN_BAND_KB (0 turns banding off),
-/// default 512 KiB: as fast as 1 MiB here (3x3 64->64 512^2 f32 and 256^2 bf16,
-/// P = 2), and the band buffers and oneDNN's per-band scratch weigh half as
-/// much next to small layers (bf16 256^2, P = 2: private peak 1.38x -> 1.20x
-/// the tensors).
+/// default 512 KiB: as fast as 1 MiB in the measurements of docs/performance.md
+/// (3x3 64->64 512^2 f32 and 256^2 bf16, P = 2), and the band buffers and
+/// oneDNN's per-band scratch weigh half as much next to small layers (bf16
+/// 256^2, P = 2: private peak 1.38x -> 1.20x the tensors).
 std::int64_t band_target_bytes();
 
 }  // namespace dtensor::onednn

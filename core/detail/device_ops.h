@@ -1,5 +1,5 @@
 // The hook through which the core reaches a device backend (CUDA) without
-// including it (DESIGN.md §3): Tensor::copy_ / fill_ / add_ on device tensors,
+// including it (docs/design.md §3): Tensor::copy_ / fill_ / add_ on device tensors,
 // and picking this rank's device. Backends register one DeviceOps per device
 // type when the library loads; a build without the backend registers none, and
 // the core then reports "built without CUDA".

@@ -1,5 +1,5 @@
 // One process group over two backends, chosen per call by the tensors' device
-// (DESIGN.md §3: CPU tensors -> Gloo, CUDA tensors -> NCCL). Without a CUDA
+// (docs/design.md §3: CPU tensors -> Gloo, CUDA tensors -> NCCL). Without a CUDA
 // backend, CUDA tensors are staged: copied to host memory, sent over the CPU
 // backend, copied back. Lives in core because it only uses the ProcessGroup
 // interface and Tensor copies; it includes no backend.

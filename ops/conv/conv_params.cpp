@@ -6,7 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "dtensor/core/errors.h"
-#include "ops/conv/integer_division.h"
+#include "ops/window/integer_division.h"
 
 namespace dtensor {
 namespace {
@@ -50,12 +50,30 @@ ConvParams ConvParams::expanded(std::int64_t spatial_dims) const {
       expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0}, "padding");
   p.dilation = expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation");
   p.groups = groups;
+  p.padding_mode = padding_mode;
   return p;
 }
 
+std::string_view padding_mode_name(PaddingMode m) {
+  switch (m) {
+    case PaddingMode::Zeros:
+      return "zeros";
+    case PaddingMode::Reflect:
+      return "reflect";
+    case PaddingMode::Replicate:
+      return "replicate";
+    case PaddingMode::Circular:
+      return "circular";
+  }
+  return "?";
+}
+
 std::string ConvParams::str() const {
-  return fmt::format("stride=[{}] padding={} dilation=[{}] groups={}", fmt::join(stride, ", "),
-                     padding_str(padding), fmt::join(dilation, ", "), groups);
+  return fmt::format("stride=[{}] padding={} dilation=[{}] groups={}{}", fmt::join(stride, ", "),
+                     padding_str(padding), fmt::join(dilation, ", "), groups,
+                     padding_mode == PaddingMode::Zeros
+                         ? std::string()
+                         : fmt::format(" padding_mode={}", padding_mode_name(padding_mode)));
 }
 
 std::int64_t conv_kernel_extent(std::int64_t kernel, std::int64_t dilation) {
@@ -78,8 +96,8 @@ ConvInputRange conv_input_range(std::int64_t length, std::int64_t kernel, std::i
 std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
                                 std::int64_t dilation, std::int64_t pad_left,
                                 std::int64_t pad_right) {
-  return conv::floor_div(length + pad_left + pad_right - conv_kernel_extent(kernel, dilation),
-                         stride) +
+  return window::floor_div(length + pad_left + pad_right - conv_kernel_extent(kernel, dilation),
+                           stride) +
          1;
 }
 
@@ -139,6 +157,22 @@ ConvParams check_conv_args(const Shape& input, const Shape& weight,
               "kernel's extent {} (kernel {}, dilation {}): the output would be empty",
               i, len, p.padding[i].first, p.padding[i].second,
               conv_kernel_extent(weight[2 + i], p.dilation[i]), weight[2 + i], p.dilation[i]);
+    // nn.Conv*d pads with F.pad, whose modes have limits of their own.
+    const auto [pl, pr] = p.padding[i];
+    const bool pads = pl > 0 || pr > 0;
+    if (p.padding_mode == PaddingMode::Reflect)
+      check_arg(!pads || (pl < len && pr < len), kComponent,
+                "padding: reflect padding ({}, {}) must be less than the input length {} of "
+                "spatial dim {}",
+                pl, pr, len, i);
+    if (p.padding_mode == PaddingMode::Circular)
+      check_arg(pl <= len && pr <= len, kComponent,
+                "padding: circular padding ({}, {}) must be at most the input length {} of "
+                "spatial dim {}",
+                pl, pr, len, i);
+    if (p.padding_mode == PaddingMode::Replicate)
+      check_arg(!pads || len >= 1, kComponent,
+                "padding: replicate padding of spatial dim {}, which is empty", i);
   }
   return p;
 }

@@ -52,9 +52,10 @@ std::vector<ShardingStrategy> combine(std::int64_t mesh_ndim, const std::vector<
 }  // namespace
 
 std::vector<ShardingStrategy> forward_strategies(const OpSchema& s) {
-  const DTensor& x = s.dtensor(0);
-  const bool has_bias = s.is_dtensor(2);
-  const auto rows = rows_for(x.spec().ndim() - 2, s.int_value(6));
+  const ForwardCall c = ForwardCall::decode(s);
+  const DTensor& x = c.input;
+  const bool has_bias = c.has_bias;
+  const auto rows = rows_for(x.spec().ndim() - 2, c.params.groups);
   return combine(x.mesh().ndim(), rows, [&](const std::vector<const Row*>& pick) {
     ShardingStrategy st;
     st.inputs.resize(has_bias ? 3 : 2);
@@ -70,9 +71,10 @@ std::vector<ShardingStrategy> forward_strategies(const OpSchema& s) {
 }
 
 std::vector<ShardingStrategy> backward_strategies(const OpSchema& s) {
-  const DTensor& x = s.dtensor(1);
-  const ConvOutputMask mask = decode_mask(s, 7);
-  const auto rows = rows_for(x.spec().ndim() - 2, s.int_value(6));
+  const BackwardCall c = BackwardCall::decode(s);
+  const DTensor& x = c.input;
+  const ConvOutputMask mask = c.mask;
+  const auto rows = rows_for(x.spec().ndim() - 2, c.params.groups);
   return combine(x.mesh().ndim(), rows, [&](const std::vector<const Row*>& pick) {
     ShardingStrategy st;
     st.inputs.resize(3);

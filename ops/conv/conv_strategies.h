@@ -1,5 +1,5 @@
 // The sharding strategies of convolution and convolution_backward, and the
-// role each mesh dim plays in a chosen strategy (DESIGN.md §5):
+// role each mesh dim plays in a chosen strategy (docs/design.md §5):
 //
 //   role      input      weight   bias     output     grad_input grad_weight grad_bias
 //   batch     S(0)       R        R        S(0)       S(0)       P           P

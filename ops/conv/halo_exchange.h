@@ -1,4 +1,4 @@
-// Moving halos along one sharded spatial dim (DESIGN.md §5), over the group
+// Moving halos along one sharded spatial dim (docs/design.md §5), over the group
 // of the mesh dim that shards it. The convolution handler calls these; they
 // know ranges and a ProcessGroup, never sockets. Every message goes with the
 // caller's `tag`: the convolution handlers pass their call's own
@@ -12,7 +12,7 @@
 
 #include "dtensor/core/process_group.h"
 #include "dtensor/ops/tiled_tensor.h"
-#include "ops/conv/halo_plan.h"
+#include "ops/window/halo_plan.h"
 
 namespace dtensor::conv {
 

@@ -6,6 +6,7 @@
 
 #include "dtensor/placement/dtensor.h"
 #include "tools/reference/reference_conv.h"
+#include "tools/reference/reference_window_ops.h"
 
 namespace dtensor::testing {
 
@@ -48,7 +49,10 @@ ConvErrors check_conv_case(const ConvCase& c) {
   const Tensor X = Tensor::rand(c.input, c.dtype, c.seed * 4 + 1);
   const Tensor W = Tensor::rand(wshape, c.dtype, c.seed * 4 + 2);
   const Tensor B = c.bias ? Tensor::rand({c.out_channels}, c.dtype, c.seed * 4 + 3) : Tensor();
-  const Tensor Yref = ref_conv_forward(X, W, B, c.params);
+  // A padding mode other than zeros: F.pad then the zero-padded convolution.
+  const bool padded = c.params.padding_mode != PaddingMode::Zeros;
+  const Tensor Yref = padded ? ref_conv_padding_mode_forward(X, W, B, c.params)
+                             : ref_conv_forward(X, W, B, c.params);
   const Tensor GY = Tensor::rand(Yref.shape(), c.dtype, c.seed * 4 + 4);
 
   const Placements wp =
@@ -75,8 +79,10 @@ ConvErrors check_conv_case(const ConvCase& c) {
       GY, mesh,
       y.placements()[0].is_partial() ? Placements(mesh.ndim(), Replicate()) : y.placements());
   auto g = convolution_backward(gy, x, w, c.params, {true, true, c.bias});
-  const Tensor GXref = ref_conv_grad_input(GY, W, c.input, c.params);
-  const Tensor GWref = ref_conv_grad_weight(GY, X, wshape, c.params);
+  const Tensor GXref = padded ? ref_conv_padding_mode_grad_input(GY, W, c.input, c.params)
+                              : ref_conv_grad_input(GY, W, c.input, c.params);
+  const Tensor GWref = padded ? ref_conv_padding_mode_grad_weight(GY, X, wshape, c.params)
+                              : ref_conv_grad_weight(GY, X, wshape, c.params);
   REQUIRE(g.grad_input.has_value());
   REQUIRE(g.grad_input->shape() == c.input);
   // Placed like the input, except a pending sum where the input is replicated;
@@ -167,6 +173,28 @@ ConvCase random_conv_case(std::mt19937_64& rng, const Shape& mesh, DType dtype) 
       }
     }
     c.input_placements.push_back(pick == 7 ? Shard(0) : Replicate());
+  }
+  return c;
+}
+
+ConvCase random_padding_mode_case(std::mt19937_64& rng, const Shape& mesh, DType dtype) {
+  ConvCase c = random_conv_case(rng, mesh, dtype);
+  const PaddingMode modes[] = {PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular};
+  c.params.padding_mode = modes[std::uniform_int_distribution<int>(0, 2)(rng)];
+  // F.pad's limits: reflect pads < L, circular pads <= L. Shrink the padding
+  // to fit, and keep the output non-empty.
+  for (std::size_t d = 0; d < c.kernel.size(); ++d) {
+    const std::int64_t L = c.input[d + 2];
+    const std::int64_t cap = c.params.padding_mode == PaddingMode::Reflect ? L - 1 : L;
+    auto& [pl, pr] = c.params.padding[d];
+    pl = std::min(pl, cap);
+    pr = std::min(pr, cap);
+    const std::int64_t extent = c.params.dilation[d] * (c.kernel[d] - 1) + 1;
+    while (L + pl + pr < extent) {
+      c.kernel[d] = std::max<std::int64_t>(1, c.kernel[d] - 1);
+      if (c.kernel[d] == 1) c.params.dilation[d] = 1;
+      if (c.params.dilation[d] * (c.kernel[d] - 1) + 1 <= L + pl + pr) break;
+    }
   }
   return c;
 }

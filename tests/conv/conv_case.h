@@ -39,6 +39,10 @@ ConvErrors check_conv_case(const ConvCase& c);
 /// empty and narrower-than-halo shards, placements for the mesh.
 ConvCase random_conv_case(std::mt19937_64& rng, const Shape& mesh, DType dtype);
 
+/// The same with padding_mode reflect, replicate or circular (padding
+/// within F.pad's limits).
+ConvCase random_padding_mode_case(std::mt19937_64& rng, const Shape& mesh, DType dtype);
+
 /// The tolerance for comparing with the f64 oracle: 1e-10 (f64) or a bound
 /// that grows with the reduction length and the values' magnitude.
 double conv_tolerance(DType dtype, std::int64_t reduction, double magnitude);

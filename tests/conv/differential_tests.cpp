@@ -1,6 +1,6 @@
 // The randomised differential suite: distributed convolution forward and
 // backward against the naive f64 oracle over seeded random configurations
-// (DESIGN.md §6). Each ctest test runs a batch of configs in one job; the
+// (docs/design.md §6). Each ctest test runs a batch of configs in one job; the
 // environment variable DTENSOR_CONV_SWEEP=K runs K times as many.
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
@@ -63,33 +63,6 @@ DTENSOR_TEST_REGISTRAR {
             o);
       });
     }
-
-  // The overlapped forward (ops/conv/overlapped_forward.h) forced on wherever
-  // it applies: interior outputs while the halos travel, then the boundaries.
-  const Batch overlapped[] = {{{2}, DType::F64, 20, 1},
-                              {{3}, DType::F64, 20, 1},
-                              {{2, 2}, DType::F64, 20, 1},
-                              {{2}, DType::F32, 20, 1}};
-  for (const auto& b : overlapped) {
-    std::string mesh;
-    for (std::size_t k = 0; k < b.mesh.size(); ++k)
-      mesh += (k ? "x" : "") + std::to_string(b.mesh[k]);
-    const std::string name =
-        fmt::format("conv differential {} mesh {} overlapped forward", dtype_name(b.dtype), mesh);
-    register_test(name, "[conv][differential][overlap][mp]", [=] {
-      RunOptions o;
-      o.deadline = std::chrono::seconds(240);
-      o.env.emplace("DTENSOR_CONV_OVERLAP", "always");
-      run_ranks(
-          static_cast<int>(shape_numel(b.mesh)),
-          [=](RankContext&) {
-            std::mt19937_64 rng(std::hash<std::string>()(name));
-            for (int k = 0; k < b.configs * sweep_factor(); ++k)
-              check_conv_case(random_conv_case(rng, b.mesh, b.dtype));
-          },
-          o);
-    });
-  }
 
   // oneDNN's banded f32 path (backends/onednn/row_bands.h) under the halo
   // convolution: 16 channels so that oneDNN picks blocked layouts, and a

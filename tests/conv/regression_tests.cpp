@@ -1,5 +1,5 @@
 // One named regression test for each defect of the reference _tp_conv.py
-// (DESIGN.md §2). Each would fail if the defect came back.
+// (docs/design.md §2). Each would fail if the defect came back.
 #include <catch2/catch.hpp>
 #include <set>
 #include <tuple>

@@ -1,5 +1,5 @@
 // Single-process tests: placement spelling, parsing and hashing, and the
-// chunk rule on the examples DESIGN.md §4 fixes.
+// chunk rule on the examples docs/design.md §4 fixes.
 #include <catch2/catch.hpp>
 
 #include "dtensor/placement/chunk.h"

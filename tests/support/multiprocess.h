@@ -1,4 +1,4 @@
-// The multi-process test harness (DESIGN.md §6).
+// The multi-process test harness (docs/design.md §6).
 //
 // Inside a Catch2 TEST_CASE, `run_ranks(P, body)` re-executes the test binary
 // P times, each process running only this test case as one rank of a fresh

@@ -45,9 +45,9 @@ bool one_host() {
 
 // Starts all ranks at one instant. After a barrier the ranks leave at
 // different times: the last message wakes the others, and on a VM whose
-// vCPUs halt while waiting that wake-up took 0.1-4 ms here, which the first
-// collective of the timed pass would then absorb (a local kernel, which waits
-// for nobody, would not). So rank 0 names an instant 20 ms ahead on the
+// vCPUs halt while waiting (the machine of docs/benchmarks.md) that wake-up
+// took 0.1-4 ms, which the first collective of the timed pass would then
+// absorb (a local kernel, which waits for nobody, would not). So rank 0 names an instant 20 ms ahead on the
 // shared clock and every rank spins until then.
 void start_together(ProcessGroup& pg, bool shared_clock) {
   pg.barrier();

@@ -48,7 +48,8 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
 
   if (o.backward) {
     const std::int64_t per_output = g.grad_output.shape()[0] * prod_from(g.grad_output.shape(), 2);
-    // Every gradient was asked for: a missing one fails (the seed lost grad_input).
+    // Every gradient was asked for: a missing one fails (PyTorch's _tp_conv.py
+    // loses grad_input, docs/design.md §2).
     out.push_back(compare("grad_input", g.grad_input,
                           ref_conv_grad_input(g.grad_output, g.weight, g.input.shape(), p),
                           (w[0] / groups) * ksize, o.dtype, ranks));

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "dtensor/placement/chunk.h"
-#include "ops/conv/halo_plan.h"
+#include "ops/window/halo_plan.h"
 
 namespace dtensor::conv_cli {
 

@@ -1,6 +1,6 @@
 // The local convolution one rank runs inside the distributed one: the input
 // window it convolves (its shard extended by the halo, clipped to the tensor)
-// and the local padding at the window's edges (DESIGN.md §5, ops/conv/halo_plan.h).
+// and the local padding at the window's edges (docs/design.md §5, ops/window/halo_plan.h).
 // --bench times the local kernel alone on exactly this problem, so that the
 // ratio distributed / local is the cost of distribution.
 #pragma once

@@ -367,7 +367,8 @@ Actions
   --dump DIR                 rank 0 writes input, weight, bias, grad_output,
                              output, grad_input, grad_weight, grad_bias as .npy
                              (bf16 widened to float32) and meta.json;
-                             check them with tools/check_dump.py
+                             tools/check_dump.py in libdtensor's source tree
+                             (not installed) checks them with PyTorch
   --bench                    time the distributed passes and the local kernel
                              alone on the same per-rank window (medians)
     --iters N                timed iterations (default 10)
@@ -376,7 +377,7 @@ Actions
   --help, -h                 this text
 
 Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),
-3 the library raised an error. See docs/cli.md.
+3 the library raised an error. See docs/cli.md in libdtensor's source tree.
 )";
 }
 

@@ -73,7 +73,7 @@ Options parse_options(const std::vector<std::string>& args);
 /// a spatial dim, else Replicate (1-D mesh: the last spatial dim).
 void resolve_for_world(Options& o, int world_size);
 
-/// `--device cuda` needs a CUDA build and a device on this machine; throws
+/// `--device cuda` needs a CUDA build and a device on the rank's host; throws
 /// UsageError naming --device and the reason otherwise (checked from the
 /// local machine before any communication, so every rank of a uniform job
 /// reaches the same verdict). `cuda_available`/`reason` are

@@ -4,7 +4,7 @@
 // computed in the run's dtype, plus the reduction of Partial results over at
 // most `ranks` contributions. The oracle sees the very same (rounded) inputs, so
 // the only differences are accumulation and storage rounding:
-//   f64:  1e-10 relative to max(1, max|ref|) (the brief: tight, no statistics);
+//   f64:  1e-10 relative to max(1, max|ref|) (tight: no statistical allowance);
 //   f32:  u32 * (8 sqrt(terms + 1) + 2 ranks) * max(1, max|ref|): rounding errors
 //         of long sums grow like sqrt(terms) in practice (oneDNN sums in blocks),
 //         with a factor 8 of headroom; a wrong halo gives errors of order 1;

@@ -1,4 +1,4 @@
-// dtensor-run: starts the ranks of a libdtensor job on this machine and
+// dtensor-run: starts the ranks of a libdtensor job on this host and
 // watches them (see `dtensor-run --help`, and options.cpp for the rules).
 #include <fcntl.h>
 #include <signal.h>

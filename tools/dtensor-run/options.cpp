@@ -187,7 +187,7 @@ std::string usage_line() {
 std::string help_text() {
   return usage_line() + R"(
 
-Starts P processes of PROGRAM on this machine, as ranks of one libdtensor job,
+Starts P processes of PROGRAM on this host, as ranks of one libdtensor job,
 and watches them: when one fails, the others are stopped.
 
 Options:
@@ -198,7 +198,9 @@ Options:
                           the job ends. A file:DIR of your own is kept;
                           use a fresh one per job
   --timeout S             communication timeout of the ranks, in seconds
-                          (sets DTENSOR_TIMEOUT)
+                          (sets DTENSOR_TIMEOUT). Default: the ranks keep
+                          the DTENSOR_TIMEOUT of dtensor-run's environment,
+                          else the library's default, 300 s
   --deadline S            stop the whole job after S seconds (exit status 124)
   --nnodes N              nodes in the job; run dtensor-run once per node
                           (needs --store, default 1)

@@ -2,7 +2,7 @@
 // direct convolution in f64, written from the
 // definition y[n,o,j] = b[o] + sum_{c,k} w[o,c,k] * x[n, g*C/G + c, j*s - pl + k*d]
 // (zero outside the input). It shares no code with the library's kernels or its
-// shape helpers (DESIGN.md §6), so agreeing with it means something.
+// shape helpers (docs/design.md §6), so agreeing with it means something.
 //
 // Inputs may be of any dtype (converted to f64 first); results are f64 tensors.
 // 1 to 3 spatial dims; padding (left, right) per dim; any stride, dilation, groups.

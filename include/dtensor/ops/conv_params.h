@@ -2,13 +2,14 @@
 // (the local kernels, the halo plan, the sharding rules).
 //
 // Padding is a (left, right) pair per spatial dim because the halo algorithm runs
-// local convolutions on windows whose edge padding differs per side (DESIGN.md §5);
+// local convolutions on windows whose edge padding differs per side (docs/design.md §5);
 // a symmetric-only type could not describe them.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,16 +17,24 @@
 
 namespace dtensor {
 
+/// nn.Conv*d's padding_mode: what the padding reads. Zeros: nothing (the
+/// window stops at the edge); reflect, replicate, circular: values of the
+/// input mirrored, repeated or wrapped around the whole global dim (on a
+/// sharded dim they come from the ranks that own them).
+enum class PaddingMode { Zeros, Reflect, Replicate, Circular };
+std::string_view padding_mode_name(PaddingMode m);
+
 struct ConvParams {
   using Padding = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
   /// One entry per spatial dim, or a single entry applied to all of them.
   /// An empty list means the default (stride 1, padding 0, dilation 1).
-  /// The order matches DESIGN.md §8's designated-initializer example.
+  /// The order matches the designated-initializer example of docs/design.md §8.
   std::vector<std::int64_t> stride{1};
   Padding padding{{0, 0}};
   std::vector<std::int64_t> dilation{1};
   std::int64_t groups = 1;
+  PaddingMode padding_mode = PaddingMode::Zeros;
 
   /// {1, 2} -> {{1, 1}, {2, 2}}: PyTorch-style symmetric padding.
   static Padding symmetric_padding(const std::vector<std::int64_t>& pads);
@@ -54,7 +63,7 @@ std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::i
 /// of a convolution over `length` inputs read [lo, hi), and a convolution of
 /// just those inputs with padding (pad_lo, pad_hi) yields exactly those
 /// outputs. `lo >= hi` when they read only padding. (The halo plan's maths,
-/// DESIGN.md §5, for one range: used to split one convolution into pieces.)
+/// docs/design.md §5, for one range: used to split one convolution into pieces.)
 struct ConvInputRange {
   std::int64_t lo = 0, hi = 0, pad_lo = 0, pad_hi = 0;
 };

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "dtensor/ops/registry.h"
@@ -14,9 +15,15 @@
 
 namespace dtensor {
 
+class CallScopedGroup;
+
 class OpCall {
  public:
   explicit OpCall(OpSchema schema, PendingAgreement agreement = {}, int message_tag = 0);
+  ~OpCall();
+  OpCall(const OpCall&) = delete;  // its groups refer to its agreement check
+  OpCall& operator=(const OpCall&) = delete;
+
   const OpSchema& schema() const { return schema_; }
   /// Whether the operator's OpDef gives signatures or strategies (so that
   /// sharding() can be asked).
@@ -31,17 +38,25 @@ class OpCall {
   /// The same on inputs the handler prepared itself (same specs as sharding()'s).
   std::vector<DTensor> run_kernel(const std::vector<DTensor>& inputs);
 
+  /// The group of mesh dim `mesh_dim` (of the call's mesh) as this call
+  /// communicates over it: point-to-point tags 0..7 are moved into the
+  /// call's own tag space, and dispatch's agreement check is confirmed
+  /// before the first wait or collective (before the first post where the
+  /// group matches messages by order). A handler registered with
+  /// HandlerOptions::defers_agreement communicates only through these.
+  ProcessGroup& group(std::int64_t mesh_dim);
+
   /// Waits for dispatch's agreement check: throws InvalidArgument on every
   /// rank alike when the ranks were asked different things. Returns at once
-  /// when already confirmed (or checks are off). redistributed_inputs() and
-  /// the run_* calls confirm first; see HandlerOptions::confirms_agreement.
+  /// when already confirmed (or checks are off). group()'s waits, dispatch
+  /// and redistributed_inputs()/run_* confirm by themselves; a handler
+  /// needs this only before communicating outside group().
   void confirm_agreement() { agreement_.confirm(); }
   bool agreement_settled() const { return agreement_.settled(); }
-  /// A point-to-point tag of this call's own, below 2^30: equal on every
-  /// rank making this call and (but for a 2^-27 chance) different from other
-  /// calls', so messages posted before confirm_agreement() cannot meet those
-  /// of a rank that was asked something else. `stream` (0..7) tells apart
-  /// exchanges that are in flight at once.
+  /// The call's point-to-point tag for `stream` (0..7), below 2^30: equal on
+  /// every rank making this call and (but for a 2^-27 chance) different from
+  /// other calls'. group() applies it; it is here for handlers that
+  /// communicate otherwise.
   int message_tag(int stream = 0) const;
 
  private:
@@ -49,6 +64,7 @@ class OpCall {
   const OutputSharding* sharding_ = nullptr;
   PendingAgreement agreement_;
   int message_tag_ = 0;
+  std::vector<std::unique_ptr<CallScopedGroup>> groups_;  // by mesh dim, made on first use
 };
 
 /// What dispatch does first, for a front end that fails before it can build

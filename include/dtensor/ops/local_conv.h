@@ -1,6 +1,6 @@
 // The local (single-process) convolution kernels the convolution handler calls.
 //
-// The handler knows halos and placements, never primitives (DESIGN.md §3): it
+// The handler knows halos and placements, never primitives (docs/design.md §3): it
 // asks the registry for the kernels of a (device, dtype) and calls the three
 // passes below on its local window. Backends (oneDNN, Eigen, cuDNN, a user's)
 // derive from LocalConvKernels and register themselves.

@@ -83,12 +83,12 @@ void register_kernel(const std::string& op, DeviceType device, DType dtype, Loca
 /// still runs first when there is one).
 struct HandlerOptions {
   /// Dispatch's agreement check (every rank was asked the same) is posted,
-  /// not awaited, before the handler runs, and the handler confirms it
-  /// (OpCall::confirm_agreement) after posting messages tagged with
-  /// OpCall::message_tag, so the check shares their round trip. Such a
-  /// handler must confirm before any other communication and before waiting
-  /// for its tagged messages. When false, dispatch confirms before calling.
-  bool confirms_agreement = false;
+  /// not awaited, before the handler runs; the handler communicates only
+  /// through OpCall::group(), which confirms the check before the first wait
+  /// or collective, so the check travels with the handler's first messages.
+  /// Dispatch confirms after the handler returns, if nothing did before.
+  /// When false, dispatch confirms before calling the handler.
+  bool defers_agreement = false;
 };
 void register_op_handler(const std::string& op, OpHandler handler, bool override_existing = false,
                          HandlerOptions options = {});

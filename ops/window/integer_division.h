@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-namespace dtensor::conv {
+namespace dtensor::window {
 
 inline std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const std::int64_t q = a / b;
@@ -16,4 +16,4 @@ inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
   return -floor_div(-a, b);
 }
 
-}  // namespace dtensor::conv
+}  // namespace dtensor::window

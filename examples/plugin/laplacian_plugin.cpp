@@ -1,0 +1,317 @@
+// An example plugin on the window engine: `example::laplacian(x, boundary)`,
+// the discrete Laplacian over the spatial dims of x = [N, C, spatial...]
+// (1 to 3 spatial dims: the 3-, 5- and 7-point stencils),
+//
+//   y[i] = sum over spatial dims d of  x[i - e_d] - 2 x[i] + x[i + e_d],
+//
+// where a neighbour outside the input is given by the boundary mode: "zeros"
+// (the default), "reflect", "replicate" or "circular" (dtensor::Boundary).
+// And its gradient, `example::laplacian_backward(grad_output, x, boundary)`.
+//
+// Argument layout:  example::laplacian:           input, boundary (text, optional)
+//                   example::laplacian_backward:  grad_output, input, boundary (optional)
+// Call it as
+//   auto y = dtensor::dispatch("example::laplacian", {x, std::string("reflect")}).at(0);
+//
+// Everything distributed is the engine's (dtensor/ops/window.h): each
+// spatial dim is a window of 3 taps, stride 1, padding 1 on each side
+// (WindowDim::sliding(3, 1, 1, 1, 1, boundary)), so the output has the
+// input's shape and is sharded like it. On a sharded dim WindowExchange
+// gathers each rank's window (its shard plus one halo row on each side, from
+// whichever ranks own them, corners included); the loops below only see a
+// local tensor and the global coordinates of its first element
+// (WindowSpan::origin). With Boundary::Zeros the window stops at the input's
+// edges and the loop skips taps outside [0, L); with the other modes the
+// engine materialises the padding and every tap lies inside the window.
+//
+// The backward is the adjoint, written the way every window operator's is:
+// each output's gradient spreads +1 / -2 / +1 onto the window positions it
+// read (a gradient over the window), and WindowExchange::scatter_add sums
+// that onto the ranks that own each position (reflected, replicated or
+// wrapped padding goes back to the element it copied).
+//
+// It includes only installed public headers. Build it as a shared library
+// linking dtensor::dtensor and load it on every rank with
+// dtensor::load_plugin("libdtensor_example_laplacian.so").
+#include <dtensor/dtensor.h>
+#include <dtensor/ops/window.h>
+
+#include <array>
+#include <functional>
+
+namespace {
+
+using namespace dtensor;
+
+constexpr const char* kForward = "example::laplacian";
+constexpr const char* kBackward = "example::laplacian_backward";
+constexpr const char* kComponent = "example";
+
+Boundary parse_boundary(const std::string& text) {
+  for (Boundary b : {Boundary::Zeros, Boundary::Reflect, Boundary::Replicate, Boundary::Circular})
+    if (boundary_name(b) == text) return b;
+  throw InvalidArgument(kComponent, fmt::format("{}: boundary: unknown mode '{}' (zeros, reflect, "
+                                                "replicate or circular)",
+                                                kForward, text));
+}
+
+// One decoded call: grad_output (backward only), input, boundary.
+struct LaplacianCall {
+  const DTensor* grad_output = nullptr;
+  const DTensor& input;
+  Boundary boundary = Boundary::Zeros;
+
+  static LaplacianCall decode(const OpSchema& s, bool backward) {
+    const std::size_t at = backward ? 1 : 0;
+    const Boundary b = s.size() > at + 1 ? parse_boundary(s.text(at + 1)) : Boundary::Zeros;
+    return {backward ? &s.dtensor(0) : nullptr, s.dtensor(at), b};
+  }
+
+  std::int64_t spatial_dims() const { return input.spec().ndim() - 2; }
+
+  std::vector<WindowDim> dims() const {
+    return std::vector<WindowDim>(static_cast<std::size_t>(spatial_dims()),
+                                  WindowDim::sliding(3, 1, 1, 1, 1, boundary));
+  }
+};
+
+void check_call(const LaplacianCall& c) {
+  const Shape& x = c.input.shape();
+  check_arg(x.size() >= 3 && x.size() <= 5, kComponent,
+            "{}: input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            kForward, shape_str(x));
+  const DType dt = c.input.dtype();
+  check_arg(dt == DType::F32 || dt == DType::F64, kComponent,
+            "{}: input: {} is not supported (f32 or f64)", kForward, dtype_name(dt));
+  check_arg(c.input.mesh().device_type() == DeviceType::CPU, kComponent,
+            "{}: input: the example kernels run on CPU tensors only", kForward);
+  // The engine's own checks, each naming its parameter: reflect needs L >= 2,
+  // the other modes L >= 1.
+  const auto dims = c.dims();
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    dims[i].output_length_for(x[i + 2]);
+  if (c.grad_output) {
+    check_arg(c.grad_output->shape() == x, kComponent,
+              "{}: grad_output: shape {} but the output is {}", kBackward,
+              shape_str(c.grad_output->shape()), shape_str(x));
+    check_arg(c.grad_output->dtype() == dt, kComponent,
+              "{}: grad_output: dtype {} differs from the input's {}", kBackward,
+              dtype_name(c.grad_output->dtype()), dtype_name(dt));
+  }
+}
+
+// Per mesh dim one of S(0) (batch), S(1) (channel), S(d >= 2) (spatial: the
+// engine's halo) or Replicate, the same for every input and the output, and
+// never one tensor dim on two mesh dims (a window plan is per dim).
+std::vector<ShardingStrategy> strategies(std::int64_t mesh_ndim, std::int64_t ndim,
+                                         std::size_t inputs) {
+  std::vector<Placement> rows;
+  for (std::int64_t d = 0; d < ndim; ++d)
+    rows.push_back(Shard(d));
+  rows.push_back(Replicate());
+  std::vector<ShardingStrategy> out;
+  Placements pick;
+  std::function<void()> expand = [&] {
+    if (static_cast<std::int64_t>(pick.size()) == mesh_ndim) {
+      out.push_back({std::vector<Placements>(inputs, pick), {pick}});
+      return;
+    }
+    for (const Placement& p : rows) {
+      bool taken = false;
+      for (const Placement& q : pick)
+        taken = taken || (p.is_shard() && q.is_shard() && p.dim() == q.dim());
+      if (taken) continue;
+      pick.push_back(p);
+      expand();
+      pick.pop_back();
+    }
+  };
+  expand();
+  return out;
+}
+
+// Where this rank's outputs and window lie, padded to 3 spatial dims (an
+// absent dim has length 1 and no taps).
+struct Geometry {
+  std::int64_t spatial = 0;
+  std::array<std::int64_t, 3> length{1, 1, 1};   // global input (= output) length L
+  std::array<std::int64_t, 3> out_off{0, 0, 0};  // first global output of this rank
+  std::array<std::int64_t, 3> out_len{1, 1, 1};
+  std::array<std::int64_t, 3> origin{0, 0, 0};   // global position of window element 0
+  std::array<std::int64_t, 3> win_len{1, 1, 1};
+  bool clipped = false;  // Boundary::Zeros: taps outside [0, L) read zero
+
+  Geometry(const WindowExchange& engine, const Shape& global, Boundary boundary)
+      : spatial(static_cast<std::int64_t>(engine.spans().size())),
+        clipped(boundary == Boundary::Zeros) {
+    for (std::size_t d = 0; d < engine.spans().size(); ++d) {
+      const WindowSpan& s = engine.spans()[d];
+      length[d] = global[d + 2];
+      out_off[d] = s.output.offset;
+      out_len[d] = s.output.length;
+      origin[d] = s.origin;
+      win_len[d] = s.length;
+      if (s.output.length == 0) continue;
+      // Every tap the outputs read must lie in the window.
+      const std::int64_t first = clipped ? std::max<std::int64_t>(s.output.offset - 1, 0)
+                                         : s.output.offset - 1;
+      const std::int64_t last = clipped ? std::min(s.output.end(), length[d] - 1)
+                                        : s.output.end();
+      check_arg(s.origin <= first && last < s.origin + s.length, kComponent,
+                "{}: internal: window [{}, {}) does not cover the taps [{}, {}]", kForward,
+                s.origin, s.origin + s.length, first, last);
+    }
+  }
+
+  std::int64_t outputs_per_plane() const { return out_len[0] * out_len[1] * out_len[2]; }
+  std::int64_t window_per_plane() const { return win_len[0] * win_len[1] * win_len[2]; }
+
+  // Visits every (output index in the rank's output, window index, weight)
+  // of the stencil, for one [N, C] plane.
+  template <typename F>
+  void for_each_tap(F&& f) const {
+    constexpr std::array<std::int64_t, 3> kOffsets{-1, 0, 1};
+    constexpr std::array<double, 3> kWeights{1.0, -2.0, 1.0};
+    for (std::int64_t o0 = 0; o0 < out_len[0]; ++o0)
+      for (std::int64_t o1 = 0; o1 < out_len[1]; ++o1)
+        for (std::int64_t o2 = 0; o2 < out_len[2]; ++o2) {
+          const std::int64_t out_index = (o0 * out_len[1] + o1) * out_len[2] + o2;
+          const std::array<std::int64_t, 3> g{out_off[0] + o0, out_off[1] + o1, out_off[2] + o2};
+          for (std::int64_t d = 0; d < spatial; ++d)
+            for (std::size_t t = 0; t < 3; ++t) {
+              std::array<std::int64_t, 3> p = g;  // the tap's global position
+              p[static_cast<std::size_t>(d)] += kOffsets[t];
+              const auto dd = static_cast<std::size_t>(d);
+              if (clipped && (p[dd] < 0 || p[dd] >= length[dd])) continue;
+              const std::int64_t w_index =
+                  ((p[0] - origin[0]) * win_len[1] + (p[1] - origin[1])) * win_len[2] +
+                  (p[2] - origin[2]);
+              f(out_index, w_index, kWeights[t]);
+            }
+        }
+  }
+};
+
+template <typename T>
+void stencil_forward(const Tensor& window, Tensor& y, const Geometry& g) {
+  const std::int64_t planes = y.size(0) * y.size(1);
+  const T* w = window.data<T>();
+  T* out = y.data<T>();
+  const std::int64_t wp = g.window_per_plane(), op = g.outputs_per_plane();
+  std::vector<double> acc(static_cast<std::size_t>(op));
+  for (std::int64_t plane = 0; plane < planes; ++plane) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    const T* src = w + plane * wp;
+    g.for_each_tap([&](std::int64_t o, std::int64_t i, double weight) {
+      acc[static_cast<std::size_t>(o)] += weight * static_cast<double>(src[i]);
+    });
+    for (std::int64_t o = 0; o < op; ++o)
+      out[plane * op + o] = static_cast<T>(acc[static_cast<std::size_t>(o)]);
+  }
+}
+
+template <typename T>
+void stencil_backward(const Tensor& grad_y, Tensor& grad_window, const Geometry& g) {
+  const std::int64_t planes = grad_y.size(0) * grad_y.size(1);
+  const T* gy = grad_y.data<T>();
+  T* gw = grad_window.data<T>();
+  const std::int64_t wp = g.window_per_plane(), op = g.outputs_per_plane();
+  std::vector<double> acc(static_cast<std::size_t>(wp));
+  for (std::int64_t plane = 0; plane < planes; ++plane) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    const T* src = gy + plane * op;
+    g.for_each_tap([&](std::int64_t o, std::int64_t i, double weight) {
+      acc[static_cast<std::size_t>(i)] += weight * static_cast<double>(src[o]);
+    });
+    for (std::int64_t i = 0; i < wp; ++i)
+      gw[plane * wp + i] = static_cast<T>(acc[static_cast<std::size_t>(i)]);
+  }
+}
+
+void check_local(const Tensor& local, const DTensorSpec& spec) {
+  check_arg(local.shape() == spec.local_shape(), kComponent,
+            "{}: internal: local result {} but the spec {} needs {}", kForward,
+            shape_str(local.shape()), spec.str(), shape_str(spec.local_shape()));
+}
+
+std::vector<DTensor> forward(OpCall& call) {
+  const LaplacianCall c = LaplacianCall::decode(call.schema(), false);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& x = inputs[0];
+  // The engine exchanges over call.group(m): the call's own tags, and the
+  // agreement check (deferred by dispatch) confirmed before the first wait.
+  WindowExchange engine(call, x.spec(), c.dims());
+  const Tensor window = engine.gather(x.to_local()).contiguous();
+  const Geometry g(engine, x.shape(), c.boundary);
+  const DTensorSpec& out = call.sharding().output_specs[0];
+  Tensor y = Tensor::zeros(out.local_shape(), x.dtype());
+  check_local(y, out);
+  check_arg(engine.local_output_shape(y.size(0), y.size(1)) == y.shape(), kComponent,
+            "{}: internal: the engine's output {} differs from the spec's {}", kForward,
+            shape_str(engine.local_output_shape(y.size(0), y.size(1))), shape_str(y.shape()));
+  if (x.dtype() == DType::F64)
+    stencil_forward<double>(window, y, g);
+  else
+    stencil_forward<float>(window, y, g);
+  return {DTensor(y, out)};
+}
+
+std::vector<DTensor> backward(OpCall& call) {
+  const LaplacianCall c = LaplacianCall::decode(call.schema(), true);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& gy = inputs[0];
+  const DTensor& x = inputs[1];
+  WindowExchange engine(call, x.spec(), c.dims());
+  const Geometry g(engine, x.shape(), c.boundary);
+  // Only where the window lies matters, not its values: no gather.
+  Shape window_shape{x.to_local().size(0), x.to_local().size(1)};
+  for (const WindowSpan& s : engine.spans())
+    window_shape.push_back(s.length);
+  Tensor grad_window = Tensor::zeros(window_shape, x.dtype());
+  const Tensor grad_y = gy.to_local().contiguous();
+  if (x.dtype() == DType::F64)
+    stencil_backward<double>(grad_y, grad_window, g);
+  else
+    stencil_backward<float>(grad_y, grad_window, g);
+  const Tensor grad_x = engine.scatter_add(grad_window);
+  const DTensorSpec& out = call.sharding().output_specs[0];
+  check_local(grad_x, out);
+  return {DTensor(grad_x, out)};
+}
+
+void register_laplacian() {
+  OpDef fwd;
+  fwd.name = kForward;
+  fwd.validate = [](const OpSchema& s) { check_call(LaplacianCall::decode(s, false)); };
+  fwd.output_meta = [](const OpSchema& s) {
+    const DTensor& x = s.dtensor(0);
+    return std::vector<TensorMeta>{{x.shape(), x.dtype()}};
+  };
+  fwd.strategies = [](const OpSchema& s) {
+    const DTensor& x = s.dtensor(0);
+    return strategies(x.mesh().ndim(), x.spec().ndim(), 1);
+  };
+  register_op(fwd);
+  // The handler communicates only through WindowExchange, that is through
+  // OpCall::group(): dispatch's agreement check can travel with its first
+  // messages instead of costing a round trip of its own.
+  register_op_handler(kForward, forward, false, {.defers_agreement = true});
+
+  OpDef bwd;
+  bwd.name = kBackward;
+  bwd.validate = [](const OpSchema& s) { check_call(LaplacianCall::decode(s, true)); };
+  bwd.output_meta = [](const OpSchema& s) {
+    const DTensor& x = s.dtensor(1);
+    return std::vector<TensorMeta>{{x.shape(), x.dtype()}};
+  };
+  bwd.strategies = [](const OpSchema& s) {
+    const DTensor& x = s.dtensor(1);
+    return strategies(x.mesh().ndim(), x.spec().ndim(), 2);
+  };
+  register_op(bwd);
+  register_op_handler(kBackward, backward, false, {.defers_agreement = true});
+}
+
+}  // namespace
+
+DTENSOR_PLUGIN(register_laplacian)

@@ -1,0 +1,145 @@
+// The window engine: what every spatial operator (convolution, transposed
+// convolution, pooling, padding, stencils of your own) shares.
+//
+// An operator declares, for each spatial dim, which inputs each output reads
+// (a WindowDim: extent, stride, dilation, left/right padding, boundary mode;
+// or the adaptive or transposed forms). From the global shape alone the
+// engine plans, identically on every rank, which input window each rank
+// needs to compute its share of the output (the chunk rule on the OUTPUT
+// extent), who sends it what (several hops away when shards are narrow;
+// nothing for P = 1), and how a gradient over the window goes back to its
+// owners. WindowExchange runs that plan inside an operator handler:
+//
+//   gather()       the rank's input window, one tensor, with where it starts
+//                  in global coordinates along every spatial dim;
+//   scatter_add()  a gradient over that window, summed back onto the ranks
+//                  that own each position (the backward of gather()).
+//
+// With Boundary::Zeros the window stops at the edges of the input (the
+// kernel knows from the global coordinates where the padding is); with the
+// other modes the window includes the padding, filled with the reflected,
+// replicated or wrapped values, fetched from whichever ranks own them, so the
+// kernel sees no padding at all. docs/custom-operators.md shows a stencil
+// written this way; docs/halo.md has the maths.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/placement/chunk.h"
+#include "dtensor/placement/dtensor_spec.h"
+
+namespace dtensor {
+
+class OpCall;
+class ProcessGroup;
+
+/// What a window reads outside [0, L).
+enum class Boundary {
+  Zeros,      // nothing: the window is clipped to the input; the kernel pads
+  Reflect,    // x[-i] = x[i], x[L-1+i] = x[L-1-i]  (needs padding < L)
+  Replicate,  // x[-i] = x[0], x[L-1+i] = x[L-1]
+  Circular,   // x[-i] = x[L-i]: the whole dim is a ring (needs padding <= L)
+};
+std::string_view boundary_name(Boundary b);
+
+/// Which inputs each output reads along one spatial dim.
+struct WindowDim {
+  enum class Kind {
+    Sliding,     // output o reads o*stride - pad_left + j*dilation, j < kernel
+    Adaptive,    // output o reads [floor(o*L/O), ceil((o+1)*L/O))
+    Transposed,  // input i writes i*stride - pad_left + j*dilation, j < kernel
+  };
+  Kind kind = Kind::Sliding;
+  std::int64_t kernel = 1;
+  std::int64_t stride = 1;
+  std::int64_t dilation = 1;
+  std::int64_t pad_left = 0;
+  std::int64_t pad_right = 0;
+  /// Sliding: -1 for floor((L + pl + pr - E) / s) + 1, or a given length (a
+  /// pool's ceil_mode). Adaptive: the output size (required). Transposed:
+  /// -1 for (L-1)*s - pl - pr + E (pad_right carries output_padding's part).
+  std::int64_t output_length = -1;
+  Boundary boundary = Boundary::Zeros;
+
+  static WindowDim sliding(std::int64_t kernel, std::int64_t stride = 1, std::int64_t dilation = 1,
+                           std::int64_t pad_left = 0, std::int64_t pad_right = 0,
+                           Boundary boundary = Boundary::Zeros);
+  static WindowDim adaptive(std::int64_t output_length);
+  /// PyTorch's transposed convolution: symmetric `padding`, `output_padding`
+  /// extra outputs on the right.
+  static WindowDim transposed(std::int64_t kernel, std::int64_t stride, std::int64_t dilation,
+                              std::int64_t padding, std::int64_t output_padding);
+
+  /// d * (kernel - 1) + 1.
+  std::int64_t extent() const { return dilation * (kernel - 1) + 1; }
+  /// The output length over an input of length L. InvalidArgument naming the
+  /// parameter ("input", "kernel", "stride", "padding", ...) when the
+  /// geometry is invalid or gives no output.
+  std::int64_t output_length_for(std::int64_t length) const;
+  /// The input positions outputs [o0, o1) read, [first, last] inclusive, in
+  /// the padded (virtual) coordinates: they may reach outside [0, L). first >
+  /// last when they read nothing (a transposed convolution's output_padding).
+  std::pair<std::int64_t, std::int64_t> reads(std::int64_t length, std::int64_t o0,
+                                              std::int64_t o1) const;
+  std::string str() const;
+  bool operator==(const WindowDim&) const = default;
+};
+
+/// The window a rank computes on along one spatial dim.
+struct WindowSpan {
+  std::int64_t tensor_dim = 0;
+  /// Global outputs this rank computes: the chunk rule on the output extent
+  /// when the dim is sharded, all of them otherwise.
+  Extent output;
+  /// Global (virtual) input position of the window's first element and the
+  /// window's length. With Boundary::Zeros, inside [0, L).
+  std::int64_t origin = 0;
+  std::int64_t length = 0;
+};
+
+/// The engine, inside a handler: plans from the input's spec and the dims'
+/// geometry, exchanges over the call's groups with the call's tags.
+class WindowExchange {
+ public:
+  /// `dims`: one WindowDim per spatial dim (tensor dims 2, 3, ...) of
+  /// `input` ([N, C, spatial...]). Validates every dim (InvalidArgument
+  /// naming the parameter). `call` provides the groups and tags; `stream`
+  /// (0..7) tells apart exchanges of one call that are in flight together.
+  WindowExchange(OpCall& call, const DTensorSpec& input, std::vector<WindowDim> dims,
+                 int stream = 0);
+  ~WindowExchange();
+  WindowExchange(const WindowExchange&) = delete;
+  WindowExchange& operator=(const WindowExchange&) = delete;
+
+  /// One entry per spatial dim.
+  const std::vector<WindowSpan>& spans() const { return spans_; }
+  /// Whether this rank has any output (false when a sharded dim leaves it none).
+  bool has_output() const { return has_output_; }
+  /// The global output extents per spatial dim.
+  std::vector<std::int64_t> output_lengths() const;
+  /// This rank's output shape: local [N, C] of `channels`, output spans.
+  Shape local_output_shape(std::int64_t batch, std::int64_t channels) const;
+
+  /// The window of `local` (this rank's shard of the input).
+  Tensor gather(const Tensor& local);
+  /// The gradient over the window, summed onto the owners: returns the
+  /// gradient of this rank's shard (same shape as gather()'s `local`).
+  Tensor scatter_add(const Tensor& window_grad);
+
+ private:
+  struct Dim;
+  OpCall& call_;
+  int stream_;
+  Shape local_shape_;
+  std::vector<std::unique_ptr<Dim>> dims_;
+  std::vector<WindowSpan> spans_;
+  bool has_output_ = true;
+};
+
+}  // namespace dtensor

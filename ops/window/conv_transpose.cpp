@@ -1,0 +1,354 @@
+// The transposed convolution: the handlers of "conv_transpose" and
+// "conv_transpose_backward", on the window engine (dtensor/ops/window.h).
+//
+// The propagator picks a strategy (conv_transpose_strategies.h) and the
+// inputs are redistributed to it; then each rank
+//   forward:  gathers the window of inputs that write into its outputs (the
+//             transposed WindowDim) and runs the local transposed
+//             convolution of the window, a convolution's backward-data with
+//             no padding; of what it produces, it keeps the part that falls
+//             into its own outputs (the chunk rule on the OUTPUT extent);
+//   backward: grad_input is a convolution of grad_output: each rank gathers
+//             the window of grad_output its own inputs read (a sliding
+//             WindowDim whose output is the input) and convolves it with the
+//             window's local padding; nothing goes back. grad_weight is
+//             backward-weights of that convolution on the same window (this
+//             rank's partial sum) and grad_bias the sum of grad_output.
+// Everything is computed from global shapes: no sizes are exchanged.
+//
+// The handlers communicate only through the engine (OpCall::group(),
+// registered with HandlerOptions::defers_agreement).
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/local_conv.h"
+#include "dtensor/ops/window.h"
+#include "dtensor/ops/window_ops.h"
+#include "ops/detail/agreed_front_end.h"
+#include "ops/window/conv_transpose_call.h"
+#include "ops/window/conv_transpose_strategies.h"
+
+namespace dtensor::tconv {
+namespace {
+
+// The stream of the window's exchange (one per call).
+constexpr int kWindowStream = 0;
+
+std::int64_t spatial_dims(const ConvTransposeParams& p) {
+  return static_cast<std::int64_t>(p.stride.size());
+}
+
+// The bias goes to exactly one rank of every mesh dim whose output is a
+// pending sum, so the sum counts it once.
+bool owns_bias(const DTensorSpec& input) {
+  const auto roles = roles_of(input.placements());
+  const auto& coord = *input.mesh().get_coordinate();
+  for (std::size_t m = 0; m < roles.size(); ++m)
+    if (roles[m] == MeshDimRole::Partial && coord[m] != 0) return false;
+  return true;
+}
+
+// y[:, c, ...] += b[c].
+void add_bias(Tensor& y, const Tensor& bias) {
+  if (!bias.defined() || y.numel() == 0) return;
+  Shape one = y.shape();
+  one[1] = 1;
+  Tensor fill = Tensor::empty(one, y.dtype(), y.device());
+  for (std::int64_t c = 0; c < y.size(1); ++c) {
+    fill.fill_(bias.item({c}));
+    Tensor slot = y.narrow(1, c, 1);
+    slot.add_(fill);
+  }
+}
+
+// t [N, C, ...] summed over every dim but 1: [C], in t's dtype and device
+// (summed in f64).
+Tensor channel_sums(const Tensor& t) {
+  const std::int64_t C = t.size(1);
+  Tensor out = Tensor::zeros({C}, DType::F64);
+  if (t.numel() > 0) {
+    const Tensor h = t.to(Device::cpu()).to(DType::F64).contiguous();
+    const double* src = h.data<double>();
+    double* dst = out.data<double>();
+    const std::int64_t N = t.size(0), inner = t.numel() / std::max<std::int64_t>(N * C, 1);
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const double* row = src + (n * C + c) * inner;
+        double s = 0;
+        for (std::int64_t i = 0; i < inner; ++i)
+          s += row[i];
+        dst[c] += s;
+      }
+  }
+  return out.to(t.dtype()).to(t.device());
+}
+
+// Whether every span of the engine holds inputs (and the rank has outputs).
+bool window_live(const WindowExchange& engine) {
+  if (!engine.has_output()) return false;
+  for (const WindowSpan& s : engine.spans())
+    if (s.length == 0 || s.output.length == 0) return false;
+  return true;
+}
+
+ConvParams local_params(const ConvTransposeParams& p) {
+  ConvParams c;
+  c.stride = p.stride;
+  c.dilation = p.dilation;
+  c.padding.assign(p.stride.size(), {0, 0});
+  c.groups = p.groups;
+  return c;
+}
+
+std::vector<WindowDim> forward_dims(const Shape& weight_shape, const ConvTransposeParams& p) {
+  std::vector<WindowDim> dims;
+  for (std::size_t sd = 0; sd < p.stride.size(); ++sd)
+    dims.push_back(WindowDim::transposed(weight_shape[sd + 2], p.stride[sd], p.dilation[sd],
+                                         p.padding[sd], p.output_padding[sd]));
+  return dims;
+}
+
+std::vector<DTensor> forward_handler(OpCall& call) {
+  const ForwardCall c = ForwardCall::decode(call.schema());
+  const ConvTransposeParams& p = c.params;
+  const auto& sharding = call.sharding();
+  auto inputs = call.redistributed_inputs();
+  const DTensor& x = inputs[0];
+  const DTensor& w = inputs[1];
+  const DTensorSpec& out_spec = sharding.output_specs[0];
+  const std::int64_t out_channels = w.shape()[1] * p.groups;
+
+  // Looked up on every rank before any exchange, so a missing kernel fails
+  // them all alike.
+  const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
+  const Tensor local = x.to_local();
+  WindowExchange engine(call, x.spec(), forward_dims(w.shape(), p), kWindowStream);
+  const Tensor window = engine.gather(local);
+  const Shape local_out = engine.local_output_shape(local.size(0), out_channels);
+  check_arg(local_out == out_spec.local_shape(), kComponent,
+            "internal: the engine's local output {} but the output spec {} needs {}",
+            shape_str(local_out), out_spec.str(), shape_str(out_spec.local_shape()));
+  Tensor y = Tensor::zeros(local_out, x.dtype(), local.device());
+  if (window_live(engine)) {
+    // The window's transposed convolution: global outputs [w0*s - p,
+    // w0*s - p + (Lw-1)*s + E) along every spatial dim.
+    Shape span{window.size(0), out_channels};
+    for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
+      const auto u = static_cast<std::size_t>(sd);
+      const std::int64_t extent = p.dilation[u] * (w.shape()[u + 2] - 1) + 1;
+      span.push_back((window.size(sd + 2) - 1) * p.stride[u] + extent);
+    }
+    const Tensor full = kernels->backward_data(window, w.to_local(), span, local_params(p));
+    // Its overlap with this rank's outputs [o0, o1).
+    Tensor src = full, dst = y;
+    bool overlap = true;
+    for (std::int64_t sd = 0; sd < spatial_dims(p) && overlap; ++sd) {
+      const auto u = static_cast<std::size_t>(sd);
+      const WindowSpan& s = engine.spans()[u];
+      const std::int64_t start = s.origin * p.stride[u] - p.padding[u];
+      const std::int64_t lo = std::max(start, s.output.offset);
+      const std::int64_t hi = std::min(start + span[u + 2], s.output.end());
+      overlap = hi > lo;
+      if (!overlap) break;
+      src = src.narrow(sd + 2, lo - start, hi - lo);
+      dst = dst.narrow(sd + 2, lo - s.output.offset, hi - lo);
+    }
+    if (overlap) dst.copy_(src);
+  }
+  if (c.has_bias && owns_bias(x.spec())) add_bias(y, inputs[2].to_local());
+  return {DTensor(y, out_spec)};
+}
+
+// grad_input goes back in the placements the caller's input had (when the
+// propagator moved the input, the gradient moves back), except that a Partial
+// where the input was replicated stays pending: reducing it is the caller's
+// choice.
+DTensor placed_like_input(const DTensor& grad, const DTensor& input) {
+  Placements target = input.placements();
+  for (std::size_t m = 0; m < target.size(); ++m) {
+    const Placement& g = grad.placements()[m];
+    if (target[m].is_partial() || (g.is_partial() && target[m].is_replicate())) target[m] = g;
+  }
+  return target == grad.placements() ? grad : grad.redistribute(grad.mesh(), target);
+}
+
+// The window of grad_output this rank's inputs [i0, i1) read: a sliding
+// window over the output whose "output" is the input.
+std::vector<WindowDim> backward_dims(const Shape& input_shape, const Shape& weight_shape,
+                                     const ConvTransposeParams& p) {
+  std::vector<WindowDim> dims;
+  for (std::size_t sd = 0; sd < p.stride.size(); ++sd) {
+    WindowDim d = WindowDim::sliding(weight_shape[sd + 2], p.stride[sd], p.dilation[sd],
+                                     p.padding[sd], p.padding[sd] - p.output_padding[sd]);
+    d.output_length = input_shape[sd + 2];
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+std::vector<DTensor> backward_handler(OpCall& call) {
+  const BackwardCall c = BackwardCall::decode(call.schema());
+  const ConvTransposeParams& p = c.params;
+  const ConvOutputMask mask = c.mask;
+  const auto& sharding = call.sharding();
+  auto inputs = call.redistributed_inputs();
+  const DTensor& gy = inputs[0];
+  const DTensor& x = inputs[1];
+  const DTensor& w = inputs[2];
+  const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
+  const Tensor local = x.to_local();
+  const Tensor wl = w.to_local();
+  std::vector<Tensor> locals;
+
+  if (mask.input || mask.weight) {
+    // Every rank has the same mask (the agreement check covers it), so all
+    // skip the exchange alike when only grad_bias is asked for.
+    WindowExchange engine(call, gy.spec(), backward_dims(x.shape(), w.shape(), p), kWindowStream);
+    const Tensor window = engine.gather(gy.to_local());
+    const bool live = window_live(engine);
+    ConvParams lp = local_params(p);
+    for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
+      const auto u = static_cast<std::size_t>(sd);
+      const WindowSpan& s = engine.spans()[u];
+      check_arg(s.output.length == local.size(sd + 2), kComponent,
+                "internal: the engine computes {} inputs along spatial dim {}, the shard has {}",
+                s.output.length, sd, local.size(sd + 2));
+      if (s.output.length == 0) continue;
+      const std::int64_t extent = p.dilation[u] * (w.shape()[u + 2] - 1) + 1;
+      const std::int64_t first = s.output.offset * p.stride[u] - p.padding[u];
+      const std::int64_t last = (s.output.end() - 1) * p.stride[u] - p.padding[u] + extent - 1;
+      lp.padding[u] = {s.origin - first, last - (s.origin + s.length - 1)};
+    }
+    if (mask.input)
+      locals.push_back(live ? kernels->forward(TiledTensor::whole(window), wl, Tensor(), lp)
+                            : Tensor::zeros(local.shape(), x.dtype(), local.device()));
+    if (mask.weight)
+      locals.push_back(
+          live ? kernels->backward_weights(local, TiledTensor::whole(window), wl.shape(), lp, false)
+                     .grad_weight
+               : Tensor::zeros(wl.shape(), x.dtype(), local.device()));
+  }
+  if (mask.bias) locals.push_back(channel_sums(gy.to_local()));
+
+  std::vector<DTensor> outs;
+  for (std::size_t i = 0; i < locals.size(); ++i) {
+    const DTensorSpec& spec = sharding.output_specs[i];
+    check_arg(locals[i].shape() == spec.local_shape(), kComponent,
+              "internal: gradient {} has local shape {} but {} needs {}", i,
+              shape_str(locals[i].shape()), spec.str(), shape_str(spec.local_shape()));
+    outs.emplace_back(locals[i], spec);
+  }
+  if (mask.input) outs[0] = placed_like_input(outs[0], c.input);
+  return outs;
+}
+
+void validate_forward(const OpSchema& s) {
+  const ForwardCall c = ForwardCall::decode(s);
+  check_arg(c.weight.dtype() == c.input.dtype(), kComponent,
+            "weight: dtype {} differs from the input's {}", dtype_name(c.weight.dtype()),
+            dtype_name(c.input.dtype()));
+  std::optional<Shape> b;
+  if (c.has_bias) {
+    const DTensor& bias = s.dtensor(2);
+    b = bias.shape();
+    check_arg(bias.dtype() == c.input.dtype(), kComponent,
+              "bias: dtype {} differs from the input's {}", dtype_name(bias.dtype()),
+              dtype_name(c.input.dtype()));
+  } else {
+    check_arg(s.is_none(2), kComponent, "bias: expected a DTensor or None");
+  }
+  check_args(c.input.shape(), c.weight.shape(), b, c.params);
+}
+
+void validate_backward(const OpSchema& s) {
+  const BackwardCall c = BackwardCall::decode(s);
+  check_arg(
+      c.weight.dtype() == c.input.dtype() && c.grad_output.dtype() == c.input.dtype(), kComponent,
+      "grad_output: dtypes of grad_output ({}), input ({}) and weight ({}) must match",
+      dtype_name(c.grad_output.dtype()), dtype_name(c.input.dtype()), dtype_name(c.weight.dtype()));
+  check_args(c.input.shape(), c.weight.shape(), std::nullopt, c.params);
+  const Shape expect = output_shape(c.input.shape(), c.weight.shape(), c.params);
+  check_arg(c.grad_output.shape() == expect, kComponent,
+            "grad_output: shape {} but the transposed convolution's output is {}",
+            shape_str(c.grad_output.shape()), shape_str(expect));
+}
+
+struct Registrar {
+  Registrar() {
+    OpDef fwd;
+    fwd.name = kForwardOp;
+    fwd.validate = validate_forward;
+    fwd.output_meta = [](const OpSchema& s) {
+      const ForwardCall c = ForwardCall::decode(s);
+      return std::vector<TensorMeta>{
+          {output_shape(c.input.shape(), c.weight.shape(), c.params), c.input.dtype()}};
+    };
+    fwd.strategies = forward_strategies;
+    register_op(fwd);
+    register_op_handler(kForwardOp, forward_handler, false, {.defers_agreement = true});
+
+    OpDef bwd;
+    bwd.name = kBackwardOp;
+    bwd.validate = validate_backward;
+    bwd.output_meta = [](const OpSchema& s) {
+      const BackwardCall c = BackwardCall::decode(s);
+      std::vector<TensorMeta> out;
+      if (c.mask.input) out.push_back({c.input.shape(), c.input.dtype()});
+      if (c.mask.weight) out.push_back({c.weight.shape(), c.input.dtype()});
+      if (c.mask.bias) out.push_back({{c.weight.shape()[1] * c.params.groups}, c.input.dtype()});
+      return out;
+    };
+    bwd.strategies = backward_strategies;
+    register_op(bwd);
+    register_op_handler(kBackwardOp, backward_handler, false, {.defers_agreement = true});
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+}  // namespace dtensor::tconv
+
+namespace dtensor {
+
+namespace {
+ConvTransposeParams expand_for(const DTensor& input, const ConvTransposeParams& params) {
+  check_arg(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, tconv::kComponent,
+            "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(input.shape()));
+  return params.expanded(input.spec().ndim() - 2);
+}
+}  // namespace
+
+DTensor conv_transpose(const DTensor& input, const DTensor& weight,
+                       const std::optional<DTensor>& bias, const ConvTransposeParams& params) {
+  const ConvTransposeParams p = detail::agreed_front_end(input.mesh(), tconv::kForwardOp,
+                                                         [&] { return expand_for(input, params); });
+  return dispatch(tconv::kForwardOp, tconv::ForwardCall::encode(input, weight, bias, p)).at(0);
+}
+
+ConvGrads conv_transpose_backward(const DTensor& grad_output, const DTensor& input,
+                                  const DTensor& weight, const ConvTransposeParams& params,
+                                  const ConvOutputMask& mask) {
+  ConvGrads g;
+  if (!mask.input && !mask.weight && !mask.bias) return g;
+  const ConvTransposeParams p = detail::agreed_front_end(input.mesh(), tconv::kBackwardOp,
+                                                         [&] { return expand_for(input, params); });
+  auto outs = dispatch(tconv::kBackwardOp,
+                       tconv::BackwardCall::encode(grad_output, input, weight, p, mask));
+  std::size_t i = 0;
+  if (mask.input) g.grad_input = outs.at(i++);
+  if (mask.weight) g.grad_weight = outs.at(i++);
+  if (mask.bias) g.grad_bias = outs.at(i++);
+  return g;
+}
+
+Shape conv_transpose_output_shape(const Shape& input, const Shape& weight,
+                                  const ConvTransposeParams& params) {
+  return tconv::output_shape(input, weight, params);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,174 @@
+#include "ops/window/conv_transpose_call.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor {
+namespace {
+
+std::vector<std::int64_t> expand_list(const std::vector<std::int64_t>& v, std::int64_t n,
+                                      std::int64_t dflt, const char* name) {
+  if (v.empty()) return std::vector<std::int64_t>(static_cast<std::size_t>(n), dflt);
+  if (v.size() == 1) return std::vector<std::int64_t>(static_cast<std::size_t>(n), v[0]);
+  check_arg(static_cast<std::int64_t>(v.size()) == n, tconv::kComponent,
+            "{}: {} values given for a transposed convolution with {} spatial dims (give 1 or {})",
+            name, v.size(), n, n);
+  return v;
+}
+
+}  // namespace
+
+ConvTransposeParams ConvTransposeParams::expanded(std::int64_t spatial_dims) const {
+  check_arg(spatial_dims >= 1 && spatial_dims <= 3, tconv::kComponent,
+            "input: transposed convolutions have 1 to 3 spatial dims, not {}", spatial_dims);
+  ConvTransposeParams p;
+  p.stride = expand_list(stride, spatial_dims, 1, "stride");
+  p.padding = expand_list(padding, spatial_dims, 0, "padding");
+  p.output_padding = expand_list(output_padding, spatial_dims, 0, "output_padding");
+  p.dilation = expand_list(dilation, spatial_dims, 1, "dilation");
+  p.groups = groups;
+  return p;
+}
+
+std::string ConvTransposeParams::str() const {
+  return fmt::format("stride=[{}] padding=[{}] output_padding=[{}] dilation=[{}] groups={}",
+                     fmt::join(stride, ", "), fmt::join(padding, ", "),
+                     fmt::join(output_padding, ", "), fmt::join(dilation, ", "), groups);
+}
+
+namespace tconv {
+namespace {
+
+void append_params(std::vector<OpArg>& args, const ConvTransposeParams& p) {
+  args.emplace_back(IntList(p.stride));
+  args.emplace_back(IntList(p.padding));
+  args.emplace_back(IntList(p.output_padding));
+  args.emplace_back(IntList(p.dilation));
+  args.emplace_back(p.groups);
+}
+
+ConvTransposeParams read_params(const OpSchema& s, std::size_t first) {
+  ConvTransposeParams p;
+  p.stride = s.int_list(first);
+  p.padding = s.int_list(first + 1);
+  p.output_padding = s.int_list(first + 2);
+  p.dilation = s.int_list(first + 3);
+  p.groups = s.int_value(first + 4);
+  return p;
+}
+
+}  // namespace
+
+ForwardCall ForwardCall::decode(const OpSchema& s) {
+  return {s.dtensor(0), s.dtensor(1), s.is_dtensor(2), read_params(s, 3)};
+}
+
+std::vector<OpArg> ForwardCall::encode(const DTensor& input, const DTensor& weight,
+                                       const std::optional<DTensor>& bias,
+                                       const ConvTransposeParams& expanded) {
+  std::vector<OpArg> args{input, weight};
+  args.push_back(bias ? OpArg(*bias) : OpArg(None{}));
+  append_params(args, expanded);
+  return args;
+}
+
+BackwardCall BackwardCall::decode(const OpSchema& s) {
+  const IntList& m = s.int_list(8);
+  check_arg(m.size() == 3, kComponent, "{}: the output mask has 3 flags", s.op());
+  return {s.dtensor(0), s.dtensor(1), s.dtensor(2), read_params(s, 3),
+          ConvOutputMask{m[0] != 0, m[1] != 0, m[2] != 0}};
+}
+
+std::vector<OpArg> BackwardCall::encode(const DTensor& grad_output, const DTensor& input,
+                                        const DTensor& weight, const ConvTransposeParams& expanded,
+                                        const ConvOutputMask& mask) {
+  std::vector<OpArg> args{grad_output, input, weight};
+  append_params(args, expanded);
+  args.emplace_back(IntList{mask.input ? 1 : 0, mask.weight ? 1 : 0, mask.bias ? 1 : 0});
+  return args;
+}
+
+std::int64_t output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
+                           std::int64_t dilation, std::int64_t padding,
+                           std::int64_t output_padding) {
+  return (length - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1;
+}
+
+ConvTransposeParams check_args(const Shape& input, const Shape& weight,
+                               const std::optional<Shape>& bias,
+                               const ConvTransposeParams& params) {
+  const auto rank = static_cast<std::int64_t>(input.size());
+  check_arg(rank >= 3 && rank <= 5, kComponent,
+            "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(input));
+  for (auto e : input)
+    check_arg(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
+  check_arg(static_cast<std::int64_t>(weight.size()) == rank, kComponent,
+            "weight: shape {} has rank {} but the input {} has rank {} (expected [C_in, "
+            "C_out/groups, k...])",
+            shape_str(weight), weight.size(), shape_str(input), rank);
+  const std::int64_t n_spatial = rank - 2;
+  const ConvTransposeParams p = params.expanded(n_spatial);
+  for (std::int64_t i = 0; i < n_spatial; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    check_arg(p.stride[u] >= 1, kComponent, "stride: must be >= 1 in every spatial dim, got [{}]",
+              fmt::join(p.stride, ", "));
+    check_arg(p.dilation[u] >= 1, kComponent,
+              "dilation: must be >= 1 in every spatial dim, got [{}]", fmt::join(p.dilation, ", "));
+    check_arg(p.padding[u] >= 0, kComponent, "padding: must be >= 0, got [{}]",
+              fmt::join(p.padding, ", "));
+    check_arg(p.output_padding[u] >= 0, kComponent, "output_padding: must be >= 0, got [{}]",
+              fmt::join(p.output_padding, ", "));
+    check_arg(p.output_padding[u] < p.stride[u] || p.output_padding[u] < p.dilation[u], kComponent,
+              "output_padding: {} in spatial dim {} must be smaller than either the stride ({}) "
+              "or the dilation ({})",
+              p.output_padding[u], i, p.stride[u], p.dilation[u]);
+  }
+  check_arg(p.groups >= 1, kComponent, "groups: must be >= 1, got {}", p.groups);
+  const std::int64_t channels = input[1];
+  check_arg(weight[0] >= 0 && weight[1] >= 0, kComponent, "weight: negative extent in {}",
+            shape_str(weight));
+  check_arg(channels % p.groups == 0, kComponent,
+            "groups: {} groups do not divide the input's {} channels", p.groups, channels);
+  check_arg(weight[0] == channels, kComponent,
+            "weight: shape {} is for {} input channels (expected [C_in, C_out/groups, k...]), the "
+            "input {} has {}",
+            shape_str(weight), weight[0], shape_str(input), channels);
+  for (std::int64_t i = 0; i < n_spatial; ++i)
+    check_arg(weight[static_cast<std::size_t>(2 + i)] >= 1, kComponent,
+              "weight: kernel extents must be >= 1, got shape {}", shape_str(weight));
+  const std::int64_t out_channels = weight[1] * p.groups;
+  if (bias)
+    check_arg(bias->size() == 1 && (*bias)[0] == out_channels, kComponent,
+              "bias: expected shape [{}] (one per output channel), got {}", out_channels,
+              shape_str(*bias));
+  for (std::int64_t i = 0; i < n_spatial; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    const std::int64_t len = input[2 + u];
+    check_arg(len >= 1, kComponent,
+              "input: spatial dim {} is empty (shape {}); a transposed convolution needs inputs", i,
+              shape_str(input));
+    const std::int64_t o = output_length(len, weight[2 + u], p.stride[u], p.dilation[u],
+                                         p.padding[u], p.output_padding[u]);
+    check_arg(o >= 1, kComponent,
+              "padding: {} in spatial dim {} (length {}, kernel {}, stride {}, dilation {}, "
+              "output_padding {}) leaves an output of length {}",
+              p.padding[u], i, len, weight[2 + u], p.stride[u], p.dilation[u], p.output_padding[u],
+              o);
+  }
+  return p;
+}
+
+Shape output_shape(const Shape& input, const Shape& weight, const ConvTransposeParams& params) {
+  const ConvTransposeParams p = check_args(input, weight, std::nullopt, params);
+  Shape out{input[0], weight[1] * p.groups};
+  for (std::size_t i = 0; i < p.stride.size(); ++i)
+    out.push_back(output_length(input[2 + i], weight[2 + i], p.stride[i], p.dilation[i],
+                                p.padding[i], p.output_padding[i]));
+  return out;
+}
+
+}  // namespace tconv
+}  // namespace dtensor

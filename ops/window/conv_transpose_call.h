@@ -1,0 +1,71 @@
+// How a transposed-convolution call is spelled as OpSchema arguments, and the
+// typed structs every part of the operator reads it back as (decoded once per
+// use, never by argument position elsewhere).
+//
+//   conv_transpose:          input, weight, bias|None, stride, padding, output_padding,
+//                            dilation, groups
+//   conv_transpose_backward: grad_output, input, weight, stride, padding, output_padding,
+//                            dilation, groups, mask
+//
+// Parameters are expanded to the input's spatial rank before they are
+// encoded, so equal calls have equal keys; the mask travels as {input,
+// weight, bias} flags.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "dtensor/ops/op_schema.h"
+#include "dtensor/ops/window_ops.h"
+
+namespace dtensor::tconv {
+
+inline constexpr const char* kForwardOp = "conv_transpose";
+inline constexpr const char* kBackwardOp = "conv_transpose_backward";
+inline constexpr const char* kComponent = "conv_transpose";
+
+/// A "conv_transpose" call, decoded.
+struct ForwardCall {
+  const DTensor& input;
+  const DTensor& weight;
+  bool has_bias;
+  ConvTransposeParams params;
+  static ForwardCall decode(const OpSchema& s);
+  static std::vector<OpArg> encode(const DTensor& input, const DTensor& weight,
+                                   const std::optional<DTensor>& bias,
+                                   const ConvTransposeParams& expanded);
+};
+
+/// A "conv_transpose_backward" call, decoded.
+struct BackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  const DTensor& weight;
+  ConvTransposeParams params;
+  ConvOutputMask mask;
+  static BackwardCall decode(const OpSchema& s);
+  static std::vector<OpArg> encode(const DTensor& grad_output, const DTensor& input,
+                                   const DTensor& weight, const ConvTransposeParams& expanded,
+                                   const ConvOutputMask& mask);
+};
+
+/// Checks a transposed convolution's operands (PyTorch's rules): input [N,
+/// C_in, L...] with 1 to 3 spatial dims (L >= 1), weight [C_in, C_out/groups,
+/// k...], bias [C_out] (nullopt: none), stride and dilation >= 1, padding >=
+/// 0, 0 <= output_padding < stride or dilation, groups dividing C_in, every
+/// output length >= 1. Returns the parameters expanded to the input's
+/// spatial dims. InvalidArgument whose message starts with the offending
+/// parameter ("input", "weight", "bias", "stride", "padding",
+/// "output_padding", "dilation", "groups").
+ConvTransposeParams check_args(const Shape& input, const Shape& weight,
+                               const std::optional<Shape>& bias, const ConvTransposeParams& params);
+
+/// The output length along one dim: (L-1)*s - 2p + d*(k-1) + output_padding + 1.
+std::int64_t output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
+                           std::int64_t dilation, std::int64_t padding,
+                           std::int64_t output_padding);
+
+/// [N, C_out, O...] after check_args(input, weight, nullopt, params).
+Shape output_shape(const Shape& input, const Shape& weight, const ConvTransposeParams& params);
+
+}  // namespace dtensor::tconv

@@ -1,0 +1,271 @@
+// pad (torch.nn.functional.pad on the spatial dims), forward and backward,
+// on the window engine: each output position reads one input position (a
+// window of extent 1), so the engine's boundary modes are exactly pad's
+// modes. Constant padding stops the window at the input's edge and fills the
+// rest with the value; reflect, replicate and circular get their padding
+// materialised by the engine from whichever ranks own it, and the window IS
+// the output. The backward returns each output's gradient to the input
+// position it was read from.
+//
+// Argument layout: pad: input, padding (l0,r0,...), mode, value;
+//                  pad_backward: grad_output, input, padding, mode.
+#include <array>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/window.h"
+#include "dtensor/ops/window_ops.h"
+#include "ops/detail/agreed_front_end.h"
+#include "ops/window/window_strategies.h"
+
+namespace dtensor {
+
+std::string_view pad_mode_name(PadMode m) {
+  switch (m) {
+    case PadMode::Constant:
+      return "constant";
+    case PadMode::Reflect:
+      return "reflect";
+    case PadMode::Replicate:
+      return "replicate";
+    case PadMode::Circular:
+      return "circular";
+  }
+  return "?";
+}
+
+namespace window {
+namespace {
+
+constexpr const char* kPad = "pad";
+constexpr const char* kPadBackward = "pad_backward";
+
+struct PadCall {
+  const DTensor* grad_output = nullptr;
+  const DTensor& input;
+  ConvParams::Padding padding;  // expanded
+  PadMode mode = PadMode::Constant;
+  double value = 0;
+
+  static PadCall decode(const OpSchema& s, bool backward) {
+    const std::size_t at = backward ? 1 : 0;
+    PadCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), {}, PadMode::Constant, 0};
+    const IntList& pad = s.int_list(at + 1);
+    for (std::size_t i = 0; i + 1 < pad.size(); i += 2)
+      c.padding.emplace_back(pad[i], pad[i + 1]);
+    const std::string& mode = s.text(at + 2);
+    bool known = false;
+    for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular})
+      if (pad_mode_name(m) == mode) {
+        c.mode = m;
+        known = true;
+      }
+    check_arg(known, kPad, "mode: unknown pad mode '{}'", mode);
+    if (!backward) c.value = s.scalar(at + 3);
+    return c;
+  }
+
+  static std::vector<OpArg> encode(const DTensor* grad_output, const DTensor& input,
+                                   const ConvParams::Padding& padding, PadMode mode, double value) {
+    std::vector<OpArg> args;
+    if (grad_output) args.emplace_back(*grad_output);
+    args.emplace_back(input);
+    IntList pad;
+    for (auto [l, r] : padding) {
+      pad.push_back(l);
+      pad.push_back(r);
+    }
+    args.emplace_back(std::move(pad));
+    args.emplace_back(std::string(pad_mode_name(mode)));
+    if (!grad_output) args.emplace_back(value);
+    return args;
+  }
+
+  Boundary boundary() const {
+    switch (mode) {
+      case PadMode::Reflect:
+        return Boundary::Reflect;
+      case PadMode::Replicate:
+        return Boundary::Replicate;
+      case PadMode::Circular:
+        return Boundary::Circular;
+      case PadMode::Constant:
+        break;
+    }
+    return Boundary::Zeros;
+  }
+
+  std::vector<WindowDim> dims() const {
+    std::vector<WindowDim> out;
+    for (std::size_t i = 0; i < padding.size(); ++i) {
+      WindowDim d = WindowDim::sliding(1, 1, 1, padding[i].first, padding[i].second, boundary());
+      d.output_length = input.shape()[i + 2] + padding[i].first + padding[i].second;
+      out.push_back(d);
+    }
+    return out;
+  }
+
+  Shape output_shape() const {
+    Shape out = input.shape();
+    for (std::size_t i = 0; i < padding.size(); ++i)
+      out[i + 2] += padding[i].first + padding[i].second;
+    return out;
+  }
+};
+
+void check_pad(const PadCall& c) {
+  const Shape& x = c.input.shape();
+  check_arg(x.size() >= 3 && x.size() <= 5, kPad,
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(x));
+  check_arg(c.padding.size() == x.size() - 2, kPad, "padding: {} pairs for {} spatial dims",
+            c.padding.size(), x.size() - 2);
+  for (std::size_t i = 0; i < c.padding.size(); ++i) {
+    const auto [l, r] = c.padding[i];
+    const std::int64_t L = x[i + 2];
+    if (c.mode == PadMode::Constant) {
+      check_arg(L + l + r >= 0, kPad,
+                "padding: ({}, {}) on spatial dim {} of length {} gives a negative size", l, r, i,
+                L);
+      continue;
+    }
+    check_arg(l >= 0 && r >= 0, kPad, "padding: {} padding must be >= 0, got ({}, {})",
+              pad_mode_name(c.mode), l, r);
+    // WindowDim checks the mode's own limits (reflect < L, circular <= L).
+    c.dims()[i].output_length_for(L);
+  }
+}
+
+// The box of local outputs that read the input (constant mode), as
+// (output offset, window offset, length) per spatial dim; nullopt if empty.
+std::optional<std::vector<std::array<std::int64_t, 3>>> inside(const PadCall& c,
+                                                               const WindowExchange& engine) {
+  std::vector<std::array<std::int64_t, 3>> box;
+  for (std::size_t i = 0; i < c.padding.size(); ++i) {
+    const WindowSpan& s = engine.spans()[i];
+    const std::int64_t pl = c.padding[i].first, L = c.input.shape()[i + 2];
+    const std::int64_t lo = std::max(s.output.offset, pl);
+    const std::int64_t hi = std::min(s.output.end(), L + pl);
+    if (hi <= lo) return std::nullopt;
+    box.push_back({lo - s.output.offset, lo - pl - s.origin, hi - lo});
+  }
+  return box;
+}
+
+Tensor narrow_box(Tensor t, const std::vector<std::array<std::int64_t, 3>>& box, int which) {
+  for (std::size_t i = 0; i < box.size(); ++i)
+    t = t.narrow(static_cast<std::int64_t>(i) + 2, box[i][static_cast<std::size_t>(which)],
+                 box[i][2]);
+  return t;
+}
+
+std::vector<DTensor> forward(OpCall& call) {
+  const PadCall c = PadCall::decode(call.schema(), false);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& x = inputs[0];
+  WindowExchange engine(call, x.spec(), c.dims());
+  const Tensor window = engine.gather(x.to_local());
+  const DTensorSpec& out = call.sharding().output_specs[0];
+  if (c.mode != PadMode::Constant) return {DTensor(window.contiguous(), out)};
+  // (A Partial input comes here only with value 0: the strategies see to it.)
+  Tensor y = Tensor::zeros(out.local_shape(), x.dtype(), x.to_local().device());
+  if (c.value != 0) y.fill_(c.value);
+  if (const auto box = inside(c, engine)) narrow_box(y, *box, 0).copy_(narrow_box(window, *box, 1));
+  return {DTensor(y, out)};
+}
+
+std::vector<DTensor> backward(OpCall& call) {
+  const PadCall c = PadCall::decode(call.schema(), true);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& gy = inputs[0];
+  const DTensor& x = inputs[1];
+  WindowExchange engine(call, x.spec(), c.dims());
+  Tensor grad_window = gy.to_local();
+  if (c.mode == PadMode::Constant) {
+    Shape ws{x.to_local().size(0), x.to_local().size(1)};
+    for (const auto& s : engine.spans())
+      ws.push_back(s.length);
+    grad_window = Tensor::zeros(ws, gy.dtype(), gy.to_local().device());
+    if (const auto box = inside(c, engine))
+      narrow_box(grad_window, *box, 1).copy_(narrow_box(gy.to_local(), *box, 0));
+  }
+  return {DTensor(engine.scatter_add(grad_window), call.sharding().output_specs[0])};
+}
+
+struct Registrar {
+  Registrar() {
+    OpDef fwd;
+    fwd.name = kPad;
+    fwd.validate = [](const OpSchema& s) { check_pad(PadCall::decode(s, false)); };
+    fwd.output_meta = [](const OpSchema& s) {
+      const PadCall c = PadCall::decode(s, false);
+      return std::vector<TensorMeta>{{c.output_shape(), c.input.dtype()}};
+    };
+    fwd.strategies = [](const OpSchema& s) {
+      const PadCall c = PadCall::decode(s, false);
+      // Padding with a non-zero constant is affine, not linear: a Partial
+      // input is reduced first.
+      const bool linear = c.mode != PadMode::Constant || c.value == 0;
+      return per_channel_strategies(c.input.mesh().ndim(), c.input.spec().ndim(), 1, linear);
+    };
+    register_op(fwd);
+    register_op_handler(kPad, forward, false, {.defers_agreement = true});
+
+    OpDef bwd;
+    bwd.name = kPadBackward;
+    bwd.validate = [](const OpSchema& s) {
+      const PadCall c = PadCall::decode(s, true);
+      check_pad(c);
+      check_arg(c.grad_output->shape() == c.output_shape(), kPad,
+                "grad_output: shape {} but pad's output is {}", shape_str(c.grad_output->shape()),
+                shape_str(c.output_shape()));
+      check_arg(c.grad_output->dtype() == c.input.dtype(), kPad,
+                "grad_output: dtype {} differs from the input's {}",
+                dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
+    };
+    bwd.output_meta = [](const OpSchema& s) {
+      const PadCall c = PadCall::decode(s, true);
+      return std::vector<TensorMeta>{{c.input.shape(), c.input.dtype()}};
+    };
+    bwd.strategies = [](const OpSchema& s) {
+      const DTensor& x = s.dtensor(1);
+      return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 2, false);
+    };
+    register_op(bwd);
+    register_op_handler(kPadBackward, backward, false, {.defers_agreement = true});
+  }
+};
+const Registrar registrar;
+
+ConvParams::Padding expanded_padding(const DTensor& input, const ConvParams::Padding& padding) {
+  const std::int64_t n = input.spec().ndim() - 2;
+  check_arg(n >= 1 && n <= 3, kPad,
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(input.shape()));
+  if (padding.size() == 1) return ConvParams::Padding(static_cast<std::size_t>(n), padding[0]);
+  check_arg(static_cast<std::int64_t>(padding.size()) == n, kPad,
+            "padding: {} pairs given for {} spatial dims (give 1 or {})", padding.size(), n, n);
+  return padding;
+}
+
+}  // namespace
+}  // namespace window
+
+DTensor pad(const DTensor& input, const ConvParams::Padding& padding, PadMode mode, double value) {
+  const auto p = detail::agreed_front_end(input.mesh(), window::kPad,
+                                          [&] { return window::expanded_padding(input, padding); });
+  return dispatch(window::kPad, window::PadCall::encode(nullptr, input, p, mode, value)).at(0);
+}
+
+DTensor pad_backward(const DTensor& grad_output, const DTensor& input,
+                     const ConvParams::Padding& padding, PadMode mode) {
+  const auto p = detail::agreed_front_end(input.mesh(), window::kPad,
+                                          [&] { return window::expanded_padding(input, padding); });
+  return dispatch(window::kPadBackward, window::PadCall::encode(&grad_output, input, p, mode, 0))
+      .at(0);
+}
+
+}  // namespace dtensor

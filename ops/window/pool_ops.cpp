@@ -1,0 +1,345 @@
+// max_pool, avg_pool, adaptive_avg_pool and adaptive_max_pool, forward and
+// backward, on the window engine. Each call is decoded once into a PoolCall;
+// the engine gathers each rank's window (halos from the ranks that own
+// them), the local loops (pool_kernels.h) compute in global coordinates,
+// and the backward returns the window's gradient to its owners.
+//
+// Argument layouts (docs/operators.md):
+//   max_pool | avg_pool:                input, kernel, stride, padding (l0,r0,...), dilation,
+//                                       ceil_mode, count_include_pad, divisor_override (0: none)
+//   max_pool_backward | avg_pool_backward: grad_output, then the same
+//   adaptive_{avg,max}_pool:            input, output_size
+//   adaptive_{avg,max}_pool_backward:   grad_output, input, output_size
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/window.h"
+#include "dtensor/ops/window_ops.h"
+#include "ops/detail/agreed_front_end.h"
+#include "ops/window/pool_kernels.h"
+#include "ops/window/window_strategies.h"
+
+namespace dtensor::window {
+namespace {
+
+enum class Reduce { Max, Avg };
+enum class WindowShape { Sliding, Adaptive };
+
+struct PoolOp {
+  const char* name;
+  const char* backward_name;
+  Reduce reduce;
+  WindowShape shape;
+};
+constexpr PoolOp kMaxPool{"max_pool", "max_pool_backward", Reduce::Max, WindowShape::Sliding};
+constexpr PoolOp kAvgPool{"avg_pool", "avg_pool_backward", Reduce::Avg, WindowShape::Sliding};
+constexpr PoolOp kAdaptiveAvg{"adaptive_avg_pool", "adaptive_avg_pool_backward", Reduce::Avg,
+                              WindowShape::Adaptive};
+constexpr PoolOp kAdaptiveMax{"adaptive_max_pool", "adaptive_max_pool_backward", Reduce::Max,
+                              WindowShape::Adaptive};
+
+// One call, decoded. Backward calls have grad_output first.
+struct PoolCall {
+  const DTensor* grad_output = nullptr;
+  const DTensor& input;
+  PoolParams params;                      // sliding (expanded)
+  std::vector<std::int64_t> output_size;  // adaptive (expanded)
+
+  static PoolCall decode(const OpSchema& s, const PoolOp& op, bool backward) {
+    const std::size_t at = backward ? 1 : 0;
+    PoolCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), {}, {}};
+    if (op.shape == WindowShape::Adaptive) {
+      c.output_size = s.int_list(at + 1);
+      return c;
+    }
+    c.params.kernel = s.int_list(at + 1);
+    c.params.stride = s.int_list(at + 2);
+    const IntList& pad = s.int_list(at + 3);
+    c.params.padding.clear();
+    for (std::size_t i = 0; i + 1 < pad.size(); i += 2)
+      c.params.padding.emplace_back(pad[i], pad[i + 1]);
+    c.params.dilation = s.int_list(at + 4);
+    c.params.ceil_mode = s.flag(at + 5);
+    c.params.count_include_pad = s.flag(at + 6);
+    const std::int64_t div = s.int_value(at + 7);
+    if (div != 0) c.params.divisor_override = div;
+    return c;
+  }
+
+  static void append(std::vector<OpArg>& args, const PoolParams& p) {
+    IntList pad;
+    for (auto [l, r] : p.padding) {
+      pad.push_back(l);
+      pad.push_back(r);
+    }
+    args.emplace_back(IntList(p.kernel));
+    args.emplace_back(IntList(p.stride));
+    args.emplace_back(std::move(pad));
+    args.emplace_back(IntList(p.dilation));
+    args.emplace_back(p.ceil_mode);
+    args.emplace_back(p.count_include_pad);
+    args.emplace_back(p.divisor_override.value_or(0));
+  }
+
+  std::vector<WindowDim> dims(const PoolOp& op) const {
+    std::vector<WindowDim> out;
+    const Shape& x = input.shape();
+    if (op.shape == WindowShape::Adaptive) {
+      for (auto o : output_size)
+        out.push_back(WindowDim::adaptive(o));
+      return out;
+    }
+    const PoolParams& p = params;
+    for (std::size_t i = 0; i < p.kernel.size(); ++i) {
+      WindowDim d = WindowDim::sliding(p.kernel[i], p.stride[i], p.dilation[i], p.padding[i].first,
+                                       p.padding[i].second);
+      d.output_length = pool_output_length(x[i + 2], p.kernel[i], p.stride[i], p.dilation[i],
+                                           p.padding[i].first, p.padding[i].second, p.ceil_mode);
+      out.push_back(d);
+    }
+    return out;
+  }
+
+  Shape output_shape(const PoolOp& op) const {
+    Shape out{input.shape()[0], input.shape()[1]};
+    const auto ds = dims(op);
+    for (std::size_t i = 0; i < ds.size(); ++i)
+      out.push_back(ds[i].output_length_for(input.shape()[i + 2]));
+    return out;
+  }
+};
+
+// PyTorch's checks, each naming its parameter.
+void check_pool(const PoolCall& c, const PoolOp& op) {
+  const Shape& x = c.input.shape();
+  const auto rank = static_cast<std::int64_t>(x.size());
+  check_arg(rank >= 3 && rank <= 5, op.name,
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(x));
+  const auto spatial = static_cast<std::size_t>(rank - 2);
+  if (op.shape == WindowShape::Adaptive) {
+    check_arg(c.output_size.size() == spatial, op.name,
+              "output_size: {} values for {} spatial dims", c.output_size.size(), spatial);
+    for (std::size_t i = 0; i < spatial; ++i) {
+      check_arg(c.output_size[i] >= 1, op.name, "output_size: must be >= 1, got {}",
+                c.output_size[i]);
+      check_arg(x[i + 2] >= 1, op.name,
+                "input: spatial dim {} is empty; an adaptive pool needs a non-empty input", i);
+    }
+    return;
+  }
+  const PoolParams& p = c.params;
+  check_arg(p.kernel.size() == spatial && p.stride.size() == spatial &&
+                p.padding.size() == spatial && p.dilation.size() == spatial,
+            op.name, "kernel: parameters for {} spatial dims expected", spatial);
+  for (std::size_t i = 0; i < spatial; ++i) {
+    check_arg(p.kernel[i] >= 1, op.name, "kernel: must be >= 1, got {}", p.kernel[i]);
+    check_arg(p.stride[i] >= 1, op.name, "stride: must be >= 1, got {}", p.stride[i]);
+    check_arg(p.dilation[i] >= 1, op.name, "dilation: must be >= 1, got {}", p.dilation[i]);
+    if (op.reduce == Reduce::Avg)
+      check_arg(p.dilation[i] == 1, op.name, "dilation: avg_pool has no dilation, got {}",
+                p.dilation[i]);
+    const auto [pl, pr] = p.padding[i];
+    const std::int64_t extent = p.dilation[i] * (p.kernel[i] - 1) + 1;
+    const std::int64_t half = op.reduce == Reduce::Max ? extent / 2 : p.kernel[i] / 2;
+    check_arg(pl >= 0 && pr >= 0, op.name, "padding: must be >= 0, got ({}, {})", pl, pr);
+    check_arg(pl <= half && pr <= half, op.name,
+              "padding: ({}, {}) should be at most half of the {}kernel size ({})", pl, pr,
+              op.reduce == Reduce::Max ? "effective " : "", half);
+    const std::int64_t o =
+        pool_output_length(x[i + 2], p.kernel[i], p.stride[i], p.dilation[i], pl, pr, p.ceil_mode);
+    check_arg(o >= 1, op.name,
+              "input: spatial dim {} of length {} gives an empty output (kernel {}, stride {}, "
+              "padding ({}, {}), dilation {})",
+              i, x[i + 2], p.kernel[i], p.stride[i], pl, pr, p.dilation[i]);
+  }
+  if (p.divisor_override)
+    check_arg(*p.divisor_override != 0, op.name, "divisor_override: must not be zero");
+}
+
+void check_device(const DTensor& x, const PoolOp& op) {
+  check_arg(x.to_local().device().type == DeviceType::CPU, op.name,
+            "input: {} runs on CPU tensors (this one is on {})", op.name,
+            x.to_local().device().str());
+}
+
+std::vector<PoolTaps> taps_of(const WindowExchange& engine, const std::vector<WindowDim>& dims,
+                              const Shape& input) {
+  std::vector<PoolTaps> out;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    out.push_back(pool_taps(dims[i], input[i + 2], engine.spans()[i]));
+  return out;
+}
+
+AvgDivisor divisor_of(const PoolCall& c, const PoolOp& op) {
+  if (op.shape == WindowShape::Adaptive) return {true, std::nullopt};
+  return {c.params.count_include_pad, c.params.divisor_override};
+}
+
+DTensor checked(const Tensor& local, const DTensorSpec& spec, const PoolOp& op) {
+  check_arg(local.shape() == spec.local_shape(), op.name,
+            "internal: local result {} but the spec {} needs {}", shape_str(local.shape()),
+            spec.str(), shape_str(spec.local_shape()));
+  return DTensor(local, spec);
+}
+
+std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
+  const PoolCall c = PoolCall::decode(call.schema(), op, false);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& x = inputs[0];
+  check_device(x, op);
+  const auto dims = c.dims(op);
+  WindowExchange engine(call, x.spec(), dims);
+  const Tensor window = engine.gather(x.to_local());
+  const auto taps = taps_of(engine, dims, x.shape());
+  const Tensor y = op.reduce == Reduce::Max ? max_pool_forward(window, taps)
+                                            : avg_pool_forward(window, taps, divisor_of(c, op));
+  return {checked(y, call.sharding().output_specs[0], op)};
+}
+
+std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
+  const PoolCall c = PoolCall::decode(call.schema(), op, true);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& gy = inputs[0];
+  const DTensor& x = inputs[1];
+  check_device(x, op);
+  const auto dims = c.dims(op);
+  WindowExchange engine(call, x.spec(), dims);
+  const auto taps = taps_of(engine, dims, x.shape());
+  Tensor grad_window;
+  if (op.reduce == Reduce::Max) {
+    grad_window = max_pool_backward(engine.gather(x.to_local()), gy.to_local(), taps);
+  } else {  // the values are not needed: only where the window lies
+    Shape ws{x.to_local().size(0), x.to_local().size(1)};
+    for (const auto& s : engine.spans())
+      ws.push_back(s.length);
+    grad_window = avg_pool_backward(gy.to_local(), ws, taps, divisor_of(c, op));
+  }
+  return {checked(engine.scatter_add(grad_window), call.sharding().output_specs[0], op)};
+}
+
+void register_pool(const PoolOp& op) {
+  OpDef fwd;
+  fwd.name = op.name;
+  fwd.validate = [op](const OpSchema& s) { check_pool(PoolCall::decode(s, op, false), op); };
+  fwd.output_meta = [op](const OpSchema& s) {
+    const PoolCall c = PoolCall::decode(s, op, false);
+    return std::vector<TensorMeta>{{c.output_shape(op), c.input.dtype()}};
+  };
+  fwd.strategies = [op](const OpSchema& s) {
+    const DTensor& x = s.dtensor(0);
+    return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 1, op.reduce == Reduce::Avg);
+  };
+  register_op(fwd);
+  register_op_handler(op.name, [op](OpCall& call) { return forward(call, op); }, false,
+                      {.defers_agreement = true});
+
+  OpDef bwd;
+  bwd.name = op.backward_name;
+  bwd.validate = [op](const OpSchema& s) {
+    const PoolCall c = PoolCall::decode(s, op, true);
+    check_pool(c, op);
+    check_arg(c.grad_output->dtype() == c.input.dtype(), op.name,
+              "grad_output: dtype {} differs from the input's {}",
+              dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
+    const Shape expect = c.output_shape(op);
+    check_arg(c.grad_output->shape() == expect, op.name,
+              "grad_output: shape {} but the pool's output is {}",
+              shape_str(c.grad_output->shape()), shape_str(expect));
+  };
+  bwd.output_meta = [op](const OpSchema& s) {
+    const PoolCall c = PoolCall::decode(s, op, true);
+    return std::vector<TensorMeta>{{c.input.shape(), c.input.dtype()}};
+  };
+  bwd.strategies = [](const OpSchema& s) {
+    const DTensor& x = s.dtensor(1);
+    return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 2, false);
+  };
+  register_op(bwd);
+  register_op_handler(op.backward_name, [op](OpCall& call) { return backward(call, op); }, false,
+                      {.defers_agreement = true});
+}
+
+struct Registrar {
+  Registrar() {
+    for (const PoolOp* op : {&kMaxPool, &kAvgPool, &kAdaptiveAvg, &kAdaptiveMax})
+      register_pool(*op);
+  }
+};
+const Registrar registrar;
+
+std::int64_t spatial_dims_of(const DTensor& x, const char* op) {
+  const std::int64_t n = x.spec().ndim() - 2;
+  check_arg(n >= 1 && n <= 3, op,
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(x.shape()));
+  return n;
+}
+
+DTensor sliding(const PoolOp& op, const DTensor* grad_output, const DTensor& input,
+                const PoolParams& params) {
+  const PoolParams p = detail::agreed_front_end(
+      input.mesh(), op.name, [&] { return params.expanded(spatial_dims_of(input, op.name)); });
+  std::vector<OpArg> args;
+  if (grad_output) args.emplace_back(*grad_output);
+  args.emplace_back(input);
+  PoolCall::append(args, p);
+  return dispatch(grad_output ? op.backward_name : op.name, std::move(args)).at(0);
+}
+
+DTensor adaptive(const PoolOp& op, const DTensor* grad_output, const DTensor& input,
+                 const std::vector<std::int64_t>& output_size) {
+  const IntList sizes = detail::agreed_front_end(input.mesh(), op.name, [&] {
+    const std::int64_t n = spatial_dims_of(input, op.name);
+    if (output_size.size() == 1) return IntList(static_cast<std::size_t>(n), output_size[0]);
+    check_arg(static_cast<std::int64_t>(output_size.size()) == n, op.name,
+              "output_size: {} values for {} spatial dims (give 1 or {})", output_size.size(), n,
+              n);
+    return IntList(output_size);
+  });
+  std::vector<OpArg> args;
+  if (grad_output) args.emplace_back(*grad_output);
+  args.emplace_back(input);
+  args.emplace_back(sizes);
+  return dispatch(grad_output ? op.backward_name : op.name, std::move(args)).at(0);
+}
+
+}  // namespace
+}  // namespace dtensor::window
+
+namespace dtensor {
+
+using window::adaptive;
+using window::sliding;
+
+DTensor max_pool(const DTensor& input, const PoolParams& params) {
+  return sliding(window::kMaxPool, nullptr, input, params);
+}
+DTensor max_pool_backward(const DTensor& grad_output, const DTensor& input,
+                          const PoolParams& params) {
+  return sliding(window::kMaxPool, &grad_output, input, params);
+}
+DTensor avg_pool(const DTensor& input, const PoolParams& params) {
+  return sliding(window::kAvgPool, nullptr, input, params);
+}
+DTensor avg_pool_backward(const DTensor& grad_output, const DTensor& input,
+                          const PoolParams& params) {
+  return sliding(window::kAvgPool, &grad_output, input, params);
+}
+DTensor adaptive_avg_pool(const DTensor& input, const std::vector<std::int64_t>& output_size) {
+  return adaptive(window::kAdaptiveAvg, nullptr, input, output_size);
+}
+DTensor adaptive_avg_pool_backward(const DTensor& grad_output, const DTensor& input,
+                                   const std::vector<std::int64_t>& output_size) {
+  return adaptive(window::kAdaptiveAvg, &grad_output, input, output_size);
+}
+DTensor adaptive_max_pool(const DTensor& input, const std::vector<std::int64_t>& output_size) {
+  return adaptive(window::kAdaptiveMax, nullptr, input, output_size);
+}
+DTensor adaptive_max_pool_backward(const DTensor& grad_output, const DTensor& input,
+                                   const std::vector<std::int64_t>& output_size) {
+  return adaptive(window::kAdaptiveMax, &grad_output, input, output_size);
+}
+
+}  // namespace dtensor

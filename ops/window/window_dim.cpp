@@ -1,0 +1,145 @@
+// WindowDim: the one description of "which inputs an output reads" that
+// every window operator gives the engine.
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/window.h"
+#include "ops/window/integer_division.h"
+
+namespace dtensor {
+namespace {
+constexpr const char* kComponent = "window";
+}  // namespace
+
+std::string_view boundary_name(Boundary b) {
+  switch (b) {
+    case Boundary::Zeros:
+      return "zeros";
+    case Boundary::Reflect:
+      return "reflect";
+    case Boundary::Replicate:
+      return "replicate";
+    case Boundary::Circular:
+      return "circular";
+  }
+  return "?";
+}
+
+WindowDim WindowDim::sliding(std::int64_t kernel, std::int64_t stride, std::int64_t dilation,
+                             std::int64_t pad_left, std::int64_t pad_right, Boundary boundary) {
+  WindowDim d;
+  d.kind = Kind::Sliding;
+  d.kernel = kernel;
+  d.stride = stride;
+  d.dilation = dilation;
+  d.pad_left = pad_left;
+  d.pad_right = pad_right;
+  d.boundary = boundary;
+  return d;
+}
+
+WindowDim WindowDim::adaptive(std::int64_t output_length) {
+  WindowDim d;
+  d.kind = Kind::Adaptive;
+  d.output_length = output_length;
+  return d;
+}
+
+WindowDim WindowDim::transposed(std::int64_t kernel, std::int64_t stride, std::int64_t dilation,
+                                std::int64_t padding, std::int64_t output_padding) {
+  WindowDim d;
+  d.kind = Kind::Transposed;
+  d.kernel = kernel;
+  d.stride = stride;
+  d.dilation = dilation;
+  d.pad_left = padding;
+  d.pad_right = padding - output_padding;
+  return d;
+}
+
+std::int64_t WindowDim::output_length_for(std::int64_t length) const {
+  check_arg(length >= 0, kComponent, "input: negative length {}", length);
+  if (kind == Kind::Adaptive) {
+    check_arg(output_length >= 1, kComponent, "output_size: must be >= 1, got {}", output_length);
+    check_arg(length >= 1, kComponent, "input: an adaptive pool needs a non-empty input dim");
+    return output_length;
+  }
+  check_arg(kernel >= 1, kComponent, "kernel: must be >= 1, got {}", kernel);
+  check_arg(stride >= 1, kComponent, "stride: must be >= 1, got {}", stride);
+  check_arg(dilation >= 1, kComponent, "dilation: must be >= 1, got {}", dilation);
+  if (boundary != Boundary::Zeros) {
+    check_arg(kind == Kind::Sliding, kComponent,
+              "padding_mode: {} needs a sliding window (not adaptive or transposed)",
+              boundary_name(boundary));
+    check_arg(pad_left >= 0 && pad_right >= 0, kComponent,
+              "padding: {} padding must be >= 0, got ({}, {})", boundary_name(boundary), pad_left,
+              pad_right);
+    const bool pads = pad_left > 0 || pad_right > 0;
+    if (boundary == Boundary::Reflect)
+      check_arg(!pads || (pad_left < length && pad_right < length), kComponent,
+                "padding: reflect padding ({}, {}) must be less than the input length {}", pad_left,
+                pad_right, length);
+    if (boundary == Boundary::Circular)
+      check_arg(pad_left <= length && pad_right <= length, kComponent,
+                "padding: circular padding ({}, {}) must be at most the input length {} (it "
+                "wraps around once)",
+                pad_left, pad_right, length);
+    if (boundary == Boundary::Replicate)
+      check_arg(!pads || length >= 1, kComponent,
+                "padding: replicate padding of an empty input dim");
+  }
+  if (kind == Kind::Transposed) {
+    check_arg(length >= 1, kComponent, "input: a transposed convolution needs inputs, got 0");
+    const std::int64_t o = (length - 1) * stride - pad_left - pad_right + extent();
+    check_arg(o >= 1, kComponent,
+              "padding: {} on the left with {} on the right leaves no output of a transposed "
+              "convolution over {} inputs",
+              pad_left, pad_right, length);
+    return o;
+  }
+  if (output_length >= 0) return output_length;
+  const std::int64_t span = length + pad_left + pad_right - extent();
+  check_arg(span >= 0, kComponent,
+            "input: length {} with padding ({}, {}) is shorter than the kernel's extent {}", length,
+            pad_left, pad_right, extent());
+  return span / stride + 1;
+}
+
+std::pair<std::int64_t, std::int64_t> WindowDim::reads(std::int64_t length, std::int64_t o0,
+                                                       std::int64_t o1) const {
+  using window::ceil_div;
+  using window::floor_div;
+  switch (kind) {
+    case Kind::Sliding:
+      return {o0 * stride - pad_left, (o1 - 1) * stride - pad_left + extent() - 1};
+    case Kind::Adaptive:
+      return {floor_div(o0 * length, output_length), ceil_div(o1 * length, output_length) - 1};
+    case Kind::Transposed: {
+      // Input i writes [i*s - pl, i*s - pl + E - 1]: output o hears from
+      // ceil((o + pl - E + 1) / s) <= i <= floor((o + pl) / s).
+      const std::int64_t first =
+          std::max<std::int64_t>(ceil_div(o0 + pad_left - extent() + 1, stride), 0);
+      const std::int64_t last =
+          std::min<std::int64_t>(floor_div(o1 - 1 + pad_left, stride), length - 1);
+      return {first, last};
+    }
+  }
+  return {0, -1};
+}
+
+std::string WindowDim::str() const {
+  switch (kind) {
+    case Kind::Adaptive:
+      return fmt::format("adaptive(O={})", output_length);
+    case Kind::Transposed:
+      return fmt::format("transposed(k={} s={} d={} pad=({}, {}))", kernel, stride, dilation,
+                         pad_left, pad_right);
+    case Kind::Sliding:
+      break;
+  }
+  return fmt::format("sliding(k={} s={} d={} pad=({}, {}) {}{})", kernel, stride, dilation,
+                     pad_left, pad_right, boundary_name(boundary),
+                     output_length >= 0 ? fmt::format(" O={}", output_length) : "");
+}
+
+}  // namespace dtensor

@@ -1,0 +1,115 @@
+// WindowExchange: the engine's plan for every spatial dim of one call, run
+// over the call's groups. Sharded dims are planned over the ranks of the
+// mesh dim that shards them and gathered in mesh-dim order (a later dim's
+// exchange sends slices of the earlier dims' windows: that is how corners
+// travel); a dim no mesh dim shards is planned over one rank, which costs
+// nothing unless its boundary must be materialised.
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/window.h"
+#include "ops/window/halo_plan.h"
+#include "ops/window/run_exchange.h"
+
+namespace dtensor {
+
+struct WindowExchange::Dim {
+  std::int64_t tensor_dim;
+  HaloPlan plan;
+  std::int64_t index;   // this rank's row of the plan
+  ProcessGroup* group;  // null for a dim no mesh dim shards
+  Shape owned_before;   // the tensor's shape before this dim's gather
+  const HaloRankPlan& me() const { return plan.rank(index); }
+  // Nothing to do: an unsharded, zero-padded dim (the window is the shard).
+  bool trivial() const {
+    return !group && plan.dim().boundary == Boundary::Zeros && me().window == me().input;
+  }
+};
+
+WindowExchange::WindowExchange(OpCall& call, const DTensorSpec& input, std::vector<WindowDim> dims,
+                               int stream)
+    : call_(call), stream_(stream), local_shape_(input.local_shape()) {
+  const std::int64_t spatial = input.ndim() - 2;
+  check_arg(spatial >= 1 && spatial <= 3, "window",
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(input.shape()));
+  check_arg(static_cast<std::int64_t>(dims.size()) == spatial, "window",
+            "dims: {} window dims given for {} spatial dims", dims.size(), spatial);
+  const DeviceMesh& mesh = input.mesh();
+  const auto& coord = *mesh.get_coordinate();
+  // Which mesh dim shards each spatial dim (-1: none).
+  std::vector<std::int64_t> sharded_by(static_cast<std::size_t>(spatial), -1);
+  for (std::int64_t m = 0; m < mesh.ndim(); ++m) {
+    const Placement& pl = input.placements()[static_cast<std::size_t>(m)];
+    if (!pl.is_shard() || pl.dim() < 2) continue;
+    auto& by = sharded_by[static_cast<std::size_t>(pl.dim() - 2)];
+    check_arg(by < 0, "window",
+              "placements: spatial dim {} is sharded on mesh dims {} and {}; a window operator "
+              "needs each spatial dim on one mesh dim at most",
+              pl.dim(), by, m);
+    by = m;
+  }
+  // Sharded dims in mesh order first, then the others.
+  std::vector<std::int64_t> order;
+  for (std::int64_t m = 0; m < mesh.ndim(); ++m)
+    for (std::int64_t sd = 0; sd < spatial; ++sd)
+      if (sharded_by[static_cast<std::size_t>(sd)] == m) order.push_back(sd);
+  for (std::int64_t sd = 0; sd < spatial; ++sd)
+    if (sharded_by[static_cast<std::size_t>(sd)] < 0) order.push_back(sd);
+
+  spans_.resize(static_cast<std::size_t>(spatial));
+  Shape shape = local_shape_;
+  for (std::int64_t sd : order) {
+    const std::int64_t td = sd + 2, m = sharded_by[static_cast<std::size_t>(sd)];
+    const std::int64_t P = m < 0 ? 1 : mesh.size(m);
+    auto d = std::make_unique<Dim>(Dim{td,
+                                       HaloPlan(input.shape()[static_cast<std::size_t>(td)], P,
+                                                dims[static_cast<std::size_t>(sd)]),
+                                       m < 0 ? 0 : coord[static_cast<std::size_t>(m)],
+                                       m < 0 ? nullptr : &call.group(m), shape});
+    const HaloRankPlan& me = d->me();
+    has_output_ = has_output_ && me.has_output;
+    spans_[static_cast<std::size_t>(sd)] = {td, me.output, me.window.offset, me.window.length};
+    shape[static_cast<std::size_t>(td)] = me.window.length;
+    dims_.push_back(std::move(d));
+  }
+}
+
+WindowExchange::~WindowExchange() = default;
+
+std::vector<std::int64_t> WindowExchange::output_lengths() const {
+  std::vector<std::int64_t> out(spans_.size());
+  for (const auto& d : dims_)
+    out[static_cast<std::size_t>(d->tensor_dim - 2)] = d->plan.output_length();
+  return out;
+}
+
+Shape WindowExchange::local_output_shape(std::int64_t batch, std::int64_t channels) const {
+  Shape out{batch, channels};
+  for (const auto& s : spans_)
+    out.push_back(s.output.length);
+  return out;
+}
+
+Tensor WindowExchange::gather(const Tensor& local) {
+  check_arg(local.shape() == local_shape_, "window",
+            "internal: local input {} but the spec's shard is {}", shape_str(local.shape()),
+            shape_str(local_shape_));
+  Tensor x = local;
+  for (const auto& d : dims_)
+    if (!d->trivial()) x = window::gather_runs(x, d->tensor_dim, d->me(), d->group, stream_);
+  return x;
+}
+
+Tensor WindowExchange::scatter_add(const Tensor& window_grad) {
+  Tensor g = window_grad;
+  for (auto it = dims_.rbegin(); it != dims_.rend(); ++it) {
+    const Dim& d = **it;
+    if (!d.trivial())
+      g = window::scatter_add_runs(g, d.tensor_dim, d.me(), d.group, d.owned_before, stream_);
+  }
+  return g;
+}
+
+}  // namespace dtensor

@@ -1,0 +1,327 @@
+// dtensor-op: the parser on its own (no processes), and end-to-end runs of
+// the real binary under the real launcher (dtensor-run), checked through its
+// exit status, its --json line, and the files of --dump (and, when PyTorch is
+// importable, tools/check_op_dump.py).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "tests/cli/mini_json.h"
+#include "tools/dtensor-op/options.h"
+#include "tools/launch/process_set.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Args = std::vector<std::string>;
+namespace json = dtensor::testing::json;
+using dtensor::op_cli::OpKind;
+using dtensor::op_cli::parse_options;
+using dtensor::op_cli::UsageError;
+
+const std::string kRun = DTENSOR_RUN_PATH;
+const std::string kOp = DTENSOR_OP_PATH;
+const std::string kCheckOpDump = DTENSOR_CHECK_OP_DUMP_PATH;
+
+struct Ran {
+  int code = -1;
+  double seconds = 0;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Ran run_program(const Args& argv, std::chrono::seconds timeout = 60s,
+                const std::map<std::string, std::string>& env = {}) {
+  dtensor::launch::TempDir dir("dtensor-op-test");
+  dtensor::launch::ProcessSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  spec.env["OMP_NUM_THREADS"] = "1";
+  spec.output_file = dir.path() + "/output";
+  dtensor::launch::ProcessSet set;
+  const auto start = std::chrono::steady_clock::now();
+  set.start(spec);
+  dtensor::launch::wait_for(set, start + timeout);
+  if (!set.all_exited()) {
+    set.stop_all(1000ms);
+    FAIL(argv[0] << " did not finish within " << timeout.count() << " s; output:\n"
+                 << read_file(spec.output_file));
+  }
+  Ran r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.code = set.status(0).code;
+  r.output = read_file(spec.output_file);
+  return r;
+}
+
+// dtensor-run -n P -- dtensor-op ARGS, with a communication timeout and a deadline.
+Ran run_op(int ranks, const Args& args) {
+  Args argv{kRun, "-n", std::to_string(ranks), "--timeout", "20", "--deadline", "50", "--", kOp};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv);
+}
+
+json::Value last_json_line(const std::string& output) {
+  std::istringstream in(output);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.rfind("[0] ", 0) == 0) last = line.substr(4);
+  INFO("rank 0's last line: " << last);
+  return json::parse(last);
+}
+
+std::string python() {
+  const char* p = std::getenv("DTENSOR_TEST_PYTHON");
+  return p ? p : "/usr/bin/python3";
+}
+
+bool have_torch() {
+  static const bool yes = run_program({python(), "-c", "import torch, numpy"}, 60s).code == 0;
+  return yes;
+}
+
+// Runs OP ARGS --check --backward --json on `ranks` ranks and requires a pass
+// with a finite error within tolerance for every `tensors`.
+json::Value check_passes(int ranks, Args args, const std::vector<std::string>& tensors) {
+  for (const char* a : {"--check", "--backward", "--json"})
+    args.push_back(a);
+  const Ran r = run_op(ranks, args);
+  INFO("output:\n" << r.output);
+  REQUIRE(r.code == 0);
+  const json::Value v = last_json_line(r.output);
+  CHECK(v.at("ok").boolean);
+  CHECK(v.at("op").string == args[0]);
+  for (const char* f : {"fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd",
+                        "overhead_bwd", "world_size", "mesh", "placements", "output_placements",
+                        "input", "output", "dtype", "device", "iters"})
+    CHECK(v.has(f));
+  for (const auto& t : tensors) {
+    INFO(t);
+    REQUIRE(v.at("max_abs_err").has(t));
+    REQUIRE(v.at("max_abs_err").at(t).is_number());
+    CHECK(v.at("max_abs_err").at(t).number <= v.at("tolerance").at(t).number);
+  }
+  CHECK(v.at("max_abs_err").object.size() == tensors.size());
+  return v;
+}
+
+Args with(Args a, std::initializer_list<std::string> more) {
+  a.insert(a.end(), more);
+  return a;
+}
+
+}  // namespace
+
+// ---- the parser alone ----------------------------------------------------------
+
+TEST_CASE("op cli: defaults are PyTorch's, resolved per spatial dim", "[cli][op]") {
+  const auto o = parse_options({"max_pool", "--kernel", "3,2", "--padding", "1"});
+  CHECK(o.op == OpKind::MaxPool);
+  CHECK(o.input == dtensor::Shape{2, 4, 16, 16});
+  CHECK(o.kernel == std::vector<std::int64_t>{3, 2});
+  CHECK(o.stride == std::vector<std::int64_t>{3, 2});  // a pool's stride is its kernel
+  CHECK(o.dilation == std::vector<std::int64_t>{1, 1});
+  CHECK(o.padding == dtensor::ConvParams::Padding{{1, 1}, {1, 1}});
+  CHECK_FALSE(o.ceil_mode);
+  CHECK(o.output_shape() == dtensor::Shape{2, 4, 6, 9});  // floor((16+2-3)/3)+1, (16+2-2)/2+1
+
+  const auto a = parse_options({"avg_pool", "--kernel", "2"});
+  CHECK_FALSE(a.count_include_pad);  // absent means False
+  CHECK_FALSE(a.divisor_override);
+
+  const auto t = parse_options({"conv_transpose", "--input", "1,6,5", "--groups", "3"});
+  CHECK(t.out_channels == 6);  // default: the input channels
+  CHECK(t.weight_shape() == dtensor::Shape{6, 2, 3});
+  CHECK(t.output_shape() == dtensor::Shape{1, 6, 7});  // (5-1) + 2 + 1
+
+  const auto p = parse_options({"pad", "--input", "1,1,4", "--padding-lr=-1:2"});
+  CHECK(p.padding == dtensor::ConvParams::Padding{{-1, 2}});
+  CHECK(p.output_shape() == dtensor::Shape{1, 1, 5});
+  CHECK(p.mode == dtensor::PadMode::Constant);
+}
+
+TEST_CASE("op cli: invalid arguments name the option", "[cli][op]") {
+  const auto rejects = [](const Args& args, const std::string& option) {
+    INFO("args: " << Catch::Detail::stringify(args));
+    try {
+      parse_options(args);
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK_THAT(e.what(), Catch::Contains(option));
+    }
+  };
+  rejects({"max_pool", "--kernel", "3", "--padding", "2"}, "--padding");  // > kernel / 2
+  rejects({"max_pool", "--kernel", "4", "--padding-lr", "0:3"}, "--padding-lr");
+  rejects({"max_pool", "--input", "1,1,2", "--kernel", "3"}, "--input");  // empty output
+  rejects({"pad", "--input", "1,1,3", "--mode", "reflect", "--padding-lr", "3:0"},
+          "--padding-lr");  // reflect padding >= L
+  rejects({"pad", "--input", "1,1,3", "--padding-lr", "-2:-1"}, "--padding-lr");  // crops all
+  rejects({"pad", "--input", "1,1,3", "--mode", "replicate", "--padding", "-1"}, "--padding");
+  rejects({"pad", "--input", "1,1,3"}, "--padding-lr");  // pad needs its padding
+  rejects({"pad", "--mode", "reflect", "--padding", "1", "--value", "2"}, "--value");
+  rejects({"adaptive_avg_pool"}, "--output-size");
+  rejects({"adaptive_max_pool", "--output-size", "0"}, "--output-size");
+  rejects({"conv", "--ceil-mode"}, "--ceil-mode");  // not an option of conv
+  rejects({"conv", "--output-padding", "1"}, "--output-padding");
+  rejects({"conv_transpose", "--stride", "2", "--output-padding", "2"}, "--output-padding");
+  rejects({"conv_transpose", "--padding-mode", "reflect"}, "--padding-mode");
+  rejects({"conv_transpose", "--padding-lr", "1:0"}, "--padding-lr");
+  rejects({"conv", "--input", "1,2,3", "--padding-mode", "reflect", "--padding", "3"},
+          "--padding");
+  rejects({"conv", "--groups", "3"}, "--groups");
+  rejects({"avg_pool", "--divisor-override", "0"}, "--divisor-override");
+  rejects({"avg_pool", "--dilation", "2"}, "--dilation");
+  rejects({"max_pool", "--stride", "0"}, "--stride");
+  rejects({"max_pool", "--kernel", "2,2,2"}, "--kernel");  // 3 values for 2 dims
+  rejects({"maxpool"}, "OP");
+  rejects({}, "OP");
+  rejects({"max_pool", "--bogus"}, "--bogus");
+  rejects({"max_pool", "--iters", "3"}, "--iters");  // only with --bench
+}
+
+// ---- the binary under the launcher ----------------------------------------------
+
+TEST_CASE("op cli run: a bad argument fails on every rank at once", "[cli][op][run]") {
+  const Ran r = run_op(2, {"max_pool", "--kernel", "3", "--padding", "2"});
+  INFO("output:\n" << r.output);
+  CHECK(r.code != 0);
+  CHECK(r.seconds < 10);
+  CHECK(r.output.find("dtensor-op: --padding") != std::string::npos);
+
+  // Each rank on its own (no launcher to stop a peer): every one exits 2 by
+  // itself, before any rendezvous, naming the option.
+  dtensor::launch::TempDir store("dtensor-op-store");
+  for (const Args& bad : {Args{"pad", "--input", "1,1,3", "--mode", "reflect", "--padding", "3"},
+                          Args{"adaptive_avg_pool", "--output-size", "0"}}) {
+    for (int rank = 0; rank < 2; ++rank) {
+      Args argv{kOp};
+      argv.insert(argv.end(), bad.begin(), bad.end());
+      const Ran own = run_program(argv, 20s,
+                                  {{"DTENSOR_RANK", std::to_string(rank)},
+                                   {"DTENSOR_WORLD_SIZE", "2"},
+                                   {"DTENSOR_LOCAL_RANK", std::to_string(rank)},
+                                   {"DTENSOR_STORE", "file:" + store.path()}});
+      INFO("rank " << rank << " output:\n" << own.output);
+      CHECK(own.code == 2);
+      CHECK(own.seconds < 5);
+      CHECK(own.output.find("dtensor-op: " + std::string(bad[0] == "pad" ? "--padding"
+                                                                          : "--output-size")) !=
+            std::string::npos);
+    }
+  }
+  // --help exits 0 and lists every operator.
+  const Ran help = run_program({kOp, "--help"});
+  CHECK(help.code == 0);
+  for (const char* op : {"conv_transpose", "max_pool", "avg_pool", "adaptive_avg_pool",
+                         "adaptive_max_pool", "pad"})
+    CHECK(help.output.find(op) != std::string::npos);
+}
+
+TEST_CASE("op cli run: every operator passes --check at P=2", "[cli][op][run]") {
+  const std::vector<std::string> x{"output", "grad_input"};
+  check_passes(2, {"max_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2",
+                   "--padding", "1", "--ceil-mode"},
+               x);
+  check_passes(2, {"avg_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2",
+                   "--padding-lr", "1:0,0:1", "--ceil-mode", "--count-include-pad"},
+               x);
+  check_passes(2, {"adaptive_avg_pool", "--input", "2,3,9,10", "--output-size", "4,3"}, x);
+  check_passes(2, {"adaptive_max_pool", "--input", "2,3,11", "--output-size", "4"}, x);
+  check_passes(2, {"pad", "--input", "2,3,9,10", "--padding-lr", "2:1,1:3", "--mode", "reflect"},
+               x);
+  check_passes(2, {"pad", "--input", "1,2,10", "--padding-lr=-1:3", "--value", "0.5"}, x);
+  check_passes(2, {"conv_transpose", "--input", "2,4,7,6", "--kernel", "3", "--stride", "2",
+                   "--padding", "1", "--output-padding", "1", "--out-channels", "6", "--groups",
+                   "2"},
+               {"output", "grad_input", "grad_weight", "grad_bias"});
+  check_passes(2, {"conv", "--input", "2,3,9,10", "--padding", "1", "--padding-mode", "circular"},
+               {"output", "grad_input", "grad_weight", "grad_bias"});
+}
+
+TEST_CASE("op cli run: dump writes the tensors and meta.json, check_op_dump.py agrees",
+          "[cli][op][run]") {
+  dtensor::launch::TempDir dir("dtensor-op-dump");
+  const std::string dump = dir.path() + "/dump";
+  const Ran r = run_op(2, {"max_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2",
+                           "--padding", "1", "--ceil-mode", "--backward", "--check", "--dump",
+                           dump});
+  INFO("output:\n" << r.output);
+  REQUIRE(r.code == 0);
+  for (const char* f : {"input", "output", "grad_output", "grad_input"}) {
+    INFO(f);
+    const std::string bytes = read_file(dump + "/" + f + ".npy");
+    REQUIRE(bytes.size() > 64);
+    CHECK(bytes.substr(0, 6) == "\x93NUMPY");
+    CHECK(bytes.find("'descr': '<f4'") != std::string::npos);
+  }
+  const json::Value meta = json::parse(read_file(dump + "/meta.json"));
+  CHECK(meta.at("op").string == "max_pool");
+  CHECK(meta.at("kernel").array.size() == 2);
+  CHECK(meta.at("stride").array[0].number == 2);
+  CHECK(meta.at("padding").array[1].array[0].number == 1);
+  CHECK(meta.at("dilation").array[0].number == 1);
+  CHECK(meta.at("ceil_mode").boolean);
+  CHECK(meta.at("input_shape").array.size() == 4);
+  CHECK(meta.at("output_shape").array[2].number == 5);  // ceil((9+2-3)/2)+1
+  CHECK(meta.at("dtype").string == "f32");
+  CHECK(meta.at("world_size").number == 2);
+  CHECK(meta.at("placements").array[0].string == "S(3)");
+  CHECK(meta.at("backward").boolean);
+  CHECK(meta.at("files").object.size() == 4);
+  CHECK_FALSE(meta.has("weight_shape"));  // only what applies to the op
+  CHECK_FALSE(meta.has("count_include_pad"));
+
+  // avg_pool's meta: divisor_override is null when absent.
+  const std::string avg = dir.path() + "/avg";
+  const Ran ra = run_op(2, {"avg_pool", "--input", "1,2,8", "--kernel", "2", "--dump", avg});
+  INFO("avg_pool output:\n" << ra.output);
+  REQUIRE(ra.code == 0);
+  const json::Value am = json::parse(read_file(avg + "/meta.json"));
+  CHECK(am.at("divisor_override").is_null());
+  CHECK_FALSE(am.at("count_include_pad").boolean);
+
+  if (!have_torch()) {
+    WARN("SKIPPED check_op_dump.py: `" << python() << " -c 'import torch, numpy'` failed");
+    return;
+  }
+  const Ran check = run_program({python(), kCheckOpDump, dump}, 120s);
+  INFO("check_op_dump.py:\n" << check.output);
+  CHECK(check.code == 0);
+  // A corrupted result must be caught.
+  {
+    std::fstream f(dump + "/grad_input.npy", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float wrong = 100.0f;
+    f.write(reinterpret_cast<const char*>(&wrong), 4);
+  }
+  const Ran bad = run_program({python(), kCheckOpDump, dump}, 120s);
+  INFO("check_op_dump.py on a corrupted dump:\n" << bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("grad_input") != std::string::npos);
+}
+
+TEST_CASE("op cli run: bench reports timings and ratios", "[cli][op][run]") {
+  const Ran r = run_op(2, {"avg_pool", "--kernel", "2", "--backward", "--bench", "--iters", "2",
+                           "--warmup", "1", "--json"});
+  INFO("output:\n" << r.output);
+  REQUIRE(r.code == 0);
+  const json::Value v = last_json_line(r.output);
+  for (const char* f :
+       {"fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd", "overhead_bwd"}) {
+    INFO(f);
+    REQUIRE(v.at(f).is_number());
+    CHECK(v.at(f).number > 0);
+  }
+  CHECK(v.at("max_abs_err").is_null());  // no --check
+  CHECK(v.at("iters").number == 2);
+}

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Checks a `dtensor-op OP --dump DIR` directory against PyTorch.
+
+Replays the operator named in meta.json with torch.nn.functional in float64
+on the dumped input (and weight and bias), and its gradients with autograd
+from the dumped grad_output; compares every dumped result and prints the max
+abs error and the tolerance of each (dtensor-conv's bound, see
+tools/dtensor-conv/tolerance.h; the forward of the max pools must be exact).
+
+Where PyTorch has no direct spelling the replay is built from what it has,
+with PyTorch's semantics kept:
+  - asymmetric (left != right) pool padding: max_pool pads with -inf, avg_pool
+    computes window sums, valid counts and PyTorch's pool_size (the window
+    clipped to [-pl, L + pr)) with depthwise convolutions of ones; the output
+    length is PyTorch's (ceil_mode drops a last window that starts in the
+    right padding, i.e. at or after L + pl);
+  - avg_pool1d with divisor_override: avg_pool2d on a unit height;
+  - convolution padding (zeros with left != right, or a padding_mode): F.pad
+    first, then the convolution without padding.
+
+Usage: check_op_dump.py DIR [--quiet]
+Exit status: 0 all within tolerance, 1 a tensor over tolerance (or missing,
+or of the wrong shape), 2 bad usage or an unreadable dump, 77 PyTorch or
+numpy not importable (the conventional "skipped" status).
+
+Works with Debian 12's python3-torch 1.13 and python3-numpy.
+"""
+
+import json
+import math
+import os
+import sys
+
+
+def tolerance(dtype, terms, ranks, ref_max):
+    """The bound of tools/dtensor-conv/tolerance.h; keep the two in step."""
+    scale = max(1.0, ref_max)
+    if dtype == "f64":
+        return 1e-10 * scale
+    u32 = 2.0 ** -24
+    tol = u32 * (8.0 * math.sqrt(max(terms, 0) + 1.0) + 2.0 * max(ranks, 1)) * scale
+    if dtype == "bf16":
+        tol += 2.0 ** -8 * 2.0 * (max(ranks, 1) + 2.0) * scale
+    if dtype == "f16":
+        tol += 2.0 ** -11 * 2.0 * (max(ranks, 1) + 2.0) * scale
+    return tol
+
+
+def floor_div(a, b):
+    return a // b  # Python's // floors
+
+
+def ceil_div(a, b):
+    return -((-a) // b)
+
+
+def pool_length(length, k, s, d, pl, pr, ceil_mode):
+    """PyTorch's pooling_output_shape_pad_lr."""
+    span = length + pl + pr - d * (k - 1) - 1
+    out = (ceil_div(span, s) if ceil_mode else floor_div(span, s)) + 1
+    if ceil_mode and out > 0 and (out - 1) * s >= length + pl:
+        out -= 1
+    return out
+
+
+class BadDump(Exception):
+    pass
+
+
+def replay(meta, load, files, torch, F):
+    """Returns (results, leaves): results is [(name, reference, terms, exact)]
+    once backward ran; leaves maps input/weight/bias to their tensors."""
+    op = meta["op"]
+    nsp = int(meta["spatial_dims"])
+    if nsp not in (1, 2, 3):
+        raise BadDump(f"{nsp} spatial dims are not supported")
+    x = load("input").requires_grad_(True)
+    xshape = list(x.shape)
+    leaves = {"input": x}
+    padding = [(int(l), int(r)) for l, r in meta.get("padding", [[0, 0]] * nsp)]
+
+    def flat_pad(pairs):
+        # F.pad lists (left, right) pairs from the LAST dim backwards.
+        out = []
+        for left, right in reversed(pairs):
+            out += [left, right]
+        return out
+
+    def ones_conv(t, kernel, stride):
+        """Window sums over `kernel` (no padding), per channel."""
+        n, c = t.shape[0], t.shape[1]
+        flat = t.reshape([n * c, 1] + list(t.shape[2:]))
+        w = torch.ones([1, 1] + list(kernel), dtype=t.dtype)
+        conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nsp]
+        out = conv(flat, w, stride=stride)
+        return out.reshape([n, c] + list(out.shape[2:]))
+
+    def crop(t, sizes):
+        for i, o in enumerate(sizes):
+            t = t.narrow(2 + i, 0, o)
+        return t
+
+    k = [int(v) for v in meta.get("kernel", [])]
+    stride = [int(v) for v in meta.get("stride", [])]
+    dilation = [int(v) for v in meta.get("dilation", [1] * nsp)]
+    spatial = xshape[2:]
+    results = []
+
+    if op in ("conv", "conv_transpose"):
+        w = load("weight").requires_grad_(True)
+        b = load("bias").requires_grad_(True) if "bias" in files else None
+        leaves["weight"], leaves["bias"] = w, b
+        groups = int(meta["groups"])
+        ksize = math.prod(w.shape[2:])
+        if op == "conv":
+            mode = meta.get("padding_mode", "zeros")
+            xp = F.pad(x, flat_pad(padding)) if mode == "zeros" else F.pad(x, flat_pad(padding),
+                                                                          mode=mode)
+            conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nsp]
+            y = conv(xp, w, b, stride=stride, padding=0, dilation=dilation, groups=groups)
+            terms_out = w.shape[1] * ksize + (1 if b is not None else 0)
+            terms_gx = (w.shape[0] // groups) * ksize
+            terms_gw = None  # per output, below
+        else:
+            if any(l != r for l, r in padding):
+                raise BadDump("conv_transpose padding must be symmetric")
+            conv_t = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[nsp]
+            y = conv_t(x, w, b, stride=stride, padding=[l for l, _ in padding],
+                       output_padding=[int(v) for v in meta["output_padding"]], groups=groups,
+                       dilation=dilation)
+            terms_out = (w.shape[0] // groups) * ksize + (1 if b is not None else 0)
+            terms_gx = w.shape[1] * ksize
+            terms_gw = xshape[0] * math.prod(spatial)
+        return y, [("output", terms_out, False)], [
+            ("grad_input", "input", terms_gx),
+            ("grad_weight", "weight", terms_gw),
+            ("grad_bias", "bias", None),
+        ], leaves
+
+    if op == "max_pool":
+        ceil_mode = bool(meta["ceil_mode"])
+        ksize = math.prod(k)
+        if all(l == r for l, r in padding):
+            pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nsp]
+            y = pool(x, k, stride, [l for l, _ in padding], dilation, ceil_mode=ceil_mode)
+        else:
+            outs = [pool_length(spatial[i], k[i], stride[i], dilation[i], padding[i][0],
+                                padding[i][1], ceil_mode) for i in range(nsp)]
+            pairs = []
+            for i in range(nsp):
+                need = (outs[i] - 1) * stride[i] + dilation[i] * (k[i] - 1) + 1
+                pairs.append((padding[i][0], max(padding[i][1], need - spatial[i] - padding[i][0])))
+            xp = F.pad(x, flat_pad(pairs), value=-math.inf)
+            pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nsp]
+            y = crop(pool(xp, k, stride, 0, dilation), outs)
+        return y, [("output", 1, True)], [("grad_input", "input", ksize)], leaves
+
+    if op == "avg_pool":
+        ceil_mode = bool(meta["ceil_mode"])
+        include = bool(meta["count_include_pad"])
+        override = meta.get("divisor_override")
+        ksize = math.prod(k)
+        if all(l == r for l, r in padding) and (override is None or nsp > 1):
+            pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nsp]
+            kwargs = {} if nsp == 1 else {"divisor_override": override}
+            y = pool(x, k, stride, [l for l, _ in padding], ceil_mode=ceil_mode,
+                     count_include_pad=include, **kwargs)
+        elif all(l == r for l, r in padding):
+            # avg_pool1d has no divisor_override: a unit height.
+            y = F.avg_pool2d(x.unsqueeze(2), [1] + k, [1] + stride, [0, padding[0][0]],
+                             ceil_mode=ceil_mode, count_include_pad=include,
+                             divisor_override=override).squeeze(2)
+        else:
+            outs = [pool_length(spatial[i], k[i], stride[i], 1, padding[i][0], padding[i][1],
+                                ceil_mode) for i in range(nsp)]
+            pairs, extra = [], []
+            for i in range(nsp):
+                need = (outs[i] - 1) * stride[i] + k[i]
+                e = max(0, need - (spatial[i] + padding[i][0] + padding[i][1]))
+                extra.append(e)
+                pairs.append((padding[i][0], padding[i][1] + e))
+            sums = crop(ones_conv(F.pad(x, flat_pad(pairs)), k, stride), outs)
+            ones = torch.ones_like(x)
+            count = crop(ones_conv(F.pad(ones, flat_pad(pairs)), k, stride), outs)
+            padded_ones = torch.ones([xshape[0], xshape[1]] + [spatial[i] + padding[i][0] +
+                                                               padding[i][1] for i in range(nsp)],
+                                     dtype=x.dtype)
+            pool_size = crop(ones_conv(F.pad(padded_ones, flat_pad([(0, e) for e in extra])), k,
+                                       stride), outs)
+            if override is not None:
+                divisor = torch.full_like(sums, float(override))
+            else:
+                divisor = pool_size if include else count
+            # An empty clipped window gives 0 (PyTorch skips it).
+            safe = torch.where(count > 0, divisor, torch.ones_like(divisor))
+            y = torch.where(count > 0, sums / safe, torch.zeros_like(sums))
+        return y, [("output", ksize + 1, False)], [("grad_input", "input", ksize + 1)], leaves
+
+    if op in ("adaptive_avg_pool", "adaptive_max_pool"):
+        out_size = [int(v) for v in meta["output_size"]]
+        terms = math.prod(ceil_div(spatial[i], out_size[i]) + 1 for i in range(nsp))
+        if op == "adaptive_avg_pool":
+            pool = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d,
+                    3: F.adaptive_avg_pool3d}[nsp]
+            return pool(x, out_size), [("output", terms + 1, False)], [
+                ("grad_input", "input", terms + 1)], leaves
+        pool = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d,
+                3: F.adaptive_max_pool3d}[nsp]
+        return pool(x, out_size), [("output", 1, True)], [("grad_input", "input", terms)], leaves
+
+    if op == "pad":
+        mode = meta["mode"]
+        if mode == "constant":
+            y = F.pad(x, flat_pad(padding), mode="constant", value=float(meta["value"]))
+        else:
+            y = F.pad(x, flat_pad(padding), mode=mode)
+        terms = 1
+        for i in range(nsp):
+            length = max(spatial[i], 1)
+            terms *= 1 + ceil_div(abs(padding[i][0]), length) + ceil_div(abs(padding[i][1]), length)
+        return y, [("output", 1, False)], [("grad_input", "input", terms)], leaves
+
+    raise BadDump(f"unknown op '{op}'")
+
+
+def main(argv):
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    options = [a for a in argv[1:] if a.startswith("--")]
+    quiet = "--quiet" in options
+    if len(args) != 1 or any(o != "--quiet" for o in options):
+        print("usage: check_op_dump.py DIR [--quiet]", file=sys.stderr)
+        return 2
+    directory = args[0]
+    try:
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        print(f"check_op_dump.py: skipped: cannot import PyTorch/numpy ({e})", file=sys.stderr)
+        return 77
+
+    try:
+        with open(os.path.join(directory, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"check_op_dump.py: cannot read {directory}/meta.json: {e}", file=sys.stderr)
+        return 2
+
+    files = meta.get("files", {})
+
+    def load(name):
+        path = os.path.join(directory, files[name])
+        return torch.from_numpy(np.load(path).astype(np.float64))
+
+    for required in ("input", "output"):
+        if required not in files:
+            print(f"check_op_dump.py: {directory}: meta.json lists no '{required}'",
+                  file=sys.stderr)
+            return 2
+    if "op" not in meta:
+        print(f"check_op_dump.py: {directory}: meta.json names no 'op'", file=sys.stderr)
+        return 2
+
+    try:
+        y, forward, backward, leaves = replay(meta, load, files, torch, F)
+    except (BadDump, KeyError, ValueError, RuntimeError) as e:
+        print(f"check_op_dump.py: {directory}: cannot replay: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        return 2
+
+    dtype = meta["dtype"]
+    ranks = int(meta.get("world_size", 1))
+    results = [(name, y.detach(), terms, exact) for name, terms, exact in forward]
+    if meta.get("backward", False) and "grad_output" in files:
+        gy = load("grad_output")
+        per_output = gy.shape[0] * math.prod(gy.shape[2:])
+        y.backward(gy)
+        for name, leaf, terms in backward:
+            t = leaves.get(leaf)
+            if t is None:
+                continue  # no bias
+            results.append((name, t.grad if t.grad is not None else torch.zeros_like(t),
+                            per_output if terms is None else terms, False))
+
+    ok = True
+    for name, ref, terms, exact in results:
+        ref_max = float(ref.abs().max()) if ref.numel() else 0.0
+        tol = 0.0 if exact else tolerance(dtype, terms, ranks, ref_max)
+        if name not in files:
+            print(f"{name:<12} MISSING from the dump")
+            ok = False
+            continue
+        got = load(name)
+        if tuple(got.shape) != tuple(ref.shape):
+            print(f"{name:<12} shape {tuple(got.shape)} but PyTorch gives {tuple(ref.shape)}")
+            ok = False
+            continue
+        err = float((got - ref).abs().max()) if ref.numel() else 0.0
+        good = err <= tol  # False for NaN
+        ok = ok and good
+        if not quiet or not good:
+            print(f"{name:<12} max|err| {err:.3e}  tol {tol:.3e}  (max|ref| {ref_max:.3e})  "
+                  f"{'ok' if good else 'OVER TOLERANCE'}")
+    print(f"check_op_dump.py: {directory}: {'ok' if ok else 'FAILED'} "
+          f"({meta['op']}, {dtype}, {meta['spatial_dims']}-d, torch {torch.__version__})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,24 @@
+// --check: every result of dtensor-op against the naive f64 oracles
+// (tools/reference/reference_window_ops.h, reference_conv.h), which share no
+// code with the library's operators or its shape helpers.
+#pragma once
+
+#include <vector>
+
+#include "tools/dtensor-conv/check.h"
+#include "tools/dtensor-op/options.h"
+#include "tools/dtensor-op/problem.h"
+
+namespace dtensor::op_cli {
+
+using conv_cli::TensorCheck;
+
+/// Compares each result of `g` with the oracle run on g's operands (converted
+/// to f64, so both see the same rounded values). Tolerances are dtensor-conv's
+/// (tools/dtensor-conv/tolerance.h) for the length of the sums behind one
+/// value; the forward of the max pools (a selection) must be exact. Local:
+/// rank 0 calls it; `ranks` bounds the Partial contributions.
+std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalTensors& g,
+                                                 int ranks);
+
+}  // namespace dtensor::op_cli

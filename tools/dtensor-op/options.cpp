@@ -1,0 +1,729 @@
+#include "tools/dtensor-op/options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <limits>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor::op_cli {
+namespace {
+
+using Int = std::int64_t;
+
+constexpr OpKind kAllOps[] = {OpKind::Conv,           OpKind::ConvTranspose,
+                              OpKind::MaxPool,        OpKind::AvgPool,
+                              OpKind::AdaptiveAvgPool, OpKind::AdaptiveMaxPool,
+                              OpKind::Pad};
+
+[[noreturn]] void fail(std::string_view option, const std::string& message) {
+  throw UsageError(fmt::format("{}: {}", option, message));
+}
+
+// Library errors read "[dtensor.ops] padding: ..."; on a command line the
+// component prefix is noise.
+std::string without_component(const std::string& what) {
+  if (what.rfind("[dtensor.", 0) == 0) {
+    const auto end = what.find("] ");
+    if (end != std::string::npos) return what.substr(end + 2);
+  }
+  return what;
+}
+
+// A whole-string integer: "3" yes, "3x", "", "0x10" no.
+Int parse_int(std::string_view option, std::string_view text) {
+  Int v = 0;
+  const char* first = text.data();
+  if (!text.empty() && text[0] == '+') ++first;  // from_chars rejects '+'
+  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), v);
+  if (text.empty() || first == text.data() + text.size() || ec != std::errc() ||
+      end != text.data() + text.size())
+    fail(option, fmt::format("'{}' is not an integer", text));
+  return v;
+}
+
+Int parse_int_at_least(std::string_view option, std::string_view text, Int min) {
+  const Int v = parse_int(option, text);
+  if (v < min) fail(option, fmt::format("{} must be >= {}", v, min));
+  return v;
+}
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t at = text.find(sep, start);
+    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
+std::vector<Int> parse_list(std::string_view option, std::string_view text, Int min,
+                            char sep = ',') {
+  if (text.empty()) fail(option, "empty list");
+  std::vector<Int> out;
+  for (auto part : split(text, sep))
+    out.push_back(parse_int_at_least(option, part, min));
+  return out;
+}
+
+ConvParams::Padding parse_padding_lr(std::string_view option, std::string_view text, Int min) {
+  if (text.empty()) fail(option, "empty list");
+  ConvParams::Padding out;
+  for (auto part : split(text, ',')) {
+    const auto halves = split(part, ':');
+    if (halves.size() != 2)
+      fail(option, fmt::format("'{}' is not a LEFT:RIGHT pair (e.g. 1:2)", part));
+    out.emplace_back(parse_int_at_least(option, halves[0], min),
+                     parse_int_at_least(option, halves[1], min));
+  }
+  return out;
+}
+
+double parse_double(std::string_view option, std::string_view text) {
+  const std::string s(text);
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size() || !std::isfinite(v))
+    fail(option, fmt::format("'{}' is not a finite number", text));
+  return v;
+}
+
+// One entry for every spatial dim, or one per dim: spelled out per dim.
+template <typename T>
+std::vector<T> per_dim(std::string_view option, const std::vector<T>& list, Int spatial) {
+  const Int n = static_cast<Int>(list.size());
+  if (n != 1 && n != spatial)
+    fail(option, fmt::format("{} values for {} spatial dim(s); give 1 or {}", n, spatial, spatial));
+  if (n == spatial) return list;
+  return std::vector<T>(static_cast<std::size_t>(spatial), list[0]);
+}
+
+std::string ops_list() {
+  std::string s;
+  for (OpKind k : kAllOps)
+    s += (s.empty() ? "" : ", ") + std::string(op_name(k));
+  return s;
+}
+
+// The ops each operator-specific option applies to.
+const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
+  using enum OpKind;
+  static const std::map<std::string, std::set<OpKind>, std::less<>> table = {
+      {"--kernel", {Conv, ConvTranspose, MaxPool, AvgPool}},
+      {"--stride", {Conv, ConvTranspose, MaxPool, AvgPool}},
+      {"--dilation", {Conv, ConvTranspose, MaxPool}},
+      {"--padding", {Conv, ConvTranspose, MaxPool, AvgPool, Pad}},
+      {"--padding-lr", {Conv, ConvTranspose, MaxPool, AvgPool, Pad}},
+      {"--ceil-mode", {MaxPool, AvgPool}},
+      {"--count-include-pad", {AvgPool}},
+      {"--divisor-override", {AvgPool}},
+      {"--output-size", {AdaptiveAvgPool, AdaptiveMaxPool}},
+      {"--out-channels", {Conv, ConvTranspose}},
+      {"--groups", {Conv, ConvTranspose}},
+      {"--no-bias", {Conv, ConvTranspose}},
+      {"--output-padding", {ConvTranspose}},
+      {"--padding-mode", {Conv, ConvTranspose}},
+      {"--mode", {Pad}},
+      {"--value", {Pad}},
+  };
+  return table;
+}
+
+std::string applies_to(const std::set<OpKind>& ops) {
+  std::string s;
+  for (OpKind k : kAllOps)
+    if (ops.count(k)) s += (s.empty() ? "" : ", ") + std::string(op_name(k));
+  return s;
+}
+
+Int floor_div(Int a, Int b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+Int ceil_div(Int a, Int b) {
+  return -floor_div(-a, b);
+}
+
+// PyTorch's output lengths, one dim (this tool's own arithmetic: the checks
+// below must not rely on the library they guard).
+Int conv_length(Int L, Int k, Int s, Int d, Int pl, Int pr) {
+  return floor_div(L + pl + pr - d * (k - 1) - 1, s) + 1;
+}
+Int conv_transpose_length(Int L, Int k, Int s, Int d, Int p, Int op) {
+  return (L - 1) * s - 2 * p + d * (k - 1) + op + 1;
+}
+Int pool_length(Int L, Int k, Int s, Int d, Int pl, Int pr, bool ceil_mode) {
+  const Int span = L + pl + pr - d * (k - 1) - 1;
+  Int out = (ceil_mode ? ceil_div(span, s) : floor_div(span, s)) + 1;
+  if (ceil_mode && out > 0 && (out - 1) * s >= L + pl) --out;
+  return out;
+}
+
+std::string padding_option(bool lr) {
+  return lr ? "--padding-lr" : "--padding";
+}
+
+// The operator's own rules (PyTorch's), from the global shapes.
+void check_operator(const Options& o, bool padding_lr) {
+  const Int spatial = o.spatial_dims();
+  const Int C = o.input[1];
+  const std::string pad_opt = padding_option(padding_lr);
+  switch (o.op) {
+    case OpKind::Conv:
+    case OpKind::ConvTranspose: {
+      const bool t = o.op == OpKind::ConvTranspose;
+      if (C % o.groups != 0)
+        fail("--groups",
+             fmt::format("{} does not divide the {} input channels (--input)", o.groups, C));
+      if (o.out_channels % o.groups != 0)
+        fail("--groups", fmt::format("{} does not divide the {} output channels (--out-channels)",
+                                     o.groups, o.out_channels));
+      if (t && o.padding_mode != PaddingMode::Zeros)
+        fail("--padding-mode", "conv_transpose supports only zeros (as PyTorch)");
+      for (Int i = 0; i < spatial; ++i) {
+        const auto s = static_cast<std::size_t>(i);
+        const Int L = o.input[2 + s], k = o.kernel[s], st = o.stride[s], d = o.dilation[s];
+        const auto [pl, pr] = o.padding[s];
+        if (t) {
+          if (pl != pr)
+            fail(pad_opt, fmt::format("conv_transpose takes symmetric padding; dim {} has {}:{}",
+                                      i, pl, pr));
+          if (o.output_padding[s] >= st && o.output_padding[s] >= d)
+            fail("--output-padding",
+                 fmt::format("{} in dim {} must be smaller than --stride ({}) or --dilation ({})",
+                             o.output_padding[s], i, st, d));
+          if (conv_transpose_length(L, k, st, d, pl, o.output_padding[s]) < 1)
+            fail(pad_opt, fmt::format("{} in dim {} (length {}) leaves an empty output", pl, i, L));
+        } else {
+          if (o.padding_mode == PaddingMode::Reflect && (pl >= L || pr >= L))
+            fail(pad_opt, fmt::format("reflect padding {}:{} in dim {} must be < the length {}",
+                                      pl, pr, i, L));
+          if (o.padding_mode == PaddingMode::Circular && (pl > L || pr > L))
+            fail(pad_opt, fmt::format("circular padding {}:{} in dim {} must be <= the length {}",
+                                      pl, pr, i, L));
+          if (conv_length(L, k, st, d, pl, pr) < 1)
+            fail("--input",
+                 fmt::format("spatial dim {} (length {}) is shorter than --kernel {} with "
+                             "--dilation {} and padding {}:{} need: the output would be empty",
+                             i, L, k, d, pl, pr));
+        }
+      }
+      break;
+    }
+    case OpKind::MaxPool:
+    case OpKind::AvgPool:
+      if (o.divisor_override && *o.divisor_override == 0)
+        fail("--divisor-override", "must not be 0");
+      for (Int i = 0; i < spatial; ++i) {
+        const auto s = static_cast<std::size_t>(i);
+        const Int L = o.input[2 + s], k = o.kernel[s];
+        const auto [pl, pr] = o.padding[s];
+        // PyTorch: "pad should be at most half of kernel size" (kernel, not the dilated extent).
+        if (pl > k / 2 || pr > k / 2)
+          fail(pad_opt, fmt::format("{}:{} in dim {}: each side must be at most half the kernel "
+                                    "({} / 2 = {})",
+                                    pl, pr, i, k, k / 2));
+        // PyTorch's avg_pool3d (only it) also wants every length >= the kernel.
+        if (o.op == OpKind::AvgPool && spatial == 3 && L < k)
+          fail("--input", fmt::format("spatial dim {} (length {}) is shorter than --kernel {}: "
+                                      "avg_pool over 3 spatial dims needs every length >= the "
+                                      "kernel (as PyTorch's avg_pool3d)",
+                                      i, L, k));
+        if (pool_length(L, k, o.stride[s], o.dilation[s], pl, pr, o.ceil_mode) < 1)
+          fail("--input",
+               fmt::format("spatial dim {} (length {}) is too short for --kernel {} (dilation {}, "
+                           "padding {}:{}): the output would be empty",
+                           i, L, k, o.dilation[s], pl, pr));
+      }
+      break;
+    case OpKind::AdaptiveAvgPool:
+    case OpKind::AdaptiveMaxPool:
+      break;  // --output-size >= 1 was checked when parsed
+    case OpKind::Pad:
+      for (Int i = 0; i < spatial; ++i) {
+        const auto s = static_cast<std::size_t>(i);
+        const Int L = o.input[2 + s];
+        const auto [pl, pr] = o.padding[s];
+        if (L + pl + pr < 1)
+          fail(pad_opt, fmt::format("{}:{} crops all of dim {} (length {}): the output would be "
+                                    "empty",
+                                    pl, pr, i, L));
+        if (o.mode != PadMode::Constant && (pl < 0 || pr < 0))
+          fail(pad_opt, fmt::format("negative padding ({}:{}) needs --mode constant", pl, pr));
+        if (o.mode == PadMode::Reflect && (pl >= L || pr >= L))
+          fail(pad_opt, fmt::format("reflect padding {}:{} in dim {} must be < the length {}", pl,
+                                    pr, i, L));
+        if (o.mode == PadMode::Circular && (pl > L || pr > L))
+          fail(pad_opt, fmt::format("circular padding {}:{} in dim {} must be <= the length {}",
+                                    pl, pr, i, L));
+      }
+      break;
+  }
+}
+
+// The library's own rules, as a last guard: whatever it would reject at run
+// time is rejected here, before any rank starts talking.
+void check_with_library(const Options& o) {
+  try {
+    switch (o.op) {
+      case OpKind::Conv:
+        check_conv_args(o.input, o.weight_shape(),
+                        o.bias ? std::optional<Shape>(Shape{o.out_channels}) : std::nullopt,
+                        o.conv_params());
+        break;
+      case OpKind::ConvTranspose:
+        conv_transpose_output_shape(o.input, o.weight_shape(), o.conv_transpose_params());
+        break;
+      case OpKind::MaxPool:
+      case OpKind::AvgPool:
+        o.pool_params().expanded(o.spatial_dims());
+        break;
+      default:
+        break;
+    }
+  } catch (const InvalidArgument& e) {
+    throw UsageError(fmt::format("invalid {}: {}", op_name(o.op), without_component(e.what())));
+  }
+}
+
+}  // namespace
+
+std::string_view op_name(OpKind op) {
+  switch (op) {
+    case OpKind::Conv:
+      return "conv";
+    case OpKind::ConvTranspose:
+      return "conv_transpose";
+    case OpKind::MaxPool:
+      return "max_pool";
+    case OpKind::AvgPool:
+      return "avg_pool";
+    case OpKind::AdaptiveAvgPool:
+      return "adaptive_avg_pool";
+    case OpKind::AdaptiveMaxPool:
+      return "adaptive_max_pool";
+    case OpKind::Pad:
+      return "pad";
+  }
+  return "?";
+}
+
+std::string_view padding_mode_str(PaddingMode m) {
+  switch (m) {
+    case PaddingMode::Zeros:
+      return "zeros";
+    case PaddingMode::Reflect:
+      return "reflect";
+    case PaddingMode::Replicate:
+      return "replicate";
+    case PaddingMode::Circular:
+      return "circular";
+  }
+  return "?";
+}
+
+std::string_view pad_mode_str(PadMode m) {
+  switch (m) {
+    case PadMode::Constant:
+      return "constant";
+    case PadMode::Reflect:
+      return "reflect";
+    case PadMode::Replicate:
+      return "replicate";
+    case PadMode::Circular:
+      return "circular";
+  }
+  return "?";
+}
+
+Shape Options::weight_shape() const {
+  if (!has_weight()) return {};
+  const Int C = input[1];
+  const Int g = std::max<Int>(groups, 1);
+  Shape w = op == OpKind::Conv ? Shape{out_channels, C / g} : Shape{C, out_channels / g};
+  w.insert(w.end(), kernel.begin(), kernel.end());
+  return w;
+}
+
+Shape Options::output_shape() const {
+  Shape out{input[0], has_weight() ? out_channels : input[1]};
+  for (Int i = 0; i < spatial_dims(); ++i) {
+    const auto s = static_cast<std::size_t>(i);
+    const Int L = input[2 + s];
+    Int O = 0;
+    switch (op) {
+      case OpKind::Conv:
+        O = conv_length(L, kernel[s], stride[s], dilation[s], padding[s].first,
+                        padding[s].second);
+        break;
+      case OpKind::ConvTranspose:
+        O = conv_transpose_length(L, kernel[s], stride[s], dilation[s], padding[s].first,
+                                  output_padding[s]);
+        break;
+      case OpKind::MaxPool:
+      case OpKind::AvgPool:
+        O = pool_length(L, kernel[s], stride[s], dilation[s], padding[s].first, padding[s].second,
+                        ceil_mode);
+        break;
+      case OpKind::AdaptiveAvgPool:
+      case OpKind::AdaptiveMaxPool:
+        O = output_size[s];
+        break;
+      case OpKind::Pad:
+        O = L + padding[s].first + padding[s].second;
+        break;
+    }
+    out.push_back(O);
+  }
+  return out;
+}
+
+ConvParams Options::conv_params() const {
+  ConvParams p;
+  p.stride = stride;
+  p.padding = padding;
+  p.dilation = dilation;
+  p.groups = groups;
+  p.padding_mode = padding_mode;
+  return p;
+}
+
+ConvTransposeParams Options::conv_transpose_params() const {
+  ConvTransposeParams p;
+  p.stride = stride;
+  p.padding.clear();
+  for (const auto& [l, r] : padding)
+    p.padding.push_back(l);
+  p.output_padding = output_padding;
+  p.dilation = dilation;
+  p.groups = groups;
+  return p;
+}
+
+PoolParams Options::pool_params() const {
+  PoolParams p;
+  p.kernel = kernel;
+  p.stride = stride;
+  p.padding = padding;
+  p.dilation = dilation;
+  p.ceil_mode = ceil_mode;
+  p.count_include_pad = count_include_pad;
+  p.divisor_override = divisor_override;
+  return p;
+}
+
+Options parse_options(const std::vector<std::string>& args) {
+  Options o;
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    }
+
+  // CLI11 reads the command line (names, values, --opt=V, flags, unknown
+  // options); the values are kept as text and parsed below, so that every
+  // message names its option the same way.
+  CLI::App app{"dtensor-op", "dtensor-op"};
+  app.set_help_flag();  // handled above
+  std::string op_text;
+  app.add_option("OP", op_text);
+  std::map<std::string, std::string, std::less<>> text;
+  std::map<std::string, CLI::Option*, std::less<>> given;
+  for (const char* name :
+       {"--mesh", "--placements", "--input", "--dtype", "--device", "--seed", "--dump", "--iters",
+        "--warmup", "--kernel", "--stride", "--dilation", "--padding", "--padding-lr",
+        "--divisor-override", "--output-size", "--out-channels", "--groups", "--output-padding",
+        "--padding-mode", "--mode", "--value"}) {
+    given[name] = app.add_option(name, text[name]);
+    given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  bool ceil_mode = false, count_include_pad = false, no_bias = false;
+  for (auto [name, flag] : std::initializer_list<std::pair<const char*, bool*>>{
+           {"--backward", &o.backward},
+           {"--check", &o.check},
+           {"--bench", &o.bench},
+           {"--json", &o.json},
+           {"--ceil-mode", &ceil_mode},
+           {"--count-include-pad", &count_include_pad},
+           {"--no-bias", &no_bias}})
+    given[name] = app.add_flag(name, *flag);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads from the back
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  const auto has = [&](std::string_view name) { return given.find(name)->second->count() > 0; };
+  const auto value = [&](std::string_view name) -> const std::string& {
+    return text.find(name)->second;
+  };
+
+  // OP
+  if (op_text.empty()) fail("OP", fmt::format("missing; give one of {}", ops_list()));
+  bool known = false;
+  for (OpKind k : kAllOps)
+    if (op_text == op_name(k)) {
+      o.op = k;
+      known = true;
+    }
+  if (!known) fail("OP", fmt::format("unknown operator '{}' (expected one of {})", op_text, ops_list()));
+  for (const auto& [name, ops] : applicability())
+    if (has(name) && !ops.count(o.op))
+      fail(name, fmt::format("not an option of {} (it applies to {})", op_name(o.op),
+                             applies_to(ops)));
+
+  // Common options: dtensor-conv's rules.
+  if (has("--mesh")) {
+    o.mesh = parse_list("--mesh", value("--mesh"), 1, 'x');
+    if (o.mesh.size() > 3) fail("--mesh", "a mesh has 1, 2 or 3 dims (e.g. 4, 2x2, 2x1x2)");
+  }
+  if (has("--placements")) {
+    try {
+      o.placements = parse_placements(value("--placements"), "--placements");
+    } catch (const InvalidArgument& e) {
+      const std::string msg = without_component(e.what());
+      throw UsageError(msg.rfind("--placements", 0) == 0 ? msg : "--placements: " + msg);
+    }
+  }
+  if (has("--input")) {
+    o.input = parse_list("--input", value("--input"), 1);
+    if (o.input.size() < 3 || o.input.size() > 5)
+      fail("--input", fmt::format("{} dims given; expected N,C,W or N,C,H,W or N,C,D,H,W",
+                                  o.input.size()));
+  }
+  if (has("--dtype")) {
+    try {
+      o.dtype = parse_dtype(value("--dtype"));
+    } catch (const InvalidArgument&) {
+      fail("--dtype",
+           fmt::format("unknown dtype '{}' (expected f32, f64, bf16 or f16)", value("--dtype")));
+    }
+  }
+  if (has("--device")) {
+    const std::string& v = value("--device");
+    if (v == "cpu")
+      o.device = DeviceType::CPU;
+    else if (v == "cuda")
+      o.device = DeviceType::CUDA;
+    else
+      fail("--device", fmt::format("unknown device '{}' (expected cpu or cuda)", v));
+  }
+  if (has("--seed")) {
+    const std::string& v = value("--seed");
+    std::uint64_t s = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), s);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size())
+      fail("--seed", fmt::format("'{}' is not a non-negative integer", v));
+    o.seed = s;
+  }
+  if (has("--dump")) {
+    if (value("--dump").empty()) fail("--dump", "empty directory name");
+    o.dump = value("--dump");
+  }
+  if (has("--iters")) {
+    if (!o.bench) fail("--iters", "only meaningful with --bench");
+    o.iters = static_cast<int>(std::min<Int>(parse_int_at_least("--iters", value("--iters"), 1),
+                                             1000000));
+  }
+  if (has("--warmup")) {
+    if (!o.bench) fail("--warmup", "only meaningful with --bench");
+    o.warmup = static_cast<int>(
+        std::min<Int>(parse_int_at_least("--warmup", value("--warmup"), 0), 1000000));
+  }
+
+  // The operator's parameters, resolved per spatial dim.
+  const Int spatial = o.spatial_dims();
+  const bool pool = o.op == OpKind::MaxPool || o.op == OpKind::AvgPool;
+  o.kernel = per_dim("--kernel", has("--kernel") ? parse_list("--kernel", value("--kernel"), 1)
+                                                 : std::vector<Int>{3},
+                     spatial);
+  o.stride = has("--stride") ? per_dim("--stride", parse_list("--stride", value("--stride"), 1),
+                                       spatial)
+             : pool          ? o.kernel
+                             : std::vector<Int>(static_cast<std::size_t>(spatial), 1);
+  o.dilation = per_dim("--dilation",
+                       has("--dilation") ? parse_list("--dilation", value("--dilation"), 1)
+                                         : std::vector<Int>{1},
+                       spatial);
+  if (has("--padding") && has("--padding-lr"))
+    fail("--padding", "give either --padding or --padding-lr, not both");
+  const bool padding_lr = has("--padding-lr");
+  // Only constant padding may be negative (it crops).
+  const Int pad_min = o.op == OpKind::Pad ? std::numeric_limits<Int>::min() : 0;
+  if (padding_lr) {
+    o.padding = per_dim("--padding-lr", parse_padding_lr("--padding-lr", value("--padding-lr"),
+                                                         pad_min),
+                        spatial);
+  } else if (has("--padding")) {
+    o.padding = per_dim("--padding",
+                        ConvParams::symmetric_padding(parse_list("--padding", value("--padding"),
+                                                                 pad_min)),
+                        spatial);
+  } else if (o.op == OpKind::Pad) {
+    fail("--padding-lr", "pad needs the padding: --padding-lr l:r[,...] (or --padding p[,...])");
+  } else {
+    o.padding = ConvParams::Padding(static_cast<std::size_t>(spatial), {0, 0});
+  }
+  o.ceil_mode = ceil_mode;
+  o.count_include_pad = count_include_pad;
+  if (has("--divisor-override"))
+    o.divisor_override = parse_int("--divisor-override", value("--divisor-override"));
+  if (o.op == OpKind::AdaptiveAvgPool || o.op == OpKind::AdaptiveMaxPool) {
+    if (!has("--output-size"))
+      fail("--output-size", fmt::format("{} needs the output size: --output-size o[,...]",
+                                        op_name(o.op)));
+    o.output_size =
+        per_dim("--output-size", parse_list("--output-size", value("--output-size"), 1), spatial);
+  }
+  if (has("--groups")) o.groups = parse_int_at_least("--groups", value("--groups"), 1);
+  o.out_channels = has("--out-channels")
+                       ? parse_int_at_least("--out-channels", value("--out-channels"), 1)
+                       : o.input[1];
+  o.bias = !no_bias;
+  o.output_padding = per_dim("--output-padding",
+                             has("--output-padding")
+                                 ? parse_list("--output-padding", value("--output-padding"), 0)
+                                 : std::vector<Int>{0},
+                             spatial);
+  if (has("--padding-mode")) {
+    const std::string& v = value("--padding-mode");
+    bool ok = false;
+    for (PaddingMode m : {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate,
+                          PaddingMode::Circular})
+      if (v == padding_mode_str(m)) {
+        o.padding_mode = m;
+        ok = true;
+      }
+    if (!ok)
+      fail("--padding-mode",
+           fmt::format("unknown mode '{}' (expected zeros, reflect, replicate or circular)", v));
+  }
+  if (has("--mode")) {
+    const std::string& v = value("--mode");
+    bool ok = false;
+    for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular})
+      if (v == pad_mode_str(m)) {
+        o.mode = m;
+        ok = true;
+      }
+    if (!ok)
+      fail("--mode",
+           fmt::format("unknown mode '{}' (expected constant, reflect, replicate or circular)", v));
+  }
+  if (has("--value")) {
+    if (o.mode != PadMode::Constant)
+      fail("--value", fmt::format("only --mode constant takes a value (mode is {})",
+                                  pad_mode_str(o.mode)));
+    o.value = parse_double("--value", value("--value"));
+  }
+
+  check_operator(o, padding_lr);
+
+  const Int rank = static_cast<Int>(o.input.size());
+  for (const Placement& p : o.placements) {
+    if (p.is_shard() && (p.dim() < -rank || p.dim() >= rank))
+      fail("--placements", fmt::format("{} is outside the {}-d input (--input)", p.str(), rank));
+    if (p.is_partial() && p.reduce_op() != ReduceOp::Sum)
+      fail("--placements", fmt::format("{}: only P / P(sum) inputs are supported", p.str()));
+  }
+  check_with_library(o);
+  return o;
+}
+
+void resolve_for_world(Options& o, int world_size) {
+  // dtensor-conv's rules, on its options.
+  conv_cli::Options c;
+  c.mesh = o.mesh;
+  c.placements = o.placements;
+  c.input = o.input;
+  conv_cli::resolve_for_world(c, world_size);
+  o.mesh = c.mesh;
+  o.placements = c.placements;
+}
+
+void check_device(const Options& o, bool cuda_available, const std::string& reason) {
+  conv_cli::Options c;
+  c.device = o.device;
+  conv_cli::check_device(c, cuda_available, reason);
+}
+
+std::string usage_line() {
+  return "usage: dtensor-run -n P -- dtensor-op OP [options]   (dtensor-op --help)";
+}
+
+std::string help_text() {
+  return usage_line() + R"(
+
+Runs one tensor-parallel window operator (forward, optionally backward) on
+seeded random data, and optionally checks, dumps and times it.
+
+OP: conv | conv_transpose | max_pool | avg_pool | adaptive_avg_pool |
+    adaptive_max_pool | pad
+
+Common (as dtensor-conv)
+  --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
+                             (default: 1-D over the whole world)
+  --placements S3 | S2,S3 | R | P
+                             input placements, one per mesh dim (weight and
+                             bias are replicated). Default: the last spatial
+                             dims, one per mesh dim
+  --input N,C,W | N,C,H,W | N,C,D,H,W   global input (default 2,4,16,16)
+  --dtype f32|f64|bf16|f16   default f32
+  --device cpu|cuda          default cpu
+  --seed S                   default 0
+  --backward                 also run the operator's backward on a seeded
+                             grad_output placed like the output
+  --check                    compare with the naive f64 oracles; exit 1 when
+                             over tolerance
+  --dump DIR                 rank 0 writes the tensors as .npy and meta.json
+                             (check with tools/check_op_dump.py)
+  --bench                    time the distributed op and the same op on each
+                             rank's own shard alone (medians)
+    --iters N                timed iterations (default 10)
+    --warmup N               untimed iterations first (default 2)
+  --json                     the last line of rank 0's stdout is one JSON object
+
+Window (conv, conv_transpose, max_pool, avg_pool)
+  --kernel k[,...]           default 3
+  --stride s[,...]           default 1; a pool's: its kernel
+  --dilation d[,...]         default 1 (not avg_pool)
+  --padding p[,...]          symmetric padding, default 0 (a pool: at most
+                             kernel/2 per side)
+  --padding-lr l:r[,...]     asymmetric padding instead (not conv_transpose)
+  --ceil-mode                pools: ceil instead of floor
+  --count-include-pad        avg_pool: divide by the padded window (default off)
+  --divisor-override N       avg_pool: divide by N
+Adaptive pools
+  --output-size o[,...]      required
+conv, conv_transpose
+  --out-channels K           default: C
+  --groups g                 default 1
+  --no-bias                  no bias
+  --output-padding o[,...]   conv_transpose only, default 0
+  --padding-mode zeros|reflect|replicate|circular
+                             conv (conv_transpose: zeros only), default zeros
+pad
+  --padding-lr l:r[,...]     required (or --padding p[,...]); negative crops
+                             (constant mode only)
+  --mode constant|reflect|replicate|circular   default constant
+  --value v                  constant mode's value, default 0
+Lists take one value (for every spatial dim) or one per spatial dim.
+
+Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),
+3 the library raised an error. See docs/cli.md.
+)";
+}
+
+}  // namespace dtensor::op_cli

@@ -1,0 +1,105 @@
+// Command line of dtensor-op, parsed (CLI11) and validated apart from running
+// anything, so that the tests can check the rules without starting processes.
+//
+// The same failure policy as dtensor-conv (tools/dtensor-conv/options.h):
+// parse_options (the arguments alone) and resolve_for_world (the world size
+// the launcher set) run on every rank before any communication, so every
+// rank reaches the same verdict, and a bad argument exits 2 everywhere with
+// a message that starts with the offending option.
+//
+// Every parameter is resolved here: defaults filled in (PyTorch's) and every
+// per-dim list spelled out for the input's spatial dims, so that the run,
+// the oracle and meta.json all read the same values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtensor/core/dtype.h"
+#include "dtensor/core/shape.h"
+#include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/window_ops.h"
+#include "dtensor/placement/placement.h"
+#include "tools/dtensor-conv/options.h"
+
+namespace dtensor::op_cli {
+
+// The exit codes and the usage error are dtensor-conv's.
+namespace exit_code = conv_cli::exit_code;
+using conv_cli::UsageError;
+
+enum class OpKind { Conv, ConvTranspose, MaxPool, AvgPool, AdaptiveAvgPool, AdaptiveMaxPool, Pad };
+
+/// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
+std::string_view op_name(OpKind op);
+std::string_view padding_mode_str(PaddingMode m);  // "zeros", "reflect", ...
+std::string_view pad_mode_str(PadMode m);          // "constant", "reflect", ...
+
+struct Options {
+  OpKind op = OpKind::Conv;
+
+  // Common options, as dtensor-conv's.
+  Shape mesh;             // --mesh; empty until resolve_for_world
+  Placements placements;  // --placements; empty until resolve_for_world
+  Shape input{2, 4, 16, 16};
+  DType dtype = DType::F32;
+  DeviceType device = DeviceType::CPU;
+  std::uint64_t seed = 0;
+  bool backward = false;
+  bool check = false;
+  std::optional<std::string> dump;
+  bool bench = false;
+  int iters = 10;
+  int warmup = 2;
+  bool json = false;
+  bool help = false;
+
+  // The operator's parameters, resolved: lists hold one entry per spatial
+  // dim; those that do not apply to the op keep their defaults.
+  std::vector<std::int64_t> kernel;    // conv, conv_transpose, pools (default 3)
+  std::vector<std::int64_t> stride;    // default 1; a pool's: its kernel
+  std::vector<std::int64_t> dilation;  // default 1
+  ConvParams::Padding padding;         // (left, right) per dim; default 0
+  bool ceil_mode = false;              // max_pool, avg_pool
+  bool count_include_pad = false;      // avg_pool (--count-include-pad)
+  std::optional<std::int64_t> divisor_override;  // avg_pool
+  std::vector<std::int64_t> output_size;         // adaptive pools (required)
+  std::int64_t out_channels = 0;                 // conv, conv_transpose (default C)
+  std::int64_t groups = 1;
+  bool bias = true;                           // --no-bias clears it
+  std::vector<std::int64_t> output_padding;   // conv_transpose (default 0)
+  PaddingMode padding_mode = PaddingMode::Zeros;
+  PadMode mode = PadMode::Constant;  // pad
+  double value = 0.0;                // pad, constant mode
+
+  std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
+  /// conv and conv_transpose have a weight (and a bias unless --no-bias).
+  bool has_weight() const { return op == OpKind::Conv || op == OpKind::ConvTranspose; }
+  /// conv: [K, C/g, k...]; conv_transpose: [C, K/g, k...]; empty otherwise.
+  Shape weight_shape() const;
+  /// The global output shape, from PyTorch's formulas (computed here).
+  Shape output_shape() const;
+
+  ConvParams conv_params() const;
+  ConvTransposeParams conv_transpose_params() const;
+  PoolParams pool_params() const;
+};
+
+/// Parses the arguments after argv[0] (OP first or anywhere). Throws
+/// UsageError naming the option (or "OP"). With --help nothing is checked.
+Options parse_options(const std::vector<std::string>& args);
+
+/// Fills the mesh and placements (dtensor-conv's defaults) and checks them
+/// against the world size. Throws UsageError naming the option.
+void resolve_for_world(Options& o, int world_size);
+
+/// `--device cuda` without a usable device: UsageError naming --device.
+void check_device(const Options& o, bool cuda_available, const std::string& reason);
+
+std::string usage_line();
+std::string help_text();
+
+}  // namespace dtensor::op_cli
