@@ -40,6 +40,7 @@
 #include "ops/conv/conv_strategies.h"
 #include "ops/conv/halo_exchange.h"
 #include "ops/detail/agreed_front_end.h"
+#include "ops/detail/placed_like_input.h"
 
 namespace dtensor::conv {
 namespace {
@@ -221,22 +222,6 @@ class InputGradient {
   Tensor done_;
 };
 
-// grad_input goes back in the placements the caller's input had (when the
-// propagator moved the input, the gradient moves back), except that a Partial
-// where the input was replicated stays pending: reducing it is the caller's
-// choice (filter parallelism gives one Partial term per filter shard).
-DTensor placed_like_input(const DTensor& grad, const DTensor& input) {
-  Placements target = input.placements();
-  for (std::size_t m = 0; m < target.size(); ++m) {
-    const Placement& g = grad.placements()[m];
-    // The gradient of each pending term of a Partial input is the whole
-    // gradient: whatever placement it was computed in is right (and a shard
-    // could not become a pending sum anyway).
-    if (target[m].is_partial() || (g.is_partial() && target[m].is_replicate())) target[m] = g;
-  }
-  return target == grad.placements() ? grad : grad.redistribute(grad.mesh(), target);
-}
-
 std::vector<DTensor> backward_handler(OpCall& call) {
   const BackwardCall c = BackwardCall::decode(call.schema());
   const ConvParams& p = c.params;
@@ -305,7 +290,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
               shape_str(locals[i].shape()), spec.str(), shape_str(spec.local_shape()));
     outs.emplace_back(locals[i], spec);
   }
-  if (mask.input) outs[0] = placed_like_input(outs[0], c.input);
+  if (mask.input) outs[0] = detail::placed_like_input(outs[0], c.input);
   return outs;
 }
 

@@ -29,6 +29,7 @@
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
 #include "ops/detail/agreed_front_end.h"
+#include "ops/detail/placed_like_input.h"
 #include "ops/window/conv_transpose_call.h"
 #include "ops/window/conv_transpose_strategies.h"
 
@@ -163,19 +164,6 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   return {DTensor(y, out_spec)};
 }
 
-// grad_input goes back in the placements the caller's input had (when the
-// propagator moved the input, the gradient moves back), except that a Partial
-// where the input was replicated stays pending: reducing it is the caller's
-// choice.
-DTensor placed_like_input(const DTensor& grad, const DTensor& input) {
-  Placements target = input.placements();
-  for (std::size_t m = 0; m < target.size(); ++m) {
-    const Placement& g = grad.placements()[m];
-    if (target[m].is_partial() || (g.is_partial() && target[m].is_replicate())) target[m] = g;
-  }
-  return target == grad.placements() ? grad : grad.redistribute(grad.mesh(), target);
-}
-
 // The window of grad_output this rank's inputs [i0, i1) read: a sliding
 // window over the output whose "output" is the input.
 std::vector<WindowDim> backward_dims(const Shape& input_shape, const Shape& weight_shape,
@@ -242,7 +230,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
               shape_str(locals[i].shape()), spec.str(), shape_str(spec.local_shape()));
     outs.emplace_back(locals[i], spec);
   }
-  if (mask.input) outs[0] = placed_like_input(outs[0], c.input);
+  if (mask.input) outs[0] = detail::placed_like_input(outs[0], c.input);
   return outs;
 }
 

@@ -115,11 +115,6 @@ json::Value check_passes(int ranks, Args args, const std::vector<std::string>& t
   return v;
 }
 
-Args with(Args a, std::initializer_list<std::string> more) {
-  a.insert(a.end(), more);
-  return a;
-}
-
 }  // namespace
 
 // ---- the parser alone ----------------------------------------------------------

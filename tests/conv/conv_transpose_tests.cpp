@@ -4,11 +4,11 @@
 // over every spatial dim. Randomised configurations (1-3 spatial dims,
 // uneven and empty shards, strides, dilations, output_padding, groups, bias,
 // batch / spatial / replicated / Partial inputs) on 2, 3 and 4 ranks, 1-D and
-// 2x2 meshes, f64 and f32; forward and backward. DTENSOR_CONV_SWEEP=K runs K
-// times as many configurations.
+// 2x2 meshes, f64 and f32 (and a few bf16 and f16); forward and backward.
+// DTENSOR_CONV_SWEEP=K runs K times as many configurations.
 #include <fmt/format.h>
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -118,8 +118,8 @@ Dense oracle_forward(const Dense& x, const Dense& w, const Dense* b, const Geome
   Dense y{oracle_output_shape(x.shape, w.shape, g), {}};
   y.v.assign(static_cast<std::size_t>(numel(y.shape)), 0.0);
   for_each_term(x.shape, w.shape, y.shape, g, [&](Int xi, Int wi, Int yi) {
-    y.v[static_cast<std::size_t>(yi)] += x.v[static_cast<std::size_t>(xi)] *
-                                         w.v[static_cast<std::size_t>(wi)];
+    y.v[static_cast<std::size_t>(yi)] +=
+        x.v[static_cast<std::size_t>(xi)] * w.v[static_cast<std::size_t>(wi)];
   });
   if (b) {
     const Int C = y.shape[1], inner = numel(y.shape) / std::max<Int>(1, y.shape[0] * C);
@@ -171,8 +171,17 @@ double magnitude(const Dense& a) {
 
 double tolerance(DType dtype, Int reduction, double mag) {
   const double scale = std::max(1.0, mag);
-  if (dtype == DType::F64) return 1e-10 * scale;
-  return (1e-6 + 1e-7 * static_cast<double>(reduction)) * scale;
+  switch (dtype) {
+    case DType::F64:
+      return 1e-10 * scale;
+    case DType::F32:
+      return (1e-6 + 1e-7 * static_cast<double>(reduction)) * scale;
+    case DType::BF16:  // storage and Partial-sum roundings (unit roundoff 2^-8)
+      return 2e-2 * scale * std::sqrt(static_cast<double>(reduction));
+    case DType::F16:  // likewise, 2^-11
+      return 2.5e-3 * scale * std::sqrt(static_cast<double>(reduction));
+  }
+  return 0;
 }
 
 // ---- one case -------------------------------------------------------------------
@@ -207,8 +216,8 @@ struct Case {
         "input {} C_out {} kernel {} {} bias {} mesh {} input [{}] weight {} mask {}{}{} {} "
         "seed {}",
         shape_str(input), out_channels, shape_str(kernel), params().str(), bias, shape_str(mesh),
-        pl, weight_sharded ? "S(0)" : "R", mask.input, mask.weight, mask.bias,
-        dtype_name(dtype), seed);
+        pl, weight_sharded ? "S(0)" : "R", mask.input, mask.weight, mask.bias, dtype_name(dtype),
+        seed);
   }
 };
 
@@ -304,8 +313,8 @@ Case random_case(std::mt19937_64& rng, const Shape& mesh, DType dtype) {
   c.input = {uni(1, 3), cin};
   for (Int d = 0; d < nsp; ++d) {
     while (true) {  // until the output is non-empty
-      const Int L = uni(1, max_len), K = uni(1, nsp == 3 ? 3 : 4), s = uni(1, 3),
-                dil = uni(1, 2), p = uni(0, 3), op = uni(0, std::max(s, dil) - 1);
+      const Int L = uni(1, max_len), K = uni(1, nsp == 3 ? 3 : 4), s = uni(1, 3), dil = uni(1, 2),
+                p = uni(0, 3), op = uni(0, std::max(s, dil) - 1);
       if (out_len(L, K, s, dil, p, op) < 1) continue;
       c.input.push_back(L);
       c.kernel.push_back(K);
@@ -362,8 +371,9 @@ struct Batch {
 
 DTENSOR_TEST_REGISTRAR {
   const Batch batches[] = {
-      {{2}, DType::F64, 30}, {{3}, DType::F64, 30}, {{4}, DType::F64, 25},
+      {{2}, DType::F64, 30},    {{3}, DType::F64, 30}, {{4}, DType::F64, 25},
       {{2, 2}, DType::F64, 25}, {{2}, DType::F32, 15}, {{2, 2}, DType::F32, 15},
+      {{3}, DType::BF16, 8},    {{3}, DType::F16, 8},
   };
   for (const auto& b : batches) {
     std::string mesh;
@@ -416,7 +426,7 @@ TEST_CASE("conv_transpose oracle: hand-computed values", "[conv_transpose]") {
   Geometry dilated{{1}, {0}, {0}, {2}, 1};  // taps 0, 2, 4 from each input
   CHECK(oracle_forward(x, w, nullptr, dilated).v == std::vector<double>{1, 2, 10, 20, 100, 200});
   const OracleGrads gr = oracle_backward(Dense{{1, 1, 5}, {1, 2, 3, 4, 5}}, x, w, g);
-  CHECK(gr.gx.v == std::vector<double>{321, 543});  // 1 + 20 + 300, 3 + 40 + 500
+  CHECK(gr.gx.v == std::vector<double>{321, 543});   // 1 + 20 + 300, 3 + 40 + 500
   CHECK(gr.gw.v == std::vector<double>{7, 10, 13});  // x0 * gy[k] + x1 * gy[2 + k]
   CHECK(gr.gb.v == std::vector<double>{15});
   // groups 2, 1x1 kernel, two output channels per group: x channels 1 and 5.
@@ -434,9 +444,8 @@ TEST_CASE("conv_transpose output_padding on uneven shards", "[conv_transpose][mp
     // Output padding reached through the dilation (output_padding >= stride, < dilation).
     check_case(named_case({1, 2, 3}, 2, {2}, {{1}, {0}, {1}, {2}, 2}, {4}, {Shard(2)}, 12));
     // 2-D on a 2x2 mesh, both dims sharded, uneven on both, output_padding on both.
-    check_case(
-        named_case({2, 3, 5, 3}, 3, {3, 2}, {{2, 3}, {1, 0}, {1, 2}, {1, 1}, 3}, {2, 2},
-                   {Shard(2), Shard(3)}, 13));
+    check_case(named_case({2, 3, 5, 3}, 3, {3, 2}, {{2, 3}, {1, 0}, {1, 2}, {1, 1}, 3}, {2, 2},
+                          {Shard(2), Shard(3)}, 13));
     // One input over four ranks: three ranks hold nothing and receive everything.
     check_case(named_case({1, 1, 1}, 1, {4}, {{3}, {0}, {2}, {1}, 1}, {4}, {Shard(2)}, 14));
   });

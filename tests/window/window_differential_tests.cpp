@@ -296,8 +296,8 @@ DTENSOR_TEST_REGISTRAR {
 
   // Named edge cases.
   register_test(
-      "window edge cases: ceil_mode drops a window starting in the right padding; max "
-      "ties and NaN; reflect wider than a shard; circular on one rank",
+      "window edge cases: ceil_mode dropped window - max ties and NaN - reflect wider than a "
+      "shard - circular on one rank",
       "[window][edge][mp]", [] {
         run_ranks(4, [](RankContext&) {
           // L=5, k=2, s=2, pad (1,1), ceil: ceil((5+2-2)/2)+1 = 4, but
