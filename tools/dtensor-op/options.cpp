@@ -215,9 +215,10 @@ void check_operator(const Options& o, bool padding_lr) {
                                       pl, pr, i, L));
           if (conv_length(L, k, st, d, pl, pr) < 1)
             fail("--input",
-                 fmt::format("spatial dim {} (length {}) is shorter than --kernel {} with "
-                             "--dilation {} and padding {}:{} need: the output would be empty",
-                             i, L, k, d, pl, pr));
+                 fmt::format("spatial dim {} (length {}, padded {}:{}) is shorter than the {} "
+                             "positions --kernel {} with --dilation {} spans: the output would "
+                             "be empty",
+                             i, L, pl, pr, d * (k - 1) + 1, k, d));
         }
       }
       break;
