@@ -164,7 +164,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     const char* m = e.what();
     bool named = false;
-    for (const char* name : {"input", "mesh", "weight", "stride", "dilation", "padding"})
+    for (const char* name : {"input", "mesh", "weight", "kernel", "stride", "dilation", "padding"})
       named = named || std::strstr(m, name) != nullptr;
     if (!named) {
       std::fprintf(stderr, "message names no parameter: %s\n", m);

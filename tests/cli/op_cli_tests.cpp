@@ -171,8 +171,7 @@ TEST_CASE("op cli: invalid arguments name the option", "[cli][op]") {
   rejects({"conv_transpose", "--stride", "2", "--output-padding", "2"}, "--output-padding");
   rejects({"conv_transpose", "--padding-mode", "reflect"}, "--padding-mode");
   rejects({"conv_transpose", "--padding-lr", "1:0"}, "--padding-lr");
-  rejects({"conv", "--input", "1,2,3", "--padding-mode", "reflect", "--padding", "3"},
-          "--padding");
+  rejects({"conv", "--input", "1,2,3", "--padding-mode", "reflect", "--padding", "3"}, "--padding");
   rejects({"conv", "--groups", "3"}, "--groups");
   rejects({"avg_pool", "--divisor-override", "0"}, "--divisor-override");
   rejects({"avg_pool", "--dilation", "2"}, "--dilation");
@@ -209,35 +208,37 @@ TEST_CASE("op cli run: a bad argument fails on every rank at once", "[cli][op][r
       INFO("rank " << rank << " output:\n" << own.output);
       CHECK(own.code == 2);
       CHECK(own.seconds < 5);
-      CHECK(own.output.find("dtensor-op: " + std::string(bad[0] == "pad" ? "--padding"
-                                                                          : "--output-size")) !=
+      CHECK(own.output.find("dtensor-op: " +
+                            std::string(bad[0] == "pad" ? "--padding" : "--output-size")) !=
             std::string::npos);
     }
   }
   // --help exits 0 and lists every operator.
   const Ran help = run_program({kOp, "--help"});
   CHECK(help.code == 0);
-  for (const char* op : {"conv_transpose", "max_pool", "avg_pool", "adaptive_avg_pool",
-                         "adaptive_max_pool", "pad"})
+  for (const char* op :
+       {"conv_transpose", "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "pad"})
     CHECK(help.output.find(op) != std::string::npos);
 }
 
 TEST_CASE("op cli run: every operator passes --check at P=2", "[cli][op][run]") {
   const std::vector<std::string> x{"output", "grad_input"};
-  check_passes(2, {"max_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2",
-                   "--padding", "1", "--ceil-mode"},
+  check_passes(2,
+               {"max_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2", "--padding",
+                "1", "--ceil-mode"},
                x);
-  check_passes(2, {"avg_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2",
-                   "--padding-lr", "1:0,0:1", "--ceil-mode", "--count-include-pad"},
+  check_passes(2,
+               {"avg_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2", "--padding-lr",
+                "1:0,0:1", "--ceil-mode", "--count-include-pad"},
                x);
   check_passes(2, {"adaptive_avg_pool", "--input", "2,3,9,10", "--output-size", "4,3"}, x);
   check_passes(2, {"adaptive_max_pool", "--input", "2,3,11", "--output-size", "4"}, x);
   check_passes(2, {"pad", "--input", "2,3,9,10", "--padding-lr", "2:1,1:3", "--mode", "reflect"},
                x);
   check_passes(2, {"pad", "--input", "1,2,10", "--padding-lr=-1:3", "--value", "0.5"}, x);
-  check_passes(2, {"conv_transpose", "--input", "2,4,7,6", "--kernel", "3", "--stride", "2",
-                   "--padding", "1", "--output-padding", "1", "--out-channels", "6", "--groups",
-                   "2"},
+  check_passes(2,
+               {"conv_transpose", "--input", "2,4,7,6", "--kernel", "3", "--stride", "2",
+                "--padding", "1", "--output-padding", "1", "--out-channels", "6", "--groups", "2"},
                {"output", "grad_input", "grad_weight", "grad_bias"});
   check_passes(2, {"conv", "--input", "2,3,9,10", "--padding", "1", "--padding-mode", "circular"},
                {"output", "grad_input", "grad_weight", "grad_bias"});
@@ -247,9 +248,9 @@ TEST_CASE("op cli run: dump writes the tensors and meta.json, check_op_dump.py a
           "[cli][op][run]") {
   dtensor::launch::TempDir dir("dtensor-op-dump");
   const std::string dump = dir.path() + "/dump";
-  const Ran r = run_op(2, {"max_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2",
-                           "--padding", "1", "--ceil-mode", "--backward", "--check", "--dump",
-                           dump});
+  const Ran r =
+      run_op(2, {"max_pool", "--input", "2,3,9,10", "--kernel", "3", "--stride", "2", "--padding",
+                 "1", "--ceil-mode", "--backward", "--check", "--dump", dump});
   INFO("output:\n" << r.output);
   REQUIRE(r.code == 0);
   for (const char* f : {"input", "output", "grad_output", "grad_input"}) {

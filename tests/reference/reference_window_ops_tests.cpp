@@ -71,16 +71,16 @@ PoolParams pool(std::int64_t k, std::int64_t s, std::int64_t pad, bool ceil_mode
 TEST_CASE("reference: pool output lengths follow PyTorch's pooling_output_shape",
           "[reference][pool]") {
   // floor((L + pl + pr - d(k-1) - 1) / s) + 1
-  CHECK(ref_pool_length(7, 3, 2, 1, 0, 0, false) == 3);   // (7-3)/2 + 1
-  CHECK(ref_pool_length(6, 3, 2, 1, 1, 1, false) == 3);   // floor(5/2) + 1
-  CHECK(ref_pool_length(6, 3, 2, 1, 1, 1, true) == 4);    // ceil(5/2) + 1; 3*2 = 6 < 6+1 kept
+  CHECK(ref_pool_length(7, 3, 2, 1, 0, 0, false) == 3);  // (7-3)/2 + 1
+  CHECK(ref_pool_length(6, 3, 2, 1, 1, 1, false) == 3);  // floor(5/2) + 1
+  CHECK(ref_pool_length(6, 3, 2, 1, 1, 1, true) == 4);   // ceil(5/2) + 1; 3*2 = 6 < 6+1 kept
   // L=5, k=2, s=2, p=1, ceil: ceil(5/2) + 1 = 4, but window 3 starts at 3*2 = 6
   // >= L + pl = 6 (wholly in the right padding): dropped.
   CHECK(ref_pool_length(5, 2, 2, 1, 1, 1, true) == 3);
-  CHECK(ref_pool_length(5, 2, 2, 1, 0, 0, true) == 3);    // ceil(3/2)+1; 2*2 = 4 < 5 kept
+  CHECK(ref_pool_length(5, 2, 2, 1, 0, 0, true) == 3);  // ceil(3/2)+1; 2*2 = 4 < 5 kept
   CHECK(ref_pool_length(5, 2, 2, 1, 0, 0, false) == 2);
-  CHECK(ref_pool_length(9, 3, 1, 2, 0, 0, false) == 5);   // dilated extent 5: 9-5+1
-  CHECK(ref_pool_length(2, 3, 1, 1, 0, 0, false) == 0);   // empty
+  CHECK(ref_pool_length(9, 3, 1, 2, 0, 0, false) == 5);  // dilated extent 5: 9-5+1
+  CHECK(ref_pool_length(2, 3, 1, 1, 0, 0, false) == 0);  // empty
   // (L-1)s - 2p + d(k-1) + op + 1
   CHECK(ref_conv_transpose_length(2, 3, 2, 0, 0, 1) == 5);
   CHECK(ref_conv_transpose_length(2, 3, 2, 1, 1, 1) == 4);
@@ -165,8 +165,7 @@ TEST_CASE("reference: avg_pool with count_include_pad both ways and ceil_mode",
   check_values(ref_avg_pool_forward(x, pool(3, 2, 1, false)), {1, 3, 5});
 }
 
-TEST_CASE("reference: adaptive pools use [floor(iL/O), ceil((i+1)L/O))",
-          "[reference][pool]") {
+TEST_CASE("reference: adaptive pools use [floor(iL/O), ceil((i+1)L/O))", "[reference][pool]") {
   // L=5, O=3: [0, 2), [1, 4), [3, 5).
   check_values(ref_adaptive_avg_pool_forward(row({1, 2, 3, 4, 5}), {3}), {1.5, 3, 4.5});
   // Gradient of ones: 1/2 | 1/2+1/3 | 1/3 | 1/3+1/2 | 1/2.
@@ -185,18 +184,16 @@ TEST_CASE("reference: pad in every mode, forward and backward", "[reference][pad
   // reflect (2, 2): output j reads j - 2 mirrored: -2 -> 2, -1 -> 1, 3 -> 1, 4 -> 0.
   check_values(ref_pad_forward(x, {{2, 2}}, PadMode::Reflect), {3, 2, 1, 2, 3, 2, 1});
   // Backward of ones: x0 is read by j = 2, 6 (2); x1 by j = 1, 3, 5 (3); x2 by j = 0, 4 (2).
-  check_values(ref_pad_grad_input(row({1, 1, 1, 1, 1, 1, 1}), x.shape(), {{2, 2}},
-                                  PadMode::Reflect),
-               {2, 3, 2});
+  check_values(
+      ref_pad_grad_input(row({1, 1, 1, 1, 1, 1, 1}), x.shape(), {{2, 2}}, PadMode::Reflect),
+      {2, 3, 2});
   // replicate (2, 1): clamped.
   check_values(ref_pad_forward(x, {{2, 1}}, PadMode::Replicate), {1, 1, 1, 2, 3, 3});
-  check_values(ref_pad_grad_input(row({1, 2, 3, 4, 5, 6}), x.shape(), {{2, 1}},
-                                  PadMode::Replicate),
+  check_values(ref_pad_grad_input(row({1, 2, 3, 4, 5, 6}), x.shape(), {{2, 1}}, PadMode::Replicate),
                {1 + 2 + 3, 4, 5 + 6});
   // circular (1, 2): -1 -> 2, 3 -> 0, 4 -> 1.
   check_values(ref_pad_forward(x, {{1, 2}}, PadMode::Circular), {3, 1, 2, 3, 1, 2});
-  check_values(ref_pad_grad_input(row({1, 2, 3, 4, 5, 6}), x.shape(), {{1, 2}},
-                                  PadMode::Circular),
+  check_values(ref_pad_grad_input(row({1, 2, 3, 4, 5, 6}), x.shape(), {{1, 2}}, PadMode::Circular),
                {2 + 5, 3 + 6, 1 + 4});
   // constant (-1, 2) with 9: the first element cropped, two 9s appended.
   check_values(ref_pad_forward(x, {{-1, 2}}, PadMode::Constant, 9.0), {2, 3, 9, 9});
@@ -204,9 +201,9 @@ TEST_CASE("reference: pad in every mode, forward and backward", "[reference][pad
                {0, 1, 2});
   // 2-D: [[1, 2], [3, 4]] reflect (1, 0) on H and (0, 1) on W:
   // rows -1 -> 1, 0, 1; columns 0, 1, 2 -> 0.
-  check_values(ref_pad_forward(of_shape({1, 1, 2, 2}, {1, 2, 3, 4}), {{1, 0}, {0, 1}},
-                               PadMode::Reflect),
-               {3, 4, 3, 1, 2, 1, 3, 4, 3});
+  check_values(
+      ref_pad_forward(of_shape({1, 1, 2, 2}, {1, 2, 3, 4}), {{1, 0}, {0, 1}}, PadMode::Reflect),
+      {3, 4, 3, 1, 2, 1, 3, 4, 3});
 }
 
 TEST_CASE("reference: conv_transpose scatters x[i] * w[k] to i*s - p + k*d",
@@ -232,8 +229,7 @@ TEST_CASE("reference: conv_transpose scatters x[i] * w[k] to i*s - p + k*d",
   // grad_input with gy = ones: every input reaches 3 outputs: 1 + 10 + 100.
   check_values(ref_conv_transpose_grad_input(row({1, 1, 1, 1, 1}), w, x.shape(), p), {111, 111});
   // grad_weight with gy = [1..5]: gw[k] = x0 * gy[k] + x1 * gy[2 + k] = 7, 10, 13.
-  check_values(ref_conv_transpose_grad_weight(row({1, 2, 3, 4, 5}), x, w.shape(), p),
-               {7, 10, 13});
+  check_values(ref_conv_transpose_grad_weight(row({1, 2, 3, 4, 5}), x, w.shape(), p), {7, 10, 13});
   check_values(ref_conv_transpose_grad_bias(row({1, 2, 3, 4, 5})), {15});
 
   // groups 2, 1x1 kernel, two output channels per group: weight [2, 2, 1]
@@ -245,8 +241,7 @@ TEST_CASE("reference: conv_transpose scatters x[i] * w[k] to i*s - p + k*d",
                {1, 2, 15, 20});
 }
 
-TEST_CASE("reference: convolution with a padding_mode pads, then convolves",
-          "[reference][conv]") {
+TEST_CASE("reference: convolution with a padding_mode pads, then convolves", "[reference][conv]") {
   // x = [1, 2, 3], w = [1, 1, 1], padding 1.
   const Tensor x = row({1, 2, 3}), w = row({1, 1, 1});
   ConvParams p;

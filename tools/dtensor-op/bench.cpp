@@ -35,8 +35,8 @@ std::vector<double> interleaved_medians(const Options& o,
   pg.allreduce(times, ReduceOp::Max);
   std::vector<double> out;
   for (std::int64_t f = 0; f < n; ++f)
-    out.push_back(conv_cli::median(std::vector<double>(
-        times.data<double>() + f * o.iters, times.data<double>() + (f + 1) * o.iters)));
+    out.push_back(conv_cli::median(std::vector<double>(times.data<double>() + f * o.iters,
+                                                       times.data<double>() + (f + 1) * o.iters)));
   return out;
 }
 

@@ -99,7 +99,8 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
     case OpKind::Conv: {
       const ConvParams p = o.conv_params();
       const Shape& w = g.weight.shape();
-      out.push_back(compare("output", g.output, ref_conv_padding_mode_forward(g.input, g.weight, g.bias, p),
+      out.push_back(compare("output", g.output,
+                            ref_conv_padding_mode_forward(g.input, g.weight, g.bias, p),
                             w[1] * ksize + (o.bias ? 1 : 0), o.dtype, ranks));
       if (!bwd) break;
       const Int per_output = g.grad_output.shape()[0] * prod_from(g.grad_output.shape(), 2);
@@ -135,8 +136,8 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
     }
     case OpKind::MaxPool: {
       const PoolParams p = o.pool_params();
-      out.push_back(compare("output", g.output, ref_max_pool_forward(g.input, p), 1, o.dtype,
-                            ranks, /*exact=*/true));
+      out.push_back(compare("output", g.output, ref_max_pool_forward(g.input, p), 1, o.dtype, ranks,
+                            /*exact=*/true));
       if (bwd)
         out.push_back(compare("grad_input", g.grad_input,
                               ref_max_pool_grad_input(g.grad_output, g.input, p), ksize, o.dtype,
@@ -145,8 +146,8 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
     }
     case OpKind::AvgPool: {
       const PoolParams p = o.pool_params();
-      out.push_back(compare("output", g.output, ref_avg_pool_forward(g.input, p), ksize + 1,
-                            o.dtype, ranks));
+      out.push_back(
+          compare("output", g.output, ref_avg_pool_forward(g.input, p), ksize + 1, o.dtype, ranks));
       if (bwd)
         out.push_back(compare("grad_input", g.grad_input,
                               ref_avg_pool_grad_input(g.grad_output, x, p), ksize + 1, o.dtype,
@@ -167,10 +168,10 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
                             ref_adaptive_max_pool_forward(g.input, o.output_size), 1, o.dtype,
                             ranks, /*exact=*/true));
       if (bwd)
-        out.push_back(compare("grad_input", g.grad_input,
-                              ref_adaptive_max_pool_grad_input(g.grad_output, g.input,
-                                                               o.output_size),
-                              adaptive_terms(o), o.dtype, ranks));
+        out.push_back(
+            compare("grad_input", g.grad_input,
+                    ref_adaptive_max_pool_grad_input(g.grad_output, g.input, o.output_size),
+                    adaptive_terms(o), o.dtype, ranks));
       break;
     case OpKind::Pad: {
       // The padding value as the run's dtype stores it.
@@ -179,8 +180,8 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
                             1, o.dtype, ranks));
       if (bwd)
         out.push_back(compare("grad_input", g.grad_input,
-                              ref_pad_grad_input(g.grad_output, x, o.padding, o.mode),
-                              pad_terms(o), o.dtype, ranks));
+                              ref_pad_grad_input(g.grad_output, x, o.padding, o.mode), pad_terms(o),
+                              o.dtype, ranks));
       break;
     }
   }

@@ -79,8 +79,7 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       meta["ceil_mode"] = o.ceil_mode;
       if (o.op == OpKind::AvgPool) {
         meta["count_include_pad"] = o.count_include_pad;
-        meta["divisor_override"] =
-            o.divisor_override ? json(*o.divisor_override) : json(nullptr);
+        meta["divisor_override"] = o.divisor_override ? json(*o.divisor_override) : json(nullptr);
       }
       break;
     case OpKind::AdaptiveAvgPool:

@@ -78,13 +78,12 @@ std::string params_line(const Options& o) {
     case OpKind::ConvTranspose:
       return fmt::format("kernel={} stride={} padding={}{} dilation={} groups={} padding_mode={}",
                          list(o.kernel), list(o.stride), pads,
-                         o.op == OpKind::ConvTranspose
-                             ? " output_padding=" + list(o.output_padding)
-                             : std::string(),
+                         o.op == OpKind::ConvTranspose ? " output_padding=" + list(o.output_padding)
+                                                       : std::string(),
                          list(o.dilation), o.groups, padding_mode_str(o.padding_mode));
     case OpKind::MaxPool:
-      return fmt::format("kernel={} stride={} padding={} dilation={} ceil_mode={}",
-                         list(o.kernel), list(o.stride), pads, list(o.dilation), o.ceil_mode);
+      return fmt::format("kernel={} stride={} padding={} dilation={} ceil_mode={}", list(o.kernel),
+                         list(o.stride), pads, list(o.dilation), o.ceil_mode);
     case OpKind::AvgPool:
       return fmt::format(
           "kernel={} stride={} padding={} ceil_mode={} count_include_pad={} divisor_override={}",
@@ -154,9 +153,9 @@ int run(const Options& o) {
         "  {}\n  output {} placed {}; one forward sent {} bytes per rank (max), {} in all\n",
         op_name(o.op), world_size, shape_str(o.mesh), mesh.device().str(), shape_str(o.input),
         dtype_name(o.dtype), placements_str(o.placements),
-        o.has_weight() ? fmt::format(", weight {}{}", shape_str(o.weight_shape()),
-                                     o.bias ? " + bias" : "")
-                       : std::string(),
+        o.has_weight()
+            ? fmt::format(", weight {}{}", shape_str(o.weight_shape()), o.bias ? " + bias" : "")
+            : std::string(),
         params_line(o), shape_str(y.shape()), placements_str(y.placements()), bytes_max,
         bytes_total);
     for (const auto& c : checks)

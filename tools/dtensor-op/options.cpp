@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 #include <set>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
 
@@ -17,9 +17,8 @@ namespace {
 
 using Int = std::int64_t;
 
-constexpr OpKind kAllOps[] = {OpKind::Conv,           OpKind::ConvTranspose,
-                              OpKind::MaxPool,        OpKind::AvgPool,
-                              OpKind::AdaptiveAvgPool, OpKind::AdaptiveMaxPool,
+constexpr OpKind kAllOps[] = {OpKind::Conv,    OpKind::ConvTranspose,   OpKind::MaxPool,
+                              OpKind::AvgPool, OpKind::AdaptiveAvgPool, OpKind::AdaptiveMaxPool,
                               OpKind::Pad};
 
 [[noreturn]] void fail(std::string_view option, const std::string& message) {
@@ -198,8 +197,8 @@ void check_operator(const Options& o, bool padding_lr) {
         const auto [pl, pr] = o.padding[s];
         if (t) {
           if (pl != pr)
-            fail(pad_opt, fmt::format("conv_transpose takes symmetric padding; dim {} has {}:{}",
-                                      i, pl, pr));
+            fail(pad_opt, fmt::format("conv_transpose takes symmetric padding; dim {} has {}:{}", i,
+                                      pl, pr));
           if (o.output_padding[s] >= st && o.output_padding[s] >= d)
             fail("--output-padding",
                  fmt::format("{} in dim {} must be smaller than --stride ({}) or --dilation ({})",
@@ -208,8 +207,8 @@ void check_operator(const Options& o, bool padding_lr) {
             fail(pad_opt, fmt::format("{} in dim {} (length {}) leaves an empty output", pl, i, L));
         } else {
           if (o.padding_mode == PaddingMode::Reflect && (pl >= L || pr >= L))
-            fail(pad_opt, fmt::format("reflect padding {}:{} in dim {} must be < the length {}",
-                                      pl, pr, i, L));
+            fail(pad_opt, fmt::format("reflect padding {}:{} in dim {} must be < the length {}", pl,
+                                      pr, i, L));
           if (o.padding_mode == PaddingMode::Circular && (pl > L || pr > L))
             fail(pad_opt, fmt::format("circular padding {}:{} in dim {} must be <= the length {}",
                                       pl, pr, i, L));
@@ -261,14 +260,19 @@ void check_operator(const Options& o, bool padding_lr) {
           fail(pad_opt, fmt::format("{}:{} crops all of dim {} (length {}): the output would be "
                                     "empty",
                                     pl, pr, i, L));
+        // PyTorch crops the left, then the right: neither may remove more
+        // than is left of the dim.
+        if ((pl < 0 && -pl > L) || (pr < 0 && -pr > L + std::min<Int>(pl, 0)))
+          fail(pad_opt,
+               fmt::format("{}:{} crops more than dim {} holds (length {})", pl, pr, i, L));
         if (o.mode != PadMode::Constant && (pl < 0 || pr < 0))
           fail(pad_opt, fmt::format("negative padding ({}:{}) needs --mode constant", pl, pr));
         if (o.mode == PadMode::Reflect && (pl >= L || pr >= L))
           fail(pad_opt, fmt::format("reflect padding {}:{} in dim {} must be < the length {}", pl,
                                     pr, i, L));
         if (o.mode == PadMode::Circular && (pl > L || pr > L))
-          fail(pad_opt, fmt::format("circular padding {}:{} in dim {} must be <= the length {}",
-                                    pl, pr, i, L));
+          fail(pad_opt, fmt::format("circular padding {}:{} in dim {} must be <= the length {}", pl,
+                                    pr, i, L));
       }
       break;
   }
@@ -366,8 +370,7 @@ Shape Options::output_shape() const {
     Int O = 0;
     switch (op) {
       case OpKind::Conv:
-        O = conv_length(L, kernel[s], stride[s], dilation[s], padding[s].first,
-                        padding[s].second);
+        O = conv_length(L, kernel[s], stride[s], dilation[s], padding[s].first, padding[s].second);
         break;
       case OpKind::ConvTranspose:
         O = conv_transpose_length(L, kernel[s], stride[s], dilation[s], padding[s].first,
@@ -443,10 +446,11 @@ Options parse_options(const std::vector<std::string>& args) {
   std::map<std::string, std::string, std::less<>> text;
   std::map<std::string, CLI::Option*, std::less<>> given;
   for (const char* name :
-       {"--mesh", "--placements", "--input", "--dtype", "--device", "--seed", "--dump", "--iters",
-        "--warmup", "--kernel", "--stride", "--dilation", "--padding", "--padding-lr",
-        "--divisor-override", "--output-size", "--out-channels", "--groups", "--output-padding",
-        "--padding-mode", "--mode", "--value"}) {
+       {"--mesh",        "--placements",   "--input",   "--dtype",          "--device",
+        "--seed",        "--dump",         "--iters",   "--warmup",         "--kernel",
+        "--stride",      "--dilation",     "--padding", "--padding-lr",     "--divisor-override",
+        "--output-size", "--out-channels", "--groups",  "--output-padding", "--padding-mode",
+        "--mode",        "--value"}) {
     given[name] = app.add_option(name, text[name]);
     given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
@@ -479,11 +483,12 @@ Options parse_options(const std::vector<std::string>& args) {
       o.op = k;
       known = true;
     }
-  if (!known) fail("OP", fmt::format("unknown operator '{}' (expected one of {})", op_text, ops_list()));
+  if (!known)
+    fail("OP", fmt::format("unknown operator '{}' (expected one of {})", op_text, ops_list()));
   for (const auto& [name, ops] : applicability())
     if (has(name) && !ops.count(o.op))
-      fail(name, fmt::format("not an option of {} (it applies to {})", op_name(o.op),
-                             applies_to(ops)));
+      fail(name,
+           fmt::format("not an option of {} (it applies to {})", op_name(o.op), applies_to(ops)));
 
   // Common options: dtensor-conv's rules.
   if (has("--mesh")) {
@@ -501,8 +506,8 @@ Options parse_options(const std::vector<std::string>& args) {
   if (has("--input")) {
     o.input = parse_list("--input", value("--input"), 1);
     if (o.input.size() < 3 || o.input.size() > 5)
-      fail("--input", fmt::format("{} dims given; expected N,C,W or N,C,H,W or N,C,D,H,W",
-                                  o.input.size()));
+      fail("--input",
+           fmt::format("{} dims given; expected N,C,W or N,C,H,W or N,C,D,H,W", o.input.size()));
   }
   if (has("--dtype")) {
     try {
@@ -535,8 +540,8 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   if (has("--iters")) {
     if (!o.bench) fail("--iters", "only meaningful with --bench");
-    o.iters = static_cast<int>(std::min<Int>(parse_int_at_least("--iters", value("--iters"), 1),
-                                             1000000));
+    o.iters = static_cast<int>(
+        std::min<Int>(parse_int_at_least("--iters", value("--iters"), 1), 1000000));
   }
   if (has("--warmup")) {
     if (!o.bench) fail("--warmup", "only meaningful with --bench");
@@ -547,31 +552,31 @@ Options parse_options(const std::vector<std::string>& args) {
   // The operator's parameters, resolved per spatial dim.
   const Int spatial = o.spatial_dims();
   const bool pool = o.op == OpKind::MaxPool || o.op == OpKind::AvgPool;
-  o.kernel = per_dim("--kernel", has("--kernel") ? parse_list("--kernel", value("--kernel"), 1)
-                                                 : std::vector<Int>{3},
-                     spatial);
-  o.stride = has("--stride") ? per_dim("--stride", parse_list("--stride", value("--stride"), 1),
-                                       spatial)
-             : pool          ? o.kernel
-                             : std::vector<Int>(static_cast<std::size_t>(spatial), 1);
-  o.dilation = per_dim("--dilation",
-                       has("--dilation") ? parse_list("--dilation", value("--dilation"), 1)
-                                         : std::vector<Int>{1},
-                       spatial);
+  o.kernel =
+      per_dim("--kernel",
+              has("--kernel") ? parse_list("--kernel", value("--kernel"), 1) : std::vector<Int>{3},
+              spatial);
+  o.stride = has("--stride")
+                 ? per_dim("--stride", parse_list("--stride", value("--stride"), 1), spatial)
+             : pool ? o.kernel
+                    : std::vector<Int>(static_cast<std::size_t>(spatial), 1);
+  o.dilation = per_dim(
+      "--dilation",
+      has("--dilation") ? parse_list("--dilation", value("--dilation"), 1) : std::vector<Int>{1},
+      spatial);
   if (has("--padding") && has("--padding-lr"))
     fail("--padding", "give either --padding or --padding-lr, not both");
   const bool padding_lr = has("--padding-lr");
   // Only constant padding may be negative (it crops).
   const Int pad_min = o.op == OpKind::Pad ? std::numeric_limits<Int>::min() : 0;
   if (padding_lr) {
-    o.padding = per_dim("--padding-lr", parse_padding_lr("--padding-lr", value("--padding-lr"),
-                                                         pad_min),
-                        spatial);
+    o.padding = per_dim("--padding-lr",
+                        parse_padding_lr("--padding-lr", value("--padding-lr"), pad_min), spatial);
   } else if (has("--padding")) {
-    o.padding = per_dim("--padding",
-                        ConvParams::symmetric_padding(parse_list("--padding", value("--padding"),
-                                                                 pad_min)),
-                        spatial);
+    o.padding =
+        per_dim("--padding",
+                ConvParams::symmetric_padding(parse_list("--padding", value("--padding"), pad_min)),
+                spatial);
   } else if (o.op == OpKind::Pad) {
     fail("--padding-lr", "pad needs the padding: --padding-lr l:r[,...] (or --padding p[,...])");
   } else {
@@ -583,8 +588,8 @@ Options parse_options(const std::vector<std::string>& args) {
     o.divisor_override = parse_int("--divisor-override", value("--divisor-override"));
   if (o.op == OpKind::AdaptiveAvgPool || o.op == OpKind::AdaptiveMaxPool) {
     if (!has("--output-size"))
-      fail("--output-size", fmt::format("{} needs the output size: --output-size o[,...]",
-                                        op_name(o.op)));
+      fail("--output-size",
+           fmt::format("{} needs the output size: --output-size o[,...]", op_name(o.op)));
     o.output_size =
         per_dim("--output-size", parse_list("--output-size", value("--output-size"), 1), spatial);
   }
@@ -593,16 +598,16 @@ Options parse_options(const std::vector<std::string>& args) {
                        ? parse_int_at_least("--out-channels", value("--out-channels"), 1)
                        : o.input[1];
   o.bias = !no_bias;
-  o.output_padding = per_dim("--output-padding",
-                             has("--output-padding")
-                                 ? parse_list("--output-padding", value("--output-padding"), 0)
-                                 : std::vector<Int>{0},
-                             spatial);
+  o.output_padding =
+      per_dim("--output-padding",
+              has("--output-padding") ? parse_list("--output-padding", value("--output-padding"), 0)
+                                      : std::vector<Int>{0},
+              spatial);
   if (has("--padding-mode")) {
     const std::string& v = value("--padding-mode");
     bool ok = false;
-    for (PaddingMode m : {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate,
-                          PaddingMode::Circular})
+    for (PaddingMode m :
+         {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular})
       if (v == padding_mode_str(m)) {
         o.padding_mode = m;
         ok = true;
@@ -625,8 +630,8 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   if (has("--value")) {
     if (o.mode != PadMode::Constant)
-      fail("--value", fmt::format("only --mode constant takes a value (mode is {})",
-                                  pad_mode_str(o.mode)));
+      fail("--value",
+           fmt::format("only --mode constant takes a value (mode is {})", pad_mode_str(o.mode)));
     o.value = parse_double("--value", value("--value"));
   }
 

@@ -59,18 +59,18 @@ struct Options {
 
   // The operator's parameters, resolved: lists hold one entry per spatial
   // dim; those that do not apply to the op keep their defaults.
-  std::vector<std::int64_t> kernel;    // conv, conv_transpose, pools (default 3)
-  std::vector<std::int64_t> stride;    // default 1; a pool's: its kernel
-  std::vector<std::int64_t> dilation;  // default 1
-  ConvParams::Padding padding;         // (left, right) per dim; default 0
-  bool ceil_mode = false;              // max_pool, avg_pool
-  bool count_include_pad = false;      // avg_pool (--count-include-pad)
+  std::vector<std::int64_t> kernel;              // conv, conv_transpose, pools (default 3)
+  std::vector<std::int64_t> stride;              // default 1; a pool's: its kernel
+  std::vector<std::int64_t> dilation;            // default 1
+  ConvParams::Padding padding;                   // (left, right) per dim; default 0
+  bool ceil_mode = false;                        // max_pool, avg_pool
+  bool count_include_pad = false;                // avg_pool (--count-include-pad)
   std::optional<std::int64_t> divisor_override;  // avg_pool
   std::vector<std::int64_t> output_size;         // adaptive pools (required)
   std::int64_t out_channels = 0;                 // conv, conv_transpose (default C)
   std::int64_t groups = 1;
-  bool bias = true;                           // --no-bias clears it
-  std::vector<std::int64_t> output_padding;   // conv_transpose (default 0)
+  bool bias = true;                          // --no-bias clears it
+  std::vector<std::int64_t> output_padding;  // conv_transpose (default 0)
   PaddingMode padding_mode = PaddingMode::Zeros;
   PadMode mode = PadMode::Constant;  // pad
   double value = 0.0;                // pad, constant mode

@@ -88,9 +88,9 @@ Grads run_backward(const Options& o, const Operands& ops, const DTensor& gy) {
   if (o.has_weight()) {
     const ConvOutputMask mask{true, true, o.bias};
     const ConvGrads c =
-        is_conv(o) ? convolution_backward(gy, ops.input, *ops.weight, o.conv_params(), mask)
-                   : conv_transpose_backward(gy, ops.input, *ops.weight,
-                                             o.conv_transpose_params(), mask);
+        is_conv(o)
+            ? convolution_backward(gy, ops.input, *ops.weight, o.conv_params(), mask)
+            : conv_transpose_backward(gy, ops.input, *ops.weight, o.conv_transpose_params(), mask);
     g.grad_input = c.grad_input;
     g.grad_weight = c.grad_weight;
     if (o.bias) g.grad_bias = c.grad_bias;

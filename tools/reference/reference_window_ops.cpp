@@ -24,7 +24,8 @@ using A3 = std::array<Int, 3>;
 }
 
 std::size_t spatial_dims(const Shape& x) {
-  if (x.size() < 3 || x.size() > 5) bad("input must be [N, C, spatial...] with 1 to 3 spatial dims");
+  if (x.size() < 3 || x.size() > 5)
+    bad("input must be [N, C, spatial...] with 1 to 3 spatial dims");
   return x.size() - 2;
 }
 
@@ -85,8 +86,8 @@ Shape shape_with(const Shape& x, const A3& out) {
 // kernel order; for the average pools also the divisor factor of each output.
 struct Windows {
   A3 out{1, 1, 1};
-  std::array<std::vector<std::vector<Int>>, 3> pos;   // [slot][o] -> positions
-  std::array<std::vector<Int>, 3> pool_size;          // [slot][o] (avg_pool)
+  std::array<std::vector<std::vector<Int>>, 3> pos;  // [slot][o] -> positions
+  std::array<std::vector<Int>, 3> pool_size;         // [slot][o] (avg_pool)
 };
 
 // Fills the trivial slots (extent 1, one window {0}).
@@ -258,8 +259,8 @@ double divisor(const Windows& w, Int o0, Int o1, Int o2, int kind, Int override_
   double d = 1;
   for (std::size_t t = 0; t < 3; ++t) {
     const auto at = static_cast<std::size_t>(o[t]);
-    d *= static_cast<double>(kind == 1 ? w.pool_size[t][at]
-                                       : static_cast<Int>(w.pos[t][at].size()));
+    d *=
+        static_cast<double>(kind == 1 ? w.pool_size[t][at] : static_cast<Int>(w.pos[t][at].size()));
   }
   return d;
 }
@@ -340,8 +341,10 @@ PadGeom pad_geom(const Shape& x, const PadPairs& padding, PadMode mode) {
     if (g.out[t] < 0) bad("padding crops more than the input");
     if (mode != PadMode::Constant && (l < 0 || r < 0)) bad("negative padding needs constant mode");
     if (mode == PadMode::Reflect && (l >= L || r >= L)) bad("reflect padding must be < the length");
-    if (mode == PadMode::Circular && (l > L || r > L)) bad("circular padding must be <= the length");
-    if (mode == PadMode::Replicate && L < 1 && g.out[t] > 0) bad("replicate needs a non-empty input");
+    if (mode == PadMode::Circular && (l > L || r > L))
+      bad("circular padding must be <= the length");
+    if (mode == PadMode::Replicate && L < 1 && g.out[t] > 0)
+      bad("replicate needs a non-empty input");
   }
   return g;
 }
@@ -539,7 +542,8 @@ Tensor ref_max_pool_grad_input(const Tensor& grad_out, const Tensor& x, const Po
 }
 
 Tensor ref_avg_pool_forward(const Tensor& x, const PoolParams& p) {
-  return avg_forward(x, avg_pool_windows(x.shape(), p), avg_kind(p), p.divisor_override.value_or(1));
+  return avg_forward(x, avg_pool_windows(x.shape(), p), avg_kind(p),
+                     p.divisor_override.value_or(1));
 }
 
 Tensor ref_avg_pool_grad_input(const Tensor& grad_out, const Shape& input_shape,
@@ -588,8 +592,8 @@ Tensor ref_pad_forward(const Tensor& x, const PadPairs& padding, PadMode mode, d
   return y;
 }
 
-Tensor ref_pad_grad_input(const Tensor& grad_out, const Shape& input_shape,
-                          const PadPairs& padding, PadMode mode) {
+Tensor ref_pad_grad_input(const Tensor& grad_out, const Shape& input_shape, const PadPairs& padding,
+                          PadMode mode) {
   const PadGeom g = pad_geom(input_shape, padding, mode);
   if (grad_out.shape() != shape_with(input_shape, g.out)) bad("pad: grad_out shape");
   const auto GY = as_f64(grad_out);
@@ -620,8 +624,7 @@ Tensor ref_conv_padding_mode_forward(const Tensor& x, const Tensor& w, const Ten
 
 Tensor ref_conv_padding_mode_grad_input(const Tensor& grad_out, const Tensor& w,
                                         const Shape& input_shape, const ConvParams& p) {
-  if (p.padding_mode == PaddingMode::Zeros)
-    return ref_conv_grad_input(grad_out, w, input_shape, p);
+  if (p.padding_mode == PaddingMode::Zeros) return ref_conv_grad_input(grad_out, w, input_shape, p);
   const ModeConv m = mode_conv(p);
   const PadGeom g = pad_geom(input_shape, m.pads, m.mode);
   const Shape padded = shape_with(input_shape, g.out);

@@ -106,8 +106,8 @@ Tensor ref_adaptive_max_pool_grad_input(const Tensor& grad_out, const Tensor& x,
 
 /// The spatial dims padded by (left, right) per dim (in dim order).
 Tensor ref_pad_forward(const Tensor& x, const PadPairs& padding, PadMode mode, double value = 0.0);
-Tensor ref_pad_grad_input(const Tensor& grad_out, const Shape& input_shape,
-                          const PadPairs& padding, PadMode mode);
+Tensor ref_pad_grad_input(const Tensor& grad_out, const Shape& input_shape, const PadPairs& padding,
+                          PadMode mode);
 
 // ---- convolution with a padding_mode -----------------------------------------
 
