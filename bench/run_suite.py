@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark suite (not a test): libdtensor's convolution layers at P = 1
-and 2 (one OpenMP thread per rank, each rank bound to its own cores; P = 4,
+and 2, the window operators (pools, pad, padding modes, transposed
+convolution) at P = 2 (one OpenMP thread per rank, each rank bound to its own cores; P = 4,
 two ranks per core, for the 3x3 64-channel layers), against the local kernel
 on the same per-rank window, against PyTorch DTensor when it is installed, and
 against the machine's FMA peak; plus a growth sweep of image size. Everything
@@ -31,6 +32,34 @@ LAYERS = [
     ("depthwise k7 p3 128ch 256^2", "1,128,256,256", 128, 7, 1, 3, 128, True),
     ("downsample k4 s4 64->128 512^2", "1,64,512,512", 128, 4, 4, 0, 1, True),
     ("3-D 3x3x3 32->32 64^3", "1,32,64,64,64", 32, 3, 1, 1, 1, False),
+]
+
+
+# The window operators at P = 2, sharded on W: name, dtensor-op arguments,
+# torch_dtensor_op.py arguments (None: PyTorch has no such op to compare).
+WINDOW_OPS = [
+    ("max_pool k3 s2 p1 32ch 256^2", ["max_pool", "--input", "2,32,256,256", "--kernel", "3",
+     "--stride", "2", "--padding", "1"],
+     ["max_pool", "--input", "2,32,256,256", "--kernel", "3", "--stride", "2", "--padding", "1"]),
+    ("avg_pool k2 s2 32ch 256^2", ["avg_pool", "--input", "2,32,256,256", "--kernel", "2"],
+     ["avg_pool", "--input", "2,32,256,256", "--kernel", "2"]),
+    ("adaptive_avg_pool 32ch 256^2 -> 7^2", ["adaptive_avg_pool", "--input", "2,32,256,256",
+     "--output-size", "7"], ["adaptive_avg_pool", "--input", "2,32,256,256", "--output-size", "7",
+                             "7"]),
+    ("adaptive_max_pool 32ch 256^2 -> 7^2", ["adaptive_max_pool", "--input", "2,32,256,256",
+     "--output-size", "7"], None),
+    ("pad reflect 2 32ch 256^2", ["pad", "--input", "2,32,256,256", "--padding-lr", "2:2",
+     "--mode", "reflect"], ["pad", "--input", "2,32,256,256", "--padding", "2", "--mode",
+                            "reflect"]),
+    ("conv reflect 3x3 32->32 256^2", ["conv", "--input", "1,32,256,256", "--kernel", "3",
+     "--padding", "1", "--padding-mode", "reflect"], None),
+    ("conv_transpose k2 s2 64->32 128^2", ["conv_transpose", "--input", "1,64,128,128",
+     "--out-channels", "32", "--kernel", "2", "--stride", "2"],
+     ["conv_transpose", "--input", "1,64,128,128", "--out-channels", "32", "--kernel", "2",
+      "--stride", "2"]),
+    ("conv_transpose k3 s2 p1 64->32 128^2", ["conv_transpose", "--input", "1,64,128,128",
+     "--out-channels", "32", "--kernel", "3", "--stride", "2", "--padding", "1",
+     "--output-padding", "1"], None),
 ]
 
 
@@ -72,6 +101,19 @@ def torch_peer(py, layer, P, iters, env):
     return run_json(cmd, env)
 
 
+def window_op(build, args, iters, env):
+    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", "2", "--bind-cores", "--",
+           os.path.join(build, "bin", "dtensor-op")] + args + [
+               "--backward", "--bench", "--iters", str(iters), "--warmup", "2", "--json"]
+    return run_json(cmd, env)
+
+
+def torch_window_op(py, args, iters, env):
+    cmd = [py, os.path.join(ROOT, "bench", "torch_dtensor_op.py"), "-n", "2"] + args + [
+        "--iters", str(iters), "--bind-cores"]
+    return run_json(cmd, env)
+
+
 def machine():
     cpu = ""
     try:
@@ -88,6 +130,8 @@ def main():
     ap.add_argument("--torch-python", default="")
     ap.add_argument("--quick", action="store_true", help="fewer iterations and sizes")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
+    ap.add_argument("--sections", default="layers,window,growth",
+                    help="which parts to run (comma-separated): layers, window, growth")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS="1", DTENSOR_LOG_LEVEL="warn")
     iters = 3 if args.quick else 8
@@ -98,7 +142,8 @@ def main():
     peak = run_json([os.path.join(args.build, "bin", "dtensor-bench-fma"), "--seconds", "2"], env)
     results["fma_peak_gflops_f32"] = peak["fma_peak_gflops_f32"]
 
-    for layer in LAYERS:
+    sections = set(args.sections.split(","))
+    for layer in LAYERS if "layers" in sections else []:
         # P = 4 oversubscribes a 2-core machine (two ranks per core): reported for
         # the 3x3 64-channel layers, not targeted.
         for P in (1, 2, 4) if layer[0].startswith("3x3 64->64") else (1, 2):
@@ -120,8 +165,28 @@ def main():
                         row["torch_error"] = str(e).splitlines()[0][:200]
                 results["layers"].append(row)
 
+    results["window_ops"] = []
+    for name, op_args, torch_args in WINDOW_OPS if "window" in sections else []:
+        progress(f"{name} P=2")
+        r = window_op(args.build, op_args, iters, env)
+        row = {"op": name, **{k: r.get(k) for k in (
+            "fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd", "overhead_bwd",
+            "halo_bytes_sent_per_rank")}}
+        if args.torch_python and torch_args:
+            progress(f"{name} P=2 PyTorch DTensor")
+            try:
+                t = torch_window_op(args.torch_python, torch_args, iters, env)
+                row["torch_fwd_ms"], row["torch_bwd_ms"] = t["fwd_ms"], t["bwd_ms"]
+                row["torch_version"] = t["torch_version"]
+                row["torch_output_placements"] = t.get("output_placements")
+                if t.get("bwd_error"):
+                    row["torch_error"] = t["bwd_error"]
+            except Exception as e:
+                row["torch_error"] = str(e).splitlines()[0][:200]
+        results["window_ops"].append(row)
+
     sizes = [128, 256, 512] if args.quick else [128, 256, 512, 768, 1024]
-    for size in sizes:
+    for size in sizes if "growth" in sections else []:
         progress(f"growth 3x3 64->64 {size}^2 P=2")
         layer = ("growth", f"1,64,{size},{size}", 64, 3, 1, 1, 1, False)
         r = libdtensor(args.build, layer, 2, "f32", max(2, iters // 2), env)
@@ -179,6 +244,24 @@ def write_markdown(res, path):
                  f"{fmt(r['overhead_fwd'], '.3f')} | {fmt(r['overhead_bwd'], '.3f')} | "
                  f"{fmt(r['gflops_fwd'])} | {100 * per_rank / peak:.0f}% | "
                  f"{r['halo_bytes_sent_per_rank']} | {rss(r)} | {vs} |")
+    L += ["", "## Window operators (P = 2, W sharded, f32)", "",
+          "overhead = distributed time / the same operator on the rank's own shard alone "
+          "(a one-rank mesh), forward and backward, measured interleaved; vs torch = PyTorch "
+          "DTensor time / libdtensor time (forward + backward) on the same input placed "
+          "Shard(3): PyTorch shards pooling on batch and channel only, so it redistributes.", "",
+          "| operator | fwd ms | bwd ms | overhead fwd | overhead bwd | halo bytes/rank | vs torch |",
+          "|---|---|---|---|---|---|---|"]
+    for r in res.get("window_ops", []):
+        vs = "—"
+        if r.get("torch_fwd_ms") and r.get("torch_bwd_ms"):
+            vs = f"{(r['torch_fwd_ms'] + r['torch_bwd_ms']) / (r['fwd_ms'] + r['bwd_ms']):.2f}x"
+        elif r.get("torch_fwd_ms"):
+            vs = f"fwd {r['torch_fwd_ms'] / r['fwd_ms']:.2f}x (bwd failed)"
+        elif r.get("torch_error"):
+            vs = "failed"
+        L.append(f"| {r['op']} | {fmt(r['fwd_ms'], '.2f')} | {fmt(r['bwd_ms'], '.2f')} | "
+                 f"{fmt(r['overhead_fwd'], '.3f')} | {fmt(r['overhead_bwd'], '.3f')} | "
+                 f"{r['halo_bytes_sent_per_rank']} | {vs} |")
     L += ["", "## Growth (3x3 64->64, P = 2)", "",
           "| image | fwd ms | bwd ms | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) | private |",
           "|---|---|---|---|---|---|---|"]
@@ -199,6 +282,8 @@ def plot(res, path):
         progress("matplotlib missing: no plot")
         return
     g = res["growth"]
+    if not g:
+        return
     px = [x["size"] ** 2 / 1e6 for x in g]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     axes[0].plot(px, [x["fwd_ms"] for x in g], "o-", label="forward")

@@ -12,34 +12,12 @@
 #include "core/detail/backend_plan.h"
 #include "core/detail/device_ops.h"
 #include "core/detail/routing_process_group.h"
+#include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
 namespace dtensor {
 namespace {
-
-struct EnvInt {
-  std::optional<int> value;
-  std::string source;  // variable it came from, for messages
-};
-
-std::optional<int> parse_int_env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v) return std::nullopt;
-  int out = 0;
-  const char* end = v + std::strlen(v);
-  auto [p, ec] = std::from_chars(v, end, out);
-  check_arg(ec == std::errc() && p == end && p != v, "init",
-            "environment variable {}='{}' is not an integer", name, v);
-  return out;
-}
-
-// The first of `names` that is set wins.
-EnvInt first_env_int(std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (auto v = parse_int_env(n)) return {v, n};
-  return {};
-}
 
 std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_world;
@@ -60,13 +38,12 @@ void register_process_group_backend(const std::string& name, ProcessGroupFactory
 
 ResolvedInit resolve_init_options(const InitOptions& o) {
   ResolvedInit r;
-  const char* env_backend = std::getenv("DTENSOR_BACKEND");
-  r.backend = o.backend.value_or(env_backend && *env_backend ? env_backend : "gloo");
-  const EnvInt env_rank = first_env_int({"DTENSOR_RANK", "RANK", "OMPI_COMM_WORLD_RANK"});
-  const EnvInt env_size =
-      first_env_int({"DTENSOR_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
-  const EnvInt env_local =
-      first_env_int({"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+  // Throws for any bad DTENSOR_* value, naming it.
+  const Config& cfg = refresh_config_from_environment();
+  r.backend = o.backend.value_or(cfg.backend.value_or("gloo"));
+  const EnvInt& env_rank = cfg.rank;
+  const EnvInt& env_size = cfg.world_size;
+  const EnvInt& env_local = cfg.local_rank;
 
   r.world_size = o.world_size.value_or(env_size.value.value_or(1));
   const std::string size_src = o.world_size     ? "world_size"
@@ -93,8 +70,8 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
 
   if (o.store) {
     r.store = *o.store;
-  } else if (const char* s = std::getenv("DTENSOR_STORE")) {
-    r.store = s;
+  } else if (cfg.store) {
+    r.store = *cfg.store;
   } else {
     check_arg(r.world_size == 1, "init",
               "DTENSOR_STORE is not set: with {} ranks a rendezvous store is needed "
@@ -103,25 +80,14 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   }
   check_arg(r.world_size == 1 || !r.store.empty(), "init", "DTENSOR_STORE is empty");
 
-  if (o.timeout) {
+  if (o.timeout)
     r.timeout = *o.timeout;
-  } else if (const char* t = std::getenv("DTENSOR_TIMEOUT")) {
-    char* end = nullptr;
-    const double secs = std::strtod(t, &end);
-    // Finite and bounded too: "inf" or "1e300" seconds would overflow the
-    // conversion to milliseconds below (undefined behaviour).
-    constexpr double kMaxSeconds = 1e9;  // ~31 years: "no timeout" for any real job
-    check_arg(
-        end && *end == '\0' && end != t && std::isfinite(secs) && secs > 0 && secs <= kMaxSeconds,
-        "init", "DTENSOR_TIMEOUT='{}' is not a positive number of seconds (at most {:g})", t,
-        kMaxSeconds);
-    r.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
-  }
+  else if (cfg.timeout)
+    r.timeout = *cfg.timeout;
   check_arg(r.timeout.count() > 0, "init", "timeout must be positive");
 
-  r.hostname =
-      o.hostname.value_or(std::getenv("DTENSOR_HOSTNAME") ? std::getenv("DTENSOR_HOSTNAME") : "");
-  r.iface = o.iface.value_or(std::getenv("DTENSOR_IFNAME") ? std::getenv("DTENSOR_IFNAME") : "");
+  r.hostname = o.hostname.value_or(cfg.hostname.value_or(""));
+  r.iface = o.iface.value_or(cfg.ifname.value_or(""));
   return r;
 }
 

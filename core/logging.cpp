@@ -6,18 +6,23 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include "dtensor/core/config.h"
+#include "dtensor/core/errors.h"
+
 namespace dtensor::log {
 namespace {
 
 std::atomic<int> g_rank{-1};
 
+// The configured level; a bad DTENSOR_LOG_LEVEL leaves "warn" here (logging
+// must not throw) and is reported by init_process_group, which reads the
+// configuration unguarded.
 spdlog::level::level_enum level_from_env() {
-  const char* v = std::getenv("DTENSOR_LOG_LEVEL");
-  if (!v || !*v) return spdlog::level::warn;
-  auto lvl = spdlog::level::from_str(v);
-  // from_str maps unknown names to "off"; only "off" itself should silence us.
-  if (lvl == spdlog::level::off && std::string(v) != "off") return spdlog::level::warn;
-  return lvl;
+  try {
+    return spdlog::level::from_str(config().log_level);
+  } catch (const Error&) {
+    return spdlog::level::warn;
+  }
 }
 
 void apply_pattern(spdlog::logger& l) {

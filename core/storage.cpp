@@ -8,6 +8,7 @@
 #include <new>
 #include <vector>
 
+#include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor {
@@ -68,8 +69,11 @@ class BlockCache {
  private:
   static std::size_t cap_bytes() {
     static const std::size_t cap = [] {
-      const char* v = std::getenv("DTENSOR_CPU_CACHE_MB");
-      return (v ? static_cast<std::size_t>(std::strtoull(v, nullptr, 10)) : 512) << 20;
+      try {
+        return static_cast<std::size_t>(config().cpu_cache_mb) << 20;
+      } catch (const Error&) {  // reported by init_process_group; allocation goes on
+        return std::size_t{512} << 20;
+      }
     }();
     return cap;
   }

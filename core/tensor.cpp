@@ -59,8 +59,14 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shap
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (auto e : shape)
     check_arg(e >= 0, "core", "empty: negative extent in shape {}", shape_str(shape));
-  auto st =
-      Storage::allocate(static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype), device);
+  // Elements and bytes both checked: an overflowing size would allocate a
+  // small buffer that the tensor then writes past.
+  std::int64_t bytes = 0;
+  check_arg(!__builtin_mul_overflow(shape_numel(shape),
+                                    static_cast<std::int64_t>(dtype_size(dtype)), &bytes),
+            "core", "empty: shape {} of {} needs more than 2^63 bytes", shape_str(shape),
+            dtype_name(dtype));
+  auto st = Storage::allocate(static_cast<std::size_t>(bytes), device);
   return Tensor(std::move(st), 0, shape, contiguous_strides(shape), dtype);
 }
 
@@ -88,8 +94,9 @@ Tensor Tensor::rand_slice(const Shape& global_shape, const Shape& offset, const 
   check_arg(global_shape.size() == offset.size() && offset.size() == shape.size(), "core",
             "rand_slice: global shape, offset and shape must have the same rank");
   for (std::size_t d = 0; d < shape.size(); ++d)
-    check_arg(offset[d] >= 0 && shape[d] >= 0 && offset[d] + shape[d] <= global_shape[d], "core",
-              "rand_slice: box at {} of size {} does not fit in {}", shape_str(offset),
+    check_arg(offset[d] >= 0 && shape[d] >= 0 && shape[d] <= global_shape[d] &&
+                  offset[d] <= global_shape[d] - shape[d],
+              "core", "rand_slice: box at {} of size {} does not fit in {}", shape_str(offset),
               shape_str(shape), shape_str(global_shape));
   Tensor t = empty(shape, dtype);
   const Shape gstrides = contiguous_strides(global_shape);
@@ -140,8 +147,9 @@ void* Tensor::data_ptr() const {
 Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) const {
   check_arg(defined(), "core", "narrow: undefined tensor");
   const std::int64_t dd = normalize_dim(d, dim(), "narrow");
-  check_arg(start >= 0 && length >= 0 && start + length <= shape_[dd], "core",
-            "narrow: [{}, {}) is outside dim {} of extent {}", start, start + length, dd,
+  // start <= extent - length: start + length could overflow.
+  check_arg(start >= 0 && length >= 0 && length <= shape_[dd] && start <= shape_[dd] - length,
+            "core", "narrow: start {} length {} is outside dim {} of extent {}", start, length, dd,
             shape_[dd]);
   Shape s = shape_;
   s[dd] = length;
@@ -151,6 +159,8 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
 Tensor Tensor::view(const Shape& shape) const {
   check_arg(is_contiguous(), "core", "view: tensor of shape {} is not contiguous",
             shape_str(shape_));
+  for (auto e : shape)
+    check_arg(e >= 0, "core", "view: negative extent in shape {}", shape_str(shape));
   check_arg(shape_numel(shape) == numel(), "core", "view: cannot view {} as {}", shape_str(shape_),
             shape_str(shape));
   return Tensor(storage_, offset_, shape, contiguous_strides(shape), dtype_);

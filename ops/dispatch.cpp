@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/placement/redistribute.h"
@@ -34,8 +35,7 @@ PropagationCache& cache() {
 }
 
 bool agreement_checks_enabled() {
-  const char* v = std::getenv("DTENSOR_CHECK_AGREEMENT");
-  return !(v && std::string(v) == "0");
+  return config().check_agreement;
 }
 
 // A call's identity across ranks: what it was asked, and its number on the

@@ -53,12 +53,65 @@ DTensor::DTensor(Tensor local, DTensorSpec spec)
             spec_.str(), shape_str(spec_.local_shape()));
 }
 
+namespace {
+
+// With the global shape given, every rank must have been given the same
+// shape and placements, and every rank's local tensor must fit them. A rank
+// that raised alone would leave the others waiting in their next
+// collective, so the ranks compare first (one agreement check, one small
+// all-gather of the local shapes) and then all raise the same error.
+DTensor from_local_with_shape(const Tensor& local, const DeviceMesh& mesh,
+                              const Placements& placements, const Shape& global_shape) {
+  std::optional<DTensorSpec> spec;
+  std::exception_ptr invalid;  // the same on every rank that agrees on the arguments
+  try {
+    spec.emplace(mesh, placements, global_shape, local.dtype());
+  } catch (const InvalidArgument&) {
+    invalid = std::current_exception();
+  }
+  if (!mesh.contains_this_rank()) {
+    if (invalid) std::rethrow_exception(invalid);
+    return DTensor(local, *spec);
+  }
+  auto group = mesh.get_mesh_group();
+  std::size_t h = std::hash<std::string>()(shape_str(global_shape) + placements_str(placements));
+  h ^= static_cast<std::size_t>(local.dtype()) * 0x9e3779b97f4a7c15ull;
+  check_ranks_agree(*group, h, "from_local",
+                    fmt::format("global shape {} placed {} ({})", shape_str(global_shape),
+                                placements_str(placements), dtype_name(local.dtype())));
+  if (invalid) std::rethrow_exception(invalid);
+  // Every rank's local shape (-1s for a tensor of another rank), so that
+  // all name the first rank that does not fit, alike.
+  const auto nd = static_cast<std::int64_t>(global_shape.size());
+  Tensor mine = Tensor::full({nd}, -1.0, DType::F64);
+  if (local.dim() == nd)
+    for (std::int64_t d = 0; d < nd; ++d)
+      mine.data<double>()[d] = static_cast<double>(local.size(d));
+  const int n = group->size();
+  Tensor all = Tensor::empty({n * nd}, DType::F64);
+  group->allgather(mine, all, std::vector<std::int64_t>(static_cast<std::size_t>(n), nd));
+  for (int r = 0; r < n; ++r) {
+    const int world_rank = group->global_ranks()[static_cast<std::size_t>(r)];
+    const Shape need = spec->local_shape_at(*mesh.coordinate_of(world_rank));
+    Shape held(static_cast<std::size_t>(nd));
+    for (std::int64_t d = 0; d < nd; ++d)
+      held[static_cast<std::size_t>(d)] = static_cast<std::int64_t>(all.item({r * nd + d}));
+    check_arg(held == need, "dtensor",
+              "from_local: rank {} holds a local shape {} but {} with global shape {} needs {}",
+              world_rank,
+              held.empty() || held[0] >= 0 ? shape_str(held) : std::string("of another rank"),
+              placements_str(spec->placements()), shape_str(global_shape), shape_str(need));
+  }
+  return DTensor(local, *spec);
+}
+
+}  // namespace
+
 DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
                             const Placements& placements,
                             const std::optional<Shape>& global_shape) {
   check_arg(local.defined(), "dtensor", "from_local: the local tensor is undefined");
-  if (global_shape)
-    return DTensor(local, DTensorSpec(mesh, placements, *global_shape, local.dtype()));
+  if (global_shape) return from_local_with_shape(local, mesh, placements, *global_shape);
   // Derive the global shape: gather every rank's local shape over the mesh.
   auto group = mesh.get_mesh_group();
   const std::int64_t nd = local.dim();

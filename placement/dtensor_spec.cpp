@@ -15,6 +15,13 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, Shape global_sh
             placements_.size(), placements_str(placements_), mesh_.ndim());
   for (auto e : shape_)
     check_arg(e >= 0, "placement", "global shape {} has a negative extent", shape_str(shape_));
+  // The element count must fit (shape_numel throws InvalidArgument otherwise),
+  // and so must its bytes.
+  std::int64_t bytes = 0;
+  check_arg(!__builtin_mul_overflow(shape_numel(shape_),
+                                    static_cast<std::int64_t>(dtype_size(dtype_)), &bytes),
+            "placement", "global shape {} of {} needs more than 2^63 bytes", shape_str(shape_),
+            dtype_name(dtype_));
   for (auto& p : placements_) {
     if (p.is_shard())
       check_arg(p.dim() >= -ndim() && p.dim() < ndim(), "placement",

@@ -11,12 +11,13 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/placement/rank_agreement.h"
 
+#include "dtensor/core/config.h"
+
 namespace dtensor {
 namespace {
 
 bool debug_checks() {
-  const char* v = std::getenv("DTENSOR_DEBUG");
-  return v && *v && std::string(v) != "0";
+  return config().debug;
 }
 
 // Three 21-bit pieces: each exact in a double, which every backend carries.

@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/cudnn_plan.h"
+#include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/ops/local_conv.h"
@@ -28,9 +29,7 @@ struct Algo {
 std::size_t workspace_limit() {
   // DTENSOR_CUDNN_WORKSPACE_MB bounds the scratch memory an algorithm may ask for.
   static const std::size_t limit = [] {
-    const char* v = std::getenv("DTENSOR_CUDNN_WORKSPACE_MB");
-    const long mb = v ? std::strtol(v, nullptr, 10) : 1024;
-    return static_cast<std::size_t>(mb > 0 ? mb : 1024) << 20;
+    return static_cast<std::size_t>(config().cudnn_workspace_mb) << 20;
   }();
   return limit;
 }

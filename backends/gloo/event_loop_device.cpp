@@ -33,6 +33,7 @@
 
 #include <gloo/transport/tcp/device.h>
 
+#include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
@@ -41,11 +42,7 @@ namespace {
 
 // DTENSOR_GLOO_LOOP: "batch" (the default) or "normal".
 bool batch_loop() {
-  const char* v = std::getenv("DTENSOR_GLOO_LOOP");
-  if (!v || !*v || std::string(v) == "batch") return true;
-  check_arg(std::string(v) == "normal", "DTENSOR_GLOO_LOOP",
-            "DTENSOR_GLOO_LOOP='{}' is neither 'batch' nor 'normal'", v);
-  return false;
+  return config().gloo_loop == Config::GlooLoop::Batch;
 }
 
 }  // namespace

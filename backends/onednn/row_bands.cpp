@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "dtensor/core/config.h"
+
 namespace dtensor::onednn {
 
 std::vector<RowBand> row_bands(const RowGeometry& g, std::int64_t rows_per_band) {
@@ -74,9 +76,8 @@ std::vector<RowBand> plan_bands(DType t, const Shape& input, const Shape& weight
 }
 
 std::int64_t band_target_bytes() {
-  // Read on every call (cheap next to a convolution), so a test can change it.
-  const char* v = std::getenv("DTENSOR_ONEDNN_BAND_KB");
-  return (v && *v ? std::strtoll(v, nullptr, 10) : 512) * 1024;
+  // Read on every call (cheap next to a convolution), so set_config applies at once.
+  return config().onednn_band_kb * 1024;
 }
 
 }  // namespace dtensor::onednn

@@ -116,7 +116,18 @@ ConvParams check_conv_args(const Shape& input, const Shape& weight,
   const std::int64_t n_spatial = rank - 2;
   const ConvParams p = params.expanded(n_spatial);
 
+  // Bounds that keep every length computation far from overflowing (a
+  // padding of 2^63 - 1 would otherwise wrap around to a "valid" output).
+  constexpr std::int64_t kMaxParam = std::int64_t{1} << 40;
   for (std::int64_t i = 0; i < n_spatial; ++i) {
+    check_arg(p.stride[i] <= kMaxParam && p.dilation[i] <= kMaxParam &&
+                  p.padding[i].first <= kMaxParam && p.padding[i].second <= kMaxParam &&
+                  weight[static_cast<std::size_t>(2 + i)] <= kMaxParam,
+              kComponent,
+              "padding: stride, dilation, padding and kernel extents must be at most 2^40, got "
+              "stride {} dilation {} padding ({}, {}) kernel {}",
+              p.stride[i], p.dilation[i], p.padding[i].first, p.padding[i].second,
+              weight[static_cast<std::size_t>(2 + i)]);
     check_arg(p.stride[i] >= 1, kComponent, "stride: must be >= 1 in every spatial dim, got [{}]",
               fmt::join(p.stride, ", "));
     check_arg(p.dilation[i] >= 1, kComponent,

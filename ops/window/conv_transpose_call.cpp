@@ -113,6 +113,13 @@ ConvTransposeParams check_args(const Shape& input, const Shape& weight,
   const ConvTransposeParams p = params.expanded(n_spatial);
   for (std::int64_t i = 0; i < n_spatial; ++i) {
     const auto u = static_cast<std::size_t>(i);
+    // Bounds that keep the output length far from overflowing.
+    constexpr std::int64_t kMaxParam = std::int64_t{1} << 40;
+    check_arg(p.stride[u] <= kMaxParam && p.dilation[u] <= kMaxParam && p.padding[u] <= kMaxParam &&
+                  p.output_padding[u] <= kMaxParam && weight[2 + u] <= kMaxParam,
+              kComponent,
+              "padding: stride, dilation, padding, output_padding and kernel extents must be at "
+              "most 2^40");
     check_arg(p.stride[u] >= 1, kComponent, "stride: must be >= 1 in every spatial dim, got [{}]",
               fmt::join(p.stride, ", "));
     check_arg(p.dilation[u] >= 1, kComponent,

@@ -126,6 +126,9 @@ void check_pad(const PadCall& c) {
   for (std::size_t i = 0; i < c.padding.size(); ++i) {
     const auto [l, r] = c.padding[i];
     const std::int64_t L = x[i + 2];
+    constexpr std::int64_t kMaxPad = std::int64_t{1} << 40;  // far from overflowing
+    check_arg(std::abs(l) <= kMaxPad && std::abs(r) <= kMaxPad, kPad,
+              "padding: ({}, {}) is beyond 2^40 in magnitude", l, r);
     if (c.mode == PadMode::Constant) {
       check_arg(L + l + r >= 0, kPad,
                 "padding: ({}, {}) on spatial dim {} of length {} gives a negative size", l, r, i,

@@ -133,7 +133,10 @@ void check_pool(const PoolCall& c, const PoolOp& op) {
   check_arg(p.kernel.size() == spatial && p.stride.size() == spatial &&
                 p.padding.size() == spatial && p.dilation.size() == spatial,
             op.name, "kernel: parameters for {} spatial dims expected", spatial);
+  constexpr std::int64_t kMaxParam = std::int64_t{1} << 40;  // far from overflowing
   for (std::size_t i = 0; i < spatial; ++i) {
+    check_arg(p.kernel[i] <= kMaxParam && p.stride[i] <= kMaxParam && p.dilation[i] <= kMaxParam,
+              op.name, "kernel: kernel, stride and dilation must be at most 2^40");
     check_arg(p.kernel[i] >= 1, op.name, "kernel: must be >= 1, got {}", p.kernel[i]);
     check_arg(p.stride[i] >= 1, op.name, "stride: must be >= 1, got {}", p.stride[i]);
     check_arg(p.dilation[i] >= 1, op.name, "dilation: must be >= 1, got {}", p.dilation[i]);
@@ -141,12 +144,12 @@ void check_pool(const PoolCall& c, const PoolOp& op) {
       check_arg(p.dilation[i] == 1, op.name, "dilation: avg_pool has no dilation, got {}",
                 p.dilation[i]);
     const auto [pl, pr] = p.padding[i];
-    const std::int64_t extent = p.dilation[i] * (p.kernel[i] - 1) + 1;
-    const std::int64_t half = op.reduce == Reduce::Max ? extent / 2 : p.kernel[i] / 2;
+    // PyTorch's rule: at most half the kernel size (not its dilated extent).
+    const std::int64_t half = p.kernel[i] / 2;
     check_arg(pl >= 0 && pr >= 0, op.name, "padding: must be >= 0, got ({}, {})", pl, pr);
     check_arg(pl <= half && pr <= half, op.name,
-              "padding: ({}, {}) should be at most half of the {}kernel size ({})", pl, pr,
-              op.reduce == Reduce::Max ? "effective " : "", half);
+              "padding: ({}, {}) should be at most half of the kernel size {}", pl, pr,
+              p.kernel[i]);
     const std::int64_t o =
         pool_output_length(x[i + 2], p.kernel[i], p.stride[i], p.dilation[i], pl, pr, p.ceil_mode);
     check_arg(o >= 1, op.name,

@@ -1,5 +1,9 @@
 // WindowDim: the one description of "which inputs an output reads" that
 // every window operator gives the engine.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
@@ -57,8 +61,74 @@ WindowDim WindowDim::transposed(std::int64_t kernel, std::int64_t stride, std::i
   return d;
 }
 
+WindowDim WindowDim::resample(std::int64_t output_length, bool linear, bool align_corners,
+                              double scale_factor) {
+  WindowDim d;
+  d.kind = Kind::Resample;
+  d.kernel = linear ? 2 : 1;
+  d.output_length = output_length;
+  d.align_corners = linear && align_corners;
+  d.scale_factor = scale_factor;
+  return d;
+}
+
+// PyTorch's aten/src/ATen/native/UpSample.h: nearest_idx (a float scale,
+// with the exact cases O == L and O == 2L) and area_pixel_compute_scale /
+// area_pixel_compute_source_index for linear (computed here in double).
+WindowDim::ResampleTap WindowDim::resample_source(std::int64_t length, std::int64_t o) const {
+  const std::int64_t L = length, O = output_length;
+  ResampleTap t;
+  if (kernel == 1) {
+    if (O == L) {
+      t.i0 = o;
+    } else if (O == 2 * L) {
+      t.i0 = o >> 1;
+    } else {
+      const float scale = scale_factor > 0 ? static_cast<float>(1.0 / scale_factor)
+                                           : static_cast<float>(L) / static_cast<float>(O);
+      t.i0 = std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(o) * scale)), L - 1);
+    }
+    t.i1 = t.i0;
+    return t;
+  }
+  double src = 0;
+  if (align_corners) {
+    const double scale = O > 1 ? static_cast<double>(L - 1) / static_cast<double>(O - 1) : 0.0;
+    src = scale * static_cast<double>(o);
+  } else {
+    const double scale =
+        scale_factor > 0 ? 1.0 / scale_factor : static_cast<double>(L) / static_cast<double>(O);
+    src = scale * (static_cast<double>(o) + 0.5) - 0.5;
+    if (src < 0) src = 0;
+  }
+  t.i0 = std::min(static_cast<std::int64_t>(src), L - 1);
+  t.i1 = t.i0 + (t.i0 < L - 1 ? 1 : 0);
+  t.w1 = src - static_cast<double>(t.i0);
+  t.w0 = 1.0 - t.w1;
+  return t;
+}
+
 std::int64_t WindowDim::output_length_for(std::int64_t length) const {
   check_arg(length >= 0, kComponent, "input: negative length {}", length);
+  // Bounds that keep every length computation far from overflowing.
+  constexpr std::int64_t kMax = std::int64_t{1} << 40;
+  check_arg(std::abs(kernel) <= kMax && std::abs(stride) <= kMax && std::abs(dilation) <= kMax &&
+                std::abs(pad_left) <= kMax && std::abs(pad_right) <= kMax && output_length <= kMax,
+            kComponent,
+            "padding: kernel, stride, dilation, padding and output size must be at most 2^40 in "
+            "magnitude ({})",
+            str());
+  if (kind == Kind::Resample) {
+    check_arg(kernel == 1 || kernel == 2, kComponent,
+              "mode: a resampling window reads 1 (nearest) or 2 (linear) inputs, not {}", kernel);
+    check_arg(output_length >= 1, kComponent, "output_size: must be >= 1, got {}", output_length);
+    check_arg(length >= 1, kComponent, "input: interpolation needs a non-empty input dim");
+    check_arg(std::isfinite(scale_factor) && scale_factor >= 0, kComponent,
+              "scale_factor: must be positive, got {}", scale_factor);
+    check_arg(boundary == Boundary::Zeros, kComponent,
+              "padding_mode: a resampling window reads no padding");
+    return output_length;
+  }
   if (kind == Kind::Adaptive) {
     check_arg(output_length >= 1, kComponent, "output_size: must be >= 1, got {}", output_length);
     check_arg(length >= 1, kComponent, "input: an adaptive pool needs a non-empty input dim");
@@ -123,6 +193,9 @@ std::pair<std::int64_t, std::int64_t> WindowDim::reads(std::int64_t length, std:
           std::min<std::int64_t>(floor_div(o1 - 1 + pad_left, stride), length - 1);
       return {first, last};
     }
+    case Kind::Resample:  // the source index is non-decreasing in o
+      if (o1 <= o0) return {0, -1};
+      return {resample_source(length, o0).i0, resample_source(length, o1 - 1).i1};
   }
   return {0, -1};
 }
@@ -134,6 +207,10 @@ std::string WindowDim::str() const {
     case Kind::Transposed:
       return fmt::format("transposed(k={} s={} d={} pad=({}, {}))", kernel, stride, dilation,
                          pad_left, pad_right);
+    case Kind::Resample:
+      return fmt::format("resample({} O={}{}{})", kernel == 1 ? "nearest" : "linear", output_length,
+                         align_corners ? " align_corners" : "",
+                         scale_factor > 0 ? fmt::format(" scale_factor={}", scale_factor) : "");
     case Kind::Sliding:
       break;
   }

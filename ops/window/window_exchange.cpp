@@ -4,6 +4,8 @@
 // exchange sends slices of the earlier dims' windows: that is how corners
 // travel); a dim no mesh dim shards is planned over one rank, which costs
 // nothing unless its boundary must be materialised.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
@@ -92,10 +94,26 @@ Shape WindowExchange::local_output_shape(std::int64_t batch, std::int64_t channe
   return out;
 }
 
+// A rank whose window needs no messages confirms the call's agreement check
+// at once instead of after its compute: the check's 24-byte messages are in
+// flight from dispatch, and waiting for them now costs one round trip, while
+// waiting after the compute costs the peers' skew plus the wake-ups of
+// transport threads that could not run on a core busy with the compute
+// (measured: pad at P = 2 took 2.5-6x its local time that way).
+void WindowExchange::confirm_if_silent() {
+  for (const auto& d : dims_)
+    if (d->group && (!d->me().run_sends.empty() ||
+                     std::any_of(d->me().runs.begin(), d->me().runs.end(),
+                                 [&](const WindowRun& r) { return r.peer != d->me().rank; })))
+      return;
+  call_.confirm_agreement();
+}
+
 Tensor WindowExchange::gather(const Tensor& local) {
   check_arg(local.shape() == local_shape_, "window",
             "internal: local input {} but the spec's shard is {}", shape_str(local.shape()),
             shape_str(local_shape_));
+  confirm_if_silent();
   Tensor x = local;
   for (const auto& d : dims_)
     if (!d->trivial()) x = window::gather_runs(x, d->tensor_dim, d->me(), d->group, stream_);
@@ -103,6 +121,7 @@ Tensor WindowExchange::gather(const Tensor& local) {
 }
 
 Tensor WindowExchange::scatter_add(const Tensor& window_grad) {
+  confirm_if_silent();
   Tensor g = window_grad;
   for (auto it = dims_.rbegin(); it != dims_.rend(); ++it) {
     const Dim& d = **it;

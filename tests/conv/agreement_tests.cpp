@@ -40,8 +40,9 @@ TEST_CASE(
     // Rank 1 has a 5-wide kernel (2-column halos), the others a 3-wide one.
     const std::int64_t kw = ctx.rank == 1 ? 5 : 3;
     auto x = distribute_tensor(Tensor::rand({1, 2, 4, 12}, DType::F64, 1), mesh, {Shard(3)});
-    auto w = DTensor::from_local(Tensor::rand({3, 2, 3, kw}, DType::F64, 2), mesh, {Replicate()},
-                                 Shape{3, 2, 3, kw});
+    // Wrapped without from_local, which would itself catch the disagreement.
+    auto w = DTensor(Tensor::rand({3, 2, 3, kw}, DType::F64, 2),
+                     DTensorSpec(mesh, {Replicate()}, Shape{3, 2, 3, kw}, DType::F64));
     auto gy = distribute_tensor(Tensor::rand({1, 3, 4, 12}, DType::F64, 3), mesh, {Shard(3)});
     for (int attempt = 0; attempt < 2; ++attempt) {
       require_disagreement([&] { convolution(x, w, std::nullopt, same_padding(kw)); });

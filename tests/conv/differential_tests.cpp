@@ -9,6 +9,7 @@
 #include "tests/conv/conv_case.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/registration.h"
+#include "tests/support/scoped_config.h"
 
 using namespace dtensor;
 using namespace dtensor::testing;
@@ -75,7 +76,7 @@ DTENSOR_TEST_REGISTRAR {
                   run_ranks(
                       4,
                       [](RankContext&) {
-                        setenv("DTENSOR_ONEDNN_BAND_KB", "1", 1);
+                        const testing::ScopedConfig budget([](Config& c) { c.onednn_band_kb = 1; });
                         auto params = [](Shape s, ConvParams::Padding p, Shape d) {
                           ConvParams q;
                           q.stride = std::move(s);

@@ -12,6 +12,7 @@
 #include "backends/onednn/row_bands.h"
 #include "dtensor/ops/local_conv.h"
 #include "tests/conv_local/kernel_tolerance.h"
+#include "tests/support/scoped_config.h"
 #include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
@@ -28,9 +29,9 @@ std::int64_t out_len(const RowGeometry& g) {
 }
 
 // Sets the band budget for the scope of one test.
-struct BandBudget {
-  explicit BandBudget(const char* kb) { setenv("DTENSOR_ONEDNN_BAND_KB", kb, 1); }
-  ~BandBudget() { unsetenv("DTENSOR_ONEDNN_BAND_KB"); }
+struct BandBudget : dtensor::testing::ScopedConfig {
+  explicit BandBudget(const char* kb)
+      : ScopedConfig([kb](dtensor::Config& c) { c.onednn_band_kb = std::stoll(kb); }) {}
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // PyTorch's _tp_conv.py (docs/design.md §2) and the edge geometries.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -490,10 +491,20 @@ TEST_CASE(
   for (int iter = 0; iter < 3000; ++iter) {
     const std::int64_t L = uni(1, 30), P = uni(1, 7);
     WindowDim d;
-    switch (uni(0, 3)) {
+    switch (uni(0, 4)) {
       case 0:
         d = WindowDim::adaptive(uni(1, L + 3));
         break;
+      case 4: {  // interpolation: by size, or by a (non-integer) scale factor
+        const bool linear = uni(0, 1) == 1, by_scale = uni(0, 1) == 1;
+        const double sf = 0.3 + static_cast<double>(uni(0, 40)) / 11.0;
+        const std::int64_t O =
+            by_scale ? static_cast<std::int64_t>(std::floor(static_cast<double>(L) * sf))
+                     : uni(1, 3 * L + 2);
+        if (O < 1) continue;
+        d = WindowDim::resample(O, linear, uni(0, 1) == 1, by_scale ? sf : 0.0);
+        break;
+      }
       case 1: {
         const std::int64_t k = uni(1, 5), s = uni(1, 3), dil = uni(1, 2), p = uni(0, 3);
         const std::int64_t op = uni(0, std::max(s, dil) - 1);
@@ -535,6 +546,14 @@ TEST_CASE(
                 source_of(me.window.offset + i, L, d.boundary));
       // The window holds everything the outputs read (zeros: inside [0, L)).
       const auto [a, b] = d.reads(L, me.output.offset, me.output.end());
+      if (d.kind == WindowDim::Kind::Resample)
+        for (std::int64_t o = me.output.offset; o < me.output.end(); ++o) {
+          const auto t = d.resample_source(L, o);
+          REQUIRE(t.i0 >= a);
+          REQUIRE(t.i1 <= b);
+          REQUIRE(t.i0 <= t.i1);
+          REQUIRE(b < L);
+        }
       if (d.boundary != Boundary::Zeros) {
         CHECK(me.window.offset == a);
         CHECK(me.window.end() == b + 1);

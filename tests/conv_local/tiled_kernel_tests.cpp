@@ -12,6 +12,7 @@
 #include "dtensor/ops/local_conv.h"
 #include "dtensor/ops/tiled_tensor.h"
 #include "tests/conv_local/kernel_tolerance.h"
+#include "tests/support/scoped_config.h"
 #include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
@@ -200,7 +201,8 @@ TEST_CASE(
     "[kernels][tiled]") {
   for (DType t : {DType::F64, DType::F32, DType::BF16}) {
     for (const char* band_kb : {"1", "0"}) {  // many bands, or none
-      setenv("DTENSOR_ONEDNN_BAND_KB", band_kb, 1);
+      const testing::ScopedConfig budget(
+          [band_kb](Config& c) { c.onednn_band_kb = std::stoll(band_kb); });
       const auto k = local_conv_kernels(Device::cpu(), t);
       INFO(k->name() << " " << dtype_name(t) << " band KiB " << band_kb);
       const Tensor x = Tensor::rand({1, 16, 30, 12}, t, 1);
@@ -218,7 +220,6 @@ TEST_CASE(
       CHECK_THROWS_WITH(k->forward_into(TiledTensor::whole(x), w, b, p, wide),
                         Catch::Contains("out"));
     }
-    unsetenv("DTENSOR_ONEDNN_BAND_KB");
   }
 }
 

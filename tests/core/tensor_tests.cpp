@@ -163,3 +163,26 @@ TEST_CASE("shapes whose element count overflows 64 bits are rejected, not undefi
   REQUIRE_THROWS_AS(dtensor::contiguous_strides({1LL << 40, 1LL << 30}), dtensor::InvalidArgument);
   REQUIRE(dtensor::shape_numel({1LL << 31, 1LL << 31}) == (1LL << 62));
 }
+
+TEST_CASE("tensor sizes: every shape and byte computation is overflow-checked", "[tensor][sizes]") {
+  using Catch::Contains;
+  using dtensor::DType;
+  using dtensor::InvalidArgument;
+  using dtensor::Tensor;
+  constexpr std::int64_t kMax = INT64_MAX;
+  // Sizes whose bytes (or elements) do not fit in 64 bits: refused, never a
+  // small buffer written past its end.
+  CHECK_THROWS_AS(Tensor::full({(std::int64_t{1} << 61) + 1}, 1.0, DType::F64), InvalidArgument);
+  CHECK_THROWS_AS(Tensor::full({std::int64_t{1} << 62}, 1.0, DType::F32), InvalidArgument);
+  CHECK_THROWS_AS(Tensor::zeros({(std::int64_t{1} << 62) - 1}, DType::F32), InvalidArgument);
+  CHECK_THROWS_AS(Tensor::empty({std::int64_t{1} << 40, std::int64_t{1} << 40}, DType::F32),
+                  InvalidArgument);
+  // narrow: start + length would overflow.
+  const Tensor t = Tensor::zeros({4}, DType::F32);
+  CHECK_THROWS_WITH(t.narrow(0, kMax, 1), Contains("narrow"));
+  CHECK_THROWS_AS(t.narrow(0, 1, kMax), InvalidArgument);
+  CHECK_THROWS_AS(t.narrow(0, -1, 2), InvalidArgument);
+  // view: negative extents whose product happens to match.
+  CHECK_THROWS_WITH(t.view({-2, -2}), Contains("negative"));
+  CHECK_THROWS_AS(Tensor::rand_slice({4}, {kMax}, {1}, DType::F32, 1), InvalidArgument);
+}

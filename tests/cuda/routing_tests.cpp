@@ -8,6 +8,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/cuda.h"
+#include "tests/support/scoped_config.h"
 
 using namespace dtensor;
 using detail::plan_backends;
@@ -95,12 +96,18 @@ TEST_CASE("nccl backend: without a GPU it fails clearly, not with a hang", "[cud
 
 TEST_CASE("init options: DTENSOR_BACKEND picks the backend when none is passed",
           "[cuda][routing]") {
-  ::setenv("DTENSOR_BACKEND", "cpu:gloo,cuda:gloo", 1);
-  InitOptions o;
-  o.world_size = 1;
-  CHECK(resolve_init_options(o).backend == "cpu:gloo,cuda:gloo");
-  o.backend = "gloo";
-  CHECK(resolve_init_options(o).backend == "gloo");
-  ::unsetenv("DTENSOR_BACKEND");
+  {
+    const testing::ScopedConfig env([](Config& c) {
+      c = Config::from(
+          std::map<std::string, std::string>{{"DTENSOR_BACKEND", "cpu:gloo,cuda:gloo"}});
+    });
+    InitOptions o;
+    o.world_size = 1;
+    CHECK(resolve_init_options(o).backend == "cpu:gloo,cuda:gloo");
+    o.backend = "gloo";
+    CHECK(resolve_init_options(o).backend == "gloo");
+  }
+  const testing::ScopedConfig none(
+      [](Config& c) { c = Config::from(std::map<std::string, std::string>{}); });
   CHECK(resolve_init_options(InitOptions{}).backend == "gloo");
 }

@@ -254,6 +254,21 @@ const std::vector<BadCase>& library_cases() {
          DTensor::from_local(Tensor::rand({2, 3}, DType::F64, 1), c.mesh, {Shard(0)},
                              Shape{100, 3});
        }},
+      {"a spec of 2^80 elements", "InvalidArgument", "64 bits",
+       [](Ctx& c) {
+         DTensorSpec(c.mesh, {Shard(0)}, {std::int64_t{1} << 40, std::int64_t{1} << 40},
+                     DType::F32);
+       }},
+      {"from_local with a global shape that differs between ranks", "InvalidArgument", "from_local",
+       [](Ctx& c) {
+         DTensor::from_local(Tensor::rand({2, 3}, DType::F64, 1), c.mesh, {Shard(0)},
+                             Shape{c.rank == 0 ? 8 : 9, 3});
+       }},
+      {"from_local whose local tensor fits on one rank only", "InvalidArgument", "rank 1",
+       [](Ctx& c) {
+         DTensor::from_local(Tensor::rand({c.rank == 1 ? 3 : 2, 3}, DType::F64, 1), c.mesh,
+                             {Shard(0)}, Shape{8, 3});
+       }},
       // ---- pointwise ----
       {"add shapes differ", "InvalidArgument", "shapes",
        [](Ctx& c) {

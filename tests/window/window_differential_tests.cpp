@@ -101,7 +101,7 @@ Case random_case(Rng& rng, Op op, const Shape& mesh) {
       if (op == Op::MaxPool || op == Op::AvgPool) {
         const std::int64_t k = uni(rng, 1, 4), s = uni(rng, 1, 3);
         const std::int64_t dil = op == Op::MaxPool ? uni(rng, 1, 2) : 1;
-        const std::int64_t half = op == Op::MaxPool ? (dil * (k - 1) + 1) / 2 : k / 2;
+        const std::int64_t half = k / 2;  // PyTorch: at most half the kernel size
         const std::int64_t pl = uni(rng, 0, half), pr = uni(rng, 0, half);
         if (pool_output_length(L, k, s, dil, pl, pr, c.pool.ceil_mode) < 1) continue;
         c.pool.kernel.push_back(k);

@@ -54,6 +54,8 @@ struct WindowDim {
     Sliding,     // output o reads o*stride - pad_left + j*dilation, j < kernel
     Adaptive,    // output o reads [floor(o*L/O), ceil((o+1)*L/O))
     Transposed,  // input i writes i*stride - pad_left + j*dilation, j < kernel
+    Resample,    // output o reads PyTorch's interpolation source index of o:
+                 // nearest (kernel 1) one input, linear (kernel 2) two
   };
   Kind kind = Kind::Sliding;
   std::int64_t kernel = 1;
@@ -66,6 +68,11 @@ struct WindowDim {
   /// -1 for (L-1)*s - pl - pr + E (pad_right carries output_padding's part).
   std::int64_t output_length = -1;
   Boundary boundary = Boundary::Zeros;
+  /// Resample only: linear interpolation's align_corners, and the user's
+  /// scale_factor (<= 0: none, the scale is L / O), as PyTorch's upsample
+  /// kernels take them (resample_source() below).
+  bool align_corners = false;
+  double scale_factor = 0.0;
 
   static WindowDim sliding(std::int64_t kernel, std::int64_t stride = 1, std::int64_t dilation = 1,
                            std::int64_t pad_left = 0, std::int64_t pad_right = 0,
@@ -75,6 +82,19 @@ struct WindowDim {
   /// extra outputs on the right.
   static WindowDim transposed(std::int64_t kernel, std::int64_t stride, std::int64_t dilation,
                               std::int64_t padding, std::int64_t output_padding);
+
+  /// PyTorch's interpolation (upsample_nearest / upsample_linear), output
+  /// length `output_length`: kernel 1 nearest, kernel 2 linear.
+  static WindowDim resample(std::int64_t output_length, bool linear, bool align_corners = false,
+                            double scale_factor = 0.0);
+  /// Resample: what output `o` reads over an input of `length`: inputs i0 and
+  /// i1 (i1 = i0 for nearest, min(i0 + 1, L - 1) for linear) with weights
+  /// w0 and w1 (nearest: 1 and 0), exactly as PyTorch computes them.
+  struct ResampleTap {
+    std::int64_t i0 = 0, i1 = 0;
+    double w0 = 1.0, w1 = 0.0;
+  };
+  ResampleTap resample_source(std::int64_t length, std::int64_t o) const;
 
   /// d * (kernel - 1) + 1.
   std::int64_t extent() const { return dilation * (kernel - 1) + 1; }
@@ -134,6 +154,7 @@ class WindowExchange {
 
  private:
   struct Dim;
+  void confirm_if_silent();
   OpCall& call_;
   int stream_;
   Shape local_shape_;

@@ -62,7 +62,7 @@ Shape conv_transpose_output_shape(const Shape& input, const Shape& weight,
 
 /// torch.nn.functional.{max,avg}_pool{1,2,3}d's parameters. An empty stride
 /// means the kernel (PyTorch's default). Padding may be asymmetric (left,
-/// right); each side at most half the (dilated) kernel, as PyTorch requires.
+/// right); each side at most half the kernel size, as PyTorch requires.
 struct PoolParams {
   std::vector<std::int64_t> kernel{1};
   std::vector<std::int64_t> stride{};  // empty: = kernel

@@ -14,9 +14,12 @@ class DTensor {
  public:
   DTensor(Tensor local, DTensorSpec spec);
 
-  /// Wraps each rank's local tensor. Without `global_shape`, one collective
-  /// over the mesh derives it from all local shapes and checks that they fit
-  /// the placements; with it, the local shape is checked against the spec.
+  /// Wraps each rank's local tensor; a collective over the mesh. Without
+  /// `global_shape`, it is derived from all local shapes, which must fit the
+  /// placements; with it, the ranks check that they were all given the same
+  /// shape and placements and that every local shape fits them. Either way
+  /// every rank raises the same InvalidArgument (naming the rank at fault),
+  /// never one rank alone. (The DTensor constructor wraps without checking.)
   static DTensor from_local(const Tensor& local, const DeviceMesh& mesh,
                             const Placements& placements,
                             const std::optional<Shape>& global_shape = std::nullopt);

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""PyTorch DTensor running one window operator (pools, pad, transposed
+convolution) on the same input placed as dtensor-op places it, for
+side-by-side comparison. PyTorch DTensor shards pooling only on batch and
+channel and transposed convolution only where stride equals the kernel, so on
+a spatially sharded input it mostly redistributes first: that is the peer's
+real cost. OPTIONAL: needs PyTorch >= 2.5 with torch.distributed.tensor
+(`pip install torch` in a venv; never part of the tests). Prints one JSON
+line: fwd_ms, bwd_ms (medians), like dtensor-op --json.
+
+  python bench/torch_dtensor_op.py -n 2 max_pool --input 4,32,128,128 --kernel 3 \\
+      --stride 2 --padding 1 --placement 3 --iters 10
+"""
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+
+from torch_dtensor_conv import core_slice
+
+
+def forward_fn(args, F, torch, mesh, Replicate, distribute_tensor, cin):
+    k, s, p = args.kernel, args.stride, args.padding
+    if args.op == "max_pool":
+        return lambda x: F.max_pool2d(x, k, s or k, p, ceil_mode=args.ceil_mode)
+    if args.op == "avg_pool":
+        return lambda x: F.avg_pool2d(x, k, s or k, p, ceil_mode=args.ceil_mode,
+                                      count_include_pad=args.count_include_pad)
+    if args.op == "adaptive_avg_pool":
+        return lambda x: F.adaptive_avg_pool2d(x, args.output_size)
+    if args.op == "pad":
+        return lambda x: F.pad(x, (p, p, p, p), mode=args.mode)
+    if args.op == "conv_transpose":
+        w = distribute_tensor(torch.randn(cin, args.out_channels, k, k), mesh,
+                              [Replicate()]).requires_grad_()
+        return lambda x: F.conv_transpose2d(x, w, stride=s or 1, padding=p)
+    raise SystemExit(f"unknown op {args.op}")
+
+
+def worker(rank, args, init_file, result_file):
+    if args.bind_cores:
+        os.sched_setaffinity(0, core_slice(rank, args.n))
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=args.n)
+    mesh = init_device_mesh("cpu", (args.n,))
+    shape = [int(v) for v in args.input.split(",")]
+    torch.manual_seed(0)
+    dx = distribute_tensor(torch.randn(shape), mesh, [Shard(args.placement)]).requires_grad_()
+    fn = forward_fn(args, F, torch, mesh, Replicate, distribute_tensor, shape[1])
+    errors = []
+    y0 = fn(dx)
+    gy = distribute_tensor(torch.randn(y0.shape), mesh, list(y0.placements))
+
+    def step():
+        dist.barrier()
+        t0 = time.perf_counter()
+        y = fn(dx)
+        dist.barrier()
+        t1 = time.perf_counter()
+        if not errors:
+            try:
+                y.backward(gy)
+            except Exception as e:  # say which ops PyTorch cannot run backward
+                errors.append(str(e).splitlines()[0][:200])
+        dist.barrier()
+        t2 = time.perf_counter()
+        dx.grad = None
+        return (t1 - t0) * 1e3, (t2 - t1) * 1e3
+
+    for _ in range(args.warmup):
+        step()
+    times = [step() for _ in range(args.iters)]
+    if rank == 0:
+        out = {"torch_version": torch.__version__, "world_size": args.n, "op": args.op,
+               "output_placements": [str(p) for p in y0.placements],
+               "fwd_ms": statistics.median(t[0] for t in times), "bwd_ms": None}
+        if errors:
+            out["bwd_error"] = errors[0]
+        else:
+            out["bwd_ms"] = statistics.median(t[1] for t in times)
+        with open(result_file, "w") as f:
+            json.dump(out, f)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("op")
+    ap.add_argument("-n", type=int, default=2)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--placement", type=int, default=3, help="the tensor dim sharded (Shard(d))")
+    ap.add_argument("--kernel", type=int, default=3)
+    ap.add_argument("--stride", type=int, default=0, help="0: the kernel (pools), 1 (conv)")
+    ap.add_argument("--padding", type=int, default=0)
+    ap.add_argument("--ceil-mode", action="store_true")
+    ap.add_argument("--count-include-pad", action="store_true")
+    ap.add_argument("--output-size", type=int, nargs=2, default=[8, 8])
+    ap.add_argument("--mode", default="constant")
+    ap.add_argument("--out-channels", type=int, default=32)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bind-cores", action="store_true")
+    args = ap.parse_args()
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as d:
+        init_file, result_file = os.path.join(d, "init"), os.path.join(d, "result.json")
+        mp.spawn(worker, args=(args, init_file, result_file), nprocs=args.n, join=True)
+        with open(result_file) as f:
+            print(json.dumps(json.load(f)))
+
+
+if __name__ == "__main__":
+    main()

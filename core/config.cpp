@@ -1,0 +1,185 @@
+#include "dtensor/core/config.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor {
+namespace {
+
+constexpr const char* kComponent = "config";
+using Lookup = std::function<const char*(const char*)>;
+
+// An unset or empty variable means "the default".
+const char* get(const Lookup& lookup, const char* name) {
+  const char* v = lookup(name);
+  return v && *v ? v : nullptr;
+}
+
+std::int64_t integer(const Lookup& lookup, const char* name, std::int64_t dflt, std::int64_t min) {
+  const char* v = get(lookup, name);
+  if (!v) return dflt;
+  std::int64_t out = 0;
+  const char* end = v + std::strlen(v);
+  const auto [p, ec] = std::from_chars(v, end, out);
+  check_arg(ec == std::errc() && p == end && out >= min, kComponent,
+            "{}='{}' is not an integer >= {} (default {})", name, v, min, dflt);
+  return out;
+}
+
+bool flag(const Lookup& lookup, const char* name, bool dflt) {
+  const char* v = get(lookup, name);
+  if (!v) return dflt;
+  const std::string s = v;
+  check_arg(s == "0" || s == "1", kComponent, "{}='{}': accepted values are 0 and 1 (default {})",
+            name, v, dflt ? 1 : 0);
+  return s == "1";
+}
+
+template <typename T>
+T choice(const Lookup& lookup, const char* name,
+         std::initializer_list<std::pair<const char*, T>> opts, T dflt) {
+  const char* v = get(lookup, name);
+  if (!v) return dflt;
+  std::string accepted;
+  for (const auto& [text, value] : opts) {
+    if (std::string(v) == text) return value;
+    accepted += (accepted.empty() ? "" : " | ") + std::string(text);
+  }
+  throw InvalidArgument(kComponent,
+                        fmt::format("{}='{}': accepted values are {}", name, v, accepted));
+}
+
+std::optional<std::string> text(const Lookup& lookup, const char* name) {
+  const char* v = get(lookup, name);
+  return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+// The first of `names` that is set wins (launchers spell the rank differently).
+EnvInt first_int(const Lookup& lookup, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    const char* v = lookup(n);
+    if (!v) continue;
+    int out = 0;
+    const char* end = v + std::strlen(v);
+    const auto [p, ec] = std::from_chars(v, end, out);
+    check_arg(ec == std::errc() && p == end && p != v, "init",
+              "environment variable {}='{}' is not an integer", n, v);
+    return {out, n};
+  }
+  return {};
+}
+
+std::optional<std::chrono::milliseconds> seconds(const Lookup& lookup, const char* name) {
+  const char* t = lookup(name);
+  if (!t) return std::nullopt;
+  char* end = nullptr;
+  const double secs = std::strtod(t, &end);
+  // Finite and bounded too: "inf" or "1e300" seconds would overflow the
+  // conversion to milliseconds (undefined behaviour).
+  constexpr double kMaxSeconds = 1e9;  // ~31 years: "no timeout" for any real job
+  check_arg(
+      end && *end == '\0' && end != t && std::isfinite(secs) && secs > 0 && secs <= kMaxSeconds,
+      "init", "{}='{}' is not a positive number of seconds (at most {:g})", name, t, kMaxSeconds);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
+}
+
+struct Current {
+  std::mutex mutex;
+  bool overridden = false;  // set_config was called: the environment no longer counts
+  // Every configuration ever set stays alive: config() hands out references.
+  std::vector<std::unique_ptr<Config>> history;
+};
+Current& current() {
+  static auto* c = new Current();  // never destroyed: read by other statics' destructors
+  return *c;
+}
+
+}  // namespace
+
+Config Config::from(const Lookup& lookup) {
+  Config c;
+  c.log_level = choice<std::string>(lookup, "DTENSOR_LOG_LEVEL",
+                                    {{"trace", "trace"},
+                                     {"debug", "debug"},
+                                     {"info", "info"},
+                                     {"warn", "warn"},
+                                     {"error", "error"},
+                                     {"critical", "critical"},
+                                     {"off", "off"}},
+                                    c.log_level);
+  c.debug = flag(lookup, "DTENSOR_DEBUG", c.debug);
+  c.check_agreement = flag(lookup, "DTENSOR_CHECK_AGREEMENT", c.check_agreement);
+  c.cpu_cache_mb = integer(lookup, "DTENSOR_CPU_CACHE_MB", c.cpu_cache_mb, 0);
+  c.onednn_band_kb = integer(lookup, "DTENSOR_ONEDNN_BAND_KB", c.onednn_band_kb, 0);
+  c.cudnn_workspace_mb = integer(lookup, "DTENSOR_CUDNN_WORKSPACE_MB", c.cudnn_workspace_mb, 1);
+  c.gloo_loop = choice(lookup, "DTENSOR_GLOO_LOOP",
+                       {{"batch", GlooLoop::Batch}, {"normal", GlooLoop::Normal}}, c.gloo_loop);
+  c.backend = text(lookup, "DTENSOR_BACKEND");
+  c.store = lookup("DTENSOR_STORE") ? std::optional<std::string>(lookup("DTENSOR_STORE"))
+                                    : std::nullopt;  // set but empty is an error at init
+  c.timeout = seconds(lookup, "DTENSOR_TIMEOUT");
+  c.hostname = text(lookup, "DTENSOR_HOSTNAME");
+  c.ifname = text(lookup, "DTENSOR_IFNAME");
+  c.rank = first_int(lookup, {"DTENSOR_RANK", "RANK", "OMPI_COMM_WORLD_RANK"});
+  c.world_size = first_int(lookup, {"DTENSOR_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  c.local_rank =
+      first_int(lookup, {"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+  return c;
+}
+
+Config Config::from_environment() {
+  return from([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+Config Config::from(const std::map<std::string, std::string>& vars) {
+  return from([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+const Config& config() {
+  auto& c = current();
+  std::lock_guard lock(c.mutex);
+  if (c.history.empty()) c.history.push_back(std::make_unique<Config>(Config::from_environment()));
+  return *c.history.back();
+}
+
+void set_config(const Config& cfg) {
+  auto& c = current();
+  std::lock_guard lock(c.mutex);
+  c.history.push_back(std::make_unique<Config>(cfg));
+  c.overridden = true;
+}
+
+bool config_overridden() {
+  auto& c = current();
+  std::lock_guard lock(c.mutex);
+  return c.overridden;
+}
+
+const Config& use_environment_config() {
+  const Config fresh = Config::from_environment();  // throws before anything changes
+  auto& c = current();
+  std::lock_guard lock(c.mutex);
+  c.overridden = false;
+  c.history.push_back(std::make_unique<Config>(fresh));
+  return *c.history.back();
+}
+
+const Config& refresh_config_from_environment() {
+  if (config_overridden()) return config();
+  return use_environment_config();
+}
+
+}  // namespace dtensor

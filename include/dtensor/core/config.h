@@ -1,0 +1,82 @@
+// The library's run-time configuration: every DTENSOR_* environment variable
+// (and the launchers' rank variables) read in ONE place, validated, into a
+// typed struct. A bad value is an InvalidArgument naming the variable and the
+// values it accepts. docs/configuration.md is the table.
+//
+// config() reads the environment on first use (and init_process_group reads
+// it again: the launcher's variables belong to the job being started);
+// set_config() replaces the whole configuration (tests, programs that
+// configure themselves), and Config::from() builds one from any set of
+// variables.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace dtensor {
+
+/// A launcher-provided integer and the variable it came from (for messages).
+struct EnvInt {
+  std::optional<int> value;
+  std::string source;
+};
+
+struct Config {
+  // ---- logging and checks ----
+  /// DTENSOR_LOG_LEVEL: trace | debug | info | warn | error | critical | off.
+  std::string log_level = "warn";
+  /// DTENSOR_DEBUG: 0 | 1. Agreement failures list every rank's call.
+  bool debug = false;
+  /// DTENSOR_CHECK_AGREEMENT: 0 | 1. The cross-rank check of every dispatch.
+  bool check_agreement = true;
+
+  // ---- memory and kernels ----
+  /// DTENSOR_CPU_CACHE_MB: integer >= 0. Freed CPU buffers kept for reuse.
+  std::int64_t cpu_cache_mb = 512;
+  /// DTENSOR_ONEDNN_BAND_KB: integer >= 0. oneDNN band budget (0: no bands).
+  std::int64_t onednn_band_kb = 512;
+  /// DTENSOR_CUDNN_WORKSPACE_MB: integer >= 1. cuDNN scratch bound.
+  std::int64_t cudnn_workspace_mb = 1024;
+  /// DTENSOR_GLOO_LOOP: batch | normal. Scheduling class of Gloo's event loop.
+  enum class GlooLoop { Batch, Normal };
+  GlooLoop gloo_loop = GlooLoop::Batch;
+
+  // ---- launch (init_process_group; InitOptions fields win) ----
+  /// DTENSOR_BACKEND: a backend name or plan (validated by init_process_group).
+  std::optional<std::string> backend;
+  /// DTENSOR_STORE: file:DIR or redis://HOST:PORT.
+  std::optional<std::string> store;
+  /// DTENSOR_TIMEOUT: seconds, > 0 and at most 1e9.
+  std::optional<std::chrono::milliseconds> timeout;
+  /// DTENSOR_HOSTNAME, DTENSOR_IFNAME: how peers reach this rank.
+  std::optional<std::string> hostname, ifname;
+  /// The first set of DTENSOR_RANK, RANK, OMPI_COMM_WORLD_RANK (likewise for
+  /// the world size and the local rank).
+  EnvInt rank, world_size, local_rank;
+
+  /// Reads and validates the process's environment.
+  static Config from_environment();
+  /// The same from `lookup` (nullptr: unset), e.g. a map in a test.
+  static Config from(const std::function<const char*(const char*)>& lookup);
+  static Config from(const std::map<std::string, std::string>& vars);
+};
+
+/// The process's configuration (from_environment() on first use; throws its
+/// InvalidArgument there, and again on every later call, until fixed by set_config).
+const Config& config();
+/// Replaces the process's configuration; the environment no longer counts.
+void set_config(const Config& c);
+/// Whether set_config has been called (and not undone by use_environment_config).
+bool config_overridden();
+/// Goes back to the environment: reads it now and uses it from here on.
+const Config& use_environment_config();
+/// What init_process_group calls: the launcher's variables belong to the job
+/// being started, so the environment is read again, unless set_config took
+/// its place.
+const Config& refresh_config_from_environment();
+
+}  // namespace dtensor

@@ -1,0 +1,237 @@
+// mse_loss and cross_entropy (class-probability targets), forward and
+// backward.
+//
+// Argument layouts (docs/operators.md):
+//   mse_loss | cross_entropy:                   input, target, reduction ("mean"|"sum")
+//   mse_loss_backward | cross_entropy_backward: input, target, reduction, grad (double)
+//
+// Strategies (per mesh dim; input and target alike): forward Shard(d) ->
+// Partial (each rank's sum over its shard is a partial sum of the whole),
+// Replicate -> Replicate; backward Shard(d) -> Shard(d), Replicate ->
+// Replicate. cross_entropy never shards dim 1 (its log_softmax runs over it).
+// No Partial input row: neither loss is linear. The forward front ends reduce
+// the Partial scalar to Replicate.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/losses.h"
+#include "ops/detail/placed_like_input.h"
+
+namespace dtensor {
+namespace {
+
+enum class Loss { Mse, CrossEntropy };
+
+struct LossCall {
+  Loss loss;
+  bool backward;
+  const DTensor& input;
+  const DTensor& target;
+  bool mean = true;
+  double grad = 1.0;
+
+  static LossCall decode(const OpSchema& s) {
+    const Loss l = s.op().rfind("mse", 0) == 0 ? Loss::Mse : Loss::CrossEntropy;
+    const bool bw = s.op().find("_backward") != std::string::npos;
+    LossCall c{l, bw, s.dtensor(0), s.dtensor(1), true, 1.0};
+    const std::string& r = s.text(2);
+    check_arg(r == "mean" || r == "sum", s.op(),
+              "reduction: \"mean\" or \"sum\" expected, got \"{}\"", r);
+    c.mean = r == "mean";
+    if (bw) c.grad = s.scalar(3);
+    return c;
+  }
+
+  // What the mean divides by: every element (mse) or every position but the
+  // class dim (cross_entropy).
+  double denominator() const {
+    const double n = static_cast<double>(shape_numel(input.shape()));
+    if (!mean) return 1.0;
+    return loss == Loss::Mse ? n : n / static_cast<double>(input.shape()[1]);
+  }
+};
+
+void check_loss(const OpSchema& s) {
+  const LossCall c = LossCall::decode(s);
+  check_arg(s.size() == (c.backward ? 4u : 3u), s.op(), "{} arguments given, {} expected", s.size(),
+            c.backward ? 4 : 3);
+  check_arg(c.input.shape() == c.target.shape(), s.op(),
+            "target: shape {} differs from the input's {}", shape_str(c.target.shape()),
+            shape_str(c.input.shape()));
+  check_arg(c.input.dtype() == c.target.dtype(), s.op(),
+            "target: dtype {} differs from the input's {}", dtype_name(c.target.dtype()),
+            dtype_name(c.input.dtype()));
+  if (c.loss == Loss::CrossEntropy) {
+    check_arg(c.input.ndim() >= 2, s.op(),
+              "input: expected [N, C, d1, ...] (class dim 1), got shape {}",
+              shape_str(c.input.shape()));
+    check_arg(c.input.shape()[1] >= 1, s.op(), "input: no classes (dim 1 is empty) in {}",
+              shape_str(c.input.shape()));
+  }
+}
+
+std::vector<TensorMeta> loss_meta(const OpSchema& s) {
+  const LossCall c = LossCall::decode(s);
+  if (c.backward) return {{c.input.shape(), c.input.dtype()}};
+  return {{{}, c.input.dtype()}};
+}
+
+std::vector<ShardingSignature> loss_signatures(const OpSchema& s) {
+  const LossCall c = LossCall::decode(s);
+  std::vector<ShardingSignature> sigs;
+  for (std::int64_t d = 0; d < c.input.ndim(); ++d) {
+    if (c.loss == Loss::CrossEntropy && d == 1) continue;
+    sigs.push_back({{Shard(d), Shard(d)}, {c.backward ? Shard(d) : Partial()}});
+  }
+  sigs.push_back({{Replicate(), Replicate()}, {Replicate()}});
+  return sigs;
+}
+
+// The local part, in f64: the partial sum (forward) or the gradient.
+Tensor mse_local(const LossCall& c, const Tensor& x_, const Tensor& t_) {
+  const Tensor x = x_.to(DType::F64), t = t_.to(DType::F64);
+  const double* px = x.data<double>();
+  const double* pt = t.data<double>();
+  const std::int64_t n = x.numel();
+  const double denom = c.denominator();
+  if (!c.backward) {
+    double s = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      s += (px[i] - pt[i]) * (px[i] - pt[i]);
+    return Tensor::full({}, s / denom, x_.dtype());
+  }
+  Tensor g = Tensor::empty(x.shape(), DType::F64);
+  double* pg = g.data<double>();
+  const double k = 2.0 * c.grad / denom;
+  for (std::int64_t i = 0; i < n; ++i)
+    pg[i] = k * (px[i] - pt[i]);
+  return g.to(x_.dtype());
+}
+
+Tensor cross_entropy_local(const LossCall& c, const Tensor& x_, const Tensor& t_) {
+  const Tensor x = x_.to(DType::F64), t = t_.to(DType::F64);
+  const double* px = x.data<double>();
+  const double* pt = t.data<double>();
+  const Shape& shape = x.shape();
+  const std::int64_t N = shape[0], C = shape[1],
+                     S = shape_numel(shape) / std::max<std::int64_t>(N * C, 1);
+  const double denom = c.denominator();
+  Tensor g;
+  double* pg = nullptr;
+  if (c.backward) {
+    g = Tensor::empty(shape, DType::F64);
+    pg = g.data<double>();
+  }
+  double total = 0;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t s = 0; s < S; ++s) {
+      const std::int64_t base = n * C * S + s;
+      double m = -std::numeric_limits<double>::infinity();
+      for (std::int64_t k = 0; k < C; ++k)
+        m = std::max(m, px[base + k * S]);
+      double z = 0;
+      for (std::int64_t k = 0; k < C; ++k)
+        z += std::exp(px[base + k * S] - m);
+      const double lse = m + std::log(z);
+      if (!c.backward) {
+        for (std::int64_t k = 0; k < C; ++k)
+          total -= pt[base + k * S] * (px[base + k * S] - lse);
+        continue;
+      }
+      double tsum = 0;
+      for (std::int64_t k = 0; k < C; ++k)
+        tsum += pt[base + k * S];
+      const double scale = c.grad / denom;
+      for (std::int64_t k = 0; k < C; ++k) {
+        const std::int64_t i = base + k * S;
+        pg[i] = scale * (std::exp(px[i] - lse) * tsum - pt[i]);
+      }
+    }
+  if (!c.backward) return Tensor::full({}, total / denom, x_.dtype());
+  return g.to(x_.dtype());
+}
+
+std::vector<DTensor> loss_handler(OpCall& call) {
+  const LossCall c = LossCall::decode(call.schema());
+  const auto inputs = call.redistributed_inputs();
+  const Tensor& x = inputs[0].to_local();
+  const Tensor& t = inputs[1].to_local();
+  check_arg(x.device().type == DeviceType::CPU, call.schema().op(),
+            "input: {} runs on CPU tensors (this one is on {})", call.schema().op(),
+            x.device().str());
+  const Tensor out = c.loss == Loss::Mse ? mse_local(c, x, t) : cross_entropy_local(c, x, t);
+  return {DTensor(out, call.sharding().output_specs[0])};
+}
+
+struct Registrar {
+  Registrar() {
+    for (const char* op :
+         {"mse_loss", "mse_loss_backward", "cross_entropy", "cross_entropy_backward"}) {
+      OpDef d;
+      d.name = op;
+      d.validate = check_loss;
+      d.output_meta = loss_meta;
+      d.signatures = loss_signatures;
+      register_op(d);
+      register_op_handler(op, loss_handler);
+    }
+  }
+};
+const Registrar registrar;
+
+DTensor replicated(const DTensor& x) {
+  const Placements all(static_cast<std::size_t>(x.mesh().ndim()), Replicate());
+  return x.placements() == all ? x : x.redistribute(x.mesh(), all);
+}
+
+DTensor forward(const char* op, const DTensor& input, const DTensor& target, LossReduction r) {
+  return replicated(dispatch(op, {input, target, std::string(loss_reduction_name(r))}).at(0));
+}
+
+DTensor backward(const char* op, const DTensor& input, const DTensor& target, LossReduction r,
+                 double grad) {
+  return detail::placed_like_input(
+      dispatch(op, {input, target, std::string(loss_reduction_name(r)), grad}).at(0), input);
+}
+
+double scalar_of(const DTensor& grad_output, const char* op) {
+  check_arg(grad_output.ndim() == 0, op,
+            "grad_output: the loss's gradient is a scalar, got shape {}",
+            shape_str(grad_output.shape()));
+  return replicated(grad_output).to_local().item_flat(0);
+}
+
+}  // namespace
+
+std::string_view loss_reduction_name(LossReduction r) {
+  return r == LossReduction::Mean ? "mean" : "sum";
+}
+
+DTensor mse_loss(const DTensor& input, const DTensor& target, LossReduction reduction) {
+  return forward("mse_loss", input, target, reduction);
+}
+DTensor mse_loss_backward(const DTensor& input, const DTensor& target, LossReduction reduction,
+                          double grad) {
+  return backward("mse_loss_backward", input, target, reduction, grad);
+}
+DTensor mse_loss_backward(const DTensor& grad_output, const DTensor& input, const DTensor& target,
+                          LossReduction reduction) {
+  return mse_loss_backward(input, target, reduction, scalar_of(grad_output, "mse_loss_backward"));
+}
+DTensor cross_entropy(const DTensor& input, const DTensor& target, LossReduction reduction) {
+  return forward("cross_entropy", input, target, reduction);
+}
+DTensor cross_entropy_backward(const DTensor& input, const DTensor& target, LossReduction reduction,
+                               double grad) {
+  return backward("cross_entropy_backward", input, target, reduction, grad);
+}
+DTensor cross_entropy_backward(const DTensor& grad_output, const DTensor& input,
+                               const DTensor& target, LossReduction reduction) {
+  return cross_entropy_backward(input, target, reduction,
+                                scalar_of(grad_output, "cross_entropy_backward"));
+}
+
+}  // namespace dtensor

@@ -1,0 +1,273 @@
+// batch_norm, group_norm, instance_norm and layer_norm, forward and
+// backward: the handlers (redistribute as the strategies say, local moments,
+// one collective for the statistics, the local normalisation; the backward
+// adds one all-reduce of the two gradient sums), their registration and the
+// public front ends. Argument layouts: norm_call.h and docs/operators.md.
+#include <algorithm>
+#include <cmath>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/normalization.h"
+#include "ops/detail/placed_like_input.h"
+#include "ops/norm/norm_call.h"
+#include "ops/norm/norm_kernels.h"
+#include "ops/norm/norm_strategies.h"
+#include "ops/norm/stat_reduction.h"
+
+namespace dtensor::norm {
+namespace {
+
+// The call's DTensors after redistribution, by role.
+struct Placed {
+  const DTensor* grad_output = nullptr;
+  const DTensor* input = nullptr;
+  const DTensor* weight = nullptr;
+  const DTensor* bias = nullptr;
+  const DTensor* running_mean = nullptr;
+  const DTensor* running_var = nullptr;
+
+  static Placed of(const NormCall& c, const std::vector<DTensor>& in) {
+    Placed p;
+    std::size_t at = 0;
+    if (c.grad_output) p.grad_output = &in.at(at++);
+    p.input = &in.at(at++);
+    if (c.weight) p.weight = &in.at(at++);
+    if (c.bias) p.bias = &in.at(at++);
+    if (c.running_mean) p.running_mean = &in.at(at++);
+    if (c.running_var) p.running_var = &in.at(at++);
+    return p;
+  }
+};
+
+std::vector<double> values_of(const DTensor* t) {
+  return t ? to_doubles(t->to_local()) : std::vector<double>{};
+}
+
+void check_device(const DTensor& x, const char* op) {
+  check_arg(x.to_local().device().type == DeviceType::CPU, op,
+            "input: {} runs on CPU tensors (this one is on {})", op, x.to_local().device().str());
+}
+
+DTensor wrap(const std::vector<double>& v, const DTensorSpec& spec) {
+  return DTensor(from_doubles(v, spec.local_shape(), spec.dtype()), spec);
+}
+
+// The most statistics any rank of the mesh holds (for the padded all-gather
+// of a plan over a proper subset of the mesh dims).
+std::int64_t max_local_stats(const NormCall& c, const DTensorSpec& spec, const ReductionPlan& plan) {
+  if (!plan.subset()) return 0;
+  const DeviceMesh& mesh = spec.mesh();
+  std::int64_t most = 0;
+  std::vector<std::int64_t> coord(static_cast<std::size_t>(mesh.ndim()), 0);
+  while (true) {
+    const LocalLayout L =
+        LocalLayout::of(c.op.kind, spec.local_shape_at(coord), spec.shape()[1], c.num_groups);
+    most = std::max(most, L.stats());
+    std::int64_t m = mesh.ndim() - 1;
+    for (; m >= 0; --m) {
+      if (++coord[static_cast<std::size_t>(m)] < mesh.size(m)) break;
+      coord[static_cast<std::size_t>(m)] = 0;
+    }
+    if (m < 0) return most;
+  }
+}
+
+// The statistics the call normalises with: the batch's (one collective when
+// a reduced dim is sharded) or batch_norm's running ones (none). `moments`
+// gets the merged moments when the batch's are used.
+Stats statistics(OpCall& call, const NormCall& c, const Placed& p, const LocalLayout& L,
+                 const std::vector<double>& x, Tensor* moments) {
+  if (!c.uses_batch_stats())
+    return stats_from_running(values_of(p.running_mean), values_of(p.running_var), c.eps);
+  Tensor m = local_moments(x, L);
+  const ReductionPlan plan = plan_reduction(c.op.kind, p.input->mesh(), p.input->placements());
+  merge_moments(call, plan, m, max_local_stats(c, p.input->spec(), plan));
+  if (moments) *moments = m;
+  return stats_from_moments(m, c.eps);
+}
+
+std::vector<DTensor> forward(OpCall& call, const NormOp& op) {
+  const NormCall c = NormCall::decode(call.schema(), op, false);
+  const auto inputs = call.redistributed_inputs();
+  const Placed p = Placed::of(c, inputs);
+  check_device(*p.input, op.name);
+  const auto& out_specs = call.sharding().output_specs;
+  const LocalLayout L =
+      LocalLayout::of(op.kind, p.input->to_local().shape(), p.input->shape()[1], c.num_groups);
+  const std::vector<double> x = to_doubles(p.input->to_local());
+  Tensor moments;
+  const Stats st = statistics(call, c, p, L, x, &moments);
+  std::vector<DTensor> out;
+  out.push_back(wrap(normalize(x, L, st, values_of(p.weight), values_of(p.bias)), out_specs[0]));
+  if (c.updates_running_stats()) {
+    // r = (1 - momentum) r + momentum s, with the unbiased variance; a
+    // channel with no elements (an empty batch) keeps its running values.
+    std::vector<double> rm = values_of(p.running_mean), rv = values_of(p.running_var);
+    const double* r = moments.data<double>();
+    for (std::size_t ch = 0; ch < rm.size(); ++ch) {
+      const double n = r[3 * ch];
+      if (n == 0) continue;
+      rm[ch] = (1 - c.momentum) * rm[ch] + c.momentum * r[3 * ch + 1];
+      rv[ch] = (1 - c.momentum) * rv[ch] + c.momentum * r[3 * ch + 2] / (n - 1);
+    }
+    out.push_back(wrap(rm, out_specs[1]));
+    out.push_back(wrap(rv, out_specs[2]));
+  }
+  return out;
+}
+
+std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
+  const NormCall c = NormCall::decode(call.schema(), op, true);
+  const auto inputs = call.redistributed_inputs();
+  const Placed p = Placed::of(c, inputs);
+  check_device(*p.input, op.backward_name);
+  const auto& out_specs = call.sharding().output_specs;
+  const LocalLayout L =
+      LocalLayout::of(op.kind, p.input->to_local().shape(), p.input->shape()[1], c.num_groups);
+  const std::vector<double> x = to_doubles(p.input->to_local());
+  const std::vector<double> dy = to_doubles(p.grad_output->to_local());
+  const std::vector<double> w = values_of(p.weight);
+  const Stats st = statistics(call, c, p, L, x, nullptr);
+  std::vector<DTensor> out;
+  std::size_t next = 0;
+  if (c.mask.input) {
+    std::vector<double> gx;
+    if (c.uses_batch_stats()) {
+      Tensor sums = grad_sums(dy, x, L, st, w);
+      const ReductionPlan plan =
+          plan_reduction(op.kind, p.input->mesh(), p.input->placements());
+      sum_over(call, plan, sums, max_local_stats(c, p.input->spec(), plan));
+      gx = grad_input_batch_stats(dy, x, L, st, w, sums);
+    } else {
+      gx = grad_input_fixed_stats(dy, L, st, w);
+    }
+    out.push_back(wrap(gx, out_specs[next++]));
+  }
+  if (c.mask.weight || c.mask.bias) {
+    std::vector<double> gw, gb;
+    param_grads(dy, x, L, st, c.mask.weight ? &gw : nullptr, c.mask.bias ? &gb : nullptr);
+    if (c.mask.weight) out.push_back(wrap(gw, out_specs[next++]));
+    if (c.mask.bias) out.push_back(wrap(gb, out_specs[next++]));
+  }
+  return out;
+}
+
+void register_norm(const NormOp& op) {
+  for (const bool bwd : {false, true}) {
+    OpDef def;
+    def.name = bwd ? op.backward_name : op.name;
+    def.validate = [op, bwd](const OpSchema& s) { NormCall::decode(s, op, bwd).validate(); };
+    def.output_meta = [op, bwd](const OpSchema& s) {
+      return NormCall::decode(s, op, bwd).output_meta();
+    };
+    def.strategies = [op, bwd](const OpSchema& s) {
+      return norm_strategies(NormCall::decode(s, op, bwd));
+    };
+    register_op(def);
+    if (bwd)
+      register_op_handler(op.backward_name, [op](OpCall& call) { return backward(call, op); },
+                          false, {.defers_agreement = true});
+    else
+      register_op_handler(op.name, [op](OpCall& call) { return forward(call, op); }, false,
+                          {.defers_agreement = true});
+  }
+}
+
+struct Registrar {
+  Registrar() {
+    for (const NormOp* op : {&kBatchNorm, &kGroupNorm, &kInstanceNorm, &kLayerNorm})
+      register_norm(*op);
+  }
+};
+const Registrar registrar;
+
+NormGrads grads_of(std::vector<DTensor> outs, const DTensor& input, const NormOutputMask& mask) {
+  NormGrads g;
+  std::size_t at = 0;
+  if (mask.input) g.grad_input = detail::placed_like_input(outs.at(at++), input);
+  if (mask.weight) g.grad_weight = outs.at(at++);
+  if (mask.bias) g.grad_bias = outs.at(at++);
+  return g;
+}
+
+}  // namespace
+}  // namespace dtensor::norm
+
+namespace dtensor {
+
+using namespace norm;
+
+BatchNormResult batch_norm(const DTensor& input, const std::optional<DTensor>& weight,
+                           const std::optional<DTensor>& bias,
+                           const std::optional<DTensor>& running_mean,
+                           const std::optional<DTensor>& running_var, bool training,
+                           double momentum, double eps) {
+  auto outs = dispatch(kBatchNorm.name, encode_batch_norm(input, weight, bias, running_mean,
+                                                          running_var, training, momentum, eps));
+  BatchNormResult r{outs.at(0), running_mean, running_var};
+  if (outs.size() == 3) {
+    r.running_mean = outs[1];
+    r.running_var = outs[2];
+  }
+  return r;
+}
+
+NormGrads batch_norm_backward(const DTensor& grad_output, const DTensor& input,
+                              const std::optional<DTensor>& weight,
+                              const std::optional<DTensor>& running_mean,
+                              const std::optional<DTensor>& running_var, bool training,
+                              double eps, const NormOutputMask& mask) {
+  // Training recomputes the batch statistics: the running ones play no part.
+  const std::optional<DTensor> none;
+  return grads_of(dispatch(kBatchNorm.backward_name,
+                           encode_batch_norm_backward(grad_output, input, weight,
+                                                      training ? none : running_mean,
+                                                      training ? none : running_var, training,
+                                                      eps, mask)),
+                  input, mask);
+}
+
+DTensor group_norm(const DTensor& input, std::int64_t num_groups,
+                   const std::optional<DTensor>& weight, const std::optional<DTensor>& bias,
+                   double eps) {
+  return dispatch(kGroupNorm.name, encode_norm(input, num_groups, weight, bias, eps)).at(0);
+}
+
+NormGrads group_norm_backward(const DTensor& grad_output, const DTensor& input,
+                              std::int64_t num_groups, const std::optional<DTensor>& weight,
+                              double eps, const NormOutputMask& mask) {
+  return grads_of(dispatch(kGroupNorm.backward_name,
+                           encode_norm_backward(grad_output, input, num_groups, weight, eps, mask)),
+                  input, mask);
+}
+
+DTensor instance_norm(const DTensor& input, const std::optional<DTensor>& weight,
+                      const std::optional<DTensor>& bias, double eps) {
+  return dispatch(kInstanceNorm.name, encode_norm(input, std::nullopt, weight, bias, eps)).at(0);
+}
+
+NormGrads instance_norm_backward(const DTensor& grad_output, const DTensor& input,
+                                 const std::optional<DTensor>& weight, double eps,
+                                 const NormOutputMask& mask) {
+  return grads_of(dispatch(kInstanceNorm.backward_name,
+                           encode_norm_backward(grad_output, input, std::nullopt, weight, eps,
+                                                mask)),
+                  input, mask);
+}
+
+DTensor layer_norm(const DTensor& input, const std::optional<DTensor>& weight,
+                   const std::optional<DTensor>& bias, double eps) {
+  return dispatch(kLayerNorm.name, encode_norm(input, std::nullopt, weight, bias, eps)).at(0);
+}
+
+NormGrads layer_norm_backward(const DTensor& grad_output, const DTensor& input,
+                              const std::optional<DTensor>& weight, double eps,
+                              const NormOutputMask& mask) {
+  return grads_of(dispatch(kLayerNorm.backward_name,
+                           encode_norm_backward(grad_output, input, std::nullopt, weight, eps,
+                                                mask)),
+                  input, mask);
+}
+
+}  // namespace dtensor

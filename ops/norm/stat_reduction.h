@@ -1,0 +1,68 @@
+// The cross-rank half of a normalisation's statistics.
+//
+// A plan (pure: no communication) says which tensor dims a statistic spans
+// and which mesh dims shard them; the ranks that differ only on those mesh
+// dims hold parts of the same statistics, laid out alike (they agree on
+// every other mesh coordinate, so on which samples, channels and groups they
+// hold). The two reductions then run as ONE collective each over the group
+// those mesh dims span:
+//
+//   merge_moments  (count, mean, M2) of every statistic, one f64 record per
+//                  statistic: an all-gather of the records, merged with
+//                  Chan's parallel update in rank order (no cancellation, and
+//                  every rank merges the same records in the same order, so
+//                  all hold bitwise the same statistics);
+//   sum_over       f64 sums (the backward's sum(g) and sum(g * xhat)): one
+//                  all-reduce.
+//
+// The group: the mesh dim's own group when one mesh dim shards the reduced
+// dims; the mesh's group when they are all of the mesh's dims of size > 1;
+// otherwise (a proper subset of a 3-D or larger mesh) the mesh's group too,
+// each rank merging only the records of the ranks that share its other
+// coordinates (an all-gather either way, so still one collective).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dtensor/ops/dispatch.h"
+#include "ops/norm/norm_call.h"
+
+namespace dtensor::norm {
+
+/// Tensor dims a statistic spans across ranks: batch_norm N and space,
+/// group_norm and instance_norm space (group_norm's channel shards hold
+/// whole groups), layer_norm C and space.
+bool is_reduced_dim(NormKind kind, std::int64_t d);
+std::vector<std::int64_t> reduced_dims(NormKind kind, std::int64_t ndim);
+
+struct ReductionPlan {
+  /// Mesh dims of size > 1 that shard a reduced dim, ascending.
+  std::vector<std::int64_t> mesh_dims;
+  /// Every mesh dim of size > 1 is among them (so the mesh's group is the
+  /// group they span).
+  bool whole_mesh = false;
+  bool communicates() const { return !mesh_dims.empty(); }
+  /// A proper subset of the mesh's dims of size > 1: the all-gather runs on
+  /// the mesh's group, whose ranks may hold different numbers of statistics.
+  bool subset() const { return mesh_dims.size() > 1 && !whole_mesh; }
+};
+
+ReductionPlan plan_reduction(NormKind kind, const DeviceMesh& mesh, const Placements& input);
+
+/// `moments`: f64, contiguous, [statistics, 3] = (count, mean, M2) of this
+/// rank's elements; replaced by the merged moments of the plan's ranks.
+/// `max_stats`: the most statistics any rank of the mesh holds (read only
+/// when plan.subset(): every rank's record is padded to it, with neutral
+/// zeros, so that the mesh-wide all-gather has one length).
+void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments,
+                   std::int64_t max_stats);
+
+/// `sums`: f64, contiguous, [statistics, k]; replaced by its sum over the
+/// plan's ranks. `max_stats` as for merge_moments.
+void sum_over(OpCall& call, const ReductionPlan& plan, Tensor& sums, std::int64_t max_stats);
+
+/// Chan's update: (n, mean, M2) of a and b together, into a.
+void chan_merge(double* a, const double* b);
+
+}  // namespace dtensor::norm

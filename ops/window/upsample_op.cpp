@@ -1,0 +1,273 @@
+// upsample (F.interpolate), nearest and linear, forward and backward, on the
+// window engine. Each call is decoded once into an UpsampleCall; the engine
+// gathers each rank's window (the inputs its outputs read, from the ranks
+// that own them: WindowDim::Kind::Resample), the local loops
+// (upsample_kernels.h) interpolate in global coordinates, and the backward
+// returns the window's gradient to its owners with scatter_add.
+//
+// Argument layouts (docs/operators.md):
+//   upsample:          input, mode ("nearest" | "linear"), output_size (one per
+//                      spatial dim), align_corners, scale_0, ..., scale_{n-1}
+//                      (doubles; 0: none, the scale is L / O)
+//   upsample_backward: grad_output, then the same
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/upsample.h"
+#include "dtensor/ops/window.h"
+#include "ops/detail/agreed_front_end.h"
+#include "ops/detail/placed_like_input.h"
+#include "ops/window/upsample_kernels.h"
+#include "ops/window/window_strategies.h"
+
+namespace dtensor::window {
+namespace {
+
+constexpr const char* kOp = "upsample";
+constexpr const char* kBackward = "upsample_backward";
+
+// One call, decoded. Backward calls have grad_output first.
+struct UpsampleCall {
+  const DTensor* grad_output = nullptr;
+  const DTensor& input;
+  bool linear = false;
+  IntList output_size;
+  bool align_corners = false;
+  std::vector<double> scales;
+
+  static UpsampleCall decode(const OpSchema& s, bool backward) {
+    const std::size_t at = backward ? 1 : 0;
+    UpsampleCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), false, {}, false, {}};
+    const std::string& mode = s.text(at + 1);
+    check_arg(mode == "nearest" || mode == "linear", kOp,
+              "mode: \"nearest\" or \"linear\" expected, got \"{}\"", mode);
+    c.linear = mode == "linear";
+    c.output_size = s.int_list(at + 2);
+    c.align_corners = s.flag(at + 3);
+    for (std::size_t i = at + 4; i < s.size(); ++i)
+      c.scales.push_back(s.scalar(i));
+    return c;
+  }
+
+  std::vector<WindowDim> dims() const {
+    std::vector<WindowDim> out;
+    for (std::size_t i = 0; i < output_size.size(); ++i)
+      out.push_back(WindowDim::resample(output_size[i], linear, align_corners,
+                                        i < scales.size() ? scales[i] : 0.0));
+    return out;
+  }
+
+  Shape output_shape() const {
+    Shape out{input.shape()[0], input.shape()[1]};
+    out.insert(out.end(), output_size.begin(), output_size.end());
+    return out;
+  }
+};
+
+void check_upsample(const UpsampleCall& c) {
+  const Shape& x = c.input.shape();
+  const auto rank = static_cast<std::int64_t>(x.size());
+  check_arg(rank >= 3 && rank <= 5, kOp,
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(x));
+  const auto spatial = static_cast<std::size_t>(rank - 2);
+  check_arg(c.output_size.size() == spatial, kOp, "output_size: {} values for {} spatial dims",
+            c.output_size.size(), spatial);
+  check_arg(c.scales.size() == spatial, kOp, "scale_factor: {} values for {} spatial dims",
+            c.scales.size(), spatial);
+  check_arg(c.linear || !c.align_corners, kOp,
+            "align_corners: only the linear modes take align_corners");
+  for (std::size_t i = 0; i < spatial; ++i) {
+    check_arg(x[i + 2] >= 1 && c.output_size[i] >= 1, kOp,
+              "input: input and output sizes should be greater than 0, but got input {} and "
+              "output {} along spatial dim {}",
+              x[i + 2], c.output_size[i], i);
+    check_arg(std::isfinite(c.scales[i]) && c.scales[i] >= 0, kOp,
+              "scale_factor: must be positive (0: none), got {}", c.scales[i]);
+  }
+}
+
+void check_device(const DTensor& x) {
+  check_arg(x.to_local().device().type == DeviceType::CPU, kOp,
+            "input: upsample runs on CPU tensors (this one is on {})", x.to_local().device().str());
+}
+
+std::vector<ResampleTaps> taps_of(const WindowExchange& engine, const std::vector<WindowDim>& dims,
+                                  const Shape& input) {
+  std::vector<ResampleTaps> out;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    out.push_back(resample_taps(dims[i], input[i + 2], engine.spans()[i]));
+  return out;
+}
+
+DTensor checked(const Tensor& local, const DTensorSpec& spec) {
+  check_arg(local.shape() == spec.local_shape(), kOp,
+            "internal: local result {} but the spec {} needs {}", shape_str(local.shape()),
+            spec.str(), shape_str(spec.local_shape()));
+  return DTensor(local, spec);
+}
+
+std::vector<DTensor> forward(OpCall& call) {
+  const UpsampleCall c = UpsampleCall::decode(call.schema(), false);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& x = inputs[0];
+  check_device(x);
+  const auto dims = c.dims();
+  WindowExchange engine(call, x.spec(), dims);
+  const Tensor window = engine.gather(x.to_local());
+  const Tensor y = upsample_forward(window, taps_of(engine, dims, x.shape()));
+  return {checked(y, call.sharding().output_specs[0])};
+}
+
+std::vector<DTensor> backward(OpCall& call) {
+  const UpsampleCall c = UpsampleCall::decode(call.schema(), true);
+  auto inputs = call.redistributed_inputs();
+  const DTensor& gy = inputs[0];
+  const DTensor& x = inputs[1];
+  check_device(gy);
+  const auto dims = c.dims();
+  WindowExchange engine(call, x.spec(), dims);
+  Shape ws{x.to_local().size(0), x.to_local().size(1)};
+  for (const auto& s : engine.spans())
+    ws.push_back(s.length);
+  const Tensor gw = upsample_backward(gy.to_local(), ws, taps_of(engine, dims, x.shape()));
+  return {checked(engine.scatter_add(gw), call.sharding().output_specs[0])};
+}
+
+struct Registrar {
+  Registrar() {
+    OpDef fwd;
+    fwd.name = kOp;
+    fwd.validate = [](const OpSchema& s) { check_upsample(UpsampleCall::decode(s, false)); };
+    fwd.output_meta = [](const OpSchema& s) {
+      const UpsampleCall c = UpsampleCall::decode(s, false);
+      return std::vector<TensorMeta>{{c.output_shape(), c.input.dtype()}};
+    };
+    // Linear in the input: a Partial input passes through.
+    fwd.strategies = [](const OpSchema& s) {
+      const DTensor& x = s.dtensor(0);
+      return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 1, true);
+    };
+    register_op(fwd);
+    register_op_handler(kOp, forward, false, {.defers_agreement = true});
+
+    OpDef bwd;
+    bwd.name = kBackward;
+    bwd.validate = [](const OpSchema& s) {
+      const UpsampleCall c = UpsampleCall::decode(s, true);
+      check_upsample(c);
+      check_arg(c.grad_output->dtype() == c.input.dtype(), kOp,
+                "grad_output: dtype {} differs from the input's {}",
+                dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
+      check_arg(c.grad_output->shape() == c.output_shape(), kOp,
+                "grad_output: shape {} but upsample's output is {}",
+                shape_str(c.grad_output->shape()), shape_str(c.output_shape()));
+    };
+    bwd.output_meta = [](const OpSchema& s) {
+      const UpsampleCall c = UpsampleCall::decode(s, true);
+      return std::vector<TensorMeta>{{c.input.shape(), c.input.dtype()}};
+    };
+    bwd.strategies = [](const OpSchema& s) {
+      const DTensor& x = s.dtensor(1);
+      return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 2, false);
+    };
+    register_op(bwd);
+    register_op_handler(kBackward, backward, false, {.defers_agreement = true});
+  }
+};
+const Registrar registrar;
+
+// The front end's expansion: per spatial dim the output size and the scale
+// factor handed to the kernel (0 when sized by `size`).
+struct Expanded {
+  IntList output_size;
+  std::vector<double> scales;
+};
+
+Expanded expand(const Shape& x, const UpsampleParams& p) {
+  const auto n = static_cast<std::int64_t>(x.size()) - 2;
+  check_arg(n >= 1 && n <= 3, kOp,
+            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+            shape_str(x));
+  check_arg(p.size.empty() != p.scale_factor.empty(), kOp,
+            "size: give exactly one of size and scale_factor");
+  check_arg(p.mode == UpsampleMode::Linear || !p.align_corners, kOp,
+            "align_corners: only the linear modes take align_corners");
+  Expanded e;
+  const auto un = static_cast<std::size_t>(n);
+  if (!p.size.empty()) {
+    check_arg(p.size.size() == 1 || p.size.size() == un, kOp,
+              "size: {} values for {} spatial dims (give 1 or {})", p.size.size(), n, n);
+    for (std::size_t i = 0; i < un; ++i)
+      e.output_size.push_back(p.size.size() == 1 ? p.size[0] : p.size[i]);
+    e.scales.assign(un, 0.0);
+  } else {
+    check_arg(p.scale_factor.size() == 1 || p.scale_factor.size() == un, kOp,
+              "scale_factor: {} values for {} spatial dims (give 1 or {})", p.scale_factor.size(),
+              n, n);
+    for (std::size_t i = 0; i < un; ++i) {
+      const double sf = p.scale_factor.size() == 1 ? p.scale_factor[0] : p.scale_factor[i];
+      check_arg(std::isfinite(sf) && sf > 0, kOp, "scale_factor: must be positive, got {}", sf);
+      e.scales.push_back(sf);
+      e.output_size.push_back(
+          static_cast<std::int64_t>(std::floor(static_cast<double>(x[i + 2]) * sf)));
+    }
+  }
+  for (std::size_t i = 0; i < un; ++i)
+    check_arg(x[i + 2] >= 1 && e.output_size[i] >= 1, kOp,
+              "input: input and output sizes should be greater than 0, but got input {} and "
+              "output {} along spatial dim {}",
+              x[i + 2], e.output_size[i], i);
+  return e;
+}
+
+DTensor run(const DTensor* grad_output, const DTensor& input, const UpsampleParams& params) {
+  const Expanded e =
+      detail::agreed_front_end(input.mesh(), kOp, [&] { return expand(input.shape(), params); });
+  std::vector<OpArg> args;
+  if (grad_output) args.emplace_back(*grad_output);
+  args.emplace_back(input);
+  args.emplace_back(std::string(upsample_mode_name(params.mode)));
+  args.emplace_back(e.output_size);
+  args.emplace_back(params.align_corners);
+  for (double s : e.scales)
+    args.emplace_back(s);
+  return dispatch(grad_output ? kBackward : kOp, std::move(args)).at(0);
+}
+
+}  // namespace
+}  // namespace dtensor::window
+
+namespace dtensor {
+
+std::string_view upsample_mode_name(UpsampleMode m) {
+  return m == UpsampleMode::Nearest ? "nearest" : "linear";
+}
+
+std::string UpsampleParams::str() const {
+  return fmt::format("mode={} size=[{}] scale_factor=[{}] align_corners={}",
+                     upsample_mode_name(mode), fmt::join(size, ", "), fmt::join(scale_factor, ", "),
+                     align_corners);
+}
+
+Shape upsample_output_shape(const Shape& input, const UpsampleParams& params) {
+  const auto e = window::expand(input, params);
+  Shape out{input[0], input[1]};
+  out.insert(out.end(), e.output_size.begin(), e.output_size.end());
+  return out;
+}
+
+DTensor upsample(const DTensor& input, const UpsampleParams& params) {
+  return window::run(nullptr, input, params);
+}
+
+DTensor upsample_backward(const DTensor& grad_output, const DTensor& input,
+                          const UpsampleParams& params) {
+  return detail::placed_like_input(window::run(&grad_output, input, params), input);
+}
+
+}  // namespace dtensor
