@@ -60,6 +60,21 @@ WINDOW_OPS = [
     ("conv_transpose k3 s2 p1 64->32 128^2", ["conv_transpose", "--input", "1,64,128,128",
      "--out-channels", "32", "--kernel", "3", "--stride", "2", "--padding", "1",
      "--output-padding", "1"], None),
+    ("upsample nearest x2 32ch 128^2", ["upsample", "--input", "2,32,128,128", "--mode", "nearest",
+     "--scale", "2"], ["upsample", "--input", "2,32,128,128", "--scale", "2"]),
+    ("upsample bilinear x2 32ch 128^2", ["upsample", "--input", "2,32,128,128", "--mode",
+     "linear", "--scale", "2"], ["upsample", "--input", "2,32,128,128", "--scale", "2",
+                                 "--mode-up", "bilinear"]),
+    ("group_norm 8 groups 32ch 256^2", ["group_norm", "--input", "2,32,256,256", "--num-groups",
+     "8"], ["group_norm", "--input", "2,32,256,256", "--num-groups", "8"]),
+    ("batch_norm train 32ch 256^2", ["batch_norm", "--input", "2,32,256,256"],
+     ["batch_norm", "--input", "2,32,256,256"]),
+    ("layer_norm 32ch 256^2", ["layer_norm", "--input", "2,32,256,256"],
+     ["layer_norm", "--input", "2,32,256,256"]),
+    ("cat 2x32ch 256^2 on dim 1", ["cat", "--input", "2,32,256,256", "--inputs", "2"], None),
+    ("gelu 32ch 256^2", ["gelu", "--input", "2,32,256,256"], ["gelu", "--input", "2,32,256,256"]),
+    ("mse_loss 32ch 256^2", ["mse_loss", "--input", "2,32,256,256"],
+     ["mse_loss", "--input", "2,32,256,256"]),
 ]
 
 
@@ -137,12 +152,21 @@ def main():
     iters = 3 if args.quick else 8
     results = {"machine": machine(), "command": shlex.join([sys.executable] + sys.argv),
                "date": time.strftime("%Y-%m-%d %H:%M"), "layers": [], "growth": []}
+    sections = set(args.sections.split(","))
+    # Sections not run this time keep their last results (and say when).
+    previous = os.path.join(args.out, "benchmarks.json")
+    if sections != {"layers", "window", "growth"} and os.path.exists(previous):
+        with open(previous) as f:
+            old = json.load(f)
+        for key, section in (("layers", "layers"), ("growth", "growth"), ("window_ops", "window")):
+            if section not in sections and key in old:
+                results[key] = old[key]
+                results.setdefault("kept_from", {})[section] = old.get("date")
 
     progress("FMA peak")
     peak = run_json([os.path.join(args.build, "bin", "dtensor-bench-fma"), "--seconds", "2"], env)
     results["fma_peak_gflops_f32"] = peak["fma_peak_gflops_f32"]
 
-    sections = set(args.sections.split(","))
     for layer in LAYERS if "layers" in sections else []:
         # P = 4 oversubscribes a 2-core machine (two ranks per core): reported for
         # the 3x3 64-channel layers, not targeted.
@@ -165,7 +189,8 @@ def main():
                         row["torch_error"] = str(e).splitlines()[0][:200]
                 results["layers"].append(row)
 
-    results["window_ops"] = []
+    if "window" in sections:
+        results["window_ops"] = []
     for name, op_args, torch_args in WINDOW_OPS if "window" in sections else []:
         progress(f"{name} P=2")
         r = window_op(args.build, op_args, iters, env)
@@ -219,7 +244,9 @@ def write_markdown(res, path):
          f"Measured {res['date']} on {res['machine']} with `{res['command']}`: one OpenMP "
          "thread per rank, each rank bound to its own cores (`dtensor-run --bind-cores`; the "
          "PyTorch script binds its ranks alike), medians. Ratios are measured side by side in the same run. "
-         f"FMA peak per core (f32): **{peak:.0f} GFLOP/s** (`dtensor-bench-fma`).", "",
+         f"FMA peak per core (f32): **{peak:.0f} GFLOP/s** (`dtensor-bench-fma`)." + "".join(
+             f" The {s} section is from the run of {d}." for s, d in res.get("kept_from", {}).items()),
+         "",
          "## Layers", "",
          "overhead = distributed time / local kernel alone on the same per-rank window; "
          "% peak = forward GFLOP/s per rank / FMA peak; vs torch = PyTorch DTensor time / "
@@ -244,7 +271,7 @@ def write_markdown(res, path):
                  f"{fmt(r['overhead_fwd'], '.3f')} | {fmt(r['overhead_bwd'], '.3f')} | "
                  f"{fmt(r['gflops_fwd'])} | {100 * per_rank / peak:.0f}% | "
                  f"{r['halo_bytes_sent_per_rank']} | {rss(r)} | {vs} |")
-    L += ["", "## Window operators (P = 2, W sharded, f32)", "",
+    L += ["", "## Window and U-Net operators (P = 2, W sharded, f32)", "",
           "overhead = distributed time / the same operator on the rank's own shard alone "
           "(a one-rank mesh), forward and backward, measured interleaved; vs torch = PyTorch "
           "DTensor time / libdtensor time (forward + backward) on the same input placed "

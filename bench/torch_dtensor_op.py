@@ -18,10 +18,10 @@ import statistics
 import tempfile
 import time
 
-from torch_dtensor_conv import core_slice
+from torch_dtensor_conv import core_slice  # noqa: E402 (the same binding as the conv peer)
 
 
-def forward_fn(args, F, torch, mesh, Replicate, distribute_tensor, cin):
+def forward_fn(args, F, torch, mesh, Replicate, Shard, distribute_tensor, cin):
     k, s, p = args.kernel, args.stride, args.padding
     if args.op == "max_pool":
         return lambda x: F.max_pool2d(x, k, s or k, p, ceil_mode=args.ceil_mode)
@@ -32,6 +32,20 @@ def forward_fn(args, F, torch, mesh, Replicate, distribute_tensor, cin):
         return lambda x: F.adaptive_avg_pool2d(x, args.output_size)
     if args.op == "pad":
         return lambda x: F.pad(x, (p, p, p, p), mode=args.mode)
+    if args.op == "upsample":
+        return lambda x: F.interpolate(x, scale_factor=args.scale, mode=args.mode_up,
+                                       align_corners=False if args.mode_up != "nearest" else None)
+    if args.op == "group_norm":
+        return lambda x: F.group_norm(x, args.num_groups)
+    if args.op == "layer_norm":
+        return lambda x: F.layer_norm(x, x.shape[1:])
+    if args.op == "batch_norm":
+        return lambda x: F.batch_norm(x, None, None, training=True)
+    if args.op in ("gelu", "silu", "sigmoid", "tanh", "relu"):
+        return getattr(F, args.op) if args.op not in ("sigmoid", "tanh") else getattr(torch, args.op)
+    if args.op == "mse_loss":
+        t = distribute_tensor(torch.randn(args.shape), mesh, [Shard(args.placement)])
+        return lambda x: F.mse_loss(x, t)
     if args.op == "conv_transpose":
         w = distribute_tensor(torch.randn(cin, args.out_channels, k, k), mesh,
                               [Replicate()]).requires_grad_()
@@ -55,10 +69,13 @@ def worker(rank, args, init_file, result_file):
     shape = [int(v) for v in args.input.split(",")]
     torch.manual_seed(0)
     dx = distribute_tensor(torch.randn(shape), mesh, [Shard(args.placement)]).requires_grad_()
-    fn = forward_fn(args, F, torch, mesh, Replicate, distribute_tensor, shape[1])
+    args.shape = shape
+    fn = forward_fn(args, F, torch, mesh, Replicate, Shard, distribute_tensor, shape[1])
     errors = []
     y0 = fn(dx)
-    gy = distribute_tensor(torch.randn(y0.shape), mesh, list(y0.placements))
+    # A loss is a scalar: its gradient is 1 (None); otherwise a dense grad_output.
+    gy = None if y0.dim() == 0 else distribute_tensor(torch.randn(y0.shape), mesh,
+                                                      list(y0.placements))
 
     def step():
         dist.barrier()
@@ -106,6 +123,9 @@ def main():
     ap.add_argument("--output-size", type=int, nargs=2, default=[8, 8])
     ap.add_argument("--mode", default="constant")
     ap.add_argument("--out-channels", type=int, default=32)
+    ap.add_argument("--scale", type=float, default=2.0)
+    ap.add_argument("--mode-up", default="nearest", help="upsample: nearest | bilinear")
+    ap.add_argument("--num-groups", type=int, default=4)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)

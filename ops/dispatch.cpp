@@ -12,6 +12,7 @@
 #include "dtensor/placement/redistribute.h"
 #include "ops/call_scoped_group.h"
 #include "ops/detail/combinations.h"
+#include "ops/detail/plugin_fingerprint.h"
 
 namespace dtensor {
 namespace {
@@ -239,8 +240,12 @@ std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
   // to, behind its own first messages); any error below waits for it, so a
   // rank asked something else makes every rank throw the disagreement, and
   // ranks that agree throw the same validation errors.
+  // The loaded plugins count too: one loaded on some ranks only makes every
+  // rank's call disagree instead of one rank running another handler.
+  const std::size_t plugins = detail::loaded_plugins_fingerprint();
   const CallIdentity id =
-      number_call(*mesh.get_mesh_group(), OpSchemaKeyHash()(schema.key()), schema.str());
+      number_call(*mesh.get_mesh_group(), OpSchemaKeyHash()(schema.key()) ^ plugins,
+                  plugins ? schema.str() + detail::loaded_plugins_description() : schema.str());
   const int tag = static_cast<int>((id.fingerprint % (std::size_t{1} << 27)) << 3);
   OpCall call(std::move(schema), post_agreement(mesh, id, op), tag);
   try {

@@ -7,14 +7,30 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/ops/dispatch.h"
+#include "ops/detail/plugin_fingerprint.h"
+#include "ops/detail/registry_snapshot.h"
 
 namespace dtensor {
 namespace {
 
 std::mutex g_mutex;
 std::vector<std::string> g_loaded;  // canonical paths
+std::size_t g_fingerprint = 0;      // of the loaded plugins' file names
+std::string g_names;                // their file names, for messages
 
 }  // namespace
+
+namespace detail {
+std::size_t loaded_plugins_fingerprint() {
+  std::lock_guard lock(g_mutex);
+  return g_fingerprint;
+}
+std::string loaded_plugins_description() {
+  std::lock_guard lock(g_mutex);
+  return g_names.empty() ? std::string() : " (plugins: " + g_names + ")";
+}
+}  // namespace detail
 
 void load_plugin(const std::string& path) {
   std::error_code ec;
@@ -43,8 +59,26 @@ void load_plugin(const std::string& path) {
                                                 "this library has {}",
                                                 path, v, DTENSOR_PLUGIN_ABI_VERSION));
   }
-  reg();  // the library stays loaded: its kernels and handlers are now registered
+  // All or nothing: a registration that throws halfway leaves the registry
+  // as it was (what it had registered would otherwise stay, half-usable).
+  detail::RegistrySnapshot before;
+  try {
+    reg();  // the library stays loaded: its kernels and handlers are now registered
+  } catch (const std::exception& e) {
+    before.restore();
+    clear_propagation_cache();  // strategies the plugin registered may have been used
+    dlclose(handle);
+    throw InvalidArgument("plugin",
+                          fmt::format("load_plugin: '{}': its registration failed, nothing it "
+                                      "registered was kept: {}",
+                                      path, e.what()));
+  }
   g_loaded.push_back(canonical.string());
+  // The file name, not the path: the same plugin may live in another
+  // directory on another host.
+  const std::string name = canonical.filename().string();
+  g_fingerprint = g_fingerprint * 1099511628211ull ^ std::hash<std::string>()(name) ^ 0x27d4eb2d;
+  g_names += (g_names.empty() ? "" : ", ") + name;
   log::info("loaded plugin {}", canonical.string());
 }
 

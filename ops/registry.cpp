@@ -6,6 +6,8 @@
 #include <mutex>
 
 #include "dtensor/core/errors.h"
+#include "dtensor/core/logging.h"
+#include "ops/detail/registry_snapshot.h"
 
 namespace dtensor {
 namespace {
@@ -14,9 +16,9 @@ namespace {
 // definition, a kernel or a handler), so static registrars in different
 // translation units may run in any order.
 struct OpEntry {
-  std::unique_ptr<OpDef> def;
+  std::shared_ptr<OpDef> def;
   std::map<std::pair<DeviceType, DType>, LocalKernel> kernels;
-  std::unique_ptr<OpHandler> handler;
+  std::shared_ptr<OpHandler> handler;
   HandlerOptions handler_options;
 };
 
@@ -61,7 +63,8 @@ void register_op(OpDef def, bool override_existing) {
       !e.def || override_existing, "registry",
       "register_op: operator '{}' is already registered (pass override_existing to replace it)",
       def.name);
-  e.def = std::make_unique<OpDef>(std::move(def));
+  if (e.def) log::warn("register_op: replacing the definition of operator '{}'", def.name);
+  e.def = std::make_shared<OpDef>(std::move(def));
 }
 
 void register_kernel(const std::string& op, DeviceType device, DType dtype, LocalKernel kernel,
@@ -75,6 +78,9 @@ void register_kernel(const std::string& op, DeviceType device, DType dtype, Loca
       !slot || override_existing, "registry",
       "register_kernel: '{}' already has a {} {} kernel (pass override_existing to replace it)", op,
       device_type_name(device), dtype_name(dtype));
+  if (slot)
+    log::warn("register_kernel: replacing the {} {} kernel of operator '{}'",
+              device_type_name(device), dtype_name(dtype), op);
   slot = std::move(kernel);
 }
 
@@ -89,7 +95,8 @@ void register_op_handler(const std::string& op, OpHandler handler, bool override
   check_arg(
       !e.handler || override_existing, "registry",
       "register_op_handler: '{}' already has a handler (pass override_existing to replace it)", op);
-  e.handler = std::make_unique<OpHandler>(std::move(handler));
+  if (e.handler) log::warn("register_op_handler: replacing the handler of operator '{}'", op);
+  e.handler = std::make_shared<OpHandler>(std::move(handler));
   e.handler_options = options;
 }
 
@@ -158,5 +165,39 @@ const OpHandler* find_handler(const std::string& op, HandlerOptions& options) {
   options = it->second.handler_options;
   return it->second.handler.get();
 }
+
+std::optional<OpHandler> current_handler(const std::string& op, HandlerOptions* options) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(op);
+  if (it == r.ops.end() || !it->second.handler) return std::nullopt;
+  if (options) *options = it->second.handler_options;
+  return *it->second.handler;  // a copy: it stays callable whatever replaces it
+}
+
+namespace detail {
+
+// The entries hold shared pointers, so a snapshot is a copy of the map: the
+// definitions and handlers it points at stay alive (and unchanged: a
+// registration replaces pointers, never the objects) until it is dropped.
+struct RegistrySnapshot::Data {
+  std::map<std::string, OpEntry> ops;
+};
+
+RegistrySnapshot::RegistrySnapshot() : data_(std::make_unique<Data>()) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  data_->ops = r.ops;
+}
+
+RegistrySnapshot::~RegistrySnapshot() = default;
+
+void RegistrySnapshot::restore() {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.ops = data_->ops;
+}
+
+}  // namespace detail
 
 }  // namespace dtensor

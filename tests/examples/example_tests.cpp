@@ -111,6 +111,15 @@ TEST_CASE("custom_op: a strategy+kernel operator and a handler operator on 4 ran
   CHECK(out.text.find(" OK") != std::string::npos);
 }
 
+TEST_CASE("unet_block: a U-Net block on a 2x2 mesh, forward and backward, equals one process",
+          "[examples][mp]") {
+  const Output out = run(launch(4, DTENSOR_UNET_BLOCK));
+  INFO(out.text);
+  REQUIRE(out.status == 0);
+  CHECK(out.text.find("[0] ok: largest relative difference") != std::string::npos);
+  CHECK(out.text.find("grad up.weight") != std::string::npos);
+}
+
 TEST_CASE("README's short example is examples/quickstart.cpp", "[examples]") {
   const std::string readme = read_file(DTENSOR_SOURCE_DIR "/README.md");
   const std::string code = read_file(DTENSOR_SOURCE_DIR "/examples/quickstart.cpp");

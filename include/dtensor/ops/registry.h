@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,8 +91,18 @@ struct HandlerOptions {
   /// When false, dispatch confirms before calling the handler.
   bool defers_agreement = false;
 };
+/// Replacing a definition, kernel or handler needs `override_existing` and
+/// logs a warning (a plugin that replaces a built-in operator says so).
 void register_op_handler(const std::string& op, OpHandler handler, bool override_existing = false,
                          HandlerOptions options = {});
+/// The handler `op` has now (and its options), as a callable that stays
+/// valid whatever replaces it: an override captures it to call the handler it
+/// replaces, e.g.
+///   HandlerOptions opts;
+///   auto builtin = *current_handler("convolution", &opts);
+///   register_op_handler("convolution", [builtin](OpCall& c) { ...; return builtin(c); },
+///                       /*override_existing=*/true, opts);
+std::optional<OpHandler> current_handler(const std::string& op, HandlerOptions* options = nullptr);
 /// Removes an operator's definition, kernels and handler (plugins being unloaded, tests).
 void unregister_op(const std::string& op);
 /// Whether `op` has a definition or a handler (kernels alone do not count).
