@@ -8,4 +8,7 @@ find_package(dnnl REQUIRED)
 find_package(OpenMP REQUIRED)
 if(DTENSOR_BUILD_TESTS)
   find_package(Catch2 2.13 REQUIRED)
+else()
+  # dtensor::testing (testing/) is built and installed whenever Catch2 is there.
+  find_package(Catch2 2.13 QUIET)
 endif()

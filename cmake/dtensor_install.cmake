@@ -6,6 +6,9 @@
 #   lib/cmake/dtensor/             dtensorConfig.cmake, version file, exported targets
 #   lib/pkgconfig/dtensor.pc       for pkg-config
 #   bin/dtensor-run (dtensor-conv, dtensor-op) the tools
+#   lib/libdtensor_testing.a, include/dtensor/testing.h,
+#   lib/pkgconfig/dtensor-testing.pc   the multi-rank Catch2 harness, when built
+#                                  (dtensor::testing; docs/testing.md)
 #
 # Only the PUBLIC link interface (fmt, spdlog, Threads) reaches consumers:
 # gloo, oneDNN, Eigen and OpenMP are linked privately into the shared object,
@@ -19,8 +22,13 @@ install(TARGETS dtensor EXPORT dtensorTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# testing.h only with the library behind it (built when Catch2 is found).
+set(_dtensor_header_excludes)
+if(NOT TARGET dtensor_testing)
+  set(_dtensor_header_excludes PATTERN testing.h EXCLUDE)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dtensor
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h" ${_dtensor_header_excludes})
 
 # The tools go to bin/ and are exported too (dtensor::dtensor-run), so a
 # consumer's tests can launch ranks with $<TARGET_FILE:dtensor::dtensor-run>.
@@ -35,6 +43,16 @@ endforeach()
 
 install(EXPORT dtensorTargets NAMESPACE dtensor:: FILE dtensorTargets.cmake
   DESTINATION ${DTENSOR_INSTALL_CMAKEDIR})
+
+# dtensor::testing has an export file of its own: it needs Catch2, which only
+# a project that uses it should have to have (dtensorConfig.cmake finds
+# Catch2 before it loads this file).
+if(TARGET dtensor_testing)
+  install(TARGETS dtensor_testing EXPORT dtensorTestingTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT dtensorTestingTargets NAMESPACE dtensor:: FILE dtensorTestingTargets.cmake
+    DESTINATION ${DTENSOR_INSTALL_CMAKEDIR})
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/dtensorConfig.cmake.in
   ${PROJECT_BINARY_DIR}/dtensorConfig.cmake INSTALL_DESTINATION ${DTENSOR_INSTALL_CMAKEDIR})
 # 0.x: a minor release may change the API, so only the same minor version matches.
@@ -50,3 +68,9 @@ file(RELATIVE_PATH DTENSOR_PC_TO_PREFIX
   /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/dtensor.pc.in ${PROJECT_BINARY_DIR}/dtensor.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/dtensor.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(TARGET dtensor_testing)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/dtensor-testing.pc.in
+    ${PROJECT_BINARY_DIR}/dtensor-testing.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/dtensor-testing.pc
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()

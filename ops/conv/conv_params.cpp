@@ -6,23 +6,13 @@
 #include <fmt/ranges.h>
 
 #include "dtensor/core/errors.h"
+#include "ops/detail/expand_list.h"
 #include "ops/window/integer_division.h"
 
 namespace dtensor {
 namespace {
 
 constexpr const char* kComponent = "conv";
-
-template <typename T>
-std::vector<T> expand_list(const std::vector<T>& v, std::int64_t n, const T& dflt,
-                           const char* name) {
-  if (v.empty()) return std::vector<T>(static_cast<std::size_t>(n), dflt);
-  if (v.size() == 1) return std::vector<T>(static_cast<std::size_t>(n), v[0]);
-  check_arg(static_cast<std::int64_t>(v.size()) == n, kComponent,
-            "{}: {} values given for a convolution with {} spatial dims (give 1 or {})", name,
-            v.size(), n, n);
-  return v;
-}
 
 std::string padding_str(const ConvParams::Padding& p) {
   std::vector<std::string> parts;
@@ -45,10 +35,13 @@ ConvParams ConvParams::expanded(std::int64_t spatial_dims) const {
   check_arg(spatial_dims >= 1 && spatial_dims <= 3, kComponent,
             "input: convolutions have 1 to 3 spatial dims, not {}", spatial_dims);
   ConvParams p;
-  p.stride = expand_list(stride, spatial_dims, std::int64_t{1}, "stride");
+  p.stride = detail::expand_list(stride, spatial_dims, std::int64_t{1}, "stride", kComponent,
+                                 "a convolution");
   p.padding =
-      expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0}, "padding");
-  p.dilation = expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation");
+      detail::expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0},
+                          "padding", kComponent, "a convolution");
+  p.dilation = detail::expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation", kComponent,
+                                   "a convolution");
   p.groups = groups;
   p.padding_mode = padding_mode;
   return p;

@@ -4,30 +4,23 @@
 #include <fmt/ranges.h>
 
 #include "dtensor/core/errors.h"
+#include "ops/detail/expand_list.h"
 
 namespace dtensor {
-namespace {
-
-std::vector<std::int64_t> expand_list(const std::vector<std::int64_t>& v, std::int64_t n,
-                                      std::int64_t dflt, const char* name) {
-  if (v.empty()) return std::vector<std::int64_t>(static_cast<std::size_t>(n), dflt);
-  if (v.size() == 1) return std::vector<std::int64_t>(static_cast<std::size_t>(n), v[0]);
-  check_arg(static_cast<std::int64_t>(v.size()) == n, tconv::kComponent,
-            "{}: {} values given for a transposed convolution with {} spatial dims (give 1 or {})",
-            name, v.size(), n, n);
-  return v;
-}
-
-}  // namespace
 
 ConvTransposeParams ConvTransposeParams::expanded(std::int64_t spatial_dims) const {
   check_arg(spatial_dims >= 1 && spatial_dims <= 3, tconv::kComponent,
             "input: transposed convolutions have 1 to 3 spatial dims, not {}", spatial_dims);
   ConvTransposeParams p;
-  p.stride = expand_list(stride, spatial_dims, 1, "stride");
-  p.padding = expand_list(padding, spatial_dims, 0, "padding");
-  p.output_padding = expand_list(output_padding, spatial_dims, 0, "output_padding");
-  p.dilation = expand_list(dilation, spatial_dims, 1, "dilation");
+  p.stride = detail::expand_list(stride, spatial_dims, std::int64_t{1}, "stride", tconv::kComponent,
+                                 "a transposed convolution");
+  p.padding = detail::expand_list(padding, spatial_dims, std::int64_t{0}, "padding",
+                                  tconv::kComponent, "a transposed convolution");
+  p.output_padding =
+      detail::expand_list(output_padding, spatial_dims, std::int64_t{0}, "output_padding",
+                          tconv::kComponent, "a transposed convolution");
+  p.dilation = detail::expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation",
+                                   tconv::kComponent, "a transposed convolution");
   p.groups = groups;
   return p;
 }

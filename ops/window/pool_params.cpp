@@ -5,23 +5,13 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/window_ops.h"
+#include "ops/detail/expand_list.h"
 #include "ops/window/integer_division.h"
 
 namespace dtensor {
 namespace {
 
 constexpr const char* kComponent = "pool";
-
-template <typename T>
-std::vector<T> expand_list(const std::vector<T>& v, std::int64_t n, const T& dflt,
-                           const char* name) {
-  if (v.empty()) return std::vector<T>(static_cast<std::size_t>(n), dflt);
-  if (v.size() == 1) return std::vector<T>(static_cast<std::size_t>(n), v[0]);
-  check_arg(static_cast<std::int64_t>(v.size()) == n, kComponent,
-            "{}: {} values given for a pool with {} spatial dims (give 1 or {})", name, v.size(), n,
-            n);
-  return v;
-}
 
 }  // namespace
 
@@ -30,12 +20,16 @@ PoolParams PoolParams::expanded(std::int64_t spatial_dims) const {
             "input: pools have 1 to 3 spatial dims, not {}", spatial_dims);
   check_arg(!kernel.empty(), kComponent, "kernel: a pool needs a kernel size");
   PoolParams p = *this;
-  p.kernel = expand_list(kernel, spatial_dims, std::int64_t{1}, "kernel");
-  p.stride =
-      stride.empty() ? p.kernel : expand_list(stride, spatial_dims, std::int64_t{1}, "stride");
+  p.kernel =
+      detail::expand_list(kernel, spatial_dims, std::int64_t{1}, "kernel", kComponent, "a pool");
+  p.stride = stride.empty() ? p.kernel
+                            : detail::expand_list(stride, spatial_dims, std::int64_t{1}, "stride",
+                                                  kComponent, "a pool");
   p.padding =
-      expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0}, "padding");
-  p.dilation = expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation");
+      detail::expand_list(padding, spatial_dims, std::pair<std::int64_t, std::int64_t>{0, 0},
+                          "padding", kComponent, "a pool");
+  p.dilation = detail::expand_list(dilation, spatial_dims, std::int64_t{1}, "dilation", kComponent,
+                                   "a pool");
   return p;
 }
 

@@ -21,7 +21,9 @@ struct ResampleTaps {
 };
 
 /// The taps of `dim` (a Resample dim) over an input of `length`, for `span`.
-ResampleTaps resample_taps(const WindowDim& dim, std::int64_t length, const WindowSpan& span);
+/// `backward`: PyTorch's backward index rule (see WindowDim::resample_source).
+ResampleTaps resample_taps(const WindowDim& dim, std::int64_t length, const WindowSpan& span,
+                           bool backward = false);
 
 /// Local output [N, C, outputs...] from `window` [N, C, window...]; computed in f64.
 Tensor upsample_forward(const Tensor& window, const std::vector<ResampleTaps>& dims);

@@ -97,10 +97,10 @@ void check_device(const DTensor& x) {
 }
 
 std::vector<ResampleTaps> taps_of(const WindowExchange& engine, const std::vector<WindowDim>& dims,
-                                  const Shape& input) {
+                                  const Shape& input, bool backward) {
   std::vector<ResampleTaps> out;
   for (std::size_t i = 0; i < dims.size(); ++i)
-    out.push_back(resample_taps(dims[i], input[i + 2], engine.spans()[i]));
+    out.push_back(resample_taps(dims[i], input[i + 2], engine.spans()[i], backward));
   return out;
 }
 
@@ -119,7 +119,7 @@ std::vector<DTensor> forward(OpCall& call) {
   const auto dims = c.dims();
   WindowExchange engine(call, x.spec(), dims);
   const Tensor window = engine.gather(x.to_local());
-  const Tensor y = upsample_forward(window, taps_of(engine, dims, x.shape()));
+  const Tensor y = upsample_forward(window, taps_of(engine, dims, x.shape(), false));
   return {checked(y, call.sharding().output_specs[0])};
 }
 
@@ -134,7 +134,7 @@ std::vector<DTensor> backward(OpCall& call) {
   Shape ws{x.to_local().size(0), x.to_local().size(1)};
   for (const auto& s : engine.spans())
     ws.push_back(s.length);
-  const Tensor gw = upsample_backward(gy.to_local(), ws, taps_of(engine, dims, x.shape()));
+  const Tensor gw = upsample_backward(gy.to_local(), ws, taps_of(engine, dims, x.shape(), true));
   return {checked(engine.scatter_add(gw), call.sharding().output_specs[0])};
 }
 

@@ -75,13 +75,17 @@ WindowDim WindowDim::resample(std::int64_t output_length, bool linear, bool alig
 // PyTorch's aten/src/ATen/native/UpSample.h: nearest_idx (a float scale,
 // with the exact cases O == L and O == 2L) and area_pixel_compute_scale /
 // area_pixel_compute_source_index for linear (computed here in double).
-WindowDim::ResampleTap WindowDim::resample_source(std::int64_t length, std::int64_t o) const {
+WindowDim::ResampleTap WindowDim::resample_source(std::int64_t length, std::int64_t o,
+                                                  bool backward) const {
   const std::int64_t L = length, O = output_length;
   ResampleTap t;
   if (kernel == 1) {
-    if (O == L) {
+    // PyTorch's nearest forward always computes floor(o * scale); its
+    // backward takes shortcuts for O = L and O = 2L that differ from that
+    // when a scale_factor is given (e.g. 2.1 on L = 4). Both are followed.
+    if (backward && O == L) {
       t.i0 = o;
-    } else if (O == 2 * L) {
+    } else if (backward && O == 2 * L) {
       t.i0 = o >> 1;
     } else {
       const float scale = scale_factor > 0 ? static_cast<float>(1.0 / scale_factor)
@@ -89,6 +93,10 @@ WindowDim::ResampleTap WindowDim::resample_source(std::int64_t length, std::int6
       t.i0 = std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(o) * scale)), L - 1);
     }
     t.i1 = t.i0;
+    return t;
+  }
+  if (O == L) {  // PyTorch copies, whatever the scale factor says
+    t.i0 = t.i1 = o;
     return t;
   }
   double src = 0;
@@ -195,7 +203,11 @@ std::pair<std::int64_t, std::int64_t> WindowDim::reads(std::int64_t length, std:
     }
     case Kind::Resample:  // the source index is non-decreasing in o
       if (o1 <= o0) return {0, -1};
-      return {resample_source(length, o0).i0, resample_source(length, o1 - 1).i1};
+      // Both rules (forward and backward differ for nearest): the window
+      // serves the gradient's scatter too.
+      return {
+          std::min(resample_source(length, o0).i0, resample_source(length, o0, true).i0),
+          std::max(resample_source(length, o1 - 1).i1, resample_source(length, o1 - 1, true).i1)};
   }
   return {0, -1};
 }

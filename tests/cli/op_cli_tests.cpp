@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "tests/cli/mini_json.h"
 #include "tools/dtensor-op/options.h"
@@ -183,6 +184,103 @@ TEST_CASE("op cli: invalid arguments name the option", "[cli][op]") {
   rejects({"max_pool", "--iters", "3"}, "--iters");  // only with --bench
 }
 
+TEST_CASE("op cli: the U-Net operators' defaults are PyTorch's", "[cli][op][nn]") {
+  const auto u = parse_options({"upsample", "--input", "1,2,5,7", "--scale", "2"});
+  CHECK(u.op == OpKind::Upsample);
+  CHECK(u.upsample_mode == dtensor::UpsampleMode::Nearest);
+  CHECK_FALSE(u.align_corners);
+  CHECK(u.scale == std::vector<double>{2.0, 2.0});
+  CHECK(u.size.empty());
+  CHECK(u.output_shape() == dtensor::Shape{1, 2, 10, 14});
+  const auto ul = parse_options(
+      {"upsample", "--input", "1,2,5", "--mode", "linear", "--size", "3", "--align-corners"});
+  CHECK(ul.upsample_mode == dtensor::UpsampleMode::Linear);
+  CHECK(ul.align_corners);
+  CHECK(ul.output_shape() == dtensor::Shape{1, 2, 3});
+  CHECK(parse_options({"upsample", "--input", "1,1,5", "--scale", "1.5"}).output_shape() ==
+        dtensor::Shape{1, 1, 7});  // floor(7.5)
+
+  const auto b = parse_options({"batch_norm"});
+  CHECK(b.eps == 1e-5);
+  CHECK(b.momentum == 0.1);
+  CHECK(b.affine);
+  CHECK(b.training);
+  CHECK(b.has_weight());
+  CHECK(b.weight_shape() == dtensor::Shape{4});
+  CHECK(b.output_shape() == b.input);
+  const auto be = parse_options({"batch_norm", "--input", "1,3", "--eval", "--no-affine"});
+  CHECK_FALSE(be.training);
+  CHECK_FALSE(be.affine);
+  CHECK_FALSE(be.has_weight());
+  CHECK(parse_options({"layer_norm", "--input", "2,3,5"}).weight_shape() == dtensor::Shape{3, 5});
+  CHECK(parse_options({"group_norm", "--num-groups", "2"}).num_groups == 2);
+
+  const auto c = parse_options({"cat", "--input", "2,3,4"});
+  CHECK(c.inputs == 2);
+  CHECK(c.channels == std::vector<std::int64_t>{3, 3});
+  CHECK(c.cat_dim == 1);
+  CHECK(c.output_shape() == dtensor::Shape{2, 6, 4});
+  const auto c2 = parse_options({"cat", "--input", "2,3,4", "--channels", "1,2,5"});
+  CHECK(c2.inputs == 3);
+  CHECK(c2.input == dtensor::Shape{2, 1, 4});  // input 0's shape
+  CHECK(c2.input_shape(2) == dtensor::Shape{2, 5, 4});
+  CHECK(c2.output_shape() == dtensor::Shape{2, 8, 4});
+  const auto c3 = parse_options({"cat", "--input", "2,3,4", "--inputs", "3", "--cat-dim=-1"});
+  CHECK(c3.cat_dim == 2);
+  CHECK(c3.output_shape() == dtensor::Shape{2, 3, 12});
+
+  CHECK(parse_options({"leaky_relu"}).negative_slope == 0.01);
+  CHECK(parse_options({"gelu"}).approximate == dtensor::GeluApproximate::None);
+  CHECK(parse_options({"gelu", "--approximate", "tanh"}).approximate ==
+        dtensor::GeluApproximate::Tanh);
+  const auto l = parse_options({"cross_entropy", "--input", "4,10"});
+  CHECK(l.reduction == dtensor::LossReduction::Mean);
+  CHECK(l.output_shape().empty());  // 0-d
+  CHECK_FALSE(l.has_grad_output());
+  CHECK(parse_options({"mse_loss", "--reduction", "sum"}).reduction == dtensor::LossReduction::Sum);
+}
+
+TEST_CASE("op cli: the U-Net operators' invalid arguments name the option", "[cli][op][nn]") {
+  const auto rejects = [](const Args& args, const std::string& option) {
+    INFO("args: " << Catch::Detail::stringify(args));
+    try {
+      parse_options(args);
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK_THAT(e.what(), Catch::StartsWith(option));
+    }
+  };
+  rejects({"group_norm"}, "--num-groups");                       // required
+  rejects({"group_norm", "--num-groups", "3"}, "--num-groups");  // does not divide C = 4
+  rejects({"group_norm", "--num-groups", "0"}, "--num-groups");
+  rejects({"group_norm", "--input", "1,2", "--num-groups", "2"}, "--input");  // PyTorch's check
+  rejects({"upsample", "--size", "4", "--scale", "2"}, "--scale");
+  rejects({"upsample"}, "--size");
+  rejects({"upsample", "--scale", "0"}, "--scale");
+  rejects({"upsample", "--input", "1,1,4", "--scale", "0.2"}, "--scale");  // empty output
+  rejects({"upsample", "--size", "4,4,4"}, "--size");                      // 3 values for 2 dims
+  rejects({"upsample", "--size", "4", "--align-corners"}, "--align-corners");  // nearest
+  rejects({"upsample", "--size", "4", "--mode", "bicubic"}, "--mode");
+  rejects({"upsample", "--input", "2,3", "--size", "4"}, "--input");
+  rejects({"batch_norm", "--input", "1,3"}, "--input");  // one value per channel in training
+  rejects({"batch_norm", "--eps=-1"}, "--eps");
+  rejects({"batch_norm", "--momentum", "x"}, "--momentum");
+  rejects({"instance_norm", "--input", "2,3"}, "--input");
+  rejects({"instance_norm", "--input", "2,3,1,1"}, "--input");  // one spatial element
+  rejects({"layer_norm", "--eval"}, "--eval");
+  rejects({"group_norm", "--num-groups", "2", "--momentum", "0.2"}, "--momentum");
+  rejects({"cat", "--inputs", "3", "--channels", "1,2"}, "--channels");
+  rejects({"cat", "--cat-dim", "2", "--channels", "1,2"}, "--channels");
+  rejects({"cat", "--cat-dim", "4"}, "--cat-dim");  // 4-d inputs
+  rejects({"cat", "--inputs", "0"}, "--inputs");
+  rejects({"gelu", "--approximate", "erf"}, "--approximate");
+  rejects({"gelu", "--negative-slope", "0.1"}, "--negative-slope");
+  rejects({"relu", "--no-affine"}, "--no-affine");
+  rejects({"mse_loss", "--reduction", "none"}, "--reduction");
+  rejects({"conv", "--reduction", "sum"}, "--reduction");
+  rejects({"pad", "--padding", "1", "--mode", "nearest"}, "--mode");
+}
+
 // ---- the binary under the launcher ----------------------------------------------
 
 TEST_CASE("op cli run: a bad argument fails on every rank at once", "[cli][op][run]") {
@@ -219,6 +317,193 @@ TEST_CASE("op cli run: a bad argument fails on every rank at once", "[cli][op][r
   for (const char* op :
        {"conv_transpose", "max_pool", "avg_pool", "adaptive_avg_pool", "adaptive_max_pool", "pad"})
     CHECK(help.output.find(op) != std::string::npos);
+}
+
+TEST_CASE("op cli run: a bad U-Net operator argument fails on every rank, naming it",
+          "[cli][op][run][nn]") {
+  const std::vector<std::pair<Args, std::string>> bad{
+      {{"group_norm", "--input", "2,4,6"}, "--num-groups"},
+      {{"group_norm", "--input", "2,4,6", "--num-groups", "3"}, "--num-groups"},
+      {{"upsample", "--size", "4", "--scale", "2"}, "--scale"},
+      {{"cat", "--cat-dim", "2", "--channels", "1,2"}, "--channels"},
+  };
+  dtensor::launch::TempDir store("dtensor-op-store");
+  for (const auto& [args, option] : bad) {
+    INFO("args: " << Catch::Detail::stringify(args));
+    const Ran r = run_op(2, args);
+    INFO("output:\n" << r.output);
+    CHECK(r.code != 0);
+    CHECK(r.seconds < 10);
+    CHECK(r.output.find("dtensor-op: " + option) != std::string::npos);
+    for (int rank = 0; rank < 2; ++rank) {
+      Args argv{kOp};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const Ran own = run_program(argv, 20s,
+                                  {{"DTENSOR_RANK", std::to_string(rank)},
+                                   {"DTENSOR_WORLD_SIZE", "2"},
+                                   {"DTENSOR_LOCAL_RANK", std::to_string(rank)},
+                                   {"DTENSOR_STORE", "file:" + store.path()}});
+      INFO("rank " << rank << " output:\n" << own.output);
+      CHECK(own.code == 2);
+      CHECK(own.seconds < 5);
+      CHECK(own.output.find("dtensor-op: " + option) != std::string::npos);
+    }
+  }
+  const Ran help = run_program({kOp, "--help"});
+  CHECK(help.code == 0);
+  for (const char* op :
+       {"upsample", "batch_norm", "group_norm", "instance_norm", "layer_norm", "cat", "leaky_relu",
+        "gelu", "silu", "sigmoid", "tanh", "relu", "mse_loss", "cross_entropy", "--num-groups",
+        "--align-corners", "--cat-dim", "--reduction"})
+    CHECK(help.output.find(op) != std::string::npos);
+}
+
+TEST_CASE("op cli run: every U-Net operator passes --check at P=2", "[cli][op][run][nn]") {
+  const std::vector<std::string> x{"output", "grad_input"};
+  const std::vector<std::string> affine{"output", "grad_input", "grad_weight", "grad_bias"};
+  check_passes(2, {"upsample", "--input", "2,3,7,6", "--mode", "linear", "--scale", "1.5,2"}, x);
+  check_passes(
+      2, {"upsample", "--input", "2,3,7", "--mode", "linear", "--size", "12", "--align-corners"},
+      x);
+  check_passes(2, {"upsample", "--input", "1,2,5,6", "--size", "9,4", "--placements", "S2"}, x);
+  check_passes(
+      2, {"batch_norm", "--input", "4,3,5,6", "--momentum", "0.3"},
+      {"output", "running_mean_out", "running_var_out", "grad_input", "grad_weight", "grad_bias"});
+  check_passes(2,
+               {"batch_norm", "--input", "4,3,10", "--eval", "--no-affine", "--placements", "S0"},
+               {"output", "running_mean_out", "running_var_out", "grad_input"});
+  check_passes(2, {"group_norm", "--input", "2,6,5,4", "--num-groups", "3", "--placements", "S1"},
+               affine);
+  check_passes(2, {"instance_norm", "--input", "2,3,9", "--eps", "1e-3"}, affine);
+  check_passes(2, {"layer_norm", "--input", "3,4,5,6", "--placements", "S2"}, affine);
+  check_passes(2, {"layer_norm", "--input", "6,5", "--no-affine", "--placements", "S0"}, x);
+  check_passes(2, {"cat", "--input", "2,4,6,5", "--channels", "2,3,1"},
+               {"output", "grad_input", "grad_input1", "grad_input2"});
+  check_passes(2, {"cat", "--input", "2,4,6,5", "--cat-dim", "3"},
+               {"output", "grad_input", "grad_input1"});
+  check_passes(2, {"leaky_relu", "--input", "2,3,7,5", "--negative-slope", "0.2"}, x);
+  check_passes(2, {"gelu", "--input", "2,3,7,5"}, x);
+  check_passes(2, {"gelu", "--input", "2,3,7,5", "--approximate", "tanh", "--dtype", "f64"}, x);
+  for (const char* op : {"silu", "sigmoid", "tanh", "relu"})
+    check_passes(2, {op, "--input", "2,3,7,5", "--placements", "S1"}, x);
+  check_passes(2, {"mse_loss", "--input", "2,3,7,5"}, x);
+  check_passes(2, {"mse_loss", "--input", "2,3,7,5", "--reduction", "sum", "--placements", "S0"},
+               x);
+  check_passes(2, {"cross_entropy", "--input", "4,5,3"}, x);
+  check_passes(2, {"cross_entropy", "--input", "4,5,3", "--reduction", "sum", "--placements", "S1"},
+               x);
+}
+
+TEST_CASE("op cli run: U-Net operator dumps hold their files and parameters, PyTorch agrees",
+          "[cli][op][run][nn]") {
+  dtensor::launch::TempDir dir("dtensor-op-nn-dump");
+  struct Case {
+    Args args;
+    std::vector<std::string> files;
+  };
+  const std::vector<Case> cases{
+      {{"batch_norm", "--input", "4,3,5"},
+       {"input", "weight", "bias", "running_mean", "running_var", "grad_output", "output",
+        "running_mean_out", "running_var_out", "grad_input", "grad_weight", "grad_bias"}},
+      {{"group_norm", "--input", "2,4,6", "--num-groups", "2", "--no-affine"},
+       {"input", "grad_output", "output", "grad_input"}},
+      {{"layer_norm", "--input", "2,4,6"},
+       {"input", "weight", "bias", "grad_output", "output", "grad_input", "grad_weight",
+        "grad_bias"}},
+      {{"cat", "--input", "2,4,6", "--channels", "2,3,1"},
+       {"input", "input1", "input2", "grad_output", "output", "grad_input", "grad_input1",
+        "grad_input2"}},
+      {{"upsample", "--input", "2,3,6", "--mode", "linear", "--scale", "2.5"},
+       {"input", "grad_output", "output", "grad_input"}},
+      {{"gelu", "--input", "2,3,6"}, {"input", "grad_output", "output", "grad_input"}},
+      {{"leaky_relu", "--input", "2,3,6"}, {"input", "grad_output", "output", "grad_input"}},
+      {{"mse_loss", "--input", "2,3,6"}, {"input", "target", "output", "grad_input"}},
+      {{"cross_entropy", "--input", "2,3,6", "--reduction", "sum"},
+       {"input", "target", "output", "grad_input"}},
+  };
+  std::vector<std::string> dumps;
+  for (const auto& c : cases) {
+    const std::string dump = dir.path() + "/" + c.args[0] + std::to_string(dumps.size());
+    Args args = c.args;
+    for (const char* a : {"--backward", "--check", "--dump"})
+      args.push_back(a);
+    args.push_back(dump);
+    const Ran r = run_op(2, args);
+    INFO("args: " << Catch::Detail::stringify(args) << "\noutput:\n" << r.output);
+    REQUIRE(r.code == 0);
+    const json::Value meta = json::parse(read_file(dump + "/meta.json"));
+    CHECK(meta.at("op").string == c.args[0]);
+    CHECK(meta.at("files").object.size() == c.files.size());
+    for (const auto& f : c.files) {
+      INFO(f);
+      CHECK(meta.at("files").has(f));
+      const std::string bytes = read_file(dump + "/" + f + ".npy");
+      REQUIRE(bytes.size() > 64);
+      CHECK(bytes.substr(0, 6) == "\x93NUMPY");
+    }
+    const std::string& op = c.args[0];
+    if (op == "batch_norm") {
+      CHECK(meta.at("eps").number == 1e-5);
+      CHECK(meta.at("momentum").number == 0.1);
+      CHECK(meta.at("training").boolean);
+      CHECK(meta.at("affine").boolean);
+    } else if (op == "group_norm") {
+      CHECK(meta.at("num_groups").number == 2);
+      CHECK_FALSE(meta.at("affine").boolean);
+      CHECK(meta.at("eps").number == 1e-5);
+      CHECK_FALSE(meta.has("momentum"));
+    } else if (op == "layer_norm") {
+      CHECK(meta.at("weight_shape").array.size() == 2);  // [C, W]
+    } else if (op == "cat") {
+      CHECK(meta.at("inputs").number == 3);
+      CHECK(meta.at("channels").array.size() == 3);
+      CHECK(meta.at("channels").array[1].number == 3);
+      CHECK(meta.at("cat_dim").number == 1);
+      CHECK(meta.at("input_shape").array[1].number == 2);  // input 0
+      REQUIRE(meta.at("input_shapes").array.size() == 3);
+      CHECK(meta.at("input_shapes").array[2].array[1].number == 1);
+      CHECK(meta.at("output_shape").array[1].number == 6);
+    } else if (op == "upsample") {
+      CHECK(meta.at("mode").string == "linear");
+      CHECK(meta.at("size").is_null());
+      CHECK(meta.at("scale_factor").array[0].number == 2.5);
+      CHECK_FALSE(meta.at("align_corners").boolean);
+      CHECK(meta.at("output_shape").array[2].number == 15);
+    } else if (op == "gelu") {
+      CHECK(meta.at("approximate").string == "none");
+    } else if (op == "leaky_relu") {
+      CHECK(meta.at("negative_slope").number == 0.01);
+    } else {
+      CHECK(meta.at("reduction").string == (op == "mse_loss" ? "mean" : "sum"));
+      CHECK(meta.at("output_shape").array.empty());
+      // The loss is a 0-d .npy.
+      CHECK(read_file(dump + "/output.npy").find("'shape': ()") != std::string::npos);
+      CHECK_FALSE(meta.at("files").has("grad_output"));
+    }
+    dumps.push_back(dump);
+  }
+
+  if (!have_torch()) {
+    WARN("SKIPPED check_op_dump.py: `" << python() << " -c 'import torch, numpy'` failed");
+    return;
+  }
+  for (const auto& dump : dumps) {
+    const Ran check = run_program({python(), kCheckOpDump, dump}, 120s);
+    INFO("check_op_dump.py " << dump << ":\n" << check.output);
+    CHECK(check.code == 0);
+  }
+  // A corrupted running statistic must be caught.
+  {
+    std::fstream f(dumps[0] + "/running_var_out.npy",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float wrong = 100.0f;
+    f.write(reinterpret_cast<const char*>(&wrong), 4);
+  }
+  const Ran bad = run_program({python(), kCheckOpDump, dumps[0]}, 120s);
+  INFO("check_op_dump.py on a corrupted dump:\n" << bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("running_var_out") != std::string::npos);
 }
 
 TEST_CASE("op cli run: every operator passes --check at P=2", "[cli][op][run]") {

@@ -24,14 +24,18 @@ struct Src {
   double wa, wb;
 };
 
-// PyTorch: nearest_idx / area_pixel_compute_source_index, written out again.
+// PyTorch, written out again (checked against PyTorch 1.13 and 2.15): the
+// nearest forward is always floor(o * scale); the nearest backward
+// (nearest_idx) copies at O = L and halves at O = 2L; linear copies at O = L
+// whatever the scale factor.
 Src source(bool linear, bool align_corners, double sf, std::int64_t L, std::int64_t O,
-           std::int64_t o) {
+           std::int64_t o, bool backward) {
+  if (linear && O == L) return {o, o, 1.0, 0.0};
   if (!linear) {
     std::int64_t i;
-    if (O == L) {
+    if (backward && O == L) {
       i = o;
-    } else if (O == 2 * L) {
+    } else if (backward && O == 2 * L) {
       i = o / 2;
     } else {
       float scale =
@@ -68,14 +72,14 @@ struct Case {
 };
 
 // The per-dim sources of every output, then the forward / backward loops.
-std::vector<std::vector<Src>> sources(const Case& c) {
+std::vector<std::vector<Src>> sources(const Case& c, bool backward) {
   std::vector<std::vector<Src>> out;
   const bool lin = c.p.mode == UpsampleMode::Linear;
   for (std::size_t d = 2; d < c.input.size(); ++d) {
     const double sf = c.p.scale_factor.empty() ? 0.0 : c.p.scale_factor[d - 2];
     std::vector<Src> v;
     for (std::int64_t o = 0; o < c.out[d]; ++o)
-      v.push_back(source(lin, c.p.align_corners, sf, c.input[d], c.out[d], o));
+      v.push_back(source(lin, c.p.align_corners, sf, c.input[d], c.out[d], o, backward));
     out.push_back(v);
   }
   return out;
@@ -83,8 +87,8 @@ std::vector<std::vector<Src>> sources(const Case& c) {
 
 // fn(flat output index, flat input index, weight) over every output's taps.
 template <typename Fn>
-void each_tap(const Case& c, Fn&& fn) {
-  const auto src = sources(c);
+void each_tap(const Case& c, bool backward, Fn&& fn) {
+  const auto src = sources(c, backward);
   const std::size_t nsp = src.size();
   const Shape xs = strides_of(c.input), ys = strides_of(c.out);
   const std::int64_t total = shape_numel(c.out);
@@ -114,7 +118,7 @@ Tensor ref_forward(const Case& c, const Tensor& X) {
   const Tensor x = X.to(DType::F64);
   double* y = Y.data<double>();
   const double* px = x.data<double>();
-  each_tap(c, [&](std::int64_t o, std::int64_t i, double w) { y[o] += w * px[i]; });
+  each_tap(c, false, [&](std::int64_t o, std::int64_t i, double w) { y[o] += w * px[i]; });
   return Y;
 }
 
@@ -123,7 +127,7 @@ Tensor ref_backward(const Case& c, const Tensor& GY) {
   const Tensor gy = GY.to(DType::F64);
   double* gx = GX.data<double>();
   const double* g = gy.data<double>();
-  each_tap(c, [&](std::int64_t o, std::int64_t i, double w) { gx[i] += w * g[o]; });
+  each_tap(c, true, [&](std::int64_t o, std::int64_t i, double w) { gx[i] += w * g[o]; });
   return GX;
 }
 
@@ -234,6 +238,18 @@ DTENSOR_TEST_REGISTRAR {
       // scale_factor=0.5, linear -> [1.5, 3.5]
       lin = {UpsampleMode::Linear, {}, {0.5}, false};
       CHECK(values(upsample(x, lin)) == std::vector<double>{1.5, 3.5});
+      // Checked with PyTorch 1.13 and 2.15: scale_factor=2.1, nearest (O = 2L,
+      // but the forward still reads floor(o / 2.1)) -> [1, 1, 1, 2, 2, 3, 3, 4];
+      // its backward of ones halves instead -> [2, 2, 2, 2].
+      near = {UpsampleMode::Nearest, {}, {2.1}, false};
+      const DTensor y21 = upsample(x, near);
+      CHECK(values(y21) == std::vector<double>{1, 1, 1, 2, 2, 3, 3, 4});
+      const DTensor ones =
+          distribute_tensor(Tensor::full({1, 1, 8}, 1.0, DType::F64), mesh, y21.placements());
+      CHECK(values(upsample_backward(ones, x, near)) == std::vector<double>{2, 2, 2, 2});
+      // scale_factor=1.1, linear (O = L): a copy, whatever the scale says.
+      lin = {UpsampleMode::Linear, {}, {1.1}, false};
+      CHECK(values(upsample(x, lin)) == std::vector<double>{1, 2, 3, 4});
 
       CHECK_THROWS_WITH(upsample(x, {UpsampleMode::Nearest, {6}, {}, true}),
                         Catch::Contains("align_corners"));

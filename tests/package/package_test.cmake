@@ -4,8 +4,12 @@
 #                 that installed headers include only installed headers
 #   find_package  configure + build consumer/ with CMAKE_PREFIX_PATH=PREFIX, run
 #                 its ctest (the consumer on 2 ranks under dtensor::dtensor-run)
+#                 and its DTENSOR_TEST_CASEs (dtensor::testing, found by
+#                 catch_discover_tests)
 #   pkg_config    compile consumer/main.cpp with `pkg-config dtensor`, run it
-#                 on 2 ranks with PREFIX/bin/dtensor-run
+#                 on 2 ranks with PREFIX/bin/dtensor-run; compile
+#                 consumer/multi_rank_tests.cpp with `pkg-config dtensor-testing`
+#                 and run it (it starts its own ranks)
 cmake_minimum_required(VERSION 3.20)
 
 function(run)
@@ -34,7 +38,10 @@ if(MODE STREQUAL "install")
   foreach(f include/dtensor/dtensor.h include/dtensor/core/version.h bin/dtensor-run
             ${LIBDIR}/libdtensor.so ${LIBDIR}/cmake/dtensor/dtensorConfig.cmake
             ${LIBDIR}/cmake/dtensor/dtensorConfigVersion.cmake
-            ${LIBDIR}/cmake/dtensor/dtensorTargets.cmake ${LIBDIR}/pkgconfig/dtensor.pc)
+            ${LIBDIR}/cmake/dtensor/dtensorTargets.cmake ${LIBDIR}/pkgconfig/dtensor.pc
+            include/dtensor/testing.h ${LIBDIR}/libdtensor_testing.a
+            ${LIBDIR}/cmake/dtensor/dtensorTestingTargets.cmake
+            ${LIBDIR}/pkgconfig/dtensor-testing.pc)
     require_file(${f})
   endforeach()
 
@@ -51,7 +58,8 @@ if(MODE STREQUAL "install")
   # file's IMPORTED_LINK_DEPENDENT_LIBRARIES does, by design: it only helps the
   # linker find libdtensor.so's own DT_NEEDED entries, and requires nothing.)
   file(GLOB targets ${PREFIX}/${LIBDIR}/cmake/dtensor/*.cmake)
-  foreach(f ${targets} ${PREFIX}/${LIBDIR}/pkgconfig/dtensor.pc)
+  foreach(f ${targets} ${PREFIX}/${LIBDIR}/pkgconfig/dtensor.pc
+            ${PREFIX}/${LIBDIR}/pkgconfig/dtensor-testing.pc)
     file(STRINGS ${f} text)
     list(FILTER text EXCLUDE REGEX "IMPORTED_LINK_DEPENDENT_LIBRARIES")
     foreach(private gloo dnnl DNNL Eigen OpenMP omp)
@@ -62,7 +70,8 @@ if(MODE STREQUAL "install")
   endforeach()
 
   # Every installed header includes only the standard library, fmt, spdlog
-  # and other installed dtensor headers.
+  # and other installed dtensor headers; dtensor/testing.h also Catch2's
+  # (a dependency of dtensor::testing and dtensor-testing.pc).
   file(GLOB_RECURSE headers RELATIVE ${PREFIX}/include ${PREFIX}/include/dtensor/*)
   foreach(h ${headers})
     file(STRINGS ${PREFIX}/include/${h} lines REGEX "^[ \t]*#[ \t]*include")
@@ -72,6 +81,7 @@ if(MODE STREQUAL "install")
         if(NOT EXISTS ${PREFIX}/include/${inc})
           message(FATAL_ERROR "${h} includes ${inc}, which is not installed")
         endif()
+      elseif(h STREQUAL "dtensor/testing.h" AND inc STREQUAL "catch2/catch.hpp")
       elseif(NOT inc MATCHES "^(fmt|spdlog)/" AND inc MATCHES "[./]")
         message(FATAL_ERROR "${h} includes ${inc}: not a public header")
       endif()
@@ -91,6 +101,14 @@ elseif(MODE STREQUAL "find_package")
       -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF ${flags})
   run(${CMAKE_COMMAND} --build ${build})
   run(${CMAKE_CTEST_COMMAND} --test-dir ${build} --output-on-failure)
+  # catch_discover_tests found the DTENSOR_TEST_CASEs: each ran as its own test.
+  foreach(name "a tensor sharded over 2 ranks gathers back whole"
+               "an all-reduce over 3 ranks sums the ranks")
+    string(FIND "${run_output}" "${name}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "ctest did not run the DTENSOR_TEST_CASE '${name}'")
+    endif()
+  endforeach()
 
 elseif(MODE STREQUAL "pkg_config")
   find_program(PKG_CONFIG pkg-config REQUIRED)
@@ -106,6 +124,20 @@ elseif(MODE STREQUAL "pkg_config")
   run(${CXX} -std=c++20 ${san_flags} ${CONSUMER_DIR}/main.cpp -o ${exe} ${pc_flags}
       -Wl,-rpath,${libdir})
   run(${PREFIX}/bin/dtensor-run -n 2 -- ${exe})
+
+  # The multi-rank Catch2 tests: dtensor-testing brings Catch2 and its main;
+  # the binary starts the ranks of each case itself.
+  run(${PKG_CONFIG} --cflags --libs dtensor-testing)
+  string(STRIP "${run_output}" pc_flags)
+  separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+  set(tests_exe ${WORK_DIR}/consumer-tests-pkgconfig)
+  file(REMOVE ${tests_exe})
+  run(${CXX} -std=c++20 ${san_flags} ${CONSUMER_DIR}/multi_rank_tests.cpp -o ${tests_exe}
+      ${pc_flags} -Wl,-rpath,${libdir})
+  run(${tests_exe})
+  if(NOT run_output MATCHES "All tests passed \\([0-9]+ assertions in 2 test cases\\)")
+    message(FATAL_ERROR "expected both DTENSOR_TEST_CASEs to pass:\n${run_output}")
+  endif()
 else()
   message(FATAL_ERROR "unknown MODE '${MODE}'")
 endif()

@@ -39,9 +39,9 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
                           const GlobalTensors& g) {
   const ConvParams p = o.conv_params();
   const Shape weight = o.weight_shape();
-  std::string padding;
+  JsonValue padding = JsonValue::array();
   for (const auto& [l, r] : p.padding)
-    padding += fmt::format("{}[{}, {}]", padding.empty() ? "" : ", ", l, r);
+    padding.push_back({l, r});
 
   JsonObject files;
   for (const auto& [name, t] : named(g))
@@ -56,7 +56,7 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       .add("out_channels", weight[0])
       .add("kernel", Shape(weight.begin() + 2, weight.end()))
       .add("stride", p.stride)
-      .add_raw("padding", "[" + padding + "]")
+      .add("padding", padding)
       .add("dilation", p.dilation)
       .add("groups", p.groups)
       .add("bias", o.bias)

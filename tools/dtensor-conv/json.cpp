@@ -2,84 +2,84 @@
 
 #include <cmath>
 
-#include <fmt/format.h>
-
 namespace dtensor::conv_cli {
+namespace {
+
+// One line without spaces; a string that is not UTF-8 gets U+FFFD, no exception.
+std::string dump(const JsonValue& v) {
+  return v.dump(-1, ' ', false, JsonValue::error_handler_t::replace);
+}
+
+// A whole number below 1e16 is stored as an integer so that it is written
+// without ".0" ("536" bytes, not "536.0"); any other double is written by
+// nlohmann in a form that reads back to the same double (non-finite: null).
+JsonValue number_value(double v) {
+  if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 1e16 && !(v == 0 && std::signbit(v)))
+    return static_cast<std::int64_t>(v);
+  return v;
+}
+
+}  // namespace
 
 std::string JsonObject::quote(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20)
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        else
-          out += c;
-    }
-  }
-  return out + "\"";
+  return dump(JsonValue(s));
 }
 
 std::string JsonObject::number(double v) {
-  // Shortest round-trip form; "1e-07" and "3" are valid JSON numbers.
-  return std::isfinite(v) ? fmt::format("{}", v) : "null";
+  return dump(number_value(v));
 }
 
 JsonObject& JsonObject::add(const std::string& key, double value) {
-  return add_raw(key, number(value));
+  value_[key] = number_value(value);
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, std::int64_t value) {
-  return add_raw(key, std::to_string(value));
+  value_[key] = value;
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, std::uint64_t value) {
-  return add_raw(key, std::to_string(value));
+  value_[key] = value;
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, bool value) {
-  return add_raw(key, value ? "true" : "false");
+  value_[key] = value;
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, const std::string& value) {
-  return add_raw(key, quote(value));
+  value_[key] = value;
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, const std::vector<std::int64_t>& values) {
-  return add_raw(key, fmt::format("[{}]", fmt::join(values, ", ")));
+  value_[key] = values;
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, const std::vector<std::string>& values) {
-  std::string list;
-  for (const auto& v : values)
-    list += (list.empty() ? "" : ", ") + quote(v);
-  return add_raw(key, "[" + list + "]");
+  value_[key] = values;
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, const std::optional<double>& value) {
-  return add_raw(key, value ? number(*value) : "null");
+  value_[key] = value ? number_value(*value) : JsonValue(nullptr);
+  return *this;
 }
 JsonObject& JsonObject::add(const std::string& key, const JsonObject& object) {
-  return add_raw(key, object.str());
+  value_[key] = object.value_;
+  return *this;
+}
+JsonObject& JsonObject::add(const std::string& key, const JsonValue& value) {
+  value_[key] = value;
+  return *this;
 }
 JsonObject& JsonObject::add_null(const std::string& key) {
-  return add_raw(key, "null");
+  value_[key] = nullptr;
+  return *this;
 }
 JsonObject& JsonObject::add_raw(const std::string& key, const std::string& json) {
-  members_.emplace_back(key, json);
+  value_[key] = JsonValue::parse(json);
   return *this;
 }
 
 std::string JsonObject::str() const {
-  std::string out = "{";
-  for (std::size_t i = 0; i < members_.size(); ++i)
-    out += (i ? ", " : "") + quote(members_[i].first) + ": " + members_[i].second;
-  return out + "}";
+  return dump(value_);
 }
 
 }  // namespace dtensor::conv_cli

@@ -2,10 +2,11 @@
 
 #include <charconv>
 #include <functional>
-#include <map>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
 
@@ -89,6 +90,51 @@ T at_dim(const std::vector<T>& list, std::size_t i) {
   return list.size() == 1 ? list[0] : list[i];
 }
 
+// A flag given a value ("--check=yes"), set aside for CLI11 as an argument it
+// will not read (see prepare_for_cli11).
+constexpr char kFlagWithValue = '\x1f';
+
+// Rewrites the line for CLI11 where its reading differs from ours: "--opt="
+// (an empty value; CLI11 would take the next argument as the value) becomes
+// "--opt" "", and "--flag=VALUE" (CLI11 would read VALUE as true or false)
+// becomes an argument it sets aside, refused by refuse_extra. Arguments that
+// are an option's value (the one after "--opt") are left as they are.
+std::vector<std::string> prepare_for_cli11(const CLI::App& app,
+                                           const std::vector<std::string>& args) {
+  std::vector<std::string> line;
+  bool is_value = false;
+  for (const auto& a : args) {
+    if (std::exchange(is_value, false) || a.rfind("--", 0) != 0) {
+      line.push_back(a);
+      continue;
+    }
+    const auto eq = a.find('=');
+    const CLI::Option* opt = app.get_option_no_throw(a.substr(0, eq));
+    if (opt && opt->get_expected_max() == 0 && eq != std::string::npos) {
+      line.push_back(kFlagWithValue + a);
+    } else if (opt && eq == std::string::npos) {
+      is_value = opt->get_expected_max() > 0;
+      line.push_back(a);
+    } else if (opt && eq + 1 == a.size()) {
+      line.push_back(a.substr(0, eq));
+      line.emplace_back();
+    } else {
+      line.push_back(a);
+    }
+  }
+  return line;
+}
+
+// An argument CLI11 set aside: an unknown option, a stray argument, a flag
+// with a value.
+[[noreturn]] void refuse_extra(const std::string& arg) {
+  if (!arg.empty() && arg[0] == kFlagWithValue)
+    fail(arg.substr(1, arg.find('=') - 1), "takes no value");
+  if (arg.rfind("--", 0) != 0)
+    throw UsageError(fmt::format("unexpected argument '{}' (options start with --)", arg));
+  fail(arg.substr(0, arg.find('=')), "unknown option (see --help)");
+}
+
 // Everything that concerns the arguments together, once all are read.
 void check_combination(const Options& o, bool iters_given, bool warmup_given, bool padding_given,
                        bool padding_lr_given) {
@@ -159,6 +205,7 @@ ConvParams Options::conv_params() const {
 
 Options parse_options(const std::vector<std::string>& args) {
   Options o;
+  // --help anywhere wins, even as another option's value: nothing else is checked.
   for (const auto& a : args)
     if (a == "--help" || a == "-h") {
       o.help = true;
@@ -166,8 +213,9 @@ Options parse_options(const std::vector<std::string>& args) {
     }
 
   bool iters_given = false, warmup_given = false, padding_given = false, padding_lr_given = false;
+  bool no_bias = false;
   using Handler = std::function<void(std::string_view option, std::string_view value)>;
-  const std::map<std::string, Handler, std::less<>> with_value = {
+  const std::vector<std::pair<std::string, Handler>> with_value = {
       {"--mesh",
        [&](auto opt, auto v) {
          o.mesh = parse_list(opt, v, 1, 'x');
@@ -245,36 +293,42 @@ Options parse_options(const std::vector<std::string>& args) {
          warmup_given = true;
        }},
   };
-  const std::map<std::string, bool*, std::less<>> flags = {
-      {"--no-bias", nullptr}, {"--backward", &o.backward}, {"--check", &o.check},
-      {"--bench", &o.bench},  {"--json", &o.json},
-  };
 
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.rfind("--", 0) != 0)
-      throw UsageError(fmt::format("unexpected argument '{}' (options start with --)", arg));
-    const auto eq = arg.find('=');
-    const std::string name = arg.substr(0, eq);
-    if (auto f = flags.find(name); f != flags.end()) {
-      if (eq != std::string::npos) fail(name, "takes no value");
-      if (f->second)
-        *f->second = true;
-      else
-        o.bias = false;
-      continue;
-    }
-    const auto h = with_value.find(name);
-    if (h == with_value.end()) fail(name, "unknown option (see --help)");
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else {
-      if (i + 1 >= args.size()) fail(name, "needs a value");
-      value = args[++i];
-    }
-    h->second(name, value);
+  // CLI11 reads the line (option names, "--opt value" and "--opt=value", the
+  // flags); unknown options and stray arguments are kept aside (remaining())
+  // and refused here, by name. Each value is checked as soon as it is read, so
+  // the first mistake on the line is the one reported.
+  CLI::App app{"dtensor-conv", "dtensor-conv"};
+  app.set_help_flag();  // handled above
+  app.allow_extras();
+  for (const auto& [name, handle] : with_value)
+    app.add_option(name,
+                   [&app, name = name, handle = handle](const CLI::results_t& r) {
+                     if (!app.remaining().empty()) refuse_extra(app.remaining().front());
+                     handle(name, r.back());
+                     return true;
+                   })
+        ->trigger_on_parse();
+  for (auto [name, flag] :
+       std::initializer_list<std::pair<const char*, bool*>>{{"--no-bias", &no_bias},
+                                                            {"--backward", &o.backward},
+                                                            {"--check", &o.check},
+                                                            {"--bench", &o.bench},
+                                                            {"--json", &o.json}})
+    app.add_flag(name, *flag);
+
+  const std::vector<std::string> line = prepare_for_cli11(app, args);
+  try {
+    app.parse(std::vector<std::string>(line.rbegin(), line.rend()));  // CLI11 reads from the back
+  } catch (const CLI::ArgumentMismatch&) {
+    // Only the last argument can lack its value, so an extra seen before wins.
+    if (!app.remaining().empty()) refuse_extra(app.remaining().front());
+    fail(line.back(), "needs a value");
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
   }
+  if (!app.remaining().empty()) refuse_extra(app.remaining().front());
+  o.bias = !no_bias;
   check_combination(o, iters_given, warmup_given, padding_given, padding_lr_given);
   return o;
 }

@@ -61,10 +61,10 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
   std::optional<DTensor> y_local, gy_local;
   bool local_ok = true;
   try {
-    y_local = run_forward(o, local);
+    y_local = run_forward(o, local).output;
     if (o.backward) {
-      gy_local = make_grad_output(o, *y_local, seeds);
-      run_backward(o, local, *gy_local);
+      if (o.has_grad_output()) gy_local = make_grad_output(o, *y_local, seeds);
+      run_backward(o, local, gy_local);
     }
   } catch (const Error&) {
     local_ok = false;
@@ -72,15 +72,16 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
   local_ok = all_ranks(local_ok);
 
   std::optional<DTensor> y;
-  std::vector<std::function<void()>> fwd{[&] { y = run_forward(o, ops); }};
+  std::vector<std::function<void()>> fwd{[&] { y = run_forward(o, ops).output; }};
   if (local_ok) fwd.emplace_back([&] { run_forward(o, local); });
   const auto f = interleaved_medians(o, fwd);
   r.fwd_ms = f[0];
   if (local_ok) r.local_fwd_ms = f[1];
   if (o.backward) {
-    const DTensor gy = make_grad_output(o, *y, seeds);
+    std::optional<DTensor> gy;
+    if (o.has_grad_output()) gy = make_grad_output(o, *y, seeds);
     std::vector<std::function<void()>> bwd{[&] { run_backward(o, ops, gy); }};
-    if (local_ok) bwd.emplace_back([&] { run_backward(o, local, *gy_local); });
+    if (local_ok) bwd.emplace_back([&] { run_backward(o, local, gy_local); });
     const auto b = interleaved_medians(o, bwd);
     r.bwd_ms = b[0];
     if (local_ok) r.local_bwd_ms = b[1];

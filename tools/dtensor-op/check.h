@@ -1,6 +1,7 @@
 // --check: every result of dtensor-op against the naive f64 oracles
-// (tools/reference/reference_window_ops.h, reference_conv.h), which share no
-// code with the library's operators or its shape helpers.
+// (tools/reference/reference_window_ops.h, reference_conv.h,
+// reference_nn_ops.h), which share no code with the library's operators or
+// its shape helpers.
 #pragma once
 
 #include <vector>

@@ -16,16 +16,26 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// The tensors in file order; undefined ones are not written.
+// The tensors in file order; undefined ones are not written. cat's inputs
+// 1..K-1 are input1, input2, ... (and grad_input1, ...).
 std::vector<std::pair<std::string, const Tensor*>> named(const GlobalTensors& g) {
-  return {{"input", &g.input},
-          {"weight", &g.weight},
-          {"bias", &g.bias},
-          {"grad_output", &g.grad_output},
-          {"output", &g.output},
-          {"grad_input", &g.grad_input},
-          {"grad_weight", &g.grad_weight},
-          {"grad_bias", &g.grad_bias}};
+  std::vector<std::pair<std::string, const Tensor*>> out{{"input", &g.input}};
+  for (std::size_t k = 0; k < g.more_inputs.size(); ++k)
+    out.emplace_back(fmt::format("input{}", k + 1), &g.more_inputs[k]);
+  out.insert(out.end(), {{"weight", &g.weight},
+                         {"bias", &g.bias},
+                         {"running_mean", &g.running_mean},
+                         {"running_var", &g.running_var},
+                         {"target", &g.target},
+                         {"grad_output", &g.grad_output},
+                         {"output", &g.output},
+                         {"running_mean_out", &g.running_mean_out},
+                         {"running_var_out", &g.running_var_out},
+                         {"grad_input", &g.grad_input}});
+  for (std::size_t k = 0; k < g.grad_more_inputs.size(); ++k)
+    out.emplace_back(fmt::format("grad_input{}", k + 1), &g.grad_more_inputs[k]);
+  out.insert(out.end(), {{"grad_weight", &g.grad_weight}, {"grad_bias", &g.grad_bias}});
+  return out;
 }
 
 std::vector<std::string> placement_strings(const Placements& ps) {
@@ -90,6 +100,53 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       meta["padding"] = padding_pairs(o.padding);
       meta["mode"] = std::string(pad_mode_str(o.mode));
       meta["value"] = o.value;
+      break;
+    case OpKind::Upsample:
+      meta["mode"] = std::string(upsample_mode_name(o.upsample_mode));
+      meta["size"] = o.size.empty() ? json(nullptr) : json(o.size);
+      meta["scale_factor"] = o.scale.empty() ? json(nullptr) : json(o.scale);
+      meta["align_corners"] = o.align_corners;
+      break;
+    case OpKind::BatchNorm:
+    case OpKind::GroupNorm:
+    case OpKind::InstanceNorm:
+    case OpKind::LayerNorm:
+      if (o.op == OpKind::GroupNorm) meta["num_groups"] = o.num_groups;
+      if (o.op == OpKind::LayerNorm)
+        meta["normalized_shape"] = Shape(o.input.begin() + 1, o.input.end());
+      meta["eps"] = o.eps;
+      if (o.op == OpKind::BatchNorm) {
+        meta["momentum"] = o.momentum;
+        meta["training"] = o.training;
+      }
+      meta["affine"] = o.affine;
+      meta["weight_shape"] = o.affine ? json(o.weight_shape()) : json(nullptr);
+      break;
+    case OpKind::Cat: {
+      meta["inputs"] = o.inputs;
+      meta["channels"] = o.channels;
+      meta["cat_dim"] = o.cat_dim;
+      json shapes = json::array();
+      for (std::int64_t k = 0; k < o.inputs; ++k)
+        shapes.push_back(o.input_shape(k));
+      meta["input_shapes"] = shapes;
+      break;
+    }
+    case OpKind::LeakyRelu:
+      meta["negative_slope"] = o.negative_slope;
+      break;
+    case OpKind::Gelu:
+      meta["approximate"] = std::string(gelu_approximate_name(o.approximate));
+      break;
+    case OpKind::Silu:
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Relu:
+      break;
+    case OpKind::MseLoss:
+    case OpKind::CrossEntropy:
+      meta["reduction"] = std::string(loss_reduction_name(o.reduction));
+      if (o.op == OpKind::CrossEntropy) meta["target"] = "probabilities";
       break;
   }
   meta["backward"] = o.backward;

@@ -1,6 +1,8 @@
-// dtensor-op: runs one tensor-parallel window operator (conv, conv_transpose,
-// the pools, pad) on seeded data and checks (--check), dumps (--dump) and
-// times (--bench) it. See `dtensor-op --help` and docs/cli.md.
+// dtensor-op: runs one tensor-parallel operator (the window operators conv,
+// conv_transpose, the pools, pad; and the U-Net operators upsample, the norms,
+// cat, the activations, the losses) on seeded data and checks (--check),
+// dumps (--dump) and times (--bench) it. See `dtensor-op --help` and
+// docs/cli.md.
 //
 // Failure policy (dtensor-conv's): argument errors are found before
 // init_process_group, from the arguments and the launcher's environment
@@ -94,6 +96,36 @@ std::string params_line(const Options& o) {
       return fmt::format("output_size={}", list(o.output_size));
     case OpKind::Pad:
       return fmt::format("padding={} mode={} value={}", pads, pad_mode_str(o.mode), o.value);
+    case OpKind::Upsample: {
+      std::string scale;
+      for (double v : o.scale)
+        scale += fmt::format("{}{}", scale.empty() ? "" : ", ", v);
+      return fmt::format("mode={} {} align_corners={}", upsample_mode_name(o.upsample_mode),
+                         o.size.empty() ? "scale_factor=[" + scale + "]" : "size=" + list(o.size),
+                         o.align_corners);
+    }
+    case OpKind::BatchNorm:
+      return fmt::format("eps={} momentum={} affine={} training={}", o.eps, o.momentum, o.affine,
+                         o.training);
+    case OpKind::GroupNorm:
+      return fmt::format("num_groups={} eps={} affine={}", o.num_groups, o.eps, o.affine);
+    case OpKind::InstanceNorm:
+    case OpKind::LayerNorm:
+      return fmt::format("eps={} affine={}", o.eps, o.affine);
+    case OpKind::Cat:
+      return fmt::format("inputs={} channels={} cat_dim={}", o.inputs, list(o.channels), o.cat_dim);
+    case OpKind::LeakyRelu:
+      return fmt::format("negative_slope={}", o.negative_slope);
+    case OpKind::Gelu:
+      return fmt::format("approximate={}", gelu_approximate_name(o.approximate));
+    case OpKind::Silu:
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Relu:
+      return "(no parameters)";
+    case OpKind::MseLoss:
+    case OpKind::CrossEntropy:
+      return fmt::format("reduction={}", loss_reduction_name(o.reduction));
   }
   return "";
 }
@@ -106,13 +138,14 @@ int run(const Options& o) {
   const Operands ops = make_operands(o, mesh, seeds);
 
   const conv_cli::Traffic before = conv_cli::traffic(mesh);
-  const DTensor y = run_forward(o, ops);
+  const Forward forward = run_forward(o, ops);
+  const DTensor& y = forward.output;
   const conv_cli::Traffic after = conv_cli::traffic(mesh);
   std::optional<DTensor> gy;
   Grads grads;
   if (o.backward) {
-    gy = make_grad_output(o, y, seeds);
-    grads = run_backward(o, ops, *gy);
+    if (o.has_grad_output()) gy = make_grad_output(o, y, seeds);
+    grads = run_backward(o, ops, gy);
   }
   const double fwd_bytes = static_cast<double>(after.sent - before.sent);
   const double bytes_max = all_reduce(fwd_bytes, ReduceOp::Max);
@@ -125,7 +158,7 @@ int run(const Options& o) {
   int status = exit_code::kOk;
   std::vector<TensorCheck> checks;
   if (o.check || o.dump) {
-    const GlobalTensors g = gather_global(o, seeds, y, gy, grads);
+    const GlobalTensors g = gather_global(o, seeds, forward, gy, grads);
     if (rank == 0) {
       if (o.check) {
         checks = check_against_reference(o, g, world_size);
@@ -155,7 +188,8 @@ int run(const Options& o) {
         dtype_name(o.dtype), placements_str(o.placements),
         o.has_weight()
             ? fmt::format(", weight {}{}", shape_str(o.weight_shape()), o.bias ? " + bias" : "")
-            : std::string(),
+        : o.op == OpKind::Cat ? fmt::format(" (and {} more input(s))", o.inputs - 1)
+                              : std::string(),
         params_line(o), shape_str(y.shape()), placements_str(y.placements()), bytes_max,
         bytes_total);
     for (const auto& c : checks)

@@ -17,9 +17,13 @@ namespace {
 
 using Int = std::int64_t;
 
-constexpr OpKind kAllOps[] = {OpKind::Conv,    OpKind::ConvTranspose,   OpKind::MaxPool,
-                              OpKind::AvgPool, OpKind::AdaptiveAvgPool, OpKind::AdaptiveMaxPool,
-                              OpKind::Pad};
+constexpr OpKind kAllOps[] = {OpKind::Conv,      OpKind::ConvTranspose,   OpKind::MaxPool,
+                              OpKind::AvgPool,   OpKind::AdaptiveAvgPool, OpKind::AdaptiveMaxPool,
+                              OpKind::Pad,       OpKind::Upsample,        OpKind::BatchNorm,
+                              OpKind::GroupNorm, OpKind::InstanceNorm,    OpKind::LayerNorm,
+                              OpKind::Cat,       OpKind::LeakyRelu,       OpKind::Gelu,
+                              OpKind::Silu,      OpKind::Sigmoid,         OpKind::Tanh,
+                              OpKind::Relu,      OpKind::MseLoss,         OpKind::CrossEntropy};
 
 [[noreturn]] void fail(std::string_view option, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", option, message));
@@ -100,6 +104,18 @@ double parse_double(std::string_view option, std::string_view text) {
   return v;
 }
 
+// A list of positive finite numbers.
+std::vector<double> parse_positive_list(std::string_view option, std::string_view text) {
+  if (text.empty()) fail(option, "empty list");
+  std::vector<double> out;
+  for (auto part : split(text, ',')) {
+    const double v = parse_double(option, part);
+    if (!(v > 0)) fail(option, fmt::format("{} must be > 0", part));
+    out.push_back(v);
+  }
+  return out;
+}
+
 // One entry for every spatial dim, or one per dim: spelled out per dim.
 template <typename T>
 std::vector<T> per_dim(std::string_view option, const std::vector<T>& list, Int spatial) {
@@ -135,8 +151,22 @@ const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
       {"--no-bias", {Conv, ConvTranspose}},
       {"--output-padding", {ConvTranspose}},
       {"--padding-mode", {Conv, ConvTranspose}},
-      {"--mode", {Pad}},
+      {"--mode", {Pad, Upsample}},
       {"--value", {Pad}},
+      {"--size", {Upsample}},
+      {"--scale", {Upsample}},
+      {"--align-corners", {Upsample}},
+      {"--num-groups", {GroupNorm}},
+      {"--eps", {BatchNorm, GroupNorm, InstanceNorm, LayerNorm}},
+      {"--momentum", {BatchNorm}},
+      {"--no-affine", {BatchNorm, GroupNorm, InstanceNorm, LayerNorm}},
+      {"--eval", {BatchNorm}},
+      {"--inputs", {Cat}},
+      {"--channels", {Cat}},
+      {"--cat-dim", {Cat}},
+      {"--negative-slope", {LeakyRelu}},
+      {"--approximate", {Gelu}},
+      {"--reduction", {MseLoss, CrossEntropy}},
   };
   return table;
 }
@@ -168,6 +198,11 @@ Int pool_length(Int L, Int k, Int s, Int d, Int pl, Int pr, bool ceil_mode) {
   Int out = (ceil_mode ? ceil_div(span, s) : floor_div(span, s)) + 1;
   if (ceil_mode && out > 0 && (out - 1) * s >= L + pl) --out;
   return out;
+}
+
+// floor(L * scale_factor), as PyTorch (in double).
+Int upsample_length(Int L, double scale) {
+  return static_cast<Int>(std::floor(static_cast<double>(L) * scale));
 }
 
 std::string padding_option(bool lr) {
@@ -251,6 +286,58 @@ void check_operator(const Options& o, bool padding_lr) {
     case OpKind::AdaptiveAvgPool:
     case OpKind::AdaptiveMaxPool:
       break;  // --output-size >= 1 was checked when parsed
+    case OpKind::Upsample:
+      for (Int i = 0; i < spatial; ++i) {
+        const auto s = static_cast<std::size_t>(i);
+        if (!o.scale.empty() && upsample_length(o.input[2 + s], o.scale[s]) < 1)
+          fail("--scale", fmt::format("{} in dim {} (length {}) leaves an empty output "
+                                      "(floor({} * {}) = 0)",
+                                      o.scale[s], i, o.input[2 + s], o.input[2 + s], o.scale[s]));
+      }
+      break;
+    case OpKind::BatchNorm: {
+      Int per_channel = o.input[0];
+      for (Int i = 0; i < spatial; ++i)
+        per_channel *= o.input[2 + static_cast<std::size_t>(i)];
+      if (o.training && per_channel == 1)
+        fail("--input",
+             "batch_norm in training needs more than one value per channel (N * "
+             "spatial > 1), as PyTorch; give a larger input or --eval");
+      break;
+    }
+    case OpKind::GroupNorm: {
+      if (C % o.num_groups != 0)
+        fail("--num-groups",
+             fmt::format("{} does not divide the {} input channels (--input)", o.num_groups, C));
+      // PyTorch's F.group_norm: _verify_batch_size([N * C / G, G, spatial...]).
+      Int size_prods = o.input[0] * (C / o.num_groups);
+      for (Int i = 0; i < spatial; ++i)
+        size_prods *= o.input[2 + static_cast<std::size_t>(i)];
+      if (size_prods == 1)
+        fail("--input",
+             "group_norm with one value per group and a batch of 1 is rejected by "
+             "PyTorch (\"Expected more than 1 value per channel when training\")");
+      break;
+    }
+    case OpKind::InstanceNorm: {
+      Int per_instance = 1;
+      for (Int i = 0; i < spatial; ++i)
+        per_instance *= o.input[2 + static_cast<std::size_t>(i)];
+      if (per_instance == 1)
+        fail("--input", "instance_norm needs more than one spatial element, as PyTorch");
+      break;
+    }
+    case OpKind::LayerNorm:
+    case OpKind::Cat:
+    case OpKind::LeakyRelu:
+    case OpKind::Gelu:
+    case OpKind::Silu:
+    case OpKind::Sigmoid:
+    case OpKind::Tanh:
+    case OpKind::Relu:
+    case OpKind::MseLoss:
+    case OpKind::CrossEntropy:
+      break;
     case OpKind::Pad:
       for (Int i = 0; i < spatial; ++i) {
         const auto s = static_cast<std::size_t>(i);
@@ -295,6 +382,9 @@ void check_with_library(const Options& o) {
       case OpKind::AvgPool:
         o.pool_params().expanded(o.spatial_dims());
         break;
+      case OpKind::Upsample:
+        upsample_output_shape(o.input, o.upsample_params());
+        break;
       default:
         break;
     }
@@ -321,6 +411,34 @@ std::string_view op_name(OpKind op) {
       return "adaptive_max_pool";
     case OpKind::Pad:
       return "pad";
+    case OpKind::Upsample:
+      return "upsample";
+    case OpKind::BatchNorm:
+      return "batch_norm";
+    case OpKind::GroupNorm:
+      return "group_norm";
+    case OpKind::InstanceNorm:
+      return "instance_norm";
+    case OpKind::LayerNorm:
+      return "layer_norm";
+    case OpKind::Cat:
+      return "cat";
+    case OpKind::LeakyRelu:
+      return "leaky_relu";
+    case OpKind::Gelu:
+      return "gelu";
+    case OpKind::Silu:
+      return "silu";
+    case OpKind::Sigmoid:
+      return "sigmoid";
+    case OpKind::Tanh:
+      return "tanh";
+    case OpKind::Relu:
+      return "relu";
+    case OpKind::MseLoss:
+      return "mse_loss";
+    case OpKind::CrossEntropy:
+      return "cross_entropy";
   }
   return "?";
 }
@@ -353,8 +471,56 @@ std::string_view pad_mode_str(PadMode m) {
   return "?";
 }
 
+bool Options::is_window() const {
+  switch (op) {
+    case OpKind::Conv:
+    case OpKind::ConvTranspose:
+    case OpKind::MaxPool:
+    case OpKind::AvgPool:
+    case OpKind::AdaptiveAvgPool:
+    case OpKind::AdaptiveMaxPool:
+    case OpKind::Pad:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool Options::is_norm() const {
+  return op == OpKind::BatchNorm || op == OpKind::GroupNorm || op == OpKind::InstanceNorm ||
+         op == OpKind::LayerNorm;
+}
+
+bool Options::is_activation() const {
+  return op == OpKind::LeakyRelu || op == OpKind::Gelu || op == OpKind::Silu ||
+         op == OpKind::Sigmoid || op == OpKind::Tanh || op == OpKind::Relu;
+}
+
+bool Options::is_loss() const {
+  return op == OpKind::MseLoss || op == OpKind::CrossEntropy;
+}
+
+bool Options::has_weight() const {
+  return op == OpKind::Conv || op == OpKind::ConvTranspose || (is_norm() && affine);
+}
+
+Shape Options::bias_shape() const {
+  if (!has_weight() || !bias) return {};
+  if (is_norm()) return weight_shape();
+  return {out_channels};
+}
+
+Shape Options::input_shape(std::int64_t k) const {
+  Shape s = input;
+  if (op == OpKind::Cat && k >= 0 && k < static_cast<Int>(channels.size()))
+    s[1] = channels[static_cast<std::size_t>(k)];
+  return s;
+}
+
 Shape Options::weight_shape() const {
   if (!has_weight()) return {};
+  if (op == OpKind::LayerNorm) return Shape(input.begin() + 1, input.end());
+  if (is_norm()) return {input[1]};
   const Int C = input[1];
   const Int g = std::max<Int>(groups, 1);
   Shape w = op == OpKind::Conv ? Shape{out_channels, C / g} : Shape{C, out_channels / g};
@@ -363,7 +529,16 @@ Shape Options::weight_shape() const {
 }
 
 Shape Options::output_shape() const {
-  Shape out{input[0], has_weight() ? out_channels : input[1]};
+  if (is_loss()) return {};
+  if (op == OpKind::Cat) {
+    Shape out = input;
+    out[static_cast<std::size_t>(cat_dim)] = 0;
+    for (Int k = 0; k < inputs; ++k)
+      out[static_cast<std::size_t>(cat_dim)] += input_shape(k)[static_cast<std::size_t>(cat_dim)];
+    return out;
+  }
+  if (!is_window() && op != OpKind::Upsample) return input;
+  Shape out{input[0], op == OpKind::Conv || op == OpKind::ConvTranspose ? out_channels : input[1]};
   for (Int i = 0; i < spatial_dims(); ++i) {
     const auto s = static_cast<std::size_t>(i);
     const Int L = input[2 + s];
@@ -387,6 +562,11 @@ Shape Options::output_shape() const {
         break;
       case OpKind::Pad:
         O = L + padding[s].first + padding[s].second;
+        break;
+      case OpKind::Upsample:
+        O = !size.empty() ? size[s] : upsample_length(L, scale[s]);
+        break;
+      default:
         break;
     }
     out.push_back(O);
@@ -413,6 +593,15 @@ ConvTransposeParams Options::conv_transpose_params() const {
   p.output_padding = output_padding;
   p.dilation = dilation;
   p.groups = groups;
+  return p;
+}
+
+UpsampleParams Options::upsample_params() const {
+  UpsampleParams p;
+  p.mode = upsample_mode;
+  p.size = size;
+  p.scale_factor = scale;
+  p.align_corners = align_corners;
   return p;
 }
 
@@ -445,16 +634,22 @@ Options parse_options(const std::vector<std::string>& args) {
   app.add_option("OP", op_text);
   std::map<std::string, std::string, std::less<>> text;
   std::map<std::string, CLI::Option*, std::less<>> given;
-  for (const char* name :
-       {"--mesh",        "--placements",   "--input",   "--dtype",          "--device",
-        "--seed",        "--dump",         "--iters",   "--warmup",         "--kernel",
-        "--stride",      "--dilation",     "--padding", "--padding-lr",     "--divisor-override",
-        "--output-size", "--out-channels", "--groups",  "--output-padding", "--padding-mode",
-        "--mode",        "--value"}) {
+  for (const char* name : {"--mesh",           "--placements",   "--input",
+                           "--dtype",          "--device",       "--seed",
+                           "--dump",           "--iters",        "--warmup",
+                           "--kernel",         "--stride",       "--dilation",
+                           "--padding",        "--padding-lr",   "--divisor-override",
+                           "--output-size",    "--out-channels", "--groups",
+                           "--output-padding", "--padding-mode", "--mode",
+                           "--value",          "--size",         "--scale",
+                           "--num-groups",     "--eps",          "--momentum",
+                           "--inputs",         "--channels",     "--cat-dim",
+                           "--negative-slope", "--approximate",  "--reduction"}) {
     given[name] = app.add_option(name, text[name]);
     given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
   bool ceil_mode = false, count_include_pad = false, no_bias = false;
+  bool align_corners = false, no_affine = false, eval = false;
   for (auto [name, flag] : std::initializer_list<std::pair<const char*, bool*>>{
            {"--backward", &o.backward},
            {"--check", &o.check},
@@ -462,7 +657,10 @@ Options parse_options(const std::vector<std::string>& args) {
            {"--json", &o.json},
            {"--ceil-mode", &ceil_mode},
            {"--count-include-pad", &count_include_pad},
-           {"--no-bias", &no_bias}})
+           {"--no-bias", &no_bias},
+           {"--align-corners", &align_corners},
+           {"--no-affine", &no_affine},
+           {"--eval", &eval}})
     given[name] = app.add_flag(name, *flag);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads from the back
@@ -505,9 +703,13 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   if (has("--input")) {
     o.input = parse_list("--input", value("--input"), 1);
-    if (o.input.size() < 3 || o.input.size() > 5)
-      fail("--input",
-           fmt::format("{} dims given; expected N,C,W or N,C,H,W or N,C,D,H,W", o.input.size()));
+    // The window ops, upsample and instance_norm need a spatial dim; the
+    // others take [N, C] too.
+    const bool needs_spatial =
+        o.is_window() || o.op == OpKind::Upsample || o.op == OpKind::InstanceNorm;
+    if (o.input.size() < (needs_spatial ? 3u : 2u) || o.input.size() > 5)
+      fail("--input", fmt::format("{} dims given; expected {}N,C,W or N,C,H,W or N,C,D,H,W for {}",
+                                  o.input.size(), needs_spatial ? "" : "N,C or ", op_name(o.op)));
   }
   if (has("--dtype")) {
     try {
@@ -616,7 +818,15 @@ Options parse_options(const std::vector<std::string>& args) {
       fail("--padding-mode",
            fmt::format("unknown mode '{}' (expected zeros, reflect, replicate or circular)", v));
   }
-  if (has("--mode")) {
+  if (has("--mode") && o.op == OpKind::Upsample) {
+    const std::string& v = value("--mode");
+    if (v == "nearest")
+      o.upsample_mode = UpsampleMode::Nearest;
+    else if (v == "linear")
+      o.upsample_mode = UpsampleMode::Linear;
+    else
+      fail("--mode", fmt::format("unknown mode '{}' (expected nearest or linear)", v));
+  } else if (has("--mode")) {
     const std::string& v = value("--mode");
     bool ok = false;
     for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular})
@@ -633,6 +843,94 @@ Options parse_options(const std::vector<std::string>& args) {
       fail("--value",
            fmt::format("only --mode constant takes a value (mode is {})", pad_mode_str(o.mode)));
     o.value = parse_double("--value", value("--value"));
+  }
+
+  // upsample
+  if (o.op == OpKind::Upsample) {
+    if (has("--size") && has("--scale"))
+      fail("--scale", "give either --size or --scale, not both (as F.interpolate)");
+    if (has("--size"))
+      o.size = per_dim("--size", parse_list("--size", value("--size"), 1), spatial);
+    else if (has("--scale"))
+      o.scale = per_dim("--scale", parse_positive_list("--scale", value("--scale")), spatial);
+    else
+      fail("--size", "upsample needs the output size: --size s[,...] or --scale f[,...]");
+  }
+  if (align_corners && o.upsample_mode != UpsampleMode::Linear)
+    fail("--align-corners",
+         "only --mode linear takes it (PyTorch: align_corners is for the interpolating modes)");
+  o.align_corners = align_corners;
+
+  // The normalisations.
+  if (has("--num-groups"))
+    o.num_groups = parse_int_at_least("--num-groups", value("--num-groups"), 1);
+  else if (o.op == OpKind::GroupNorm)
+    fail("--num-groups", "group_norm needs the number of groups: --num-groups G (dividing C)");
+  if (has("--eps")) {
+    o.eps = parse_double("--eps", value("--eps"));
+    if (o.eps < 0) fail("--eps", fmt::format("{} must be >= 0", value("--eps")));
+  }
+  if (has("--momentum")) o.momentum = parse_double("--momentum", value("--momentum"));
+  o.affine = !no_affine;
+  if (o.is_norm()) o.bias = o.affine;
+  o.training = !eval;
+
+  // cat
+  if (o.op == OpKind::Cat) {
+    const Int rank = static_cast<Int>(o.input.size());
+    std::optional<Int> k;
+    if (has("--inputs")) k = parse_int_at_least("--inputs", value("--inputs"), 1);
+    std::vector<Int> channels;
+    if (has("--channels")) {
+      channels = parse_list("--channels", value("--channels"), 1);
+      if (k && static_cast<Int>(channels.size()) != *k)
+        fail("--channels",
+             fmt::format("{} value(s) for --inputs {}; give one per input", channels.size(), *k));
+    }
+    o.inputs = k ? *k : has("--channels") ? static_cast<Int>(channels.size()) : 2;
+    if (!has("--channels")) channels.assign(static_cast<std::size_t>(o.inputs), o.input[1]);
+    Int d = 1;
+    if (has("--cat-dim")) {
+      d = parse_int("--cat-dim", value("--cat-dim"));
+      if (d < -rank || d >= rank)
+        fail("--cat-dim", fmt::format("{} is outside the {}-d inputs (--input); give {}..{}", d,
+                                      rank, -rank, rank - 1));
+      if (d < 0) d += rank;
+    }
+    if (d != 1)
+      for (Int c : channels)
+        if (c != channels[0])
+          fail("--channels",
+               fmt::format("cat along dim {} needs inputs equal in every other dim: give "
+                           "--channels all equal (or none)",
+                           d));
+    o.channels = channels;
+    o.cat_dim = d;
+    o.input[1] = channels[0];
+  }
+
+  // Activations.
+  if (has("--negative-slope"))
+    o.negative_slope = parse_double("--negative-slope", value("--negative-slope"));
+  if (has("--approximate")) {
+    const std::string& v = value("--approximate");
+    if (v == "none")
+      o.approximate = GeluApproximate::None;
+    else if (v == "tanh")
+      o.approximate = GeluApproximate::Tanh;
+    else
+      fail("--approximate", fmt::format("unknown approximation '{}' (expected none or tanh)", v));
+  }
+
+  // Losses.
+  if (has("--reduction")) {
+    const std::string& v = value("--reduction");
+    if (v == "mean")
+      o.reduction = LossReduction::Mean;
+    else if (v == "sum")
+      o.reduction = LossReduction::Sum;
+    else
+      fail("--reduction", fmt::format("unknown reduction '{}' (expected mean or sum)", v));
   }
 
   check_operator(o, padding_lr);
@@ -672,11 +970,13 @@ std::string usage_line() {
 std::string help_text() {
   return usage_line() + R"(
 
-Runs one tensor-parallel window operator (forward, optionally backward) on
-seeded random data, and optionally checks, dumps and times it.
+Runs one tensor-parallel operator (forward, optionally backward) on seeded
+random data, and optionally checks, dumps and times it.
 
 OP: conv | conv_transpose | max_pool | avg_pool | adaptive_avg_pool |
-    adaptive_max_pool | pad
+    adaptive_max_pool | pad | upsample | batch_norm | group_norm |
+    instance_norm | layer_norm | cat | leaky_relu | gelu | silu | sigmoid |
+    tanh | relu | mse_loss | cross_entropy
 
 Common (as dtensor-conv)
   --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
@@ -685,7 +985,9 @@ Common (as dtensor-conv)
                              input placements, one per mesh dim (weight and
                              bias are replicated). Default: the last spatial
                              dims, one per mesh dim
-  --input N,C,W | N,C,H,W | N,C,D,H,W   global input (default 2,4,16,16)
+  --input N,C,W | N,C,H,W | N,C,D,H,W   global input (default 2,4,16,16);
+                             N,C too for the norms (not instance_norm), cat,
+                             the activations and the losses
   --dtype f32|f64|bf16|f16   default f32
   --device cpu|cuda          default cpu
   --seed S                   default 0
@@ -725,6 +1027,30 @@ pad
                              (constant mode only)
   --mode constant|reflect|replicate|circular   default constant
   --value v                  constant mode's value, default 0
+upsample (F.interpolate)
+  --mode nearest|linear      default nearest (linear: bi/trilinear by the dims)
+  --size s[,...]             output size, or
+  --scale f[,...]            scale factor (> 0; output floor(L * f)); one of
+                             --size and --scale is required
+  --align-corners            linear only (default off)
+batch_norm, group_norm, instance_norm, layer_norm (seeded replicated weight
+and bias; batch_norm: seeded replicated running statistics)
+  --num-groups G             group_norm: required, divides C
+  --eps E                    default 1e-5
+  --momentum M               batch_norm: default 0.1
+  --no-affine                no weight and bias
+  --eval                     batch_norm: normalise with the running statistics
+                             (default: training, which updates them)
+cat (K seeded inputs placed alike, equal but along the cat dim)
+  --inputs K                 default 2 (or the number of --channels)
+  --channels c1,...,cK       dim-1 sizes of the inputs (default: C of --input)
+  --cat-dim d                default 1; another dim needs equal --channels
+leaky_relu | gelu | silu | sigmoid | tanh | relu
+  --negative-slope a         leaky_relu: default 0.01
+  --approximate none|tanh    gelu: default none
+mse_loss, cross_entropy (a seeded target placed like the input;
+cross_entropy's: class probabilities, a softmax over dim 1)
+  --reduction mean|sum       default mean; the loss is a 0-d tensor
 Lists take one value (for every spatial dim) or one per spatial dim.
 
 Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),

@@ -20,7 +20,10 @@
 
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/shape.h"
+#include "dtensor/ops/activations.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/losses.h"
+#include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/placement.h"
 #include "tools/dtensor-conv/options.h"
@@ -31,7 +34,31 @@ namespace dtensor::op_cli {
 namespace exit_code = conv_cli::exit_code;
 using conv_cli::UsageError;
 
-enum class OpKind { Conv, ConvTranspose, MaxPool, AvgPool, AdaptiveAvgPool, AdaptiveMaxPool, Pad };
+enum class OpKind {
+  // The window operators.
+  Conv,
+  ConvTranspose,
+  MaxPool,
+  AvgPool,
+  AdaptiveAvgPool,
+  AdaptiveMaxPool,
+  Pad,
+  // The U-Net operators.
+  Upsample,
+  BatchNorm,
+  GroupNorm,
+  InstanceNorm,
+  LayerNorm,
+  Cat,
+  LeakyRelu,
+  Gelu,
+  Silu,
+  Sigmoid,
+  Tanh,
+  Relu,
+  MseLoss,
+  CrossEntropy,
+};
 
 /// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
 std::string_view op_name(OpKind op);
@@ -69,23 +96,65 @@ struct Options {
   std::vector<std::int64_t> output_size;         // adaptive pools (required)
   std::int64_t out_channels = 0;                 // conv, conv_transpose (default C)
   std::int64_t groups = 1;
-  bool bias = true;                          // --no-bias clears it
+  bool bias = true;                          // --no-bias clears it; the norms: equal to `affine`
   std::vector<std::int64_t> output_padding;  // conv_transpose (default 0)
   PaddingMode padding_mode = PaddingMode::Zeros;
   PadMode mode = PadMode::Constant;  // pad
   double value = 0.0;                // pad, constant mode
 
+  // upsample: exactly one of size and scale is filled (one entry per dim).
+  UpsampleMode upsample_mode = UpsampleMode::Nearest;  // --mode nearest|linear
+  std::vector<std::int64_t> size;                      // --size
+  std::vector<double> scale;                           // --scale
+  bool align_corners = false;                          // --align-corners (linear)
+
+  // Normalisations (PyTorch's defaults).
+  std::int64_t num_groups = 0;  // group_norm (required)
+  double eps = 1e-5;
+  double momentum = 0.1;  // batch_norm
+  bool affine = true;     // --no-affine clears it: no weight, no bias
+  bool training = true;   // batch_norm; --eval clears it
+
+  // cat: `inputs` tensors, input k of shape `input` with dim 1 = channels[k]
+  // (`input` itself is input 0's shape once parsed).
+  std::int64_t inputs = 1;             // --inputs (cat: default 2)
+  std::vector<std::int64_t> channels;  // cat: one per input
+  std::int64_t cat_dim = 1;            // resolved to 0..rank-1
+
+  // Activations.
+  double negative_slope = 0.01;                         // leaky_relu
+  GeluApproximate approximate = GeluApproximate::None;  // gelu
+
+  // Losses: a seeded target placed like the input.
+  LossReduction reduction = LossReduction::Mean;
+
   std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
-  /// conv and conv_transpose have a weight (and a bias unless --no-bias).
-  bool has_weight() const { return op == OpKind::Conv || op == OpKind::ConvTranspose; }
-  /// conv: [K, C/g, k...]; conv_transpose: [C, K/g, k...]; empty otherwise.
+  bool is_window() const;      // conv .. pad
+  bool is_norm() const;        // batch_norm, group_norm, instance_norm, layer_norm
+  bool is_activation() const;  // leaky_relu, gelu, silu, sigmoid, tanh, relu
+  bool is_loss() const;        // mse_loss, cross_entropy
+  /// conv and conv_transpose have a weight (and a bias unless --no-bias); so
+  /// do the normalisations unless --no-affine (both or neither).
+  bool has_weight() const;
+  /// batch_norm has running statistics (seeded, replicated).
+  bool has_running_stats() const { return op == OpKind::BatchNorm; }
+  /// The backward starts from a seeded grad_output (the losses' from 1).
+  bool has_grad_output() const { return !is_loss(); }
+  /// conv: [K, C/g, k...]; conv_transpose: [C, K/g, k...]; the norms' [C]
+  /// (layer_norm's [C, spatial...]); empty otherwise.
   Shape weight_shape() const;
-  /// The global output shape, from PyTorch's formulas (computed here).
+  /// conv, conv_transpose: [K]; the norms': the weight's.
+  Shape bias_shape() const;
+  /// Input k's global shape (cat: dim 1 is channels[k]; otherwise `input`).
+  Shape input_shape(std::int64_t k = 0) const;
+  /// The global output shape, from PyTorch's formulas (computed here); a
+  /// loss's is 0-d.
   Shape output_shape() const;
 
   ConvParams conv_params() const;
   ConvTransposeParams conv_transpose_params() const;
   PoolParams pool_params() const;
+  UpsampleParams upsample_params() const;
 };
 
 /// Parses the arguments after argv[0] (OP first or anywhere). Throws

@@ -1,7 +1,14 @@
 #include "tools/dtensor-op/problem.h"
 
+#include "dtensor/ops/activations.h"
+#include "dtensor/ops/cat.h"
 #include "dtensor/ops/convolution.h"
+#include "dtensor/ops/losses.h"
+#include "dtensor/ops/normalization.h"
+#include "dtensor/ops/pointwise.h"
+#include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window_ops.h"
+#include "tools/reference/reference_nn_ops.h"
 
 namespace dtensor::op_cli {
 namespace {
@@ -33,26 +40,122 @@ DTensor whole_on(const DeviceMesh& mesh, const Tensor& t) {
   return DTensor(t, DTensorSpec(mesh, replicated(mesh), t.shape(), t.dtype()));
 }
 
+// This rank's part of the whole tensor `whole` under (mesh, placements), as
+// seeded() places a seeded one (zeros on the non-zero indices of Partial dims).
+DTensor sliced(const DeviceMesh& mesh, const Placements& placements, const Tensor& whole) {
+  DTensorSpec spec(mesh, placements, whole.shape(), whole.dtype());
+  const auto& coord = spec.mesh().get_coordinate();
+  bool zero = false;
+  if (coord)
+    for (std::size_t i = 0; i < placements.size(); ++i)
+      zero = zero || (placements[i].is_partial() && (*coord)[i] != 0);
+  Tensor local;
+  if (zero) {
+    local = Tensor::zeros(spec.local_shape(), whole.dtype());
+  } else {
+    local = whole;
+    const Shape offset = spec.global_offset(), shape = spec.local_shape();
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      local = local.narrow(static_cast<std::int64_t>(d), offset[d], shape[d]);
+    local = local.clone();
+  }
+  return DTensor(local.to(mesh.device()), std::move(spec));
+}
+
 bool is_conv(const Options& o) {
   return o.op == OpKind::Conv;
 }
 
+std::uint64_t input_seed(const Seeds& seeds, std::int64_t k) {
+  return k == 0 ? seeds.input : derived_seed(seeds.input, static_cast<std::uint64_t>(k));
+}
+
+// The whole running statistics, in the run's dtype: mean rand, var 1 + rand / 2.
+Tensor whole_running_mean(const Options& o, const Seeds& seeds) {
+  return Tensor::rand({o.input[1]}, o.dtype, derived_seed(seeds.bias, 101));
+}
+
+Tensor whole_running_var(const Options& o, const Seeds& seeds) {
+  Tensor v = Tensor::rand({o.input[1]}, DType::F64, derived_seed(seeds.bias, 102));
+  for (std::int64_t i = 0; i < v.numel(); ++i)
+    v.data<double>()[i] = 1.0 + v.data<double>()[i] / 2.0;
+  return v.to(o.dtype);
+}
+
+std::uint64_t target_seed(const Seeds& seeds) {
+  return derived_seed(seeds.grad_output, 201);
+}
+
+// cross_entropy's whole target: class probabilities (softmax over dim 1).
+Tensor whole_probabilities(const Options& o, const Seeds& seeds) {
+  return reference::ref_softmax_dim1(Tensor::rand(o.input, DType::F64, target_seed(seeds)))
+      .to(o.dtype);
+}
+
 }  // namespace
 
+std::uint64_t derived_seed(std::uint64_t base, std::uint64_t which) {
+  // splitmix64 of base + which * golden ratio.
+  std::uint64_t z = base + which * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 Operands make_operands(const Options& o, const DeviceMesh& mesh, const Seeds& seeds) {
-  Operands ops{seeded(mesh, o.placements, o.input, o.dtype, seeds.input), std::nullopt,
+  Operands ops{seeded(mesh, o.placements, o.input_shape(0), o.dtype, seeds.input),
+               std::nullopt,
+               std::nullopt,
+               {},
+               std::nullopt,
+               std::nullopt,
                std::nullopt};
   if (o.has_weight()) {
     ops.weight = seeded(mesh, replicated(mesh), o.weight_shape(), o.dtype, seeds.weight);
-    if (o.bias) ops.bias = seeded(mesh, replicated(mesh), {o.out_channels}, o.dtype, seeds.bias);
+    if (o.bias) ops.bias = seeded(mesh, replicated(mesh), o.bias_shape(), o.dtype, seeds.bias);
   }
+  for (std::int64_t k = 1; k < o.inputs; ++k)
+    ops.more_inputs.push_back(
+        seeded(mesh, o.placements, o.input_shape(k), o.dtype, input_seed(seeds, k)));
+  if (o.has_running_stats()) {
+    ops.running_mean = sliced(mesh, replicated(mesh), whole_running_mean(o, seeds));
+    ops.running_var = sliced(mesh, replicated(mesh), whole_running_var(o, seeds));
+  }
+  if (o.op == OpKind::MseLoss)
+    ops.target = seeded(mesh, o.placements, o.input, o.dtype, target_seed(seeds));
+  if (o.op == OpKind::CrossEntropy)
+    ops.target = sliced(mesh, o.placements, whole_probabilities(o, seeds));
   return ops;
 }
 
 Operands local_operands(const Operands& global, const DeviceMesh& own_mesh) {
-  Operands ops{whole_on(own_mesh, global.input.to_local()), std::nullopt, std::nullopt};
+  Operands ops{whole_on(own_mesh, global.input.to_local()),
+               std::nullopt,
+               std::nullopt,
+               {},
+               std::nullopt,
+               std::nullopt,
+               std::nullopt};
   if (global.weight) ops.weight = whole_on(own_mesh, global.weight->to_local());
   if (global.bias) ops.bias = whole_on(own_mesh, global.bias->to_local());
+  // layer_norm's [C, spatial...] parameters: this rank's part of them, as the
+  // library slices a replicated weight for a sharded input.
+  const auto& x = global.input;
+  if (global.weight && global.weight->ndim() + 1 == x.ndim() && global.weight->ndim() > 1) {
+    const Shape offset = x.spec().global_offset(), shape = x.spec().local_shape();
+    for (auto* p : {&ops.weight, &ops.bias}) {
+      if (!*p) continue;
+      Tensor t = (*p)->to_local();
+      for (std::size_t d = 0; d + 1 < shape.size(); ++d)
+        t = t.narrow(static_cast<std::int64_t>(d), offset[d + 1], shape[d + 1]);
+      *p = whole_on(own_mesh, t.contiguous());
+    }
+  }
+  for (const auto& t : global.more_inputs)
+    ops.more_inputs.push_back(whole_on(own_mesh, t.to_local()));
+  if (global.running_mean) ops.running_mean = whole_on(own_mesh, global.running_mean->to_local());
+  if (global.running_var) ops.running_var = whole_on(own_mesh, global.running_var->to_local());
+  if (global.target) ops.target = whole_on(own_mesh, global.target->to_local());
   return ops;
 }
 
@@ -63,28 +166,96 @@ DTensor make_grad_output(const Options& o, const DTensor& output, const Seeds& s
   return seeded(output.mesh(), placements, output.shape(), o.dtype, seeds.grad_output);
 }
 
-DTensor run_forward(const Options& o, const Operands& ops) {
+Forward run_forward(const Options& o, const Operands& ops) {
+  const DTensor& x = ops.input;
   switch (o.op) {
     case OpKind::Conv:
-      return convolution(ops.input, *ops.weight, ops.bias, o.conv_params());
+      return {convolution(x, *ops.weight, ops.bias, o.conv_params())};
     case OpKind::ConvTranspose:
-      return conv_transpose(ops.input, *ops.weight, ops.bias, o.conv_transpose_params());
+      return {conv_transpose(x, *ops.weight, ops.bias, o.conv_transpose_params())};
     case OpKind::MaxPool:
-      return max_pool(ops.input, o.pool_params());
+      return {max_pool(x, o.pool_params())};
     case OpKind::AvgPool:
-      return avg_pool(ops.input, o.pool_params());
+      return {avg_pool(x, o.pool_params())};
     case OpKind::AdaptiveAvgPool:
-      return adaptive_avg_pool(ops.input, o.output_size);
+      return {adaptive_avg_pool(x, o.output_size)};
     case OpKind::AdaptiveMaxPool:
-      return adaptive_max_pool(ops.input, o.output_size);
+      return {adaptive_max_pool(x, o.output_size)};
     case OpKind::Pad:
-      return pad(ops.input, o.padding, o.mode, o.value);
+      return {pad(x, o.padding, o.mode, o.value)};
+    case OpKind::Upsample:
+      return {upsample(x, o.upsample_params())};
+    case OpKind::BatchNorm: {
+      BatchNormResult r = batch_norm(x, ops.weight, ops.bias, ops.running_mean, ops.running_var,
+                                     o.training, o.momentum, o.eps);
+      return {std::move(r.output), std::move(r.running_mean), std::move(r.running_var)};
+    }
+    case OpKind::GroupNorm:
+      return {group_norm(x, o.num_groups, ops.weight, ops.bias, o.eps)};
+    case OpKind::InstanceNorm:
+      return {instance_norm(x, ops.weight, ops.bias, o.eps)};
+    case OpKind::LayerNorm:
+      return {layer_norm(x, ops.weight, ops.bias, o.eps)};
+    case OpKind::Cat: {
+      std::vector<DTensor> all{x};
+      all.insert(all.end(), ops.more_inputs.begin(), ops.more_inputs.end());
+      return {cat(all, o.cat_dim)};
+    }
+    case OpKind::LeakyRelu:
+      return {leaky_relu(x, o.negative_slope)};
+    case OpKind::Gelu:
+      return {gelu(x, o.approximate)};
+    case OpKind::Silu:
+      return {silu(x)};
+    case OpKind::Sigmoid:
+      return {dtensor::sigmoid(x)};
+    case OpKind::Tanh:
+      return {dtensor::tanh(x)};
+    case OpKind::Relu:
+      return {relu(x)};
+    case OpKind::MseLoss:
+      return {mse_loss(x, *ops.target, o.reduction)};
+    case OpKind::CrossEntropy:
+      return {cross_entropy(x, *ops.target, o.reduction)};
   }
   throw std::logic_error("dtensor-op: unknown op");
 }
 
-Grads run_backward(const Options& o, const Operands& ops, const DTensor& gy) {
+Grads run_backward(const Options& o, const Operands& ops, const std::optional<DTensor>& gy_opt) {
   Grads g;
+  const DTensor& x = ops.input;
+  if (o.is_loss()) {
+    g.grad_input = o.op == OpKind::MseLoss
+                       ? mse_loss_backward(x, *ops.target, o.reduction, 1.0)
+                       : cross_entropy_backward(x, *ops.target, o.reduction, 1.0);
+    return g;
+  }
+  const DTensor& gy = gy_opt.value();
+  if (o.is_norm()) {
+    const NormOutputMask mask{true, o.affine, o.affine};
+    NormGrads r;
+    switch (o.op) {
+      case OpKind::BatchNorm:
+        r = batch_norm_backward(gy, x, ops.weight, ops.running_mean, ops.running_var, o.training,
+                                o.eps, mask);
+        break;
+      case OpKind::GroupNorm:
+        r = group_norm_backward(gy, x, o.num_groups, ops.weight, o.eps, mask);
+        break;
+      case OpKind::InstanceNorm:
+        r = instance_norm_backward(gy, x, ops.weight, o.eps, mask);
+        break;
+      default:
+        r = layer_norm_backward(gy, x, ops.weight, o.eps, mask);
+        break;
+    }
+    g.grad_input = std::move(r.grad_input);
+    if (o.affine) {
+      g.grad_weight = std::move(r.grad_weight);
+      g.grad_bias = std::move(r.grad_bias);
+    }
+    return g;
+  }
   if (o.has_weight()) {
     const ConvOutputMask mask{true, true, o.bias};
     const ConvGrads c =
@@ -112,22 +283,64 @@ Grads run_backward(const Options& o, const Operands& ops, const DTensor& gy) {
     case OpKind::Pad:
       g.grad_input = pad_backward(gy, ops.input, o.padding, o.mode);
       break;
+    case OpKind::Upsample:
+      g.grad_input = upsample_backward(gy, x, o.upsample_params());
+      break;
+    case OpKind::Cat: {
+      std::vector<DTensor> all{x};
+      all.insert(all.end(), ops.more_inputs.begin(), ops.more_inputs.end());
+      std::vector<DTensor> pieces = cat_backward(gy, all, o.cat_dim);
+      if (!pieces.empty()) g.grad_input = pieces[0];
+      for (std::size_t k = 1; k < pieces.size(); ++k)
+        g.grad_more_inputs.push_back(pieces[k]);
+      break;
+    }
+    case OpKind::LeakyRelu:
+      g.grad_input = leaky_relu_backward(gy, x, o.negative_slope);
+      break;
+    case OpKind::Gelu:
+      g.grad_input = gelu_backward(gy, x, o.approximate);
+      break;
+    case OpKind::Silu:
+      g.grad_input = silu_backward(gy, x);
+      break;
+    case OpKind::Sigmoid:
+      g.grad_input = sigmoid_backward(gy, x);
+      break;
+    case OpKind::Tanh:
+      g.grad_input = tanh_backward(gy, x);
+      break;
+    case OpKind::Relu:
+      g.grad_input = relu_backward(gy, x);
+      break;
     default:
       break;
   }
   return g;
 }
 
-GlobalTensors gather_global(const Options& o, const Seeds& seeds, const DTensor& output,
+GlobalTensors gather_global(const Options& o, const Seeds& seeds, const Forward& forward,
                             const std::optional<DTensor>& grad_output, const Grads& grads) {
   GlobalTensors g;
-  g.input = Tensor::rand(o.input, o.dtype, seeds.input);
+  g.input = Tensor::rand(o.input_shape(0), o.dtype, seeds.input);
   if (o.has_weight()) {
     g.weight = Tensor::rand(o.weight_shape(), o.dtype, seeds.weight);
-    if (o.bias) g.bias = Tensor::rand({o.out_channels}, o.dtype, seeds.bias);
+    if (o.bias) g.bias = Tensor::rand(o.bias_shape(), o.dtype, seeds.bias);
   }
+  for (std::int64_t k = 1; k < o.inputs; ++k)
+    g.more_inputs.push_back(Tensor::rand(o.input_shape(k), o.dtype, input_seed(seeds, k)));
+  if (o.has_running_stats()) {
+    g.running_mean = whole_running_mean(o, seeds);
+    g.running_var = whole_running_var(o, seeds);
+  }
+  if (o.op == OpKind::MseLoss) g.target = Tensor::rand(o.input, o.dtype, target_seed(seeds));
+  if (o.op == OpKind::CrossEntropy) g.target = whole_probabilities(o, seeds);
   const auto host = [](const DTensor& t) { return t.full_tensor().to(Device::cpu()); };
-  g.output = host(output);
+  g.output = host(forward.output);
+  if (forward.running_mean) g.running_mean_out = host(*forward.running_mean);
+  if (forward.running_var) g.running_var_out = host(*forward.running_var);
+  for (const auto& t : grads.grad_more_inputs)
+    g.grad_more_inputs.push_back(host(t));
   if (grad_output) g.grad_output = Tensor::rand(grad_output->shape(), o.dtype, seeds.grad_output);
   if (grads.grad_input) g.grad_input = host(*grads.grad_input);
   if (grads.grad_weight) g.grad_weight = host(*grads.grad_weight);

@@ -5,10 +5,17 @@
 // Seeded exactly as dtensor-conv (tools/dtensor-conv/problem.h): one seed per
 // tensor derived from --seed (conv_cli::Seeds), and every rank generates
 // exactly its own shard with Tensor::rand_slice, so the data depend only on
-// --seed, never on the number of ranks.
+// --seed, never on the number of ranks. The operands the conv seeds do not
+// cover take seeds derived from them (derived_seed): cat's inputs 1..K-1,
+// batch_norm's running statistics, the losses' target. The running variance
+// is 1 + rand / 2 (in [0.5, 1.5)); cross_entropy's target is the softmax over
+// dim 1 of a seeded tensor (class probabilities), made whole on every rank
+// and sliced to the rank's shard.
 #pragma once
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/placement/dtensor.h"
@@ -20,10 +27,16 @@ namespace dtensor::op_cli {
 using conv_cli::Seeds;
 
 struct Operands {
-  DTensor input;                  // placed as --placements
-  std::optional<DTensor> weight;  // conv, conv_transpose: replicated
-  std::optional<DTensor> bias;    // replicated; none with --no-bias
+  DTensor input;                     // placed as --placements
+  std::optional<DTensor> weight;     // conv, conv_transpose, affine norms: replicated
+  std::optional<DTensor> bias;       // replicated; none with --no-bias / --no-affine
+  std::vector<DTensor> more_inputs;  // cat: inputs 1..K-1, placed as --placements
+  std::optional<DTensor> running_mean, running_var;  // batch_norm: replicated
+  std::optional<DTensor> target;                     // losses: placed as --placements
 };
+
+/// The seed of operand `which` derived from `base` (a splitmix64 step).
+std::uint64_t derived_seed(std::uint64_t base, std::uint64_t which);
 
 /// This rank's operands on `mesh` (a Partial(sum) input dim holds the data
 /// at index 0 of that mesh dim and zeros elsewhere).
@@ -38,24 +51,41 @@ Operands local_operands(const Operands& global, const DeviceMesh& own_mesh);
 /// are Replicate (the gradient of a sum reaches every addend whole).
 DTensor make_grad_output(const Options& o, const DTensor& output, const Seeds& seeds);
 
+/// What the forward returns: the output, and batch_norm's running
+/// statistics to use from now on (updated in training, the inputs in eval).
+struct Forward {
+  Forward(DTensor y, std::optional<DTensor> rm = std::nullopt,
+          std::optional<DTensor> rv = std::nullopt)
+      : output(std::move(y)), running_mean(std::move(rm)), running_var(std::move(rv)) {}
+  DTensor output;
+  std::optional<DTensor> running_mean, running_var;
+};
+
 /// The library's forward of --op on the operands.
-DTensor run_forward(const Options& o, const Operands& ops);
+Forward run_forward(const Options& o, const Operands& ops);
 
 struct Grads {
   std::optional<DTensor> grad_input, grad_weight, grad_bias;
+  std::vector<DTensor> grad_more_inputs;  // cat: of inputs 1..K-1
 };
-/// The library's backward of --op, given grad_output.
-Grads run_backward(const Options& o, const Operands& ops, const DTensor& grad_output);
+/// The library's backward of --op, given grad_output (the losses take none:
+/// the gradient of the loss is 1).
+Grads run_backward(const Options& o, const Operands& ops,
+                   const std::optional<DTensor>& grad_output);
 
 /// The whole tensors, in the run's dtype, on the host. Operands are
 /// regenerated from the seeds; results are gathered (Partial ones reduced).
 struct GlobalTensors {
   Tensor input, weight, bias, grad_output;            // undefined where the op has none
   Tensor output, grad_input, grad_weight, grad_bias;  // grads undefined without --backward
+  std::vector<Tensor> more_inputs, grad_more_inputs;  // cat: inputs 1..K-1 and their grads
+  Tensor running_mean, running_var;                   // batch_norm: before the forward
+  Tensor running_mean_out, running_var_out;           // and after
+  Tensor target;                                      // losses
 };
 
 /// Collective over the mesh (full_tensor() of every result): call on every rank.
-GlobalTensors gather_global(const Options& o, const Seeds& seeds, const DTensor& output,
+GlobalTensors gather_global(const Options& o, const Seeds& seeds, const Forward& forward,
                             const std::optional<DTensor>& grad_output, const Grads& grads);
 
 }  // namespace dtensor::op_cli

@@ -3,11 +3,20 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <optional>
+#include <utility>
+
+#include <CLI/CLI.hpp>
 
 #include "dtensor/core/store_url.h"
 
 namespace dtensor::run {
 namespace {
+
+// A flag given a value ("--bind-cores=1"), set aside for CLI11 as an argument
+// it will not read.
+constexpr char kFlagWithValue = '\x1f';
 
 // Caps that catch typos (-n 40000) before they fork thousands of processes;
 // far above what one host or one job of this library uses.
@@ -69,22 +78,75 @@ void check_store(const std::string& name, const std::string& url) {
 Options parse_options(const std::vector<std::string>& args) {
   Options o;
   std::optional<std::string> nproc_name;  // as spelled, for messages
-  std::string nnodes_name = "--nnodes", node_rank_name = "--node-rank", store_name = "--store";
   bool node_rank_given = false;
-  // Keep scanning after the first mistake so that `--help` anywhere before
-  // PROGRAM still shows the help.
+
+  // CLI11 reads the options ("-n P", "-nP", "--opt value", "--opt=value", the
+  // flag); unknown options are kept aside (remaining()). Reading goes on
+  // after the first mistake so that `--help` anywhere before PROGRAM still
+  // shows the help; the first mistake on the line is the one reported, and
+  // `extras_before` tells whether an unknown option came before it.
+  CLI::App app{"dtensor-run", "dtensor-run"};
+  app.set_help_flag();  // -h and --help are picked out below, with PROGRAM
+  app.allow_extras();
   std::optional<UsageError> first_error;
+  std::size_t extras_before = 0;
   auto attempt = [&](auto&& f) {
     try {
       f();
     } catch (const UsageError& e) {
-      if (!first_error) first_error = e;
+      if (!first_error) {
+        first_error = e;
+        extras_before = app.remaining().size();
+      }
     }
   };
+  auto with_value = [&](const std::string& name, std::function<void(const std::string&)> set) {
+    app.add_option(name,
+                   [&attempt, name, set](const CLI::results_t& r) {
+                     attempt([&] { set(r.back()); });
+                     return true;
+                   })
+        ->trigger_on_parse();
+  };
+  for (const char* name : {"-n", "--nproc-per-node"})
+    with_value(name, [&, name](const std::string& v) {
+      nproc_name = name;
+      o.nproc = parse_count(name, v, 1, kMaxProcs);
+    });
+  with_value("--nnodes",
+             [&](const std::string& v) { o.nnodes = parse_count("--nnodes", v, 1, kMaxNodes); });
+  with_value("--node-rank", [&](const std::string& v) {
+    node_rank_given = true;
+    o.node_rank = parse_count("--node-rank", v, 0, kMaxNodes - 1);
+  });
+  with_value("--store", [&](const std::string& v) {
+    check_store("--store", v);
+    o.store = v;
+  });
+  with_value("--timeout", [&](const std::string& v) {
+    parse_seconds("--timeout", v);
+    o.timeout = v;
+  });
+  with_value("--deadline", [&](const std::string& v) {
+    o.deadline = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::ceil(parse_seconds("--deadline", v) * 1000)));
+  });
+  app.add_flag("--bind-cores", o.bind_cores)->trigger_on_parse();
 
+  // The options end at "--" or at PROGRAM, the first argument that is not an
+  // option nor an option's value: the rest is the program's, "--help"
+  // included. Two spellings are rewritten where CLI11 reads them otherwise:
+  // "--opt=" (an empty value: CLI11 would take the next argument) becomes
+  // "--opt" "", and "--flag=VALUE" (CLI11 would read VALUE as true or false)
+  // becomes an argument it sets aside, refused as an unknown option.
+  std::vector<std::string> line;
   std::size_t i = 0;
-  for (; i < args.size(); ++i) {
+  for (bool is_value = false; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (std::exchange(is_value, false)) {
+      line.push_back(a);
+      continue;
+    }
     if (a == "--") {
       ++i;
       break;
@@ -94,73 +156,47 @@ Options parse_options(const std::vector<std::string>& args) {
       o.help = true;
       continue;
     }
-    if (a == "--bind-cores") {
-      o.bind_cores = true;
-      continue;
+    const auto eq = a.rfind("--", 0) == 0 ? a.find('=') : std::string::npos;
+    const CLI::Option* opt = app.get_option_no_throw(a.substr(0, eq));
+    if (opt && opt->get_expected_max() == 0 && eq != std::string::npos) {
+      line.push_back(kFlagWithValue + a);
+    } else if (opt && eq == std::string::npos) {
+      is_value = opt->get_expected_max() > 0;
+      line.push_back(a);
+    } else if (opt && eq + 1 == a.size()) {
+      line.push_back(a.substr(0, eq));
+      line.emplace_back();
+    } else {
+      line.push_back(a);
     }
-    // Split "--opt=value" and "-nVALUE".
-    std::string name = a;
-    std::optional<std::string> value;
-    if (a.rfind("--", 0) == 0) {
-      if (auto eq = a.find('='); eq != std::string::npos) {
-        name = a.substr(0, eq);
-        value = a.substr(eq + 1);
-      }
-    } else if (a.size() > 2) {
-      name = a.substr(0, 2);
-      value = a.substr(2);
-    }
-    static const char* const kWithValue[] = {
-        "-n", "--nproc-per-node", "--nnodes", "--node-rank", "--store", "--timeout", "--deadline"};
-    bool known = false;
-    for (const char* k : kWithValue)
-      known = known || name == k;
-    if (!known) {
-      attempt([&] { throw UsageError("unknown option '" + a + "'"); });
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) {
-        attempt([&] { throw UsageError(name + ": missing value"); });
-        continue;
-      }
-      value = args[++i];
-    }
-    attempt([&] {
-      if (name == "-n" || name == "--nproc-per-node") {
-        nproc_name = name;
-        o.nproc = parse_count(name, *value, 1, kMaxProcs);
-      } else if (name == "--nnodes") {
-        nnodes_name = name;
-        o.nnodes = parse_count(name, *value, 1, kMaxNodes);
-      } else if (name == "--node-rank") {
-        node_rank_given = true;
-        o.node_rank = parse_count(name, *value, 0, kMaxNodes - 1);
-      } else if (name == "--store") {
-        check_store(name, *value);
-        o.store = *value;
-      } else if (name == "--timeout") {
-        parse_seconds(name, *value);
-        o.timeout = *value;
-      } else if (name == "--deadline") {
-        o.deadline = std::chrono::milliseconds(
-            static_cast<std::int64_t>(std::ceil(parse_seconds(name, *value) * 1000)));
-      }
-    });
   }
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+
+  try {
+    app.parse(std::vector<std::string>(line.rbegin(), line.rend()));  // CLI11 reads from the back
+  } catch (const CLI::ArgumentMismatch&) {
+    // Only the last option can lack its value.
+    attempt([&] { throw UsageError(line.back() + ": missing value"); });
+  } catch (const CLI::ParseError& e) {
+    attempt([&] { throw UsageError(e.what()); });
+  }
   if (o.help) return o;
+  if (const auto extras = app.remaining(); !extras.empty() && (!first_error || extras_before > 0)) {
+    const std::string& a = extras.front();
+    throw UsageError("unknown option '" + (a.rfind(kFlagWithValue, 0) == 0 ? a.substr(1) : a) +
+                     "'");
+  }
   if (first_error) throw *first_error;
 
   if (!nproc_name) throw UsageError("missing -n P: the number of processes to start");
   if (o.command.empty()) throw UsageError("missing PROGRAM: the program each rank runs");
   if (o.node_rank >= o.nnodes)
-    throw UsageError(node_rank_name + " " + std::to_string(o.node_rank) + " must be less than " +
-                     nnodes_name + " " + std::to_string(o.nnodes) +
+    throw UsageError("--node-rank " + std::to_string(o.node_rank) + " must be less than --nnodes " +
+                     std::to_string(o.nnodes) +
                      (node_rank_given && o.nnodes == 1 ? " (did you forget --nnodes?)" : ""));
   if (o.nnodes > 1 && o.store.empty())
     throw UsageError(
-        nnodes_name + " " + std::to_string(o.nnodes) +
+        "--nnodes " + std::to_string(o.nnodes) +
         ": the ranks on all nodes need one store they can all reach, and the default one is "
         "private to this node: pass --store redis://HOST:PORT (or --store file:DIR with DIR on a "
         "shared file system)");

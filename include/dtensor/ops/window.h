@@ -94,7 +94,9 @@ struct WindowDim {
     std::int64_t i0 = 0, i1 = 0;
     double w0 = 1.0, w1 = 0.0;
   };
-  ResampleTap resample_source(std::int64_t length, std::int64_t o) const;
+  /// `backward`: the index PyTorch's backward uses (nearest: it copies at O
+  /// = L and halves at O = 2L, where its forward computes floor(o * scale)).
+  ResampleTap resample_source(std::int64_t length, std::int64_t o, bool backward = false) const;
 
   /// d * (kernel - 1) + 1.
   std::int64_t extent() const { return dilation * (kernel - 1) + 1; }

@@ -1,4 +1,4 @@
-#include "tests/support/multiprocess.h"
+#include "testing/multiprocess.h"
 
 #include <unistd.h>
 
@@ -34,6 +34,15 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The lines Catch2's console reporter starts a rank's output with (the test
+// spec, its banner): the same for every rank, and they would bury the lines
+// that say why the rank failed.
+bool is_catch_preamble(const std::string& line) {
+  return line.empty() || line.rfind("Filters: ", 0) == 0 ||
+         line.find_first_not_of('~') == std::string::npos ||
+         line.find(" is a Catch v") != std::string::npos || line == "Run with -? for options";
 }
 
 std::string self_exe() {
@@ -73,13 +82,27 @@ bool in_rank_process() {
   return std::getenv(kRankVar) != nullptr;
 }
 
+bool JobResult::passed() const {
+  if (deadline_passed) return false;
+  for (const RankResult& r : ranks)
+    if (!r.ok) return false;
+  return true;
+}
+
 std::string JobResult::report() const {
   std::ostringstream os;
   if (deadline_passed) os << "the job passed its deadline\n";
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
+  // The rank that failed first comes first: its output says why (the failed
+  // assertion, the exception); the ranks stopped after it mostly say nothing.
+  std::vector<std::size_t> order;
+  if (first_failed_rank >= 0) order.push_back(static_cast<std::size_t>(first_failed_rank));
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    if (static_cast<int>(r) != first_failed_rank) order.push_back(r);
+  for (std::size_t r : order) {
     const RankResult& rr = ranks[r];
     if (rr.ok) continue;
     os << "rank " << r << " failed: " << rr.status
+       << (static_cast<int>(r) == first_failed_rank && !deadline_passed ? " (first to fail)" : "")
        << (rr.killed_at_deadline ? " (hung: killed at the deadline)" : "")
        << (rr.stopped_after_failure ? " (stopped after another rank failed)" : "") << "\n";
     // The tail is what matters and keeps the report readable.
@@ -88,8 +111,11 @@ std::string JobResult::report() const {
         rr.output.size() > keep ? "...\n" + rr.output.substr(rr.output.size() - keep) : rr.output;
     std::istringstream lines(tail);
     std::string line;
-    while (std::getline(lines, line))
-      os << "  [rank " << r << "] " << line << "\n";
+    bool preamble = true;
+    while (std::getline(lines, line)) {
+      preamble = preamble && is_catch_preamble(line);
+      if (!preamble) os << "  [rank " << r << "] " << line << "\n";
+    }
   }
   return os.str();
 }
@@ -182,10 +208,7 @@ void run_ranks(int world_size, const std::function<void(RankContext&)>& body,
                const RunOptions& options) {
   JobResult res = run_ranks_collect(world_size, body, options);
   if (in_rank_process()) return;
-  bool all_ok = !res.deadline_passed;
-  for (auto& r : res.ranks)
-    all_ok = all_ok && r.ok;
-  if (!all_ok) FAIL(res.report());
+  if (!res.passed()) FAIL(res.report());
 }
 
 }  // namespace dtensor::testing

@@ -1,4 +1,4 @@
-#include "tests/support/registration.h"
+#include "testing/registration.h"
 
 #include <catch2/catch.hpp>
 #include <deque>
