@@ -172,7 +172,11 @@ std::vector<DTensor> forward(OpCall& call) {
   WindowExchange engine(call, x.spec(), c.dims());
   const Tensor window = engine.gather(x.to_local());
   const DTensorSpec& out = call.sharding().output_specs[0];
-  if (c.mode != PadMode::Constant) return {DTensor(window.contiguous(), out)};
+  // The window may be a view of the input (nothing to pad here): the output
+  // must not alias it.
+  if (c.mode != PadMode::Constant)
+    return {DTensor(window.shares_storage_with(x.to_local()) ? window.clone() : window.contiguous(),
+                    out)};
   // (A Partial input comes here only with value 0: the strategies see to it.)
   Tensor y = Tensor::zeros(out.local_shape(), x.dtype(), x.to_local().device());
   if (c.value != 0) y.fill_(c.value);

@@ -59,6 +59,16 @@ std::int64_t total_length(const std::vector<const WindowRun*>& runs) {
   return n;
 }
 
+// The window is a piece of the rank's own shard, in order: every run is its
+// own and forward (a pool whose windows fit the shard, an interior rank with
+// nothing to receive). Then the window is a view and costs no copy.
+bool window_is_own_slice(const HaloRankPlan& me) {
+  if (me.window.offset < me.input.offset || me.window.end() > me.input.end()) return false;
+  for (const auto& r : me.runs)
+    if (r.peer != me.rank || r.order != Order::Forward) return false;
+  return true;
+}
+
 }  // namespace
 
 Tensor gather_runs(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
@@ -67,8 +77,10 @@ Tensor gather_runs(const Tensor& local, std::int64_t dim, const HaloRankPlan& me
             "window exchange: local extent {} along dim {} but the plan owns {}", local.size(dim),
             dim, me.input.length);
   const std::int64_t i0 = me.input.offset;
-  Tensor window = Tensor::empty(with_extent(local.shape(), dim, me.window.length), local.dtype(),
-                                local.device());
+  const bool own_slice = window_is_own_slice(me);
+  Tensor window = own_slice ? local.narrow(dim, me.window.offset - i0, me.window.length)
+                            : Tensor::empty(with_extent(local.shape(), dim, me.window.length),
+                                            local.dtype(), local.device());
   std::vector<P2POp> ops;
   std::vector<std::pair<Tensor, std::vector<const WindowRun*>>> incoming;
   for (auto& [peer, runs] : by_peer(me.runs, me.rank)) {
@@ -95,8 +107,9 @@ Tensor gather_runs(const Tensor& local, std::int64_t dim, const HaloRankPlan& me
     works = group->batch_isend_irecv(ops);
   }
   // Own runs while the messages travel.
-  for (const auto& r : me.runs)
-    if (r.peer == me.rank) write_run(window, dim, r, local.narrow(dim, r.lo - i0, r.length()));
+  if (!own_slice)
+    for (const auto& r : me.runs)
+      if (r.peer == me.rank) write_run(window, dim, r, local.narrow(dim, r.lo - i0, r.length()));
   wait_all(works);
   for (auto& [buf, runs] : incoming) {
     std::int64_t at = 0;
@@ -114,7 +127,11 @@ Tensor scatter_add_runs(const Tensor& grad_window, std::int64_t dim, const HaloR
             "window exchange: gradient extent {} along dim {} but the window is {}",
             grad_window.size(dim), dim, me.window.length);
   const std::int64_t i0 = me.input.offset;
-  Tensor grad = Tensor::zeros(owned_shape, grad_window.dtype(), grad_window.device());
+  // The window is the whole shard and nothing arrives: the gradient is the
+  // window's own (the others' strips still leave).
+  const bool whole_own = window_is_own_slice(me) && me.window == me.input && me.run_sends.empty();
+  Tensor grad = whole_own ? grad_window
+                          : Tensor::zeros(owned_shape, grad_window.dtype(), grad_window.device());
   std::vector<P2POp> ops;
   std::vector<Tensor> outgoing;
   for (auto& [peer, runs] : by_peer(me.runs, me.rank)) {
@@ -140,9 +157,10 @@ Tensor scatter_add_runs(const Tensor& grad_window, std::int64_t dim, const HaloR
     check_arg(group != nullptr, "window", "internal: a one-rank plan exchanges messages");
     works = group->batch_isend_irecv(ops);
   }
-  for (const auto& r : me.runs)
-    if (r.peer == me.rank)
-      grad.narrow(dim, r.lo - i0, r.length()).add_(run_gradient(grad_window, dim, r));
+  if (!whole_own)
+    for (const auto& r : me.runs)
+      if (r.peer == me.rank)
+        grad.narrow(dim, r.lo - i0, r.length()).add_(run_gradient(grad_window, dim, r));
   wait_all(works);
   for (auto& [buf, runs] : incoming) {
     std::int64_t at = 0;

@@ -338,6 +338,21 @@ DTENSOR_TEST_REGISTRAR {
           wide.mode = PadMode::Replicate;
           check_case(wide, {4}, DType::F64);
         });
+        // Where the window is the shard itself (no padding to fetch), the engine
+        // hands out a view: outputs must still be tensors of their own.
+        run_ranks(2, [](RankContext&) {
+          DeviceMesh mesh(DeviceType::CPU, {2});
+          const DTensor x =
+              distribute_tensor(Tensor::rand({1, 2, 8}, DType::F64, 1), mesh, {Shard(2)});
+          for (PadMode m : {PadMode::Reflect, PadMode::Replicate, PadMode::Circular}) {
+            const DTensor y = pad(x, {{0, 0}}, m);
+            CHECK_FALSE(y.to_local().shares_storage_with(x.to_local()));
+          }
+          PoolParams p;
+          p.kernel = {2};
+          CHECK_FALSE(max_pool(x, p).to_local().shares_storage_with(x.to_local()));
+          CHECK_FALSE(avg_pool(x, p).to_local().shares_storage_with(x.to_local()));
+        });
         // Circular on one rank: the ring is the whole dim, as in PyTorch.
         run_ranks(1, [](RankContext&) {
           Case one{Op::Pad, {1, 1, 4, 3}};

@@ -148,7 +148,8 @@ class WindowExchange {
   /// This rank's output shape: local [N, C] of `channels`, output spans.
   Shape local_output_shape(std::int64_t batch, std::int64_t channels) const;
 
-  /// The window of `local` (this rank's shard of the input).
+  /// The window of `local` (this rank's shard of the input). Read it only:
+  /// where the window is a piece of the shard it is a view of `local`.
   Tensor gather(const Tensor& local);
   /// The gradient over the window, summed onto the owners: returns the
   /// gradient of this rank's shard (same shape as gather()'s `local`).
