@@ -108,8 +108,8 @@ void NormCall::validate() const {
     check_arg(grad_output->shape() == x, name, "grad_output: shape {} but the input is {}",
               shape_str(grad_output->shape()), shape_str(x));
     check_arg(grad_output->dtype() == input->dtype(), name,
-              "grad_output: dtype {} differs from the input's {}",
-              dtype_name(grad_output->dtype()), dtype_name(input->dtype()));
+              "grad_output: dtype {} differs from the input's {}", dtype_name(grad_output->dtype()),
+              dtype_name(input->dtype()));
     check_arg(mask.input || mask.weight || mask.bias, name, "mask: asks for no gradient");
   }
   check_param(*this, weight, "weight");
@@ -160,8 +160,14 @@ std::vector<OpArg> encode_batch_norm(const DTensor& input, const std::optional<D
                                      const std::optional<DTensor>& running_mean,
                                      const std::optional<DTensor>& running_var, bool training,
                                      double momentum, double eps) {
-  return {input,         optional_arg(weight), optional_arg(bias), optional_arg(running_mean),
-          optional_arg(running_var), training, momentum,           eps};
+  return {input,
+          optional_arg(weight),
+          optional_arg(bias),
+          optional_arg(running_mean),
+          optional_arg(running_var),
+          training,
+          momentum,
+          eps};
 }
 
 std::vector<OpArg> encode_batch_norm_backward(const DTensor& grad_output, const DTensor& input,

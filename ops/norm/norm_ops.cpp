@@ -1,7 +1,8 @@
 // batch_norm, group_norm, instance_norm and layer_norm, forward and
 // backward: the handlers (redistribute as the strategies say, local moments,
-// one collective for the statistics, the local normalisation; the backward
-// adds one all-reduce of the two gradient sums), their registration and the
+// one collective for the statistics, the local normalisation; the backward's
+// one collective carries the two gradient sums beside the statistics), their
+// registration and the
 // public front ends. Argument layouts: norm_call.h and docs/operators.md.
 #include <algorithm>
 #include <cmath>
@@ -55,7 +56,8 @@ DTensor wrap(const std::vector<double>& v, const DTensorSpec& spec) {
 
 // The most statistics any rank of the mesh holds (for the padded all-gather
 // of a plan over a proper subset of the mesh dims).
-std::int64_t max_local_stats(const NormCall& c, const DTensorSpec& spec, const ReductionPlan& plan) {
+std::int64_t max_local_stats(const NormCall& c, const DTensorSpec& spec,
+                             const ReductionPlan& plan) {
   if (!plan.subset()) return 0;
   const DeviceMesh& mesh = spec.mesh();
   std::int64_t most = 0;
@@ -128,16 +130,51 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   const std::vector<double> x = to_doubles(p.input->to_local());
   const std::vector<double> dy = to_doubles(p.grad_output->to_local());
   const std::vector<double> w = values_of(p.weight);
-  const Stats st = statistics(call, c, p, L, x, nullptr);
+  // One collective per pass: with batch statistics and an input gradient,
+  // the moments and the two gradient sums travel together (the sums taken
+  // around each rank's own mean, shifted to the merged one after); otherwise
+  // the statistics alone, or none.
+  const bool fused = c.mask.input && c.uses_batch_stats();
+  Stats st;
+  Tensor sums;
+  if (fused) {
+    const Tensor moments = local_moments(x, L);
+    const Stats local = stats_from_moments(moments, 0.0);
+    Stats centred = local;  // sum(g * (x - local mean)): invstd 1
+    std::fill(centred.invstd.begin(), centred.invstd.end(), 1.0);
+    const Tensor local_sums = grad_sums(dy, x, L, centred, w);
+    const std::int64_t k = moments.size(0);
+    Tensor packed = Tensor::empty({k, 5}, DType::F64);
+    for (std::int64_t s = 0; s < k; ++s) {
+      double* o = packed.data<double>() + 5 * s;
+      for (int j = 0; j < 3; ++j)
+        o[j] = moments.data<double>()[3 * s + j];
+      o[3] = local_sums.data<double>()[2 * s];
+      o[4] = local_sums.data<double>()[2 * s + 1];
+    }
+    const ReductionPlan plan = plan_reduction(op.kind, p.input->mesh(), p.input->placements());
+    merge_moments_and_grad_sums(call, plan, packed, max_local_stats(c, p.input->spec(), plan));
+    Tensor merged = Tensor::empty({k, 3}, DType::F64);
+    sums = Tensor::empty({k, 2}, DType::F64);
+    for (std::int64_t s = 0; s < k; ++s) {
+      const double* r = packed.data<double>() + 5 * s;
+      for (int j = 0; j < 3; ++j)
+        merged.data<double>()[3 * s + j] = r[j];
+    }
+    st = stats_from_moments(merged, c.eps);
+    for (std::int64_t s = 0; s < k; ++s) {
+      const double* r = packed.data<double>() + 5 * s;
+      sums.data<double>()[2 * s] = r[3];
+      sums.data<double>()[2 * s + 1] = r[4] * st.invstd[static_cast<std::size_t>(s)];
+    }
+  } else {
+    st = statistics(call, c, p, L, x, nullptr);
+  }
   std::vector<DTensor> out;
   std::size_t next = 0;
   if (c.mask.input) {
     std::vector<double> gx;
-    if (c.uses_batch_stats()) {
-      Tensor sums = grad_sums(dy, x, L, st, w);
-      const ReductionPlan plan =
-          plan_reduction(op.kind, p.input->mesh(), p.input->placements());
-      sum_over(call, plan, sums, max_local_stats(c, p.input->spec(), plan));
+    if (fused) {
       gx = grad_input_batch_stats(dy, x, L, st, w, sums);
     } else {
       gx = grad_input_fixed_stats(dy, L, st, w);
@@ -216,15 +253,14 @@ BatchNormResult batch_norm(const DTensor& input, const std::optional<DTensor>& w
 NormGrads batch_norm_backward(const DTensor& grad_output, const DTensor& input,
                               const std::optional<DTensor>& weight,
                               const std::optional<DTensor>& running_mean,
-                              const std::optional<DTensor>& running_var, bool training,
-                              double eps, const NormOutputMask& mask) {
+                              const std::optional<DTensor>& running_var, bool training, double eps,
+                              const NormOutputMask& mask) {
   // Training recomputes the batch statistics: the running ones play no part.
   const std::optional<DTensor> none;
   return grads_of(dispatch(kBatchNorm.backward_name,
-                           encode_batch_norm_backward(grad_output, input, weight,
-                                                      training ? none : running_mean,
-                                                      training ? none : running_var, training,
-                                                      eps, mask)),
+                           encode_batch_norm_backward(
+                               grad_output, input, weight, training ? none : running_mean,
+                               training ? none : running_var, training, eps, mask)),
                   input, mask);
 }
 
@@ -250,10 +286,10 @@ DTensor instance_norm(const DTensor& input, const std::optional<DTensor>& weight
 NormGrads instance_norm_backward(const DTensor& grad_output, const DTensor& input,
                                  const std::optional<DTensor>& weight, double eps,
                                  const NormOutputMask& mask) {
-  return grads_of(dispatch(kInstanceNorm.backward_name,
-                           encode_norm_backward(grad_output, input, std::nullopt, weight, eps,
-                                                mask)),
-                  input, mask);
+  return grads_of(
+      dispatch(kInstanceNorm.backward_name,
+               encode_norm_backward(grad_output, input, std::nullopt, weight, eps, mask)),
+      input, mask);
 }
 
 DTensor layer_norm(const DTensor& input, const std::optional<DTensor>& weight,
@@ -264,10 +300,10 @@ DTensor layer_norm(const DTensor& input, const std::optional<DTensor>& weight,
 NormGrads layer_norm_backward(const DTensor& grad_output, const DTensor& input,
                               const std::optional<DTensor>& weight, double eps,
                               const NormOutputMask& mask) {
-  return grads_of(dispatch(kLayerNorm.backward_name,
-                           encode_norm_backward(grad_output, input, std::nullopt, weight, eps,
-                                                mask)),
-                  input, mask);
+  return grads_of(
+      dispatch(kLayerNorm.backward_name,
+               encode_norm_backward(grad_output, input, std::nullopt, weight, eps, mask)),
+      input, mask);
 }
 
 }  // namespace dtensor

@@ -112,23 +112,40 @@ void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments,
       chan_merge(out + s, in + q * width + s);
 }
 
-void sum_over(OpCall& call, const ReductionPlan& plan, Tensor& sums, std::int64_t max_stats) {
-  const std::int64_t per_stat = sums.dim() > 1 ? sums.size(1) : 1;
-  const std::int64_t width = plan.subset() ? per_stat * max_stats : sums.numel();
+void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed,
+                                 std::int64_t max_stats) {
+  constexpr std::int64_t kWidth = 5;
+  const std::int64_t width = plan.subset() ? kWidth * max_stats : packed.numel();
   if (!plan.communicates() || width == 0) return;
   ProcessGroup& group = plan_group(call, plan);
-  if (!plan.subset()) {
-    group.allreduce(sums, ReduceOp::Sum);
-    return;
+  const Tensor all = gather(group, packed, width);
+  std::vector<int> members;
+  if (plan.subset()) {
+    members = plan_members(call.schema().mesh(), plan);
+  } else {
+    for (int q = 0; q < group.size(); ++q)
+      members.push_back(q);
   }
-  const Tensor all = gather(group, sums, width);
-  const std::int64_t k = sums.numel();
-  double* out = sums.data<double>();
+  const std::int64_t stats = packed.numel() / kWidth;
+  double* out = packed.data<double>();
   const double* in = all.data<double>();
-  std::fill(out, out + k, 0.0);
-  for (int q : plan_members(call.schema().mesh(), plan))
-    for (std::int64_t i = 0; i < k; ++i)
-      out[i] += in[q * width + i];
+  for (std::int64_t s = 0; s < stats; ++s) {
+    double m[3] = {0, 0, 0};  // the moments first: the shift needs the merged mean
+    for (int q : members)
+      chan_merge(m, in + q * width + kWidth * s);
+    double g = 0, h = 0;
+    for (int q : members) {
+      const double* r = in + q * width + kWidth * s;
+      g += r[3];
+      h += r[4] + (r[1] - m[1]) * r[3];
+    }
+    double* o = out + kWidth * s;
+    o[0] = m[0];
+    o[1] = m[1];
+    o[2] = m[2];
+    o[3] = g;
+    o[4] = h;
+  }
 }
 
 }  // namespace dtensor::norm

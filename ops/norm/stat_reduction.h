@@ -4,16 +4,18 @@
 // and which mesh dims shard them; the ranks that differ only on those mesh
 // dims hold parts of the same statistics, laid out alike (they agree on
 // every other mesh coordinate, so on which samples, channels and groups they
-// hold). The two reductions then run as ONE collective each over the group
-// those mesh dims span:
+// hold). Each pass then runs ONE collective over the group those mesh dims
+// span:
 //
-//   merge_moments  (count, mean, M2) of every statistic, one f64 record per
-//                  statistic: an all-gather of the records, merged with
-//                  Chan's parallel update in rank order (no cancellation, and
-//                  every rank merges the same records in the same order, so
-//                  all hold bitwise the same statistics);
-//   sum_over       f64 sums (the backward's sum(g) and sum(g * xhat)): one
-//                  all-reduce.
+//   merge_moments  the forward: (count, mean, M2) of every statistic, one f64
+//                  record per statistic: an all-gather of the records, merged
+//                  with Chan's parallel update in rank order (no
+//                  cancellation, and every rank merges the same records in
+//                  the same order, so all hold bitwise the same statistics);
+//   merge_moments_and_grad_sums
+//                  the backward: the same records with the two gradient sums
+//                  beside them, taken around each rank's own mean and shifted
+//                  to the merged one.
 //
 // The group: the mesh dim's own group when one mesh dim shards the reduced
 // dims; the mesh's group when they are all of the mesh's dims of size > 1;
@@ -58,9 +60,14 @@ ReductionPlan plan_reduction(NormKind kind, const DeviceMesh& mesh, const Placem
 void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments,
                    std::int64_t max_stats);
 
-/// `sums`: f64, contiguous, [statistics, k]; replaced by its sum over the
-/// plan's ranks. `max_stats` as for merge_moments.
-void sum_over(OpCall& call, const ReductionPlan& plan, Tensor& sums, std::int64_t max_stats);
+/// The backward's one collective: `packed` is [statistics, 5] = (count,
+/// mean, M2, sum(g), sum(g * (x - local mean))) of this rank. On return the
+/// first three are the merged moments (Chan), the fourth the total sum(g),
+/// the fifth the total sum(g * (x - merged mean)): each rank's centred sum
+/// shifted to the merged mean, sum(g * (x - M)) = H_r + (m_r - M) * G_r, so
+/// nothing cancels when the mean is far from zero.
+void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed,
+                                 std::int64_t max_stats);
 
 /// Chan's update: (n, mean, M2) of a and b together, into a.
 void chan_merge(double* a, const double* b);
