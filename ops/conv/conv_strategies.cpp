@@ -33,20 +33,13 @@ std::vector<Row> rows_for(std::int64_t spatial_dims, std::int64_t groups) {
 template <typename Build>
 std::vector<ShardingStrategy> combine(std::int64_t mesh_ndim, const std::vector<Row>& rows,
                                       Build build) {
-  std::vector<ShardingStrategy> out;
-  detail::for_each_combination(mesh_ndim, rows.size(), [&](const std::vector<std::size_t>& idx) {
-    std::vector<const Row*> pick;
-    bool ok = true;
-    for (std::int64_t m = 0; m < mesh_ndim; ++m) {
-      const Row* r = &rows[idx[m]];
-      for (const Row* prev : pick)
-        ok = ok && !(r->role == MeshDimRole::Spatial && prev->role == MeshDimRole::Spatial &&
-                     r->input == prev->input);
-      pick.push_back(r);
-    }
-    if (ok) out.push_back(build(pick));
-  });
-  return out;
+  return detail::combine_rows(
+      mesh_ndim, rows,
+      [](const Row& a, const Row& b) {
+        return a.role == MeshDimRole::Spatial && b.role == MeshDimRole::Spatial &&
+               a.input == b.input;
+      },
+      build);
 }
 
 }  // namespace

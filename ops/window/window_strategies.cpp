@@ -11,18 +11,17 @@ std::vector<ShardingStrategy> per_channel_strategies(std::int64_t mesh_ndim, std
     rows.push_back(Shard(d));
   rows.push_back(Replicate());
   if (linear && inputs == 1) rows.push_back(Partial());
-  std::vector<ShardingStrategy> out;
-  detail::for_each_combination(mesh_ndim, rows.size(), [&](const std::vector<std::size_t>& idx) {
-    Placements pick;
-    for (std::int64_t m = 0; m < mesh_ndim; ++m) {
-      const Placement& p = rows[idx[static_cast<std::size_t>(m)]];
-      for (const Placement& q : pick)
-        if (p.is_shard() && q.is_shard() && p.dim() == q.dim()) return;
-      pick.push_back(p);
-    }
-    out.push_back({std::vector<Placements>(inputs, pick), {pick}});
-  });
-  return out;
+  return detail::combine_rows(
+      mesh_ndim, rows,
+      [](const Placement& a, const Placement& b) {
+        return a.is_shard() && b.is_shard() && a.dim() == b.dim();
+      },
+      [inputs](const std::vector<const Placement*>& pick) {
+        Placements p;
+        for (const Placement* q : pick)
+          p.push_back(*q);
+        return ShardingStrategy{std::vector<Placements>(inputs, p), {p}};
+      });
 }
 
 }  // namespace dtensor::window
