@@ -13,6 +13,7 @@
 #include "dtensor/ops/cat.h"
 #include "dtensor/ops/dispatch.h"
 #include "ops/detail/agreed_front_end.h"
+#include "ops/detail/local_result.h"
 
 namespace dtensor {
 namespace {
@@ -99,11 +100,7 @@ std::vector<DTensor> cat_handler(OpCall& call) {
   for (const DTensor& x : inputs)
     parts.push_back(x.to_local());
   const DTensorSpec& spec = call.sharding().output_specs[0];
-  Tensor y = local_cat(parts, d);
-  check_arg(y.shape() == spec.local_shape(), kOp,
-            "internal: local result {} but the spec {} needs {}", shape_str(y.shape()), spec.str(),
-            shape_str(spec.local_shape()));
-  return {DTensor(std::move(y), spec)};
+  return {detail::wrap_checked(local_cat(parts, d), spec, kOp)};
 }
 
 // ---- cat_backward ----

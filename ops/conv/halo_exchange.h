@@ -1,9 +1,9 @@
 // Moving halos along one sharded spatial dim (docs/design.md §5), over the group
 // of the mesh dim that shards it. The convolution handler calls these; they
 // know ranges and a ProcessGroup, never sockets. Every message goes with the
-// caller's `tag`: the convolution handlers pass their call's own
-// (OpCall::message_tag), so an exchange may be posted before the call's
-// agreement check is confirmed.
+// caller's `tag`: the convolution handlers pass a stream number and the
+// call's group (OpCall::group) moves it into the call's own tag space, so an
+// exchange may be posted before the call's agreement check is confirmed.
 #pragma once
 
 #include <cstdint>

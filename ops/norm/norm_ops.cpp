@@ -11,6 +11,7 @@
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/normalization.h"
 #include "ops/detail/placed_like_input.h"
+#include "ops/detail/local_result.h"
 #include "ops/norm/norm_call.h"
 #include "ops/norm/norm_kernels.h"
 #include "ops/norm/norm_strategies.h"
@@ -43,11 +44,6 @@ struct Placed {
 
 std::vector<double> values_of(const DTensor* t) {
   return t ? to_doubles(t->to_local()) : std::vector<double>{};
-}
-
-void check_device(const DTensor& x, const char* op) {
-  check_arg(x.to_local().device().type == DeviceType::CPU, op,
-            "input: {} runs on CPU tensors (this one is on {})", op, x.to_local().device().str());
 }
 
 DTensor wrap(const std::vector<double>& v, const DTensorSpec& spec) {
@@ -93,7 +89,7 @@ std::vector<DTensor> forward(OpCall& call, const NormOp& op) {
   const NormCall c = NormCall::decode(call.schema(), op, false);
   const auto inputs = call.redistributed_inputs();
   const Placed p = Placed::of(c, inputs);
-  check_device(*p.input, op.name);
+  detail::require_cpu(*p.input, op.name);
   const auto& out_specs = call.sharding().output_specs;
   const LocalLayout L =
       LocalLayout::of(op.kind, p.input->to_local().shape(), p.input->shape()[1], c.num_groups);
@@ -123,7 +119,7 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   const NormCall c = NormCall::decode(call.schema(), op, true);
   const auto inputs = call.redistributed_inputs();
   const Placed p = Placed::of(c, inputs);
-  check_device(*p.input, op.backward_name);
+  detail::require_cpu(*p.input, op.backward_name);
   const auto& out_specs = call.sharding().output_specs;
   const LocalLayout L =
       LocalLayout::of(op.kind, p.input->to_local().shape(), p.input->shape()[1], c.num_groups);

@@ -192,10 +192,7 @@ std::vector<DTensor> backward(OpCall& call) {
   WindowExchange engine(call, x.spec(), c.dims());
   Tensor grad_window = gy.to_local();
   if (c.mode == PadMode::Constant) {
-    Shape ws{x.to_local().size(0), x.to_local().size(1)};
-    for (const auto& s : engine.spans())
-      ws.push_back(s.length);
-    grad_window = Tensor::zeros(ws, gy.dtype(), gy.to_local().device());
+    grad_window = Tensor::zeros(engine.local_window_shape(), gy.dtype(), gy.to_local().device());
     if (const auto box = inside(c, engine))
       narrow_box(grad_window, *box, 1).copy_(narrow_box(gy.to_local(), *box, 0));
   }

@@ -17,6 +17,7 @@
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
 #include "ops/detail/agreed_front_end.h"
+#include "ops/detail/local_result.h"
 #include "ops/window/pool_kernels.h"
 #include "ops/window/window_strategies.h"
 
@@ -161,12 +162,6 @@ void check_pool(const PoolCall& c, const PoolOp& op) {
     check_arg(*p.divisor_override != 0, op.name, "divisor_override: must not be zero");
 }
 
-void check_device(const DTensor& x, const PoolOp& op) {
-  check_arg(x.to_local().device().type == DeviceType::CPU, op.name,
-            "input: {} runs on CPU tensors (this one is on {})", op.name,
-            x.to_local().device().str());
-}
-
 std::vector<PoolTaps> taps_of(const WindowExchange& engine, const std::vector<WindowDim>& dims,
                               const Shape& input) {
   std::vector<PoolTaps> out;
@@ -180,25 +175,18 @@ AvgDivisor divisor_of(const PoolCall& c, const PoolOp& op) {
   return {c.params.count_include_pad, c.params.divisor_override};
 }
 
-DTensor checked(const Tensor& local, const DTensorSpec& spec, const PoolOp& op) {
-  check_arg(local.shape() == spec.local_shape(), op.name,
-            "internal: local result {} but the spec {} needs {}", shape_str(local.shape()),
-            spec.str(), shape_str(spec.local_shape()));
-  return DTensor(local, spec);
-}
-
 std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
   const PoolCall c = PoolCall::decode(call.schema(), op, false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
-  check_device(x, op);
+  detail::require_cpu(x, op.name);
   const auto dims = c.dims(op);
   WindowExchange engine(call, x.spec(), dims);
   const Tensor window = engine.gather(x.to_local());
   const auto taps = taps_of(engine, dims, x.shape());
   const Tensor y = op.reduce == Reduce::Max ? max_pool_forward(window, taps)
                                             : avg_pool_forward(window, taps, divisor_of(c, op));
-  return {checked(y, call.sharding().output_specs[0], op)};
+  return {detail::wrap_checked(y, call.sharding().output_specs[0], op.name)};
 }
 
 std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
@@ -206,7 +194,7 @@ std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
-  check_device(x, op);
+  detail::require_cpu(x, op.name);
   const auto dims = c.dims(op);
   WindowExchange engine(call, x.spec(), dims);
   const auto taps = taps_of(engine, dims, x.shape());
@@ -214,12 +202,11 @@ std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
   if (op.reduce == Reduce::Max) {
     grad_window = max_pool_backward(engine.gather(x.to_local()), gy.to_local(), taps);
   } else {  // the values are not needed: only where the window lies
-    Shape ws{x.to_local().size(0), x.to_local().size(1)};
-    for (const auto& s : engine.spans())
-      ws.push_back(s.length);
-    grad_window = avg_pool_backward(gy.to_local(), ws, taps, divisor_of(c, op));
+    grad_window =
+        avg_pool_backward(gy.to_local(), engine.local_window_shape(), taps, divisor_of(c, op));
   }
-  return {checked(engine.scatter_add(grad_window), call.sharding().output_specs[0], op)};
+  return {detail::wrap_checked(engine.scatter_add(grad_window), call.sharding().output_specs[0],
+                               op.name)};
 }
 
 void register_pool(const PoolOp& op) {

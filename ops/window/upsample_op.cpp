@@ -20,6 +20,7 @@
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window.h"
 #include "ops/detail/agreed_front_end.h"
+#include "ops/detail/local_result.h"
 #include "ops/detail/placed_like_input.h"
 #include "ops/window/upsample_kernels.h"
 #include "ops/window/window_strategies.h"
@@ -91,11 +92,6 @@ void check_upsample(const UpsampleCall& c) {
   }
 }
 
-void check_device(const DTensor& x) {
-  check_arg(x.to_local().device().type == DeviceType::CPU, kOp,
-            "input: upsample runs on CPU tensors (this one is on {})", x.to_local().device().str());
-}
-
 std::vector<ResampleTaps> taps_of(const WindowExchange& engine, const std::vector<WindowDim>& dims,
                                   const Shape& input, bool backward) {
   std::vector<ResampleTaps> out;
@@ -104,23 +100,16 @@ std::vector<ResampleTaps> taps_of(const WindowExchange& engine, const std::vecto
   return out;
 }
 
-DTensor checked(const Tensor& local, const DTensorSpec& spec) {
-  check_arg(local.shape() == spec.local_shape(), kOp,
-            "internal: local result {} but the spec {} needs {}", shape_str(local.shape()),
-            spec.str(), shape_str(spec.local_shape()));
-  return DTensor(local, spec);
-}
-
 std::vector<DTensor> forward(OpCall& call) {
   const UpsampleCall c = UpsampleCall::decode(call.schema(), false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
-  check_device(x);
+  detail::require_cpu(x, kOp);
   const auto dims = c.dims();
   WindowExchange engine(call, x.spec(), dims);
   const Tensor window = engine.gather(x.to_local());
   const Tensor y = upsample_forward(window, taps_of(engine, dims, x.shape(), false));
-  return {checked(y, call.sharding().output_specs[0])};
+  return {detail::wrap_checked(y, call.sharding().output_specs[0], kOp)};
 }
 
 std::vector<DTensor> backward(OpCall& call) {
@@ -128,14 +117,12 @@ std::vector<DTensor> backward(OpCall& call) {
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
-  check_device(gy);
+  detail::require_cpu(gy, kOp);
   const auto dims = c.dims();
   WindowExchange engine(call, x.spec(), dims);
-  Shape ws{x.to_local().size(0), x.to_local().size(1)};
-  for (const auto& s : engine.spans())
-    ws.push_back(s.length);
-  const Tensor gw = upsample_backward(gy.to_local(), ws, taps_of(engine, dims, x.shape(), true));
-  return {checked(engine.scatter_add(gw), call.sharding().output_specs[0])};
+  const Tensor gw = upsample_backward(gy.to_local(), engine.local_window_shape(),
+                                      taps_of(engine, dims, x.shape(), true));
+  return {detail::wrap_checked(engine.scatter_add(gw), call.sharding().output_specs[0], kOp)};
 }
 
 struct Registrar {

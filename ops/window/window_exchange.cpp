@@ -80,13 +80,6 @@ WindowExchange::WindowExchange(OpCall& call, const DTensorSpec& input, std::vect
 
 WindowExchange::~WindowExchange() = default;
 
-std::vector<std::int64_t> WindowExchange::output_lengths() const {
-  std::vector<std::int64_t> out(spans_.size());
-  for (const auto& d : dims_)
-    out[static_cast<std::size_t>(d->tensor_dim - 2)] = d->plan.output_length();
-  return out;
-}
-
 Shape WindowExchange::local_output_shape(std::int64_t batch, std::int64_t channels) const {
   Shape out{batch, channels};
   for (const auto& s : spans_)
@@ -107,6 +100,13 @@ void WindowExchange::confirm_if_silent() {
                                  [&](const WindowRun& r) { return r.peer != d->me().rank; })))
       return;
   call_.confirm_agreement();
+}
+
+Shape WindowExchange::local_window_shape() const {
+  Shape out = local_shape_;
+  for (const auto& s : spans_)
+    out[static_cast<std::size_t>(s.tensor_dim)] = s.length;
+  return out;
 }
 
 Tensor WindowExchange::gather(const Tensor& local) {

@@ -143,10 +143,11 @@ class WindowExchange {
   const std::vector<WindowSpan>& spans() const { return spans_; }
   /// Whether this rank has any output (false when a sharded dim leaves it none).
   bool has_output() const { return has_output_; }
-  /// The global output extents per spatial dim.
-  std::vector<std::int64_t> output_lengths() const;
   /// This rank's output shape: local [N, C] of `channels`, output spans.
   Shape local_output_shape(std::int64_t batch, std::int64_t channels) const;
+  /// The shape of the window gather() returns (and scatter_add() takes):
+  /// the local shard's, with each spatial dim's window length.
+  Shape local_window_shape() const;
 
   /// The window of `local` (this rank's shard of the input). Read it only:
   /// where the window is a piece of the shard it is a view of `local`.
