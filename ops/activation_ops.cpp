@@ -13,6 +13,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/activations.h"
 #include "dtensor/ops/dispatch.h"
+#include "ops/autograd/backward_helpers.h"
 
 namespace dtensor {
 namespace {
@@ -78,7 +79,9 @@ OpDef make_def(std::string name, bool backward) {
 struct Registrar {
   Registrar() {
     for (const char* op : {"leaky_relu", "gelu", "silu", "sigmoid", "tanh"}) {
-      register_op(make_def(op, false));
+      OpDef forward = make_def(op, false);
+      forward.backward = autograd::detail::via_backward_op(std::string(op) + "_backward");
+      register_op(forward);
       register_op(make_def(std::string(op) + "_backward", true));
     }
   }

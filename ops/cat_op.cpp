@@ -12,6 +12,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/cat.h"
 #include "dtensor/ops/dispatch.h"
+#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
 
@@ -167,6 +168,16 @@ struct Registrar {
     fwd.signatures = [](const OpSchema& s) {
       const CatCall c = CatCall::decode(s);
       return signatures(c.inputs.size(), 1, c.inputs[0]->ndim(), c.cat_dim());
+    };
+    // Each input's gradient is its piece of grad_output (the engine places
+    // it like the input).
+    fwd.backward = [](const BackwardCall& c) {
+      const CatCall f = CatCall::decode(c.forward);
+      IntList sizes;
+      for (const DTensor* x : f.inputs)
+        sizes.push_back(x->shape()[static_cast<std::size_t>(f.cat_dim())]);
+      auto pieces = dispatch(kBackward, {autograd::detail::grad_of_output(c), sizes, f.cat_dim()});
+      return std::vector<std::optional<DTensor>>(pieces.begin(), pieces.end());
     };
     register_op(fwd);
     register_op_handler(kOp, cat_handler);

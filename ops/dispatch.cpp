@@ -9,7 +9,9 @@
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/ops/autograd.h"
 #include "dtensor/placement/redistribute.h"
+#include "ops/autograd/recorded_nodes.h"
 #include "ops/call_scoped_group.h"
 #include "ops/detail/combinations.h"
 #include "ops/detail/plugin_fingerprint.h"
@@ -231,8 +233,8 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
   return outs;
 }
 
-std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
-  ++stats().calls;
+namespace {
+std::vector<DTensor> dispatch_untracked(const std::string& op, std::vector<OpArg> args) {
   OpSchema schema(op, std::move(args));
   const DeviceMesh& mesh = schema.mesh();
   // All ranks must be making the same call. The check is posted first and
@@ -265,6 +267,23 @@ std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
     if (!call.agreement_settled()) call.confirm_agreement();  // throws a disagreement first
     throw;
   }
+}
+}  // namespace
+
+std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
+  ++stats().calls;
+  if (!autograd::detail::should_record(op, args)) {
+    // What a handler calls is part of its operator, never recorded on its own.
+    NoGradGuard inside_the_operator;
+    return dispatch_untracked(op, std::move(args));
+  }
+  std::vector<OpArg> saved = args;  // DTensors share their data: no copy
+  std::vector<DTensor> outs;
+  {
+    NoGradGuard inside_the_operator;
+    outs = dispatch_untracked(op, std::move(args));
+  }
+  return autograd::detail::record_dispatch(op, std::move(saved), std::move(outs));
 }
 
 DispatchStats dispatch_stats() {

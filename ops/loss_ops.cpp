@@ -18,6 +18,8 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/losses.h"
+#include "dtensor/ops/pointwise.h"
+#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/placed_like_input.h"
 
 namespace dtensor {
@@ -166,6 +168,28 @@ std::vector<DTensor> loss_handler(OpCall& call) {
   return {DTensor(out, call.sharding().output_specs[0])};
 }
 
+// The gradient of a loss call: the "<op>_backward" operator with the loss's
+// gradient as its scalar factor; the target's is the negated input's for
+// mse (for cross_entropy it is not provided).
+std::vector<std::optional<DTensor>> loss_backward(const BackwardCall& c) {
+  const std::string& op = c.forward.op();
+  const DTensor& input = c.forward.dtensor(0);
+  std::vector<std::optional<DTensor>> grads(2);
+  if (!c.needs_input_grad[0] && !c.needs_input_grad[1]) return grads;
+  if (c.needs_input_grad[1] && op != "mse_loss")
+    throw NotSupported(op, "the gradient with respect to the target is not provided");
+  Placements all(static_cast<std::size_t>(input.mesh().ndim()), Replicate());
+  const DTensor& g = autograd::detail::grad_of_output(c);
+  const double factor =
+      (g.placements() == all ? g : g.redistribute(g.mesh(), all)).to_local().item_flat(0);
+  DTensor gi = detail::placed_like_input(
+      dispatch(op + "_backward", {input, c.forward.dtensor(1), c.forward.text(2), factor}).at(0),
+      input);
+  if (c.needs_input_grad[1]) grads[1] = scale(gi, -1.0);
+  if (c.needs_input_grad[0]) grads[0] = std::move(gi);
+  return grads;
+}
+
 struct Registrar {
   Registrar() {
     for (const char* op :
@@ -175,6 +199,8 @@ struct Registrar {
       d.validate = check_loss;
       d.output_meta = loss_meta;
       d.signatures = loss_signatures;
+      if (std::string_view(op).find("_backward") == std::string_view::npos)
+        d.backward = loss_backward;
       register_op(d);
       register_op_handler(op, loss_handler);
     }

@@ -7,6 +7,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/pointwise.h"
+#include "ops/autograd/backward_helpers.h"
 
 namespace dtensor {
 namespace {
@@ -70,20 +71,62 @@ void scalar_second(const OpSchema& s) {
 }
 void no_checks(const OpSchema&) {}
 
+// ---- gradients ----
+using autograd::detail::grad_of_output;
+using Grads = std::vector<std::optional<DTensor>>;
+
+Grads add_backward(const BackwardCall& c) {
+  const DTensor& g = grad_of_output(c);
+  return {c.needs_input_grad[0] ? std::optional(g) : std::nullopt,
+          c.needs_input_grad[1] ? std::optional(g) : std::nullopt};
+}
+Grads mul_backward(const BackwardCall& c) {
+  const DTensor& g = grad_of_output(c);
+  Grads out(2);
+  if (c.needs_input_grad[0]) out[0] = mul(g, c.forward.dtensor(1));
+  if (c.needs_input_grad[1]) out[1] = mul(g, c.forward.dtensor(0));
+  return out;
+}
+Grads scale_backward(const BackwardCall& c) {
+  return {scale(grad_of_output(c), c.forward.scalar(1))};
+}
+Grads sum_backward(const BackwardCall& c) {
+  return {autograd::detail::broadcast_scalar_gradient(grad_of_output(c),
+                                                      c.forward.dtensor(0).spec(), 1.0)};
+}
+Grads mean_backward(const BackwardCall& c) {
+  const auto n = shape_numel(c.forward.dtensor(0).shape());
+  return {autograd::detail::broadcast_scalar_gradient(
+      grad_of_output(c), c.forward.dtensor(0).spec(), 1.0 / static_cast<double>(n))};
+}
+
+OpDef with_backward(OpDef d, BackwardFunction b) {
+  d.backward = std::move(b);
+  return d;
+}
+
 struct Registrar {
   Registrar() {
     const ShardingSignature pp_p{{Partial(), Partial()}, {Partial()}};
     const ShardingSignature pr_p{{Partial(), Replicate()}, {Partial()}};
     const ShardingSignature rp_p{{Replicate(), Partial()}, {Partial()}};
     const ShardingSignature p_p{{Partial()}, {Partial()}};
-    register_op(make_def("add", same_shapes, same_as_input, shard_or_replicate(2, {pp_p})));
-    register_op(make_def("mul", same_shapes, same_as_input, shard_or_replicate(2, {pr_p, rp_p})));
-    register_op(make_def("scale", scalar_second, same_as_input, shard_or_replicate(1, {p_p})));
-    register_op(make_def("relu", no_checks, same_as_input, shard_or_replicate(1, {})));
+    register_op(with_backward(
+        make_def("add", same_shapes, same_as_input, shard_or_replicate(2, {pp_p})), add_backward));
+    register_op(with_backward(
+        make_def("mul", same_shapes, same_as_input, shard_or_replicate(2, {pr_p, rp_p})),
+        mul_backward));
+    register_op(
+        with_backward(make_def("scale", scalar_second, same_as_input, shard_or_replicate(1, {p_p})),
+                      scale_backward));
+    register_op(with_backward(make_def("relu", no_checks, same_as_input, shard_or_replicate(1, {})),
+                              autograd::detail::via_backward_op("relu_backward")));
     register_op(
         make_def("relu_backward", same_shapes, same_as_input, shard_or_replicate(2, {pr_p})));
-    register_op(make_def("sum", no_checks, scalar_output, reduction_signatures));
-    register_op(make_def("mean", no_checks, scalar_output, reduction_signatures));
+    register_op(with_backward(make_def("sum", no_checks, scalar_output, reduction_signatures),
+                              sum_backward));
+    register_op(with_backward(make_def("mean", no_checks, scalar_output, reduction_signatures),
+                              mean_backward));
   }
 };
 const Registrar registrar;

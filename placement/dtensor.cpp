@@ -196,7 +196,43 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
     cur = apply_redistribute_step(cur, cur_spec, next, step);
     cur_spec = next;
   }
-  return DTensor(cur, cur_spec);
+  DTensor out(cur, cur_spec);
+  if (requires_grad() && detail::redistribute_recorder())
+    return detail::redistribute_recorder()(*this, std::move(out));
+  return out;
+}
+
+DTensor& DTensor::requires_grad_(bool enabled) {
+  if (!enabled && !is_leaf())
+    throw InvalidArgument(
+        "requires_grad",
+        "requires_grad_(false) on the result of a recorded operator: detach() it instead");
+  if (!autograd_) {
+    if (!enabled) return *this;
+    autograd_ = std::make_shared<AutogradMeta>();
+  }
+  autograd_->requires_grad = enabled;
+  return *this;
+}
+
+std::optional<DTensor> DTensor::grad() const {
+  if (!autograd_ || !autograd_->grad) return std::nullopt;
+  return *autograd_->grad;
+}
+
+void DTensor::set_grad(const std::optional<DTensor>& grad) {
+  if (!grad) {
+    if (autograd_) autograd_->grad.reset();
+    return;
+  }
+  check_arg(grad->spec() == spec_, "grad", "set_grad: the gradient is {} but the tensor is {}",
+            grad->spec().str(), spec_.str());
+  if (!autograd_) autograd_ = std::make_shared<AutogradMeta>();
+  autograd_->grad = std::make_shared<DTensor>(grad->detach());
+}
+
+std::shared_ptr<autograd::Node> DTensor::grad_fn() const {
+  return autograd_ ? autograd_->grad_fn : nullptr;
 }
 
 Tensor DTensor::full_tensor() const {

@@ -10,8 +10,9 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/normalization.h"
-#include "ops/detail/placed_like_input.h"
+#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/local_result.h"
+#include "ops/detail/placed_like_input.h"
 #include "ops/norm/norm_call.h"
 #include "ops/norm/norm_kernels.h"
 #include "ops/norm/norm_strategies.h"
@@ -186,6 +187,48 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   return out;
 }
 
+// The gradients of a recorded forward, by the DTensor arguments' positions
+// (input, weight, bias; running statistics get none).
+std::vector<std::optional<DTensor>> autograd_backward(const ::dtensor::BackwardCall& c,
+                                                      const NormOp& op) {
+  const NormCall f = NormCall::decode(c.forward, op, false);
+  const auto& pos = c.forward.dtensor_positions();
+  auto index_of = [&](const DTensor* t) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; t && i < pos.size(); ++i)
+      if (&c.forward.dtensor(pos[i]) == t) return i;
+    return std::nullopt;
+  };
+  const auto in = index_of(f.input), w = index_of(f.weight), b = index_of(f.bias);
+  NormOutputMask mask;
+  mask.input = c.needs_input_grad.at(*in);
+  mask.weight = w && c.needs_input_grad.at(*w);
+  mask.bias = b && c.needs_input_grad.at(*b);
+  std::vector<std::optional<DTensor>> out(pos.size());
+  if (!mask.input && !mask.weight && !mask.bias) return out;
+  const DTensor& g = autograd::detail::grad_of_output(c);
+  auto opt = [](const DTensor* t) { return t ? std::optional<DTensor>(*t) : std::nullopt; };
+  NormGrads grads;
+  switch (op.kind) {
+    case NormKind::Batch:
+      grads = batch_norm_backward(g, *f.input, opt(f.weight), opt(f.running_mean),
+                                  opt(f.running_var), f.training, f.eps, mask);
+      break;
+    case NormKind::Group:
+      grads = group_norm_backward(g, *f.input, f.num_groups, opt(f.weight), f.eps, mask);
+      break;
+    case NormKind::Instance:
+      grads = instance_norm_backward(g, *f.input, opt(f.weight), f.eps, mask);
+      break;
+    case NormKind::Layer:
+      grads = layer_norm_backward(g, *f.input, opt(f.weight), f.eps, mask);
+      break;
+  }
+  if (mask.input) out[*in] = grads.grad_input;
+  if (mask.weight) out[*w] = grads.grad_weight;
+  if (mask.bias) out[*b] = grads.grad_bias;
+  return out;
+}
+
 void register_norm(const NormOp& op) {
   for (const bool bwd : {false, true}) {
     OpDef def;
@@ -197,6 +240,8 @@ void register_norm(const NormOp& op) {
     def.strategies = [op, bwd](const OpSchema& s) {
       return norm_strategies(NormCall::decode(s, op, bwd));
     };
+    if (!bwd)
+      def.backward = [op](const ::dtensor::BackwardCall& c) { return autograd_backward(c, op); };
     register_op(def);
     if (bwd)
       register_op_handler(op.backward_name, [op](OpCall& call) { return backward(call, op); },

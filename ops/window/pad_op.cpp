@@ -18,6 +18,7 @@
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
+#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/window/window_strategies.h"
 
@@ -214,6 +215,13 @@ struct Registrar {
       // input is reduced first.
       const bool linear = c.mode != PadMode::Constant || c.value == 0;
       return per_channel_strategies(c.input.mesh().ndim(), c.input.spec().ndim(), 1, linear);
+    };
+    // pad_backward takes the forward's arguments but the fill value.
+    fwd.backward = [](const BackwardCall& c) -> std::vector<std::optional<DTensor>> {
+      const auto& f = c.forward;
+      return {dispatch(kPadBackward, {autograd::detail::grad_of_output(c), f.dtensor(0),
+                                      f.int_list(1), f.text(2)})
+                  .at(0)};
     };
     register_op(fwd);
     register_op_handler(kPad, forward, false, {.defers_agreement = true});

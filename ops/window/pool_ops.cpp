@@ -16,6 +16,7 @@
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
+#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
 #include "ops/window/pool_kernels.h"
@@ -221,6 +222,7 @@ void register_pool(const PoolOp& op) {
     const DTensor& x = s.dtensor(0);
     return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 1, op.reduce == Reduce::Avg);
   };
+  fwd.backward = autograd::detail::via_backward_op(op.backward_name);
   register_op(fwd);
   register_op_handler(op.name, [op](OpCall& call) { return forward(call, op); }, false,
                       {.defers_agreement = true});

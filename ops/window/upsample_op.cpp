@@ -19,6 +19,7 @@
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window.h"
+#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
 #include "ops/detail/placed_like_input.h"
@@ -139,6 +140,7 @@ struct Registrar {
       const DTensor& x = s.dtensor(0);
       return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 1, true);
     };
+    fwd.backward = autograd::detail::via_backward_op(kBackward);
     register_op(fwd);
     register_op_handler(kOp, forward, false, {.defers_agreement = true});
 

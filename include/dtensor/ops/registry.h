@@ -62,6 +62,22 @@ class OpCall;
 /// A custom handler gets the whole call and returns the outputs.
 using OpHandler = std::function<std::vector<DTensor>(OpCall&)>;
 
+/// What an operator's backward gets: the forward call as it was made, its
+/// outputs, and the gradient flowing into each output (nullopt where none
+/// does: treat it as zeros).
+struct BackwardCall {
+  const OpSchema& forward;
+  const std::vector<DTensor>& outputs;
+  const std::vector<std::optional<DTensor>>& grad_outputs;
+  /// One flag per DTensor argument of the forward (in argument order):
+  /// whether its gradient is wanted. Skip the work for the others.
+  const std::vector<bool>& needs_input_grad;
+};
+/// Returns one gradient per DTensor argument of the forward, in argument
+/// order (nullopt where not wanted, or zero). Any placement will do: the
+/// engine places each like the argument it belongs to.
+using BackwardFunction = std::function<std::vector<std::optional<DTensor>>(const BackwardCall&)>;
+
 struct OpDef {
   std::string name;
   /// Throws InvalidArgument naming the bad argument. Runs on every rank before
@@ -73,6 +89,11 @@ struct OpDef {
   std::function<std::vector<ShardingSignature>(const OpSchema&)> signatures;
   /// Or whole strategies, when mesh dims are not independent.
   std::function<std::vector<ShardingStrategy>(const OpSchema&)> strategies;
+  /// The gradient of the operator (docs/training.md). With it, a call whose
+  /// DTensor arguments require grad is recorded for backward(); without it
+  /// the results are outside the graph (as for a non-differentiable op).
+  /// It runs with recording off and may call any operator.
+  BackwardFunction backward;
 };
 
 /// Registering a name twice throws InvalidArgument unless `override_existing`.

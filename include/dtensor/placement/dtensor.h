@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "dtensor/core/tensor.h"
+#include "dtensor/placement/autograd_meta.h"
 #include "dtensor/placement/dtensor_spec.h"
 
 namespace dtensor {
@@ -44,9 +46,35 @@ class DTensor {
   /// before writing to it. Otherwise a fresh tensor.
   Tensor full_tensor() const;
 
+  // ---- autograd (docs/training.md) ----
+  /// Whether gradients flow to this tensor: set on leaves (parameters) by
+  /// requires_grad_(), true for every result of a recorded operator.
+  bool requires_grad() const { return autograd_ && autograd_->requires_grad; }
+  /// PyTorch's requires_grad_(): marks (or unmarks) a leaf. The state is
+  /// shared with copies made afterwards. Unmarking a non-leaf is an
+  /// InvalidArgument (detach() it instead).
+  DTensor& requires_grad_(bool enabled = true);
+  /// The gradient accumulated by backward() (nullopt before any, or after
+  /// set_grad(std::nullopt)); placed like this tensor.
+  std::optional<DTensor> grad() const;
+  /// Replaces the accumulated gradient (nullopt clears it, as zero_grad's
+  /// set_to_none). It must have this tensor's spec.
+  void set_grad(const std::optional<DTensor>& grad);
+  /// A leaf: not the result of a recorded operator.
+  bool is_leaf() const { return !autograd_ || !autograd_->grad_fn; }
+  /// The node that computed this tensor (null for leaves).
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  /// The same data and spec, outside the graph (no gradient flows through it).
+  DTensor detach() const { return DTensor(local_, spec_); }
+  /// The autograd state itself (null until something sets it), for the
+  /// engine; users go through the members above.
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
+
  private:
   Tensor local_;
   DTensorSpec spec_;
+  std::shared_ptr<AutogradMeta> autograd_;
 };
 
 /// Splits `global` (given on world rank `src_data_rank`; other ranks may pass
