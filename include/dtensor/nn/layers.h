@@ -1,0 +1,209 @@
+// The layers of torch.nn, with its names, arguments, parameter names and
+// default initialisations (kaiming-uniform weights with a = sqrt(5) and
+// uniform(+-1/sqrt(fan_in)) biases for convolutions; ones and zeros for
+// normalisation), drawn from manual_seed()'s generator.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "dtensor/nn/module.h"
+#include "dtensor/ops/activations.h"
+#include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/upsample.h"
+#include "dtensor/ops/window_ops.h"
+
+namespace dtensor::nn {
+
+/// Conv{1,2,3}d's keyword arguments.
+struct ConvOptions {
+  std::vector<std::int64_t> stride{1};
+  std::vector<std::int64_t> padding{0};
+  std::vector<std::int64_t> dilation{1};
+  std::int64_t groups = 1;
+  bool bias = true;
+  PaddingMode padding_mode = PaddingMode::Zeros;
+  DType dtype = DType::F32;
+};
+
+/// torch.nn.Conv{N}d: weight [out, in / groups, k...], bias [out].
+class Conv : public Module {
+ public:
+  Conv(std::int64_t spatial_dims, std::int64_t in_channels, std::int64_t out_channels,
+       std::vector<std::int64_t> kernel_size, const ConvOptions& options = {});
+  DTensor forward(const DTensor& input) override;
+  const DTensor& weight() const { return value(weight_); }
+
+ private:
+  ConvParams params_;
+  Ref weight_;
+  std::optional<Ref> bias_;
+};
+struct Conv1d : Conv {
+  Conv1d(std::int64_t in, std::int64_t out, std::int64_t k, const ConvOptions& o = {})
+      : Conv(1, in, out, {k}, o) {}
+};
+struct Conv2d : Conv {
+  Conv2d(std::int64_t in, std::int64_t out, std::int64_t k, const ConvOptions& o = {})
+      : Conv(2, in, out, {k}, o) {}
+};
+struct Conv3d : Conv {
+  Conv3d(std::int64_t in, std::int64_t out, std::int64_t k, const ConvOptions& o = {})
+      : Conv(3, in, out, {k}, o) {}
+};
+
+struct ConvTransposeOptions {
+  std::vector<std::int64_t> stride{1};
+  std::vector<std::int64_t> padding{0};
+  std::vector<std::int64_t> output_padding{0};
+  std::vector<std::int64_t> dilation{1};
+  std::int64_t groups = 1;
+  bool bias = true;
+  DType dtype = DType::F32;
+};
+
+/// torch.nn.ConvTranspose{N}d: weight [in, out / groups, k...], bias [out].
+class ConvTranspose : public Module {
+ public:
+  ConvTranspose(std::int64_t spatial_dims, std::int64_t in_channels, std::int64_t out_channels,
+                std::vector<std::int64_t> kernel_size, const ConvTransposeOptions& options = {});
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  ConvTransposeParams params_;
+  Ref weight_;
+  std::optional<Ref> bias_;
+};
+struct ConvTranspose1d : ConvTranspose {
+  ConvTranspose1d(std::int64_t in, std::int64_t out, std::int64_t k,
+                  const ConvTransposeOptions& o = {})
+      : ConvTranspose(1, in, out, {k}, o) {}
+};
+struct ConvTranspose2d : ConvTranspose {
+  ConvTranspose2d(std::int64_t in, std::int64_t out, std::int64_t k,
+                  const ConvTransposeOptions& o = {})
+      : ConvTranspose(2, in, out, {k}, o) {}
+};
+struct ConvTranspose3d : ConvTranspose {
+  ConvTranspose3d(std::int64_t in, std::int64_t out, std::int64_t k,
+                  const ConvTransposeOptions& o = {})
+      : ConvTranspose(3, in, out, {k}, o) {}
+};
+
+/// torch.nn.MaxPool{N}d / AvgPool{N}d (the spatial rank follows the input).
+class MaxPool : public Module {
+ public:
+  explicit MaxPool(PoolParams params) : params_(std::move(params)) {}
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  PoolParams params_;
+};
+class AvgPool : public Module {
+ public:
+  explicit AvgPool(PoolParams params) : params_(std::move(params)) {}
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  PoolParams params_;
+};
+class AdaptiveAvgPool : public Module {
+ public:
+  explicit AdaptiveAvgPool(std::vector<std::int64_t> output_size)
+      : output_size_(std::move(output_size)) {}
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  std::vector<std::int64_t> output_size_;
+};
+class AdaptiveMaxPool : public Module {
+ public:
+  explicit AdaptiveMaxPool(std::vector<std::int64_t> output_size)
+      : output_size_(std::move(output_size)) {}
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  std::vector<std::int64_t> output_size_;
+};
+class Upsample : public Module {
+ public:
+  explicit Upsample(UpsampleParams params) : params_(std::move(params)) {}
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  UpsampleParams params_;
+};
+
+/// torch.nn.BatchNorm{N}d: weight, bias [C] (affine); buffers running_mean,
+/// running_var and num_batches_tracked (a 0-d tensor of the module's dtype,
+/// where PyTorch has int64) when tracking running statistics.
+class BatchNorm : public Module {
+ public:
+  BatchNorm(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+            bool track_running_stats = true, DType dtype = DType::F32);
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  double eps_, momentum_;
+  std::optional<Ref> weight_, bias_, running_mean_, running_var_, num_batches_;
+};
+/// torch.nn.GroupNorm(num_groups, num_channels): weight, bias [C] (affine).
+class GroupNorm : public Module {
+ public:
+  GroupNorm(std::int64_t num_groups, std::int64_t num_channels, double eps = 1e-5,
+            bool affine = true, DType dtype = DType::F32);
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  std::int64_t groups_;
+  double eps_;
+  std::optional<Ref> weight_, bias_;
+};
+/// torch.nn.InstanceNorm{N}d (affine off by default, no running statistics).
+class InstanceNorm : public Module {
+ public:
+  InstanceNorm(std::int64_t num_features, double eps = 1e-5, bool affine = false,
+               DType dtype = DType::F32);
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  double eps_;
+  std::optional<Ref> weight_, bias_;
+};
+/// torch.nn.LayerNorm(normalized_shape = input.shape[1:]): weight, bias of that shape.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true,
+                     DType dtype = DType::F32);
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  double eps_;
+  std::optional<Ref> weight_, bias_;
+};
+
+struct ReLU : Module {
+  DTensor forward(const DTensor& input) override;
+};
+struct LeakyReLU : Module {
+  explicit LeakyReLU(double negative_slope = 0.01) : slope(negative_slope) {}
+  DTensor forward(const DTensor& input) override;
+  double slope;
+};
+struct GELU : Module {
+  explicit GELU(GeluApproximate approximate = GeluApproximate::None) : approximate(approximate) {}
+  DTensor forward(const DTensor& input) override;
+  GeluApproximate approximate;
+};
+struct SiLU : Module {
+  DTensor forward(const DTensor& input) override;
+};
+struct Sigmoid : Module {
+  DTensor forward(const DTensor& input) override;
+};
+struct Tanh : Module {
+  DTensor forward(const DTensor& input) override;
+};
+
+}  // namespace dtensor::nn

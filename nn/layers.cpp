@@ -1,0 +1,181 @@
+#include "dtensor/nn/layers.h"
+
+#include <cmath>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/convolution.h"
+#include "dtensor/ops/normalization.h"
+#include "dtensor/ops/pointwise.h"
+
+namespace dtensor::nn {
+namespace {
+
+std::vector<std::int64_t> expand(std::vector<std::int64_t> v, std::int64_t n, const char* what) {
+  if (v.size() == 1) return std::vector<std::int64_t>(static_cast<std::size_t>(n), v[0]);
+  check_arg(static_cast<std::int64_t>(v.size()) == n, "nn", "{}: {} values for {} spatial dims",
+            what, v.size(), n);
+  return v;
+}
+
+std::int64_t product(const std::vector<std::int64_t>& v) {
+  std::int64_t p = 1;
+  for (auto x : v)
+    p *= x;
+  return p;
+}
+
+// kaiming_uniform_(a = sqrt(5)) gives bound 1 / sqrt(fan_in), as does the bias.
+Tensor fan_in_uniform(const Shape& shape, std::int64_t fan_in, DType dtype) {
+  const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+  return uniform(shape, -bound, bound, dtype);
+}
+
+}  // namespace
+
+Conv::Conv(std::int64_t n, std::int64_t in, std::int64_t out, std::vector<std::int64_t> k,
+           const ConvOptions& o) {
+  check_arg(n >= 1 && n <= 3, "nn", "Conv: spatial_dims {} is not 1, 2 or 3", n);
+  check_arg(o.groups >= 1 && in % o.groups == 0 && out % o.groups == 0, "nn",
+            "Conv: groups {} must divide in_channels {} and out_channels {}", o.groups, in, out);
+  k = expand(k, n, "kernel_size");
+  params_.stride = expand(o.stride, n, "stride");
+  params_.padding = ConvParams::symmetric_padding(expand(o.padding, n, "padding"));
+  params_.dilation = expand(o.dilation, n, "dilation");
+  params_.groups = o.groups;
+  params_.padding_mode = o.padding_mode;
+  Shape w{out, in / o.groups};
+  w.insert(w.end(), k.begin(), k.end());
+  const std::int64_t fan_in = in / o.groups * product(k);
+  weight_ = register_parameter("weight", fan_in_uniform(w, fan_in, o.dtype));
+  if (o.bias) bias_ = register_parameter("bias", fan_in_uniform({out}, fan_in, o.dtype));
+}
+
+DTensor Conv::forward(const DTensor& x) {
+  return convolution(x, value(weight_), value_if(bias_), params_);
+}
+
+ConvTranspose::ConvTranspose(std::int64_t n, std::int64_t in, std::int64_t out,
+                             std::vector<std::int64_t> k, const ConvTransposeOptions& o) {
+  check_arg(n >= 1 && n <= 3, "nn", "ConvTranspose: spatial_dims {} is not 1, 2 or 3", n);
+  check_arg(o.groups >= 1 && in % o.groups == 0 && out % o.groups == 0, "nn",
+            "ConvTranspose: groups {} must divide in_channels {} and out_channels {}", o.groups, in,
+            out);
+  k = expand(k, n, "kernel_size");
+  params_.stride = expand(o.stride, n, "stride");
+  params_.padding = expand(o.padding, n, "padding");
+  params_.output_padding = expand(o.output_padding, n, "output_padding");
+  params_.dilation = expand(o.dilation, n, "dilation");
+  params_.groups = o.groups;
+  Shape w{in, out / o.groups};
+  w.insert(w.end(), k.begin(), k.end());
+  // PyTorch's fan_in of this weight is its dim 1 times the kernel.
+  const std::int64_t fan_in = out / o.groups * product(k);
+  weight_ = register_parameter("weight", fan_in_uniform(w, fan_in, o.dtype));
+  if (o.bias) bias_ = register_parameter("bias", fan_in_uniform({out}, fan_in, o.dtype));
+}
+
+DTensor ConvTranspose::forward(const DTensor& x) {
+  return conv_transpose(x, value(weight_), value_if(bias_), params_);
+}
+
+DTensor MaxPool::forward(const DTensor& x) {
+  return max_pool(x, params_);
+}
+DTensor AvgPool::forward(const DTensor& x) {
+  return avg_pool(x, params_);
+}
+DTensor AdaptiveAvgPool::forward(const DTensor& x) {
+  return adaptive_avg_pool(x, output_size_);
+}
+DTensor AdaptiveMaxPool::forward(const DTensor& x) {
+  return adaptive_max_pool(x, output_size_);
+}
+DTensor Upsample::forward(const DTensor& x) {
+  return upsample(x, params_);
+}
+
+BatchNorm::BatchNorm(std::int64_t c, double eps, double momentum, bool affine, bool track,
+                     DType dtype)
+    : eps_(eps), momentum_(momentum) {
+  if (affine) {
+    weight_ = register_parameter("weight", Tensor::full({c}, 1.0, dtype));
+    bias_ = register_parameter("bias", Tensor::zeros({c}, dtype));
+  }
+  if (track) {
+    running_mean_ = register_buffer("running_mean", Tensor::zeros({c}, dtype));
+    running_var_ = register_buffer("running_var", Tensor::full({c}, 1.0, dtype));
+    num_batches_ = register_buffer("num_batches_tracked", Tensor::zeros({}, dtype));
+  }
+}
+
+DTensor BatchNorm::forward(const DTensor& x) {
+  const bool training = is_training() || !running_mean_;
+  auto r = batch_norm(x, value_if(weight_), value_if(bias_), value_if(running_mean_),
+                      value_if(running_var_), training, momentum_, eps_);
+  if (training && running_mean_) {
+    set_buffer(*running_mean_, *r.running_mean);
+    set_buffer(*running_var_, *r.running_var);
+    const DTensor& n = value(*num_batches_);
+    Tensor next = n.to_local().clone();
+    next.fill_(next.item_flat(0) + 1);
+    set_buffer(*num_batches_, DTensor(next, n.spec()));
+  }
+  return r.output;
+}
+
+GroupNorm::GroupNorm(std::int64_t groups, std::int64_t c, double eps, bool affine, DType dtype)
+    : groups_(groups), eps_(eps) {
+  check_arg(groups >= 1 && c % groups == 0, "nn",
+            "GroupNorm: num_groups {} must divide num_channels {}", groups, c);
+  if (affine) {
+    weight_ = register_parameter("weight", Tensor::full({c}, 1.0, dtype));
+    bias_ = register_parameter("bias", Tensor::zeros({c}, dtype));
+  }
+}
+
+DTensor GroupNorm::forward(const DTensor& x) {
+  return group_norm(x, groups_, value_if(weight_), value_if(bias_), eps_);
+}
+
+InstanceNorm::InstanceNorm(std::int64_t c, double eps, bool affine, DType dtype) : eps_(eps) {
+  if (affine) {
+    weight_ = register_parameter("weight", Tensor::full({c}, 1.0, dtype));
+    bias_ = register_parameter("bias", Tensor::zeros({c}, dtype));
+  }
+}
+
+DTensor InstanceNorm::forward(const DTensor& x) {
+  return instance_norm(x, value_if(weight_), value_if(bias_), eps_);
+}
+
+LayerNorm::LayerNorm(Shape shape, double eps, bool affine, DType dtype) : eps_(eps) {
+  if (affine) {
+    weight_ = register_parameter("weight", Tensor::full(shape, 1.0, dtype));
+    bias_ = register_parameter("bias", Tensor::zeros(shape, dtype));
+  }
+}
+
+DTensor LayerNorm::forward(const DTensor& x) {
+  return layer_norm(x, value_if(weight_), value_if(bias_), eps_);
+}
+
+DTensor ReLU::forward(const DTensor& x) {
+  return relu(x);
+}
+DTensor LeakyReLU::forward(const DTensor& x) {
+  return leaky_relu(x, slope);
+}
+DTensor GELU::forward(const DTensor& x) {
+  return gelu(x, approximate);
+}
+DTensor SiLU::forward(const DTensor& x) {
+  return silu(x);
+}
+DTensor Sigmoid::forward(const DTensor& x) {
+  return sigmoid(x);
+}
+DTensor Tanh::forward(const DTensor& x) {
+  return dtensor::tanh(x);
+}
+
+}  // namespace dtensor::nn

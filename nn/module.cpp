@@ -1,0 +1,214 @@
+#include "dtensor/nn/module.h"
+
+#include <fnmatch.h>
+
+#include <random>
+#include <set>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/autograd.h"
+
+namespace dtensor::nn {
+namespace {
+
+thread_local std::mt19937_64 generator(0);
+
+Placements placements_for(const std::string& name, const ShardingPlan& plan,
+                          const DeviceMesh& mesh) {
+  for (const auto& [pattern, placements] : plan.rules)
+    if (fnmatch(pattern.c_str(), name.c_str(), 0) == 0) return placements;
+  return Placements(static_cast<std::size_t>(mesh.ndim()), Replicate());
+}
+
+std::string joined(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+}  // namespace
+
+void manual_seed(std::uint64_t seed) {
+  generator.seed(seed);
+}
+
+Tensor uniform(const Shape& shape, double low, double high, DType dtype) {
+  Tensor t = Tensor::empty(shape, DType::F64);
+  std::uniform_real_distribution<double> dist(low, high);
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    p[i] = dist(generator);
+  return dtype == DType::F64 ? t : t.to(dtype);
+}
+
+DTensor Module::forward(const DTensor&) {
+  throw NotSupported("nn", "this module has no one-input forward");
+}
+
+Module::Ref Module::register_parameter(const std::string& name, Tensor initial) {
+  slots_.push_back({name, false, std::move(initial), std::make_unique<std::optional<DTensor>>()});
+  return {slots_.size() - 1};
+}
+
+Module::Ref Module::register_buffer(const std::string& name, Tensor initial) {
+  slots_.push_back({name, true, std::move(initial), std::make_unique<std::optional<DTensor>>()});
+  return {slots_.size() - 1};
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_arg(module != nullptr, "nn", "register_module: '{}' is null", name);
+  children_.emplace_back(name, std::move(module));
+}
+
+const DTensor& Module::value(Ref ref) const {
+  const Slot& s = slots_.at(ref.index);
+  check_arg(s.value->has_value(), "nn",
+            "{}: the module is not distributed yet (call distribute(mesh) first)", s.name);
+  return **s.value;
+}
+
+void Module::set_buffer(Ref ref, const DTensor& v) {
+  Slot& s = slots_.at(ref.index);
+  check_arg(s.is_buffer, "nn", "{}: set_buffer on a parameter", s.name);
+  *s.value = v.detach();
+}
+
+void Module::collect(const std::string& prefix, bool buffers, bool params,
+                     std::vector<std::pair<std::string, DTensor*>>& out) {
+  // PyTorch's order: a module's parameters, then its buffers, then its
+  // children's, each in registration order.
+  for (const bool buffer_pass : {false, true}) {
+    if (buffer_pass ? !buffers : !params) continue;
+    for (auto& s : slots_) {
+      if (s.is_buffer != buffer_pass) continue;
+      check_arg(s.value->has_value(), "nn",
+                "{}: the module is not distributed yet (call distribute(mesh) first)",
+                joined(prefix, s.name));
+      out.emplace_back(joined(prefix, s.name), &**s.value);
+    }
+  }
+  for (auto& [name, child] : children_)
+    child->collect(joined(prefix, name), buffers, params, out);
+}
+
+std::vector<std::pair<std::string, DTensor*>> Module::named_parameters() {
+  std::vector<std::pair<std::string, DTensor*>> out;
+  collect("", false, true, out);
+  return out;
+}
+
+std::vector<DTensor*> Module::parameters() {
+  std::vector<DTensor*> out;
+  for (auto& [name, p] : named_parameters())
+    out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, DTensor*>> Module::named_buffers() {
+  std::vector<std::pair<std::string, DTensor*>> out;
+  collect("", true, false, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_children() {
+  std::vector<std::pair<std::string, Module*>> out;
+  for (auto& [name, child] : children_)
+    out.emplace_back(name, child.get());
+  return out;
+}
+
+NamedDTensors Module::state_dict() {
+  std::vector<std::pair<std::string, DTensor*>> all;
+  collect("", true, true, all);
+  NamedDTensors out;
+  for (auto& [name, t] : all)
+    out.emplace_back(name, t->detach());
+  return out;
+}
+
+void Module::load_state_dict(const NamedDTensors& state, bool strict) {
+  std::vector<std::pair<std::string, DTensor*>> all;
+  collect("", true, true, all);
+  std::set<std::string> given;
+  for (const auto& [name, t] : state)
+    given.insert(name);
+  if (strict) {
+    std::string missing, unexpected;
+    std::set<std::string> have;
+    for (const auto& [name, t] : all) {
+      have.insert(name);
+      if (!given.count(name)) missing += (missing.empty() ? "" : ", ") + name;
+    }
+    for (const auto& name : given)
+      if (!have.count(name)) unexpected += (unexpected.empty() ? "" : ", ") + name;
+    check_arg(missing.empty() && unexpected.empty(), "load_state_dict",
+              "state: missing [{}], unexpected [{}]", missing, unexpected);
+  }
+  NoGradGuard no_grad;
+  for (auto& [name, target] : all) {
+    const DTensor* src = nullptr;
+    for (const auto& [n, t] : state)
+      if (n == name) src = &t;
+    if (!src) continue;
+    check_arg(src->shape() == target->shape() && src->dtype() == target->dtype(), "load_state_dict",
+              "{}: given {} {}, the module has {} {}", name, shape_str(src->shape()),
+              dtype_name(src->dtype()), shape_str(target->shape()), dtype_name(target->dtype()));
+    check_arg(src->mesh() == target->mesh(), "load_state_dict",
+              "{}: given on mesh {}, the module is on {}", name, src->mesh().str(),
+              target->mesh().str());
+    const DTensor placed = src->placements() == target->placements()
+                               ? *src
+                               : src->redistribute(src->mesh(), target->placements());
+    // In place: the parameter keeps its identity (optimisers and autograd
+    // state refer to it).
+    Tensor local = target->to_local();
+    local.copy_(placed.to_local());
+  }
+}
+
+void Module::distribute(const DeviceMesh& mesh, const ShardingPlan& plan) {
+  distribute_with_prefix(mesh, plan, "");
+}
+
+void Module::distribute_with_prefix(const DeviceMesh& mesh, const ShardingPlan& plan,
+                                    const std::string& prefix) {
+  for (auto& s : slots_) {
+    const std::string name = joined(prefix, s.name);
+    DTensor d = distribute_tensor(s.initial, mesh, placements_for(name, plan, mesh));
+    if (!s.is_buffer) d.requires_grad_();
+    *s.value = std::move(d);
+    s.initial = Tensor();  // the DTensor holds the values now
+  }
+  for (auto& [name, child] : children_)
+    child->distribute_with_prefix(mesh, plan, joined(prefix, name));
+  distributed_ = true;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_)
+    child->train(on);
+}
+
+void Module::zero_grad() {
+  for (DTensor* p : parameters())
+    p->set_grad(std::nullopt);
+}
+
+Sequential::Sequential(std::vector<std::shared_ptr<Module>> modules) {
+  for (auto& m : modules)
+    push_back(std::move(m));
+}
+
+Sequential& Sequential::push_back(std::shared_ptr<Module> module) {
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+  return *this;
+}
+
+DTensor Sequential::forward(const DTensor& input) {
+  DTensor x = input;
+  for (auto& m : modules_)
+    x = m->forward(x);
+  return x;
+}
+
+}  // namespace dtensor::nn
