@@ -1,13 +1,12 @@
 // Training a small CNN with spatial parallelism: every image of the batch is
 // split into tiles, H over mesh dim 0 and W over mesh dim 1, and each rank
 // holds one tile of every activation. Convolutions exchange halos with the
-// neighbouring tiles; the weight gradients come back Partial(sum) and one
-// all-reduce (redistribute to Replicate) makes them whole before the SGD step.
+// neighbouring tiles; backward() computes every gradient (the weights' are
+// reduced across the tiles once per step) and SGD updates the parameters.
 //
-// The network (3x3 convolutions, ReLU between them) learns to imitate a fixed
-// random 5x5 "teacher" convolution on synthetic data, with a mean-squared-error
-// loss. There is no autograd: the backward pass below walks the layers in
-// reverse with convolution_backward and relu_backward.
+// The network (nn::Conv2d layers, ReLU between them) learns to imitate a
+// fixed random 5x5 "teacher" convolution on synthetic data, with a
+// mean-squared-error loss: modules, autograd and an optimiser, as in PyTorch.
 //
 //   dtensor-run -n 4 -- dtensor-train-cnn            # 2x2 mesh, H and W sharded
 //   dtensor-train-cnn                                # one process (1x1 mesh)
@@ -69,24 +68,19 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// One convolution layer's parameters, replicated on every rank.
-struct Layer {
-  DTensor weight;
-  DTensor bias;
-  ConvParams params;
-};
-
-// He-style initialisation: uniform in +-sqrt(6 / fan_in), so activations keep
-// their scale through the ReLUs. Every rank generates the same values (seeded).
-Layer make_layer(const DeviceMesh& mesh, const Shape& weight_shape, const ConvParams& params,
-                 DType dtype, std::uint64_t seed) {
-  std::int64_t fan_in = 1;
-  for (std::size_t d = 1; d < weight_shape.size(); ++d)
-    fan_in *= weight_shape[d];
-  const Placements replicated(mesh.ndim(), Replicate());
-  DTensor w = distribute_tensor(Tensor::rand(weight_shape, dtype, seed), mesh, replicated);
-  DTensor b = distribute_tensor(Tensor::zeros({weight_shape[0]}, dtype), mesh, replicated);
-  return {scale(w, std::sqrt(6.0 / static_cast<double>(fan_in))), b, params};
+// The student: conv -> relu -> conv (dilated) -> relu -> conv, a module with
+// PyTorch's parameter names ("0.weight", "0.bias", "2.weight", ...).
+std::shared_ptr<nn::Sequential> make_student(DType dtype) {
+  nn::ConvOptions same{.padding = {1}, .dtype = dtype};
+  // Dilated, so the network sees as far as the 5x5 teacher does.
+  nn::ConvOptions dilated{.padding = {2}, .dilation = {2}, .dtype = dtype};
+  auto net = std::make_shared<nn::Sequential>();
+  net->push_back(std::make_shared<nn::Conv2d>(2, 8, 3, same));
+  net->push_back(std::make_shared<nn::ReLU>());
+  net->push_back(std::make_shared<nn::Conv2d>(8, 8, 3, dilated));
+  net->push_back(std::make_shared<nn::ReLU>());
+  net->push_back(std::make_shared<nn::Conv2d>(8, 1, 3, same));
+  return net;
 }
 
 // This rank's tile of a synthetic batch: generated locally from the seed (the
@@ -96,42 +90,6 @@ DTensor synthetic_batch(const DeviceMesh& mesh, const Placements& placements, co
   DTensorSpec spec(mesh, placements, shape, dtype);
   return DTensor(Tensor::rand_slice(shape, spec.global_offset(), spec.local_shape(), dtype, seed),
                  spec);
-}
-
-struct Activations {
-  std::vector<DTensor> inputs;  // the input of each layer
-  std::vector<DTensor> pre;     // each layer's output before its ReLU
-};
-
-// conv -> relu -> conv -> relu -> ... -> conv (no ReLU after the last).
-DTensor forward(const std::vector<Layer>& net, const DTensor& x, Activations& acts) {
-  DTensor h = x;
-  for (std::size_t l = 0; l < net.size(); ++l) {
-    acts.inputs.push_back(h);
-    DTensor z = convolution(h, net[l].weight, net[l].bias, net[l].params);
-    acts.pre.push_back(z);
-    h = l + 1 < net.size() ? relu(z) : z;
-  }
-  return h;
-}
-
-// Walks the layers in reverse and applies SGD. grad_output is d(loss)/d(output).
-void backward_and_step(std::vector<Layer>& net, const Activations& acts, DTensor grad_output,
-                       double lr) {
-  for (std::size_t l = net.size(); l-- > 0;) {
-    Layer& layer = net[l];
-    if (l + 1 < net.size()) grad_output = relu_backward(grad_output, acts.pre[l]);
-    // The first layer's input is data: its gradient is not needed.
-    const ConvGrads g = convolution_backward(grad_output, acts.inputs[l], layer.weight,
-                                             layer.params, {.input = l > 0});
-    // Partial(sum) over the mesh dims that shard H and W: sum the tiles' parts.
-    const Placements replicated(layer.weight.mesh().ndim(), Replicate());
-    const DTensor grad_w = g.grad_weight->redistribute(layer.weight.mesh(), replicated);
-    const DTensor grad_b = g.grad_bias->redistribute(layer.weight.mesh(), replicated);
-    layer.weight = add(layer.weight, scale(grad_w, -lr));
-    layer.bias = add(layer.bias, scale(grad_b, -lr));
-    if (l > 0) grad_output = *g.grad_input;
-  }
 }
 
 Shape default_mesh(int world) {
@@ -153,15 +111,13 @@ int main(int argc, char** argv) try {
   const Placements tiles = {Shard(2), Shard(3)};  // H on mesh dim 0, W on mesh dim 1
   const bool leader = get_rank() == 0;
 
-  // Same-size 3x3 convolutions; the middle one dilated so the network sees as
-  // far as the 5x5 teacher does.
-  const ConvParams same{.stride = {1}, .padding = {{1, 1}}, .dilation = {1}, .groups = 1};
-  const ConvParams dilated{.stride = {1}, .padding = {{2, 2}}, .dilation = {2}, .groups = 1};
-  std::vector<Layer> net = {make_layer(mesh, {8, 2, 3, 3}, same, opt.dtype, 11),
-                            make_layer(mesh, {8, 8, 3, 3}, dilated, opt.dtype, 12),
-                            make_layer(mesh, {1, 8, 3, 3}, same, opt.dtype, 13)};
-  const ConvParams teacher_params{.padding = {{2, 2}}};
-  const Layer teacher = make_layer(mesh, {1, 2, 5, 5}, teacher_params, opt.dtype, 99);
+  nn::manual_seed(11);  // the same initial weights on every rank, whatever the mesh
+  auto net = make_student(opt.dtype);
+  net->distribute(mesh);  // parameters replicated
+  nn::SGD sgd(net->named_parameters(), {.lr = opt.lr});
+  // The teacher is data, not trained: no gradient is recorded for it.
+  nn::Conv2d teacher(2, 1, 5, {.padding = {2}, .dtype = opt.dtype});
+  teacher.distribute(mesh);
 
   const Shape batch_shape = {opt.batch, 2, opt.size, opt.size};
   if (leader)
@@ -174,19 +130,22 @@ int main(int argc, char** argv) try {
     const auto t0 = std::chrono::steady_clock::now();
     // A fresh batch each step; the target is what the teacher makes of it.
     const DTensor x = synthetic_batch(mesh, tiles, batch_shape, opt.dtype, 1000 + step);
-    const DTensor target = convolution(x, teacher.weight, teacher.bias, teacher.params);
+    DTensor target = [&] {
+      NoGradGuard no_grad;
+      return teacher(x);
+    }();
 
-    Activations acts;
-    const DTensor y = forward(net, x, acts);
-    // loss = mean((y - target)^2); d(loss)/dy = 2 (y - target) / numel.
-    const DTensor diff = add(y, scale(target, -1.0));
-    const double loss = mean(mul(diff, diff)).full_tensor().item({});
-    const double numel = static_cast<double>(shape_numel(y.shape()));
-    backward_and_step(net, acts, scale(diff, 2.0 / numel), opt.lr);
+    const DTensor loss = mse_loss((*net)(x), target);
+    const double loss_value = loss.to_local().item({});
+    // Gradients of every parameter; the weights' come out Partial(sum) over
+    // the mesh dims that shard H and W and are reduced at the end, bucketed.
+    backward(loss);
+    sgd.step();
+    sgd.zero_grad();
 
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (leader) std::printf("step %d/%d loss %.10e (%.1f ms)\n", step, opt.steps, loss, ms);
+    if (leader) std::printf("step %d/%d loss %.10e (%.1f ms)\n", step, opt.steps, loss_value, ms);
   }
   destroy_process_group();
   return 0;
