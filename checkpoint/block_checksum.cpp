@@ -7,8 +7,12 @@
 namespace dtensor::checkpoint {
 
 std::uint32_t crc32_of(const void* data, std::int64_t bytes) {
+  return crc32_update(static_cast<std::uint32_t>(crc32(0L, Z_NULL, 0)), data, bytes);
+}
+
+std::uint32_t crc32_update(std::uint32_t crc_in, const void* data, std::int64_t bytes) {
   // zlib takes uInt lengths: feed it in pieces that fit.
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uLong crc = crc_in;
   const auto* p = static_cast<const Bytef*>(data);
   while (bytes > 0) {
     const auto n = static_cast<uInt>(std::min<std::int64_t>(bytes, 1 << 30));

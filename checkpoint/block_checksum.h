@@ -19,6 +19,9 @@ inline constexpr std::int64_t kChecksumBlockBytes = std::int64_t{1} << 20;
 std::vector<std::uint32_t> block_crc32(const void* data, std::int64_t bytes,
                                        std::int64_t block_bytes);
 std::uint32_t crc32_of(const void* data, std::int64_t bytes);
+/// The CRC-32 of the bytes behind `crc` followed by [data, data + bytes):
+/// a block's sum computed from pieces that lie in different buffers.
+std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::int64_t bytes);
 /// Number of blocks of `bytes` bytes.
 std::int64_t block_count(std::int64_t bytes, std::int64_t block_bytes);
 
