@@ -104,9 +104,13 @@ CheckpointIndex build_index(const NamedDTensors& tensors, const std::vector<DTen
   }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const DTensorSpec& spec = tensors[i].second.spec();
-    CheckpointEntry e{
-        tensors[i].first,    spec.shape(), spec.dtype(),     placements_str(spec.placements()),
-        spec.mesh().shape(), {},           index.block_bytes};
+    CheckpointEntry e;
+    e.name = tensors[i].first;
+    e.shape = spec.shape();
+    e.dtype = spec.dtype();
+    e.placements = placements_str(spec.placements());
+    e.mesh_shape = spec.mesh().shape();
+    e.block_bytes = index.block_bytes;
     for (const auto& planned : plan_shards(ready[i].spec()))
       e.shards.push_back(std::move(written.at({i, planned.box.offsets})));
     index.tensors.push_back(std::move(e));
@@ -118,14 +122,18 @@ CheckpointIndex build_index(const NamedDTensors& tensors, const std::vector<DTen
 // generation's files, and leftovers of saves that crashed. Best effort: a
 // file left behind wastes space, never correctness.
 void remove_unreferenced(const std::string& dir, const CheckpointIndex& index) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (is_save_output(name) && !index.file_bytes.count(name)) {
+  try {
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (!is_save_output(name) || index.file_bytes.count(name)) continue;
+      std::error_code ec;
       fs::remove(entry.path(), ec);
       if (ec)
         log::warn("checkpoint: could not remove '{}': {}", entry.path().string(), ec.message());
     }
+  } catch (const fs::filesystem_error& e) {
+    // The commit has happened: a failed cleanup must not make the save fail.
+    log::warn("checkpoint: could not clean up '{}': {}", dir, e.what());
   }
 }
 
