@@ -4,8 +4,9 @@ and 2, the window operators (pools, pad, padding modes, transposed
 convolution) at P = 2 (one OpenMP thread per rank, each rank bound to its own cores; P = 4,
 two ranks per core, for the 3x3 64-channel layers), against the local kernel
 on the same per-rank window, against PyTorch DTensor when it is installed, and
-against the machine's FMA peak; plus a growth sweep of image size. Everything
-in one run.
+against the machine's FMA peak; plus a growth sweep of image size, and
+checkpoint save/load throughput against the disk's raw write+fsync speed.
+Everything in one run.
 
   python3 bench/run_suite.py [--build build] [--torch-python /opt/torchbench/bin/python]
                              [--quick] [--out docs]
@@ -123,6 +124,13 @@ def window_op(build, args, iters, env):
     return run_json(cmd, env)
 
 
+def checkpoint_io(build, P, mb, reps, env):
+    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", str(P), "--",
+           os.path.join(build, "bin", "dtensor-bench-checkpoint"), "--mb", str(mb), "--reps",
+           str(reps), "--json"]
+    return run_json(cmd, env)
+
+
 def torch_window_op(py, args, iters, env):
     cmd = [py, os.path.join(ROOT, "bench", "torch_dtensor_op.py"), "-n", "2"] + args + [
         "--iters", str(iters), "--bind-cores"]
@@ -145,8 +153,9 @@ def main():
     ap.add_argument("--torch-python", default="")
     ap.add_argument("--quick", action="store_true", help="fewer iterations and sizes")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
-    ap.add_argument("--sections", default="layers,window,growth",
-                    help="which parts to run (comma-separated): layers, window, growth")
+    ap.add_argument("--sections", default="layers,window,growth,checkpoint",
+                    help="which parts to run (comma-separated): layers, window, growth, "
+                    "checkpoint")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS="1", DTENSOR_LOG_LEVEL="warn")
     iters = 3 if args.quick else 8
@@ -155,10 +164,11 @@ def main():
     sections = set(args.sections.split(","))
     # Sections not run this time keep their last results (and say when).
     previous = os.path.join(args.out, "benchmarks.json")
-    if sections != {"layers", "window", "growth"} and os.path.exists(previous):
+    if sections != {"layers", "window", "growth", "checkpoint"} and os.path.exists(previous):
         with open(previous) as f:
             old = json.load(f)
-        for key, section in (("layers", "layers"), ("growth", "growth"), ("window_ops", "window")):
+        for key, section in (("layers", "layers"), ("growth", "growth"), ("window_ops", "window"),
+                             ("checkpoint", "checkpoint")):
             if section not in sections and key in old:
                 results[key] = old[key]
                 results.setdefault("kept_from", {})[section] = old.get("date")
@@ -218,6 +228,12 @@ def main():
         results["growth"].append({k: r.get(k) for k in (
             "fwd_ms", "bwd_ms", "halo_bytes_sent_per_rank", "peak_rss_mb", "passes_peak_rss_mb",
             "tensor_mb", "rss_ratio", "rss_ratio_net", "rss_ratio_private")} | {"size": size})
+
+    if "checkpoint" in sections:
+        results["checkpoint"] = []
+    for P in (1, 2) if "checkpoint" in sections else []:
+        progress(f"checkpoint save/load P={P}")
+        results["checkpoint"].append(checkpoint_io(args.build, P, 64 if args.quick else 256, 3, env))
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "benchmarks.json"), "w") as f:
@@ -295,6 +311,19 @@ def write_markdown(res, path):
     for g in res["growth"]:
         L.append(f"| {g['size']}^2 | {fmt(g['fwd_ms'])} | {fmt(g['bwd_ms'])} | "
                  f"{g['halo_bytes_sent_per_rank']} | {rss(g)} |")
+    if res.get("checkpoint"):
+        L += ["", "## Checkpoints (one f32 tensor, Shard(0))", "",
+              "Save and load throughput (bytes / wall time, medians) next to the disk's raw "
+              "speed on the same bytes in the same run: each rank writes its share to a plain "
+              "file and fsyncs it (raw write), and preads it back (raw read; both reads come "
+              "mostly from the page cache). `dtensor-bench-checkpoint`, docs/checkpoints.md.", "",
+              "| P | MB | save MB/s | raw write MB/s | save / raw | load MB/s | raw read MB/s | load / raw |",
+              "|---|---|---|---|---|---|---|---|"]
+        for c in res["checkpoint"]:
+            L.append(f"| {c['P']} | {fmt(c['mb'], '.0f')} | {fmt(c['save_mb_s'])} | "
+                     f"{fmt(c['raw_write_mb_s'])} | {fmt(c['save_vs_raw_write'], '.2f')} | "
+                     f"{fmt(c['load_mb_s'])} | {fmt(c['raw_read_mb_s'])} | "
+                     f"{fmt(c['load_vs_raw_read'], '.2f')} |")
     L += ["", "![growth](benchmarks.png)", ""]
     with open(path, "w") as f:
         f.write("\n".join(L))

@@ -5,7 +5,7 @@
 #   lib/libdtensor.so*             the library
 #   lib/cmake/dtensor/             dtensorConfig.cmake, version file, exported targets
 #   lib/pkgconfig/dtensor.pc       for pkg-config
-#   bin/dtensor-run (dtensor-conv, dtensor-op) the tools
+#   bin/dtensor-run (dtensor-conv, dtensor-op, dtensor-ckpt) the tools
 #   lib/libdtensor_testing.a, include/dtensor/testing.h,
 #   lib/pkgconfig/dtensor-testing.pc   the multi-rank Catch2 harness, when built
 #                                  (dtensor::testing; docs/testing.md)
@@ -33,7 +33,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dtensor
 # The tools go to bin/ and are exported too (dtensor::dtensor-run), so a
 # consumer's tests can launch ranks with $<TARGET_FILE:dtensor::dtensor-run>.
 # A tool that links the library finds it relative to itself once installed.
-foreach(_tool dtensor-run dtensor-conv dtensor-op)
+foreach(_tool dtensor-run dtensor-conv dtensor-op dtensor-ckpt)
   if(TARGET ${_tool})
     set_target_properties(${_tool} PROPERTIES
       INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")

@@ -9,7 +9,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev
   libeigen3-dev libspdlog-dev libfmt-dev
   catch2
-  libcli11-dev nlohmann-json3-dev  # dtensor-run, dtensor-conv, dtensor-op: options, JSON (header only)
+  libcli11-dev nlohmann-json3-dev  # dtensor-run, dtensor-conv, dtensor-op: options, JSON (header only); checkpoint indexes
+  zlib1g-dev  # checkpoints: block checksums (CRC-32)
   redis-server
   iproute2  # the two-namespace test
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh, CI)

@@ -1,6 +1,7 @@
 // libdtensor: the one header users include.
 #pragma once
 
+#include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/core/distributed.h"
