@@ -33,7 +33,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dtensor
 # The tools go to bin/ and are exported too (dtensor::dtensor-run), so a
 # consumer's tests can launch ranks with $<TARGET_FILE:dtensor::dtensor-run>.
 # A tool that links the library finds it relative to itself once installed.
-foreach(_tool dtensor-run dtensor-conv dtensor-op dtensor-ckpt)
+foreach(_tool dtensor-run dtensor-conv dtensor-op dtensor-ckpt dtensor-train-unet)
   if(TARGET ${_tool})
     set_target_properties(${_tool} PROPERTIES
       INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")

@@ -13,6 +13,7 @@ packages=(
   zlib1g-dev  # checkpoints: block checksums (CRC-32)
   redis-server
   iproute2  # the two-namespace test
+  python3-numpy python3-torch  # the PyTorch oracles of the dump checks and the U-Net trainer tests
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh, CI)
 )
 

@@ -1,0 +1,243 @@
+// dtensor-train-unet: trains the U-Net of unet.h on one batch (x.npy,
+// y.npy), spatially parallel over a mesh, with autograd, an optimiser and
+// sharded checkpoints. docs/training.md describes the interface.
+//
+// Exit codes: 0 done; 2 bad arguments or inputs (every rank finds them
+// before communicating, or the library raises the same InvalidArgument on
+// every rank); 3 any other error.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/dtensor.h"
+#include "tools/dtensor-train-unet/tensor_files.h"
+#include "tools/dtensor-train-unet/unet.h"
+
+namespace dtensor::train {
+namespace {
+
+struct Options {
+  std::string mesh;
+  std::string placements;
+  std::string data;
+  std::string init;
+  std::optional<std::int64_t> base, groups;
+  std::uint64_t seed = 0;
+  std::int64_t steps = 0;
+  std::string optimizer;
+  double lr = 0;
+  double momentum = 0;
+  std::string dtype = "f32";
+  std::string save, resume;
+  bool json = false;
+};
+
+Shape parse_mesh(const std::string& text, int world) {
+  if (text.empty()) return {world};
+  Shape mesh;
+  std::stringstream s(text);
+  std::string d;
+  while (std::getline(s, d, 'x')) {
+    std::size_t used = 0;
+    std::int64_t v = 0;
+    try {
+      v = std::stoll(d, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    check_arg(used == d.size() && v >= 1, "--mesh", "'{}' is not a mesh shape like 4 or 2x2", text);
+    mesh.push_back(v);
+  }
+  check_arg(shape_numel(mesh) == world, "--mesh", "{} has {} ranks but the world has {}", text,
+            shape_numel(mesh), world);
+  return mesh;
+}
+
+Placements default_placements(std::size_t mesh_dims) {
+  // H, then W: the spatial dims of [N, C, H, W].
+  Placements p;
+  for (std::size_t m = 0; m < mesh_dims; ++m)
+    p.push_back(m < 2 ? Shard(2 + static_cast<std::int64_t>(m)) : Replicate());
+  return p;
+}
+
+void print_losses(const std::vector<double>& losses, std::int64_t steps) {
+  nlohmann::ordered_json j;
+  j["losses"] = nlohmann::json::array();
+  for (double l : losses)
+    j["losses"].push_back(l);
+  j["steps"] = steps;
+  // 17 significant digits: the doubles round-trip.
+  std::string text = "{\"losses\": [";
+  for (std::size_t i = 0; i < losses.size(); ++i)
+    text += fmt::format("{}{:.17g}", i ? ", " : "", losses[i]);
+  text += fmt::format("], \"steps\": {}}}", steps);
+  std::cout << text << std::endl;
+}
+
+int run(const Options& o) {
+  const DType dtype = o.dtype == "f64" ? DType::F64 : DType::F32;
+  // Inputs are read before the process group starts: a bad file is exit 2
+  // on every rank, without waiting for anyone.
+  Tensor X = read_npy(o.data + "/x.npy").to(dtype);
+  Tensor Y = read_npy(o.data + "/y.npy").to(dtype);
+  check_arg(X.dim() == 4 && Y.dim() == 4 && X.shape()[0] == Y.shape()[0] &&
+                X.shape()[2] == Y.shape()[2] && X.shape()[3] == Y.shape()[3],
+            "--data", "x.npy {} and y.npy {} must be [N, C, H, W] with equal N, H and W",
+            shape_str(X.shape()), shape_str(Y.shape()));
+  check_arg(X.shape()[2] % 2 == 0 && X.shape()[3] % 2 == 0, "--data",
+            "H and W must be even (the U-Net pools by 2 and upsamples by 2), got {}",
+            shape_str(X.shape()));
+  UNetShape shape;
+  shape.in_ch = X.shape()[1];
+  shape.out_ch = Y.shape()[1];
+  std::map<std::string, Tensor> init;
+  if (!o.init.empty()) {
+    init = read_safetensors(o.init);
+    check_arg(init.count("enc1.conv1.weight") == 1, "--init",
+              "{}: no enc1.conv1.weight (the U-Net's parameter names are in docs/training.md)",
+              o.init);
+    shape.base = init.at("enc1.conv1.weight").shape().at(0);
+  } else if (o.base) {
+    shape.base = *o.base;
+  }
+  check_arg(o.groups.has_value(), "--groups", "is required (GroupNorm's group count)");
+  shape.groups = *o.groups;
+
+  init_process_group();
+  const int world = get_world_size();
+  const DeviceMesh mesh(DeviceType::CPU, parse_mesh(o.mesh, world));
+  const Placements placements = o.placements.empty()
+                                    ? default_placements(static_cast<std::size_t>(mesh.ndim()))
+                                    : parse_placements(o.placements, "--placements");
+  check_arg(static_cast<std::int64_t>(placements.size()) == mesh.ndim(), "--placements",
+            "{} placements for a {}-dim mesh", placements.size(), mesh.ndim());
+
+  if (!o.resume.empty() && o.init.empty() && !o.base) {
+    for (const auto& e : read_checkpoint_index(o.resume))
+      if (e.name == "enc1.conv1.weight") shape.base = e.shape.at(0);
+  }
+  nn::manual_seed(o.seed);
+  UNet model(shape, dtype);
+  model.distribute(mesh);
+  if (!init.empty()) {
+    nn::NamedDTensors state;
+    for (const auto& [name, t] : init)
+      state.emplace_back(
+          name, distribute_tensor(t.to(dtype), mesh, Placements(placements.size(), Replicate())));
+    model.load_state_dict(state);
+  }
+  std::unique_ptr<nn::Optimizer> opt;
+  if (o.optimizer == "sgd") {
+    nn::SGDOptions so;
+    so.lr = o.lr;
+    so.momentum = o.momentum;
+    opt = std::make_unique<nn::SGD>(model.named_parameters(), so);
+  } else {
+    nn::AdamOptions ao;
+    ao.lr = o.lr;
+    opt = std::make_unique<nn::Adam>(model.named_parameters(), ao);
+  }
+  if (!o.resume.empty()) {
+    // Parameters and optimiser state onto this run's mesh (replicated, as the
+    // parameters are), whatever wrote them.
+    std::vector<CheckpointTarget> targets;
+    nn::NamedDTensors optim_names;
+    for (const auto& [name, p] : model.named_parameters())
+      targets.push_back({name, p->spec()});
+    std::map<std::string, bool> present;
+    for (const auto& e : read_checkpoint_index(o.resume))
+      present[e.name] = true;
+    for (const auto& [name, p] : model.named_parameters())
+      for (const char* s : {"momentum_buffer", "exp_avg", "exp_avg_sq"}) {
+        const std::string key = "optim." + name + "." + s;
+        if (present.count(key)) targets.push_back({key, p->spec()});
+      }
+    if (present.count("optim.step"))
+      targets.push_back(
+          {"optim.step", DTensorSpec(mesh, Placements(placements.size(), Replicate()), {}, dtype)});
+    const auto loaded = load_checkpoint(o.resume, targets);
+    nn::NamedDTensors params, optim;
+    for (const auto& [name, t] : loaded)
+      (name.rfind("optim.", 0) == 0 ? optim : params).emplace_back(name, t);
+    model.load_state_dict(params);
+    opt->load_state_dict(optim);
+  }
+
+  const DTensor x = distribute_tensor(X, mesh, placements);
+  const DTensor y = distribute_tensor(Y, mesh, placements);
+  std::vector<double> losses;
+  for (std::int64_t step = 0; step < o.steps; ++step) {
+    const DTensor loss = mse_loss(model(x), y);
+    losses.push_back(loss.to_local().item_flat(0));
+    if (!o.json && get_rank() == 0)
+      std::cout << fmt::format("step {} loss {:.10g}", opt->steps_taken() + 1, losses.back())
+                << std::endl;
+    backward(loss);
+    opt->step();
+    opt->zero_grad();
+  }
+  if (!o.save.empty()) {
+    nn::NamedDTensors state = model.state_dict();
+    for (auto& e : opt->state_dict())
+      state.push_back(e);
+    save_checkpoint(state, o.save);
+  }
+  if (o.json && get_rank() == 0) print_losses(losses, o.steps);
+  destroy_process_group();
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtensor::train
+
+int main(int argc, char** argv) {
+  using namespace dtensor::train;
+  Options o;
+  CLI::App app{"Trains a 2-D U-Net, spatially parallel, on one batch (docs/training.md)",
+               "dtensor-train-unet"};
+  app.add_option("--mesh", o.mesh, "mesh shape, e.g. 4 or 2x2 (default: the world size)");
+  app.add_option("--placements", o.placements,
+                 "data placements, one per mesh dim (default S2 on 1-D meshes, S2,S3 on 2-D)");
+  app.add_option("--data", o.data, "directory with x.npy [N, in_ch, H, W] and y.npy")->required();
+  auto* init = app.add_option("--init", o.init, "every parameter, by name (safetensors)");
+  auto* base = app.add_option("--base", o.base, "channels of the first level");
+  app.add_option("--groups", o.groups, "GroupNorm's number of groups");
+  auto* seed = app.add_option("--seed", o.seed, "seed of the initialisation (with --base)");
+  app.add_option("--steps", o.steps, "optimiser steps")->required()->check(CLI::NonNegativeNumber);
+  app.add_option("--optimizer", o.optimizer, "sgd or adam")
+      ->required()
+      ->check(CLI::IsMember({"sgd", "adam"}));
+  app.add_option("--lr", o.lr, "learning rate")->required()->check(CLI::NonNegativeNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::NonNegativeNumber);
+  app.add_option("--dtype", o.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
+  app.add_option("--save", o.save, "write the sharded checkpoint here after the last step");
+  app.add_option("--resume", o.resume, "continue from such a checkpoint");
+  app.add_flag("--json", o.json, "last line of rank 0's stdout: {\"losses\": [...], \"steps\": N}");
+  init->excludes(base);
+  base->excludes(init);
+  seed->needs(base);
+  try {
+    app.parse(argc, argv);
+    if (o.init.empty() && !o.base && o.resume.empty())
+      throw CLI::ValidationError("--init", "give --init FILE or --base B (or --resume DIR)");
+    if (o.base && *o.base < 1) throw CLI::ValidationError("--base", "must be at least 1");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    return run(o);
+  } catch (const dtensor::InvalidArgument& e) {
+    std::cerr << "dtensor-train-unet: " << e.what() << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dtensor-train-unet: " << e.what() << std::endl;
+    std::fflush(nullptr);
+    std::_Exit(3);  // peers may be stuck; do not wait for them at exit
+  }
+}
