@@ -122,6 +122,29 @@ def case_resume(a, tmp):
     return 0
 
 
+def case_cli_errors(a, tmp):
+    """Bad options and inputs: exit 2 with the option named, before any rank waits."""
+    if not have("numpy"):
+        return SKIP
+    numpy_data(tmp)
+    ok = ["--data", tmp, "--base", "4", "--groups", "2", "--steps", "1", "--optimizer", "sgd",
+          "--lr", "0.1"]
+    cases = [
+        (["--data", tmp + "/nowhere"] + ok[2:], "x.npy"),
+        (ok + ["--init", "f.safetensors"], "--init"),
+        ([o if o != "sgd" else "rmsprop" for o in ok], "--optimizer"),
+        (ok[:4] + ok[6:], "--groups"),
+        (ok + ["--mesh", "3"], "--mesh"),
+    ]
+    for args, named in cases:
+        r = subprocess.run([a.run, "-n", "2", "--", a.trainer] + args, capture_output=True,
+                           text=True, timeout=120)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2, f"{args}: exit {r.returncode}, expected 2\n{out}"
+        assert named in out, f"{args}: the message does not name {named}:\n{out}"
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("case")
@@ -139,6 +162,8 @@ def main():
             return case_torch(a, tmp, 2, [], "adam", 0.01, 0, False)
         if a.case == "ranks-4-vs-1":
             return case_ranks(a, tmp)
+        if a.case == "cli-errors":
+            return case_cli_errors(a, tmp)
         if a.case == "resume-resharded":
             return case_resume(a, tmp)
     sys.exit(f"unknown case {a.case}")
