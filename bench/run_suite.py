@@ -5,7 +5,8 @@ convolution) at P = 2 (one OpenMP thread per rank, each rank bound to its own co
 two ranks per core, for the 3x3 64-channel layers), against the local kernel
 on the same per-rank window, against PyTorch DTensor when it is installed, and
 against the machine's FMA peak; plus a growth sweep of image size, and
-checkpoint save/load throughput against the disk's raw write+fsync speed.
+checkpoint save/load throughput against the disk's raw write+fsync speed, and a
+U-Net training step at P = 2 against the same step on one process.
 Everything in one run.
 
   python3 bench/run_suite.py [--build build] [--torch-python /opt/torchbench/bin/python]
@@ -131,6 +132,37 @@ def checkpoint_io(build, P, mb, reps, env):
     return run_json(cmd, env)
 
 
+def unet_step(build, P, shape, iters, env):
+    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", str(P), "--bind-cores", "--",
+           os.path.join(build, "bin", "dtensor-bench-unet-step"), "--input", shape, "--iters",
+           str(iters), "--warmup", "2", "--json"]
+    return run_json(cmd, env)
+
+
+def training_rows(build, quick, env):
+    """The U-Net step at P = 2 against one process running one rank's shard
+    (half of H) alone, and against the whole batch on one process; the runs
+    alternate, and each keeps its fastest median."""
+    rows = []
+    for n, c, h, w in [(2, 8, 128, 128)] if quick else [(2, 8, 128, 128), (2, 8, 256, 256)]:
+        best = {}
+        for _ in range(2 if quick else 3):
+            for key, P, shape in (("p2", 2, f"{n},{c},{h},{w}"), ("shard", 1, f"{n},{c},{h // 2},{w}"),
+                                  ("whole", 1, f"{n},{c},{h},{w}")):
+                progress(f"U-Net step {key} {shape}")
+                r = unet_step(build, P, shape, 3 if quick else 5, env)
+                if key not in best or r["step_ms"] < best[key]["step_ms"]:
+                    best[key] = r
+        rows.append({"input": f"{n},{c},{h},{w}", "base": best["p2"]["base"],
+                     "p2_step_ms": best["p2"]["step_ms"], "p2_fwd_ms": best["p2"]["fwd_ms"],
+                     "p2_bwd_ms": best["p2"]["bwd_ms"],
+                     "shard_step_ms": best["shard"]["step_ms"],
+                     "whole_step_ms": best["whole"]["step_ms"],
+                     "overhead": best["p2"]["step_ms"] / best["shard"]["step_ms"],
+                     "speedup": best["whole"]["step_ms"] / best["p2"]["step_ms"]})
+    return rows
+
+
 def torch_window_op(py, args, iters, env):
     cmd = [py, os.path.join(ROOT, "bench", "torch_dtensor_op.py"), "-n", "2"] + args + [
         "--iters", str(iters), "--bind-cores"]
@@ -153,9 +185,9 @@ def main():
     ap.add_argument("--torch-python", default="")
     ap.add_argument("--quick", action="store_true", help="fewer iterations and sizes")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
-    ap.add_argument("--sections", default="layers,window,growth,checkpoint",
+    ap.add_argument("--sections", default="layers,window,growth,checkpoint,training",
                     help="which parts to run (comma-separated): layers, window, growth, "
-                    "checkpoint")
+                    "checkpoint, training")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS="1", DTENSOR_LOG_LEVEL="warn")
     iters = 3 if args.quick else 8
@@ -164,11 +196,12 @@ def main():
     sections = set(args.sections.split(","))
     # Sections not run this time keep their last results (and say when).
     previous = os.path.join(args.out, "benchmarks.json")
-    if sections != {"layers", "window", "growth", "checkpoint"} and os.path.exists(previous):
+    if sections != {"layers", "window", "growth", "checkpoint", "training"} and os.path.exists(
+            previous):
         with open(previous) as f:
             old = json.load(f)
         for key, section in (("layers", "layers"), ("growth", "growth"), ("window_ops", "window"),
-                             ("checkpoint", "checkpoint")):
+                             ("checkpoint", "checkpoint"), ("training", "training")):
             if section not in sections and key in old:
                 results[key] = old[key]
                 results.setdefault("kept_from", {})[section] = old.get("date")
@@ -234,6 +267,9 @@ def main():
     for P in (1, 2) if "checkpoint" in sections else []:
         progress(f"checkpoint save/load P={P}")
         results["checkpoint"].append(checkpoint_io(args.build, P, 64 if args.quick else 256, 3, env))
+
+    if "training" in sections:
+        results["training"] = training_rows(args.build, args.quick, env)
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "benchmarks.json"), "w") as f:
@@ -324,6 +360,19 @@ def write_markdown(res, path):
                      f"{fmt(c['raw_write_mb_s'])} | {fmt(c['save_vs_raw_write'], '.2f')} | "
                      f"{fmt(c['load_mb_s'])} | {fmt(c['raw_read_mb_s'])} | "
                      f"{fmt(c['load_vs_raw_read'], '.2f')} |")
+    if res.get("training"):
+        L += ["", "## U-Net training step (P = 2, H sharded; target overhead <= 1.15)", "",
+              "One step of `dtensor-train-unet`'s model (forward, backward, SGD with momentum; "
+              "base 16, f32) at P = 2 against one process running one rank's shard (half of H) "
+              "alone (overhead) and the whole batch (speedup). Fastest median of alternating "
+              "runs. `dtensor-bench-unet-step`, docs/training.md.", "",
+              "| input | P=2 step ms (fwd / bwd) | shard alone ms | whole on 1 ms | overhead | speedup |",
+              "|---|---|---|---|---|---|"]
+        for t in res["training"]:
+            L.append(f"| {t['input']} | {fmt(t['p2_step_ms'])} ({fmt(t['p2_fwd_ms'])} / "
+                     f"{fmt(t['p2_bwd_ms'])}) | {fmt(t['shard_step_ms'])} | "
+                     f"{fmt(t['whole_step_ms'])} | {fmt(t['overhead'], '.3f')} | "
+                     f"{fmt(t['speedup'], '.2f')} |")
     L += ["", "![growth](benchmarks.png)", ""]
     with open(path, "w") as f:
         f.write("\n".join(L))
