@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "dtensor/ops/convolution.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/registry.h"
 
@@ -31,28 +32,28 @@ const DTensor& grad_of_output(const BackwardCall& c, std::size_t i = 0);
 
 namespace dtensor::autograd::detail {
 
-/// The mask a weighted operator's backward computes: what is wanted of
-/// (input, weight, bias?), the bias only when the forward had one.
-template <class Mask>
-Mask wanted(const BackwardCall& c, bool has_bias) {
-  Mask m;
-  m.input = c.needs_input_grad.at(0);
-  m.weight = c.needs_input_grad.at(1);
-  m.bias = has_bias && c.needs_input_grad.at(2);
-  return m;
-}
-
-/// The outputs of a "<op>_backward" computed under `mask` (input, weight,
-/// bias, each only when asked), as gradients of (input, weight, bias?).
-template <class Mask>
-std::vector<std::optional<DTensor>> weighted_grads(const std::vector<DTensor>& outs,
-                                                   const Mask& mask, bool has_bias) {
-  std::vector<std::optional<DTensor>> g(has_bias ? 3 : 2);
-  std::size_t i = 0;
-  if (mask.input) g[0] = outs.at(i++);
-  if (mask.weight) g[1] = outs.at(i++);
-  if (mask.bias) g[2] = outs.at(i++);
-  return g;
+/// The backward of a weighted operator (convolution, conv_transpose):
+/// decodes the forward into `Forward` (input, weight, has_bias, params),
+/// asks `backward_op` (encoded by `Backward::encode`) for the wanted
+/// gradients only, and returns them as those of (input, weight, bias?).
+template <class Forward, class Backward>
+BackwardFunction weighted_backward(const char* backward_op) {
+  return [backward_op](const BackwardCall& c) {
+    const Forward f = Forward::decode(c.forward);
+    ConvOutputMask mask;
+    mask.input = c.needs_input_grad.at(0);
+    mask.weight = c.needs_input_grad.at(1);
+    mask.bias = f.has_bias && c.needs_input_grad.at(2);
+    std::vector<std::optional<DTensor>> g(c.needs_input_grad.size());
+    if (!mask.input && !mask.weight && !mask.bias) return g;
+    const auto outs = dispatch(
+        backward_op, Backward::encode(grad_of_output(c), f.input, f.weight, f.params, mask));
+    std::size_t i = 0;
+    if (mask.input) g[0] = outs.at(i++);
+    if (mask.weight) g[1] = outs.at(i++);
+    if (mask.bias) g[2] = outs.at(i++);
+    return g;
+  };
 }
 
 }  // namespace dtensor::autograd::detail

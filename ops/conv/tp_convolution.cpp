@@ -334,16 +334,7 @@ struct Registrar {
           {conv_output_shape(c.input.shape(), c.weight.shape(), c.params), c.input.dtype()}};
     };
     fwd.strategies = forward_strategies;
-    fwd.backward = [](const ::dtensor::BackwardCall& c) {
-      const ForwardCall f = ForwardCall::decode(c.forward);
-      const auto mask = autograd::detail::wanted<ConvOutputMask>(c, f.has_bias);
-      if (!mask.input && !mask.weight && !mask.bias)
-        return std::vector<std::optional<DTensor>>(c.needs_input_grad.size());
-      const DTensor& g = autograd::detail::grad_of_output(c);
-      return autograd::detail::weighted_grads(
-          dispatch(kBackwardOp, BackwardCall::encode(g, f.input, f.weight, f.params, mask)), mask,
-          f.has_bias);
-    };
+    fwd.backward = autograd::detail::weighted_backward<ForwardCall, BackwardCall>(kBackwardOp);
     register_op(fwd);
     register_op_handler(kForwardOp, forward_handler, false, {.defers_agreement = true});
 
