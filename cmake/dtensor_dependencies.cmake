@@ -6,6 +6,11 @@ find_package(Eigen3 REQUIRED NO_MODULE)
 find_package(Gloo REQUIRED)
 find_package(dnnl REQUIRED)
 find_package(OpenMP REQUIRED)
+# The rendezvous stores: hiredis (the Redis client; found as a library, not
+# through pkg-config, whose -I/usr/include/hiredis would shadow headers) and
+# libcrypto (HMAC-SHA256 of the job token).
+find_library(DTENSOR_HIREDIS_LIBRARY hiredis REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 if(DTENSOR_BUILD_TESTS)
   find_package(Catch2 2.13 REQUIRED)
 else()

@@ -25,6 +25,7 @@ using Args = std::vector<std::string>;
 
 const std::string kRun = DTENSOR_RUN_PATH;
 const std::string kFixture = DTENSOR_LAUNCHER_FIXTURE;
+const std::string kOutputRank = DTENSOR_LAUNCHER_OUTPUT_RANK;
 
 struct Finished {
   int code = -1;   // exit code, when it exited
@@ -39,8 +40,12 @@ struct Finished {
 class Launcher {
  public:
   /// With `split_stderr`, its stderr goes to its own file (stderr()) instead.
-  explicit Launcher(const Args& args, bool split_stderr = false) : dir_("dtensor-launcher-test") {
+  /// `env`: added to the launcher's environment (its ranks inherit it).
+  explicit Launcher(const Args& args, bool split_stderr = false,
+                    const std::map<std::string, std::string>& env = {})
+      : dir_("dtensor-launcher-test") {
     dtensor::launch::ProcessSpec spec;
+    spec.env = env;
     if (split_stderr) {
       // The shell execs the launcher: same pid, stderr redirected.
       spec.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DTENSOR_TEST_STDERR\""};
@@ -414,5 +419,34 @@ TEST_CASE("launcher: --bind-cores runs each rank on its own CPUs, without it on 
   if (all.size() >= 2) {  // disjoint, and together every CPU
     CHECK(got.at(0).size() + got.at(1).size() == all.size());
     CHECK(both == all);
+  }
+}
+
+TEST_CASE("launcher: nothing a rank printed is lost when the job is stopped, and errors are whole",
+          "[launcher]") {
+  // Five runs: the output used to be lost in about one of three. Stdout
+  // line-buffered (the default under a launcher) and fully buffered (then
+  // libdtensor's flush on SIGTERM is what saves it) in turn.
+  constexpr int kLines = 18;
+  for (int run = 0; run < 5; ++run) {
+    const std::string buffering = run % 2 == 0 ? "auto" : "unchanged";
+    Launcher l({"-n", "3", "--timeout", "20", kOutputRank, std::to_string(kLines)}, false,
+               {{"DTENSOR_STDOUT_BUFFERING", buffering}});
+    const Finished f = l.finish();
+    INFO("run " << run << " (DTENSOR_STDOUT_BUFFERING=" << buffering << "), output:\n" << f.output);
+    CHECK(f.code == 3);
+    CHECK(f.seconds < 10);
+    CHECK(contains(f.output, "dtensor-run: rank 1 failed: exit code 3"));
+    for (int i = 1; i <= kLines; ++i)
+      CHECK(contains(f.output, "[0] rank 0 line " + std::to_string(i) + " of " +
+                                   std::to_string(kLines) + "\n"));
+    const std::string lines = "\n" + f.output;  // every line starts after a '\n'
+    CHECK(contains(lines, "\n[0] rank 0 partial line without newline\n"));
+    // Each error on one line of its own, from its start to its end.
+    CHECK(contains(lines,
+                   "\n[1] rank 1 error: the simulated failure of rank 1, reported in "
+                   "several pieces -- end of rank 1 error\n"));
+    CHECK(std::regex_search(
+        lines, std::regex(R"(\n\[2\] rank 2 error: \[dtensor\.[^\n]* -- end of rank 2 error\n)")));
   }
 }
