@@ -1,5 +1,7 @@
 // open_store: a store URL to a JobStore over the right backend, in the job's
 // namespace (Config::job_id) with its token (Config::job_token).
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "core/store/file_kv.h"
@@ -44,6 +46,10 @@ std::shared_ptr<Store> open_store(const std::string& url, std::chrono::milliseco
     return std::make_shared<store_detail::JobStore>(std::move(kv), prefix, std::move(job), url,
                                                     shown, timeout);
   }
+  std::error_code ec;
+  std::filesystem::create_directories(u.path, ec);
+  check_arg(std::filesystem::is_directory(u.path), "store",
+            "{}='{}': cannot create or use directory '{}'", what, url, u.path);
   // One directory per job under the store's: `rm -r DIR/JOB` removes a job's keys.
   const std::string store_url = "file:" + u.path;
   auto kv = std::make_unique<store_detail::FileKv>(u.path + "/" + job.id, store_url);
