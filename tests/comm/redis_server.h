@@ -65,6 +65,8 @@ class RedisServer {
   }
   ~RedisServer() { procs_.stop_all(std::chrono::milliseconds(2000)); }
   int port() const { return port_; }
+  /// E.g. SIGSTOP to freeze the server, SIGCONT to let it go on.
+  void signal(int sig) { procs_.signal_all(sig); }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 
  private:

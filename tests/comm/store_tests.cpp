@@ -83,6 +83,50 @@ TEST_CASE("store: a frozen Redis is a TimeoutError naming it within the timeout"
   CHECK(seconds_since(t0) < 0.5 + 1.0);
 }
 
+TEST_CASE("store: a Redis frozen with SIGSTOP mid-job is a TimeoutError within the timeout",
+          "[comm][store][redis]") {
+  RedisServer redis;
+  auto store = open_store(redis.url(), 600ms, "DTENSOR_STORE");
+  store->set("before", bytes("x"));
+  CHECK(text(store->get("before")) == "x");
+  redis.signal(SIGSTOP);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(store->get("before"), TimeoutError);
+  CHECK(seconds_since(t0) < 0.6 + 1.0);
+  redis.signal(SIGCONT);
+  CHECK(text(store->get("before")) == "x");  // connected again once it answers
+}
+
+TEST_CASE("store: ranks starting against a frozen Redis all fail naming it, none hangs P=2",
+          "[comm][store]") {
+  std::unique_ptr<FrozenServer> frozen;
+  RunOptions opt;
+  opt.init_process_group = false;
+  opt.deadline = 30s;
+  if (!in_rank_process()) {
+    frozen = std::make_unique<FrozenServer>();
+    opt.env["DTENSOR_STORE"] = frozen->url();
+  }
+  run_ranks(
+      2,
+      [](RankContext&) {
+        InitOptions o;
+        o.timeout = 1000ms;
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          init_process_group(o);
+          FAIL("init_process_group returned with a frozen store");
+        } catch (const TimeoutError& e) {
+          INFO(e.what());
+          CHECK(std::string(e.what()).find("[dtensor.store] redis://127.0.0.1:") !=
+                std::string::npos);
+        }
+        CHECK(seconds_since(t0) < 1.0 + 1.5);
+        CHECK(!is_initialized());
+      },
+      opt);
+}
+
 TEST_CASE("store: a wait on a missing key ends at the timeout, naming store, job and key",
           "[comm][store]") {
   launch::TempDir dir("dtensor-store-test");
