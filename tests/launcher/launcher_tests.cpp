@@ -357,9 +357,9 @@ TEST_CASE("launcher: a program that cannot run is refused before starting", "[la
 TEST_CASE("launcher: help documents the options and exit codes", "[launcher]") {
   const Finished f = run({"--help"});
   CHECK(f.code == 0);
-  for (const char* s :
-       {"usage: dtensor-run -n P", "--store", "--timeout", "--deadline", "--nnodes", "--node-rank",
-        "--bind-cores", "DTENSOR_RANK", "Exit status", "124", "128+S"})
+  for (const char* s : {"usage: dtensor-run -n P", "--store", "--timeout", "--deadline", "--nnodes",
+                        "--node-rank", "--bind-cores", "--job-id", "DTENSOR_RANK",
+                        "DTENSOR_JOB_TOKEN", "Exit status", "124", "128+S"})
     CHECK(contains(f.output, s));
 }
 
@@ -449,4 +449,18 @@ TEST_CASE("launcher: nothing a rank printed is lost when the job is stopped, and
     CHECK(std::regex_search(
         lines, std::regex(R"(\n\[2\] rank 2 error: \[dtensor\.[^\n]* -- end of rank 2 error\n)")));
   }
+}
+
+TEST_CASE("launcher: what a rank printed before an uncaught exception comes before its error",
+          "[launcher]") {
+  // Fully buffered stdout: without the flush on std::terminate, abort()
+  // would drop the lines.
+  Launcher l({"-n", "1", kOutputRank, "throw", "7"}, false,
+             {{"DTENSOR_STDOUT_BUFFERING", "unchanged"}});
+  const Finished f = l.finish();
+  INFO(f.output);
+  CHECK(f.code == 128 + SIGABRT);
+  for (int i = 1; i <= 7; ++i)
+    CHECK(contains(f.output, "[0] line " + std::to_string(i) + " of 7 before the exception\n"));
+  CHECK(contains(f.output, "[dtensor.output_rank] the uncaught exception"));
 }

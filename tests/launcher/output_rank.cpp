@@ -2,11 +2,13 @@
 // output used to be lost: rank 0 printf's N lines (no fflush; stdout is a
 // pipe) and is busy when rank 1 fails; rank 2, waiting on rank 1, fails with
 // its own error. Every line must reach dtensor-run's output, whole.
-//   output_rank N
+//   output_rank N        the scenario above
+//   output_rank throw N  one rank: N lines printf'ed, then an uncaught exception
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include "dtensor/core/distributed.h"
@@ -14,8 +16,14 @@
 #include "dtensor/core/tensor.h"
 
 int main(int argc, char** argv) {
-  const int lines = argc > 1 ? std::atoi(argv[1]) : 18;
+  const bool throws = argc > 1 && std::string(argv[1]) == "throw";
+  const int lines = argc > 1 + throws ? std::atoi(argv[1 + throws]) : 18;
   auto pg = dtensor::init_process_group();
+  if (throws) {
+    for (int i = 1; i <= lines; ++i)
+      std::printf("line %d of %d before the exception\n", i, lines);
+    throw dtensor::InvalidArgument("output_rank", "the uncaught exception");
+  }
   pg->barrier();
   switch (pg->rank()) {
     case 0:
