@@ -9,6 +9,11 @@ find_package(OpenMP REQUIRED)
 # Checkpoints: block checksums (zlib's CRC-32) and the JSON index.
 find_package(ZLIB REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
+# The rendezvous stores: hiredis (the Redis client; found as a library, not
+# through pkg-config, whose -I/usr/include/hiredis would shadow headers) and
+# libcrypto (HMAC-SHA256 of the job token).
+find_library(DTENSOR_HIREDIS_LIBRARY hiredis REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 if(DTENSOR_BUILD_TESTS)
   find_package(Catch2 2.13 REQUIRED)
 else()

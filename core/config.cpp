@@ -1,5 +1,6 @@
 #include "dtensor/core/config.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -93,6 +95,44 @@ std::optional<std::chrono::milliseconds> seconds(const Lookup& lookup, const cha
   return std::chrono::milliseconds(static_cast<std::int64_t>(secs * 1000));
 }
 
+// A launcher's job id as a store namespace: the characters the store keys
+// and file names allow, the rest as '_'.
+std::string sanitized_job_id(std::string_view id) {
+  std::string out(id.substr(0, 128));
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  return out;
+}
+
+void read_job(const Lookup& lookup, Config& c) {
+  if (const char* v = get(lookup, "DTENSOR_JOB_ID")) {
+    const std::string id = v;
+    check_arg(id.size() <= 128 && sanitized_job_id(id) == id, kComponent,
+              "DTENSOR_JOB_ID='{}': accepted values are 1 to 128 characters of [A-Za-z0-9._-]",
+              id.substr(0, 200));
+    c.job_id = id;
+    c.job_id_source = "DTENSOR_JOB_ID";
+  } else if (const char* t = get(lookup, "TORCHELASTIC_RUN_ID"); t && std::string(t) != "none") {
+    c.job_id = "torchrun." + sanitized_job_id(t);
+    c.job_id_source = "TORCHELASTIC_RUN_ID";
+  } else if (const char* s = get(lookup, "SLURM_JOB_ID")) {
+    const char* step = get(lookup, "SLURM_STEP_ID");
+    c.job_id = "slurm." + sanitized_job_id(std::string(s) + (step ? "." + std::string(step) : ""));
+    c.job_id_source = "SLURM_JOB_ID";
+  } else if (const char* p = get(lookup, "PMIX_NAMESPACE")) {
+    c.job_id = "pmix." + sanitized_job_id(p);
+    c.job_id_source = "PMIX_NAMESPACE";
+  }
+  if (const char* token = get(lookup, "DTENSOR_JOB_TOKEN")) {
+    // The value is a secret: the message gives its length, never the value.
+    check_arg(std::strlen(token) >= 16, kComponent,
+              "DTENSOR_JOB_TOKEN is {} characters long: a job token must have at least 16 "
+              "(dtensor-run generates 64)",
+              std::strlen(token));
+    c.job_token = token;
+  }
+}
+
 struct Current {
   std::mutex mutex;
   bool overridden = false;  // set_config was called: the environment no longer counts
@@ -134,6 +174,13 @@ Config Config::from(const Lookup& lookup) {
   c.world_size = first_int(lookup, {"DTENSOR_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
   c.local_rank =
       first_int(lookup, {"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+  read_job(lookup, c);
+  c.stdout_buffering = choice(lookup, "DTENSOR_STDOUT_BUFFERING",
+                              {{"auto", Config::StdoutBuffering::Auto},
+                               {"line", Config::StdoutBuffering::Line},
+                               {"unchanged", Config::StdoutBuffering::Unchanged}},
+                              c.stdout_buffering);
+  c.flush_on_stop = flag(lookup, "DTENSOR_FLUSH_ON_STOP", c.flush_on_stop);
   return c;
 }
 

@@ -11,10 +11,12 @@
 
 #include "core/detail/backend_plan.h"
 #include "core/detail/device_ops.h"
+#include "core/detail/output_on_stop.h"
 #include "core/detail/routing_process_group.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/core/store_url.h"
 
 namespace dtensor {
 namespace {
@@ -93,6 +95,8 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
 
 std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   ResolvedInit r = resolve_init_options(options);
+  // First: a rank stopped during the rendezvous keeps what it printed too.
+  detail::protect_output(config());
   auto cuda_ops = detail::find_device_ops(DeviceType::CUDA);
   // Only "auto" looks at the devices: CPU-only programs never wake the driver.
   const detail::BackendPlan plan = detail::plan_backends(
@@ -135,8 +139,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   if (plan.routed())
     pg = std::make_shared<detail::RoutingProcessGroup>(pg,
                                                        cuda_factory ? cuda_factory(init) : nullptr);
-  log::info("initialised: rank {}/{} backend {} store {}", r.rank, r.world_size, pg->backend_name(),
-            r.store);
+  log::info("initialised: rank {}/{} backend {} store {} job '{}'", r.rank, r.world_size,
+            pg->backend_name(), redact_store_url(r.store), config().job_id);
   std::lock_guard lock(g_mutex);
   g_world = pg;
   g_local_rank = r.local_rank;

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config
-  libgloo-dev libhiredis-dev
+  libgloo-dev libhiredis-dev libssl-dev  # the stores: Redis client, HMAC of the job token
   libdnnl-dev ocl-icd-opencl-dev
   libeigen3-dev libspdlog-dev libfmt-dev
   catch2

@@ -1,78 +1,17 @@
 // Rendezvous: through a real redis-server, binding options, and a rank that
 // never arrives.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "tests/comm/comm_test_util.h"
+#include "tests/comm/redis_server.h"
 #include "tests/support/multiprocess.h"
 #include "tools/launch/process_set.h"
 
 using namespace dtensor;
 using namespace dtensor::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-// A port nobody listens on right now (the kernel picks it).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  socklen_t len = sizeof(a);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool accepts_connections(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
-// redis-server on 127.0.0.1, without persistence; stopped (SIGTERM, then
-// SIGKILL) when this object goes away.
-class RedisServer {
- public:
-  RedisServer() : dir_("dtensor-redis"), port_(free_port()) {
-    launch::ProcessSpec spec;
-    spec.argv = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                 "--save",       "",       "--appendonly",        "no",     "--dir",
-                 dir_.path()};
-    spec.output_file = dir_.path() + "/redis.log";
-    procs_.start(spec);
-    const auto until = std::chrono::steady_clock::now() + 10s;
-    while (!accepts_connections(port_)) {
-      procs_.poll(20ms);
-      REQUIRE(!procs_.status(0).exited);
-      REQUIRE(std::chrono::steady_clock::now() < until);
-    }
-  }
-  ~RedisServer() { procs_.stop_all(2000ms); }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  launch::TempDir dir_;
-  int port_;
-  launch::ProcessSet procs_;
-};
-
-}  // namespace
 
 TEST_CASE("rendezvous through redis-server: world, subgroup and P2P P=3", "[comm][rendezvous]") {
   std::unique_ptr<RedisServer> redis;

@@ -71,6 +71,9 @@ TEST_CASE("config: a bad value names the variable and the accepted values", "[co
       {"DTENSOR_GLOO_LOOP", "fast", "batch | normal"},
       {"DTENSOR_TIMEOUT", "-3", "positive number of seconds"},
       {"DTENSOR_RANK", "one", "not an integer"},
+      {"DTENSOR_JOB_ID", "my job", "[A-Za-z0-9._-]"},
+      {"DTENSOR_STDOUT_BUFFERING", "full", "auto | line | unchanged"},
+      {"DTENSOR_FLUSH_ON_STOP", "yes", "0 and 1"},
   };
   for (const auto& [name, value, accepted] : bad) {
     INFO(name << "=" << value);
@@ -96,4 +99,30 @@ TEST_CASE("config: set_config replaces the process's configuration; init reads i
   InitOptions o;  // InitOptions still win over the configuration
   o.rank = 1;
   CHECK(resolve_init_options(o).rank == 1);
+}
+
+TEST_CASE("config: the job id comes from the launcher, the token is checked and never shown",
+          "[config]") {
+  Config c = Config::from(Vars{});
+  CHECK(c.job_id == "default");
+  CHECK(c.job_id_source.empty());
+  CHECK_FALSE(c.job_token);
+  CHECK(c.stdout_buffering == Config::StdoutBuffering::Auto);
+  CHECK(c.flush_on_stop);
+  // The first launcher's id that is set, made safe for keys and file names.
+  c = Config::from(Vars{{"DTENSOR_JOB_ID", "run-1.a_b"}, {"SLURM_JOB_ID", "77"}});
+  CHECK(c.job_id == "run-1.a_b");
+  CHECK(c.job_id_source == "DTENSOR_JOB_ID");
+  CHECK(Config::from(Vars{{"TORCHELASTIC_RUN_ID", "exp/1"}}).job_id == "torchrun.exp_1");
+  CHECK(Config::from(Vars{{"TORCHELASTIC_RUN_ID", "none"}}).job_id == "default");
+  CHECK(Config::from(Vars{{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "3"}}).job_id == "slurm.77.3");
+  CHECK(Config::from(Vars{{"PMIX_NAMESPACE", "prterun-h-12@1"}}).job_id == "pmix.prterun-h-12_1");
+  CHECK(Config::from(Vars{{"DTENSOR_JOB_TOKEN", "0123456789abcdef"}}).job_token ==
+        std::optional<std::string>("0123456789abcdef"));
+  CHECK_THROWS_WITH(Config::from(Vars{{"DTENSOR_JOB_TOKEN", "short-secret"}}),
+                    Catch::Contains("DTENSOR_JOB_TOKEN") && Catch::Contains("at least 16") &&
+                        !Catch::Contains("short-secret"));
+  CHECK(
+      Config::from(Vars{{"DTENSOR_STDOUT_BUFFERING", "unchanged"}, {"DTENSOR_FLUSH_ON_STOP", "0"}})
+          .stdout_buffering == Config::StdoutBuffering::Unchanged);
 }

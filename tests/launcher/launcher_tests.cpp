@@ -25,6 +25,7 @@ using Args = std::vector<std::string>;
 
 const std::string kRun = DTENSOR_RUN_PATH;
 const std::string kFixture = DTENSOR_LAUNCHER_FIXTURE;
+const std::string kOutputRank = DTENSOR_LAUNCHER_OUTPUT_RANK;
 
 struct Finished {
   int code = -1;   // exit code, when it exited
@@ -39,8 +40,12 @@ struct Finished {
 class Launcher {
  public:
   /// With `split_stderr`, its stderr goes to its own file (stderr()) instead.
-  explicit Launcher(const Args& args, bool split_stderr = false) : dir_("dtensor-launcher-test") {
+  /// `env`: added to the launcher's environment (its ranks inherit it).
+  explicit Launcher(const Args& args, bool split_stderr = false,
+                    const std::map<std::string, std::string>& env = {})
+      : dir_("dtensor-launcher-test") {
     dtensor::launch::ProcessSpec spec;
+    spec.env = env;
     if (split_stderr) {
       // The shell execs the launcher: same pid, stderr redirected.
       spec.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DTENSOR_TEST_STDERR\""};
@@ -352,9 +357,9 @@ TEST_CASE("launcher: a program that cannot run is refused before starting", "[la
 TEST_CASE("launcher: help documents the options and exit codes", "[launcher]") {
   const Finished f = run({"--help"});
   CHECK(f.code == 0);
-  for (const char* s :
-       {"usage: dtensor-run -n P", "--store", "--timeout", "--deadline", "--nnodes", "--node-rank",
-        "--bind-cores", "DTENSOR_RANK", "Exit status", "124", "128+S"})
+  for (const char* s : {"usage: dtensor-run -n P", "--store", "--timeout", "--deadline", "--nnodes",
+                        "--node-rank", "--bind-cores", "--job-id", "DTENSOR_RANK",
+                        "DTENSOR_JOB_TOKEN", "Exit status", "124", "128+S"})
     CHECK(contains(f.output, s));
 }
 
@@ -415,4 +420,47 @@ TEST_CASE("launcher: --bind-cores runs each rank on its own CPUs, without it on 
     CHECK(got.at(0).size() + got.at(1).size() == all.size());
     CHECK(both == all);
   }
+}
+
+TEST_CASE("launcher: nothing a rank printed is lost when the job is stopped, and errors are whole",
+          "[launcher]") {
+  // Five runs: the output used to be lost in about one of three. Stdout
+  // line-buffered (the default under a launcher) and fully buffered (then
+  // libdtensor's flush on SIGTERM is what saves it) in turn.
+  constexpr int kLines = 18;
+  for (int run = 0; run < 5; ++run) {
+    const std::string buffering = run % 2 == 0 ? "auto" : "unchanged";
+    Launcher l({"-n", "3", "--timeout", "20", kOutputRank, std::to_string(kLines)}, false,
+               {{"DTENSOR_STDOUT_BUFFERING", buffering}});
+    const Finished f = l.finish();
+    INFO("run " << run << " (DTENSOR_STDOUT_BUFFERING=" << buffering << "), output:\n" << f.output);
+    CHECK(f.code == 3);
+    CHECK(f.seconds < 10);
+    CHECK(contains(f.output, "dtensor-run: rank 1 failed: exit code 3"));
+    for (int i = 1; i <= kLines; ++i)
+      CHECK(contains(f.output, "[0] rank 0 line " + std::to_string(i) + " of " +
+                                   std::to_string(kLines) + "\n"));
+    const std::string lines = "\n" + f.output;  // every line starts after a '\n'
+    CHECK(contains(lines, "\n[0] rank 0 partial line without newline\n"));
+    // Each error on one line of its own, from its start to its end.
+    CHECK(contains(lines,
+                   "\n[1] rank 1 error: the simulated failure of rank 1, reported in "
+                   "several pieces -- end of rank 1 error\n"));
+    CHECK(std::regex_search(
+        lines, std::regex(R"(\n\[2\] rank 2 error: \[dtensor\.[^\n]* -- end of rank 2 error\n)")));
+  }
+}
+
+TEST_CASE("launcher: what a rank printed before an uncaught exception comes before its error",
+          "[launcher]") {
+  // Fully buffered stdout: without the flush on std::terminate, abort()
+  // would drop the lines.
+  Launcher l({"-n", "1", kOutputRank, "throw", "7"}, false,
+             {{"DTENSOR_STDOUT_BUFFERING", "unchanged"}});
+  const Finished f = l.finish();
+  INFO(f.output);
+  CHECK(f.code == 128 + SIGABRT);
+  for (int i = 1; i <= 7; ++i)
+    CHECK(contains(f.output, "[0] line " + std::to_string(i) + " of 7 before the exception\n"));
+  CHECK(contains(f.output, "[dtensor.output_rank] the uncaught exception"));
 }

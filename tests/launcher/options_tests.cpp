@@ -3,6 +3,7 @@
 
 #include "tests/launcher/usage_cases.h"
 #include "tools/dtensor-run/core_binding.h"
+#include "tools/dtensor-run/job_identity.h"
 #include "tools/dtensor-run/options.h"
 
 using dtensor::run::Options;
@@ -138,4 +139,65 @@ TEST_CASE("core slices: disjoint, contiguous, as even as can be, every CPU used"
       for (int c : allowed)  // each CPU used, by ceil or floor(ranks / cpus) ranks
         CHECK(std::abs(uses[static_cast<std::size_t>(c)] * cpus - ranks) < cpus);
     }
+}
+
+TEST_CASE("job identity: one node invents an id and a token, several nodes take them from outside",
+          "[launcher][options]") {
+  using dtensor::run::job_environment;
+  using dtensor::run::job_identity;
+  const std::map<std::string, std::string> none;
+  auto from = [](const std::map<std::string, std::string>& vars) {
+    return [vars](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  const Options one = parse_options({"-n", "2", "p"});
+  const auto a = job_identity(one, from(none)), b = job_identity(one, from(none));
+  REQUIRE(a.id);
+  REQUIRE(a.token);
+  CHECK(a.id->rfind("run-", 0) == 0);
+  CHECK(a.token->size() == 64);
+  CHECK(*a.id != *b.id);  // fresh every time: no two jobs share a namespace
+  CHECK(*a.token != *b.token);
+  auto env = job_environment(a);
+  CHECK(env["DTENSOR_JOB_ID"] == *a.id);
+  CHECK(env["DTENSOR_JOB_TOKEN"] == *a.token);
+
+  // Several nodes: --job-id or the environment, never invented.
+  const Options many = parse_options(
+      {"-n", "2", "--nnodes", "2", "--node-rank", "1", "--store", "redis://h:1", "p"});
+  const auto c = job_identity(many, from(none));
+  CHECK_FALSE(c.id);
+  CHECK_FALSE(c.token);
+  CHECK(job_environment(c).empty());
+  const auto d = job_identity(parse_options({"-n", "2", "--nnodes", "2", "--store", "redis://h:1",
+                                             "--job-id", "exp.7", "p"}),
+                              from({{"DTENSOR_JOB_TOKEN", "0123456789abcdef0123"}}));
+  CHECK(d.id == std::optional<std::string>("exp.7"));
+  CHECK(d.token == std::optional<std::string>("0123456789abcdef0123"));
+  const auto e = job_identity(one, from({{"DTENSOR_JOB_ID", "mine"}}));
+  CHECK(e.id == std::optional<std::string>("mine"));
+
+  CHECK_THROWS_WITH(parse_options({"-n", "2", "--job-id", "a/b", "p"}),
+                    Catch::Contains("--job-id"));
+}
+
+TEST_CASE("store URLs with credentials are accepted, never echoed", "[launcher][options]") {
+  CHECK(parse_options({"-n", "1", "--store", "redis://:pw@h:1", "p"}).store == "redis://:pw@h:1");
+  CHECK(parse_options({"-n", "1", "--store", "redis://u:p%40w@h:1", "p"}).store ==
+        "redis://u:p%40w@h:1");
+  CHECK(parse_options({"-n", "1", "--store", "rediss://h:1", "p"}).store == "rediss://h:1");
+  try {
+    parse_options({"-n", "1", "--store", "redis://nocolon@h:1", "p"});
+    FAIL("expected a usage error");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).find("USER:PASSWORD") != std::string::npos);
+  }
+  try {
+    parse_options({"-n", "1", "--store", "redis://:secretpw@h:99999", "p"});
+    FAIL("expected a usage error");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).find("secretpw") == std::string::npos);
+  }
 }

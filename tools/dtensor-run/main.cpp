@@ -16,6 +16,7 @@
 #include <string>
 
 #include "tools/dtensor-run/core_binding.h"
+#include "tools/dtensor-run/job_identity.h"
 #include "tools/dtensor-run/options.h"
 #include "tools/launch/process_set.h"
 
@@ -25,8 +26,12 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-// After a rank fails the others only have to die: a short grace for their
-// SIGTERM handlers. A signal from the user may ask them to save work: longer.
+// After a rank fails, the others first get a moment to end on their own: a
+// rank blocked on the dead peer fails at once, with an error that says what
+// it saw, and stopping it then could cut that error mid-line. Then they only
+// have to die: a short grace for their SIGTERM handlers (libdtensor's flushes
+// stdio). A signal from the user may ask them to save work: longer.
+constexpr auto kNoticeWindow = 1s;
 constexpr auto kFailureGrace = 3s;
 constexpr auto kSignalGrace = 10s;
 
@@ -136,6 +141,7 @@ int run_job(const Options& o) {
     fs::create_directories(store.substr(5));  // the user's: created if missing, never removed
   }
 
+  const JobIdentity job = job_identity(o, [](const char* name) { return std::getenv(name); });
   launch::ProcessSet set;
   const auto slices =
       o.bind_cores ? core_slices(o.nproc, allowed_cpus()) : std::vector<std::vector<int>>(o.nproc);
@@ -144,6 +150,7 @@ int run_job(const Options& o) {
     spec.cpus = slices[static_cast<std::size_t>(local)];
     spec.argv = o.command;
     spec.env = rank_environment(o, local, store);
+    spec.env.merge(job_environment(job));
     spec.line_prefix = "[" + std::to_string(o.global_rank(local)) + "] ";
     spec.separate_stderr = true;
     set.start(spec);
@@ -174,6 +181,7 @@ int run_job(const Options& o) {
       std::cerr << "dtensor-run: rank " << o.global_rank(static_cast<int>(i))
                 << " failed: " << failed.describe()
                 << (others.empty() ? "" : "; stopping the other ranks") << std::endl;
+      set.wait_exited(kNoticeWindow, user_hurries);
       set.stop_all(kFailureGrace, SIGTERM, user_hurries);
       // Ranks that failed on their own before we stopped them are worth a
       // line each: the first failure is not always the cause.

@@ -1,5 +1,6 @@
 #include "tools/dtensor-run/options.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -55,13 +56,17 @@ double parse_seconds(const std::string& name, const std::string& value) {
 // any process starts. Unlike the library, a plain path needs its "file:".
 void check_store(const std::string& name, const std::string& url) {
   const StoreUrl u = parse_store_url(url);
-  if (url.rfind("redis://", 0) == 0) {
+  const std::string shown = redact_store_url(url);
+  if (url.rfind("redis://", 0) == 0 || url.rfind("rediss://", 0) == 0) {
     if (u.problem == StoreUrl::Problem::BadPort)
-      throw UsageError(name + ": '" + url + "': port " + std::to_string(u.port) +
+      throw UsageError(name + ": '" + shown + "': port " + std::to_string(u.port) +
                        " is out of range");
+    if (u.problem == StoreUrl::Problem::BadCredentials)
+      throw UsageError(name + ": '" + shown +
+                       "': the credentials before '@' must be USER:PASSWORD or :PASSWORD");
     if (u.kind != StoreUrl::Kind::Redis)
-      throw UsageError(name + ": '" + url +
-                       "' is not a valid Redis URL (expected redis://HOST:PORT)");
+      throw UsageError(name + ": '" + shown +
+                       "' is not a valid Redis URL (expected redis://[USER:PASSWORD@]HOST:PORT)");
     return;
   }
   if (url.rfind("file:", 0) == 0) {
@@ -69,7 +74,7 @@ void check_store(const std::string& name, const std::string& url) {
       throw UsageError(name + ": '" + url + "' names no directory (expected file:DIR)");
     return;
   }
-  throw UsageError(name + ": '" + url +
+  throw UsageError(name + ": '" + shown +
                    "' is not a store (expected file:DIR or redis://HOST:PORT)");
 }
 
@@ -130,6 +135,13 @@ Options parse_options(const std::vector<std::string>& args) {
   with_value("--deadline", [&](const std::string& v) {
     o.deadline = std::chrono::milliseconds(
         static_cast<std::int64_t>(std::ceil(parse_seconds("--deadline", v) * 1000)));
+  });
+  with_value("--job-id", [&](const std::string& v) {
+    bool ok = !v.empty() && v.size() <= 128;
+    for (char c : v)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+    if (!ok) throw UsageError("--job-id: '" + v + "' is not 1 to 128 characters of [A-Za-z0-9._-]");
+    o.job_id = v;
   });
   app.add_flag("--bind-cores", o.bind_cores)->trigger_on_parse();
 
@@ -217,7 +229,8 @@ std::map<std::string, std::string> rank_environment(const Options& o, int local_
 
 std::string usage_line() {
   return "usage: dtensor-run -n P [--store file:DIR|redis://HOST:PORT] [--timeout S] "
-         "[--deadline S] [--nnodes N --node-rank R] [--bind-cores] [--] PROGRAM [ARGS...]";
+         "[--deadline S] [--nnodes N --node-rank R] [--job-id ID] [--bind-cores] [--] PROGRAM "
+         "[ARGS...]";
 }
 
 std::string help_text() {
@@ -241,6 +254,10 @@ Options:
   --nnodes N              nodes in the job; run dtensor-run once per node
                           (needs --store, default 1)
   --node-rank R           this node's index, 0 to N-1 (default 0)
+  --job-id ID             the job's namespace in the store ([A-Za-z0-9._-]);
+                          give the same on every node. Default: DTENSOR_JOB_ID
+                          of our environment, else a fresh random id on one
+                          node (on several, the ranks' own default)
   --bind-cores            run each local rank on its own CPUs: the CPUs
                           dtensor-run may use, split into P disjoint slices
                           (with fewer CPUs than ranks, one CPU each, shared
@@ -249,12 +266,18 @@ Options:
   --                      end of options (for a PROGRAM whose name starts with -)
 
 Each rank gets DTENSOR_RANK (R*P + local rank), DTENSOR_WORLD_SIZE (N*P),
-DTENSOR_LOCAL_RANK, DTENSOR_STORE and, with --timeout, DTENSOR_TIMEOUT.
+DTENSOR_LOCAL_RANK, DTENSOR_STORE, DTENSOR_JOB_ID, DTENSOR_JOB_TOKEN (a
+secret: DTENSOR_JOB_TOKEN of our environment, else a fresh random one on one
+node; several nodes must export the same one) and, with --timeout,
+DTENSOR_TIMEOUT.
 Every line a rank prints is prefixed with its rank ("[3] "): its stdout on our
 stdout, its stderr on our stderr. SIGINT, SIGTERM and SIGHUP are forwarded to
 the ranks; ranks still running 10 s later are killed (at once on a second
-signal). When a rank fails (non-zero exit or a signal), the others get SIGTERM,
-then SIGKILL after 3 s.
+signal). When a rank fails (non-zero exit or a signal), the others get 1 s to
+end on their own (a peer's death usually ends them with an error worth
+reading), then SIGTERM, then SIGKILL after 3 s. Their output is read to the
+end: nothing a rank printed before it ended is lost (libdtensor flushes a
+rank's stdio on SIGTERM).
 
 Exit status:
   0        every rank exited with code 0

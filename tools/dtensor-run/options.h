@@ -33,6 +33,9 @@ struct Options {
   std::optional<std::string> timeout;
   /// --deadline: the whole job is stopped after this long.
   std::optional<std::chrono::milliseconds> deadline;
+  /// --job-id: the job's namespace in the store ([A-Za-z0-9._-], 1-128
+  /// characters); the same on every node of a job.
+  std::optional<std::string> job_id;
   /// --bind-cores: each local rank runs on its own slice of the CPUs.
   bool bind_cores = false;
   bool help = false;

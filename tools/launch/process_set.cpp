@@ -195,8 +195,10 @@ std::optional<std::size_t> ProcessSet::poll(std::chrono::milliseconds budget) {
       p.status.exited = true;
       if (WIFEXITED(st)) p.status.code = WEXITSTATUS(st);
       if (WIFSIGNALED(st)) p.status.signal = WTERMSIG(st);
-      drain(p, p.out, true);
-      drain(p, p.err, true);
+      // Everything it wrote is in the pipe now; a partial last line is shown
+      // at end of file, not cut here (a child of the rank may still finish it).
+      drain(p, p.out, false);
+      drain(p, p.err, false);
     }
     if (p.status.exited && !p.status.ok() && !p.reported) {
       p.reported = true;
@@ -232,6 +234,40 @@ void ProcessSet::stop_all(std::chrono::milliseconds grace, int first_signal,
     if (!p.status.exited) kill(p.pid, SIGKILL);
   while (!all_exited())
     poll(std::chrono::milliseconds(20));
+  finish_output(std::chrono::milliseconds(1000));
+}
+
+bool ProcessSet::wait_exited(std::chrono::milliseconds budget, const std::function<bool()>& hurry) {
+  const auto until = std::chrono::steady_clock::now() + budget;
+  while (!all_exited() && std::chrono::steady_clock::now() < until && !(hurry && hurry()))
+    poll(std::chrono::milliseconds(20));
+  return all_exited();
+}
+
+void ProcessSet::finish_output(std::chrono::milliseconds grace) {
+  const auto until = std::chrono::steady_clock::now() + grace;
+  auto open_streams = [&] {
+    for (auto& p : procs_)
+      if (p.out.fd >= 0 || p.err.fd >= 0) return true;
+    return false;
+  };
+  while (open_streams() && std::chrono::steady_clock::now() < until) {
+    std::vector<pollfd> fds;
+    for (auto& p : procs_)
+      for (Stream* s : {&p.out, &p.err})
+        if (s->fd >= 0) fds.push_back({s->fd, POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 20);
+    for (auto& p : procs_) {
+      drain(p, p.out, false);
+      drain(p, p.err, false);
+    }
+  }
+  for (auto& p : procs_)
+    for (Stream* s : {&p.out, &p.err}) {
+      drain(p, *s, true);
+      if (s->fd >= 0) close(s->fd);
+      s->fd = -1;
+    }
 }
 
 WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadline,
@@ -242,7 +278,10 @@ WaitResult wait_for(ProcessSet& set, std::chrono::steady_clock::time_point deadl
     // the ranks dying of it are a consequence, not the cause.
     if (interrupted && interrupted()) return {Outcome::Interrupted, 0};
     if (failed) return {Outcome::RankFailed, *failed};
-    if (set.all_exited()) return {Outcome::AllSucceeded, 0};
+    if (set.all_exited()) {
+      set.finish_output(std::chrono::milliseconds(1000));
+      return {Outcome::AllSucceeded, 0};
+    }
     if (std::chrono::steady_clock::now() >= deadline) return {Outcome::DeadlinePassed, 0};
   }
 }

@@ -62,6 +62,14 @@ class ProcessSet {
                 const std::function<bool()>& hurry = {});
   /// Forwards a signal to every running process.
   void signal_all(int sig);
+  /// Pumps output until every process has exited, `budget` passes, or `hurry`
+  /// returns true; returns whether all have exited.
+  bool wait_exited(std::chrono::milliseconds budget, const std::function<bool()>& hurry = {});
+  /// Once the processes have exited: reads their output to the end (a child
+  /// of a rank may still hold its pipe) for up to `grace`, then shows what is
+  /// left, a last line without its newline included. wait_for and stop_all
+  /// call it; nothing a process wrote before it ended is lost.
+  void finish_output(std::chrono::milliseconds grace);
 
  private:
   struct Stream {
@@ -76,6 +84,7 @@ class ProcessSet {
     ExitStatus status;
     bool reported = false;
   };
+  // Shows the complete lines read so far; with `final`, a last partial one too.
   void drain(Proc& p, Stream& s, bool final);
   std::vector<Proc> procs_;
 };

@@ -58,6 +58,32 @@ struct Config {
   /// the world size and the local rank).
   EnvInt rank, world_size, local_rank;
 
+  // ---- the job (the store's namespace and its rendezvous token) ----
+  /// The job's id: every store key lives under it, so that two jobs on one
+  /// store, or the stale keys of a crashed job, never meet. The first set of
+  /// DTENSOR_JOB_ID (dtensor-run sets a fresh one; [A-Za-z0-9._-], 1-128
+  /// characters), TORCHELASTIC_RUN_ID (torchrun, unless "none"),
+  /// SLURM_JOB_ID (+ "." SLURM_STEP_ID), PMIX_NAMESPACE (Open MPI); else
+  /// "default". Characters outside [A-Za-z0-9._-] of the launchers' ids become '_'.
+  std::string job_id = "default";
+  /// The variable job_id came from ("" for the default), for messages.
+  std::string job_id_source;
+  /// DTENSOR_JOB_TOKEN: a secret of at least 16 characters shared by the
+  /// job's ranks (dtensor-run generates one). Rendezvous values are signed
+  /// with it and a process without it is refused. Never printed.
+  std::optional<std::string> job_token;
+
+  // ---- output of a rank ----
+  /// DTENSOR_STDOUT_BUFFERING: auto | line | unchanged. auto: stdout is made
+  /// line-buffered by init_process_group when it is a pipe (under a launcher),
+  /// so that no finished line is lost when the rank is stopped.
+  enum class StdoutBuffering { Auto, Line, Unchanged };
+  StdoutBuffering stdout_buffering = StdoutBuffering::Auto;
+  /// DTENSOR_FLUSH_ON_STOP: 0 | 1. init_process_group arranges that SIGTERM
+  /// (when the program has no handler of its own) and an uncaught exception
+  /// flush stdio before the process ends.
+  bool flush_on_stop = true;
+
   /// Reads and validates the process's environment.
   static Config from_environment();
   /// The same from `lookup` (nullptr: unset), e.g. a map in a test.

@@ -9,6 +9,9 @@
 
 namespace dtensor {
 
+/// Every call is bounded by the store's timeout (TimeoutError naming the
+/// store). Keys live in the job's namespace (Config::job_id) and values carry
+/// the job token's seal (Config::job_token): see docs/security.md.
 class Store {
  public:
   virtual ~Store() = default;
@@ -16,12 +19,16 @@ class Store {
   /// Blocks until `key` exists (or the timeout passes: TimeoutError).
   virtual std::vector<char> get(const std::string& key) = 0;
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
-  /// "file:/tmp/dir" or "redis://host:port": what another process needs to reach this store.
+  /// "file:/tmp/dir" or "redis://host:port": what another process needs to
+  /// reach this store (with the password of the URL, if any: never log it).
   virtual std::string url() const = 0;
 };
 
-/// Opens the store named by `url`: "file:DIR" (or a plain path) or "redis://HOST:PORT".
-/// Throws InvalidArgument naming `what` (e.g. "DTENSOR_STORE") when malformed.
+/// Opens the store named by `url`: "file:DIR" (or a plain path), or
+/// "redis://[USER:PASSWORD@]HOST:PORT" (connected and authenticated within
+/// `timeout`; "rediss://" is NotSupported by this build), for the job of
+/// config(). Throws InvalidArgument naming `what` (e.g. "DTENSOR_STORE") when
+/// malformed, TimeoutError or CommError when the server cannot be reached.
 std::shared_ptr<Store> open_store(const std::string& url, std::chrono::milliseconds timeout,
                                   const char* what = "store");
 
