@@ -3,6 +3,7 @@
 // fails (an error on every rank, the previous checkpoint intact).
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "checkpoint/save_hooks.h"
 #include "dtensor/testing.h"
@@ -149,4 +150,25 @@ DTENSOR_TEST_CASE("a save that fails on one rank fails on every rank and keeps t
   REQUIRE(files == 3);  // index.json and the two shard files
   require_bit_exact("encoder.weight",
                     load_checkpoint(dir.path(), replicated_target(mesh))[0].second, 1);
+}
+
+DTENSOR_TEST_CASE("a malformed index is an error naming the index P=1", "[checkpoint][mp]", 1) {
+  SharedTempDir dir("malformed");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  std::ifstream in(dir / "index.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A byte length that no longer matches the shard's extents, then text that is not JSON.
+  const auto at = text.find("\"byte_length\": ");
+  REQUIRE(at != std::string::npos);
+  std::string wrong = text;
+  wrong.insert(at + 15, "1");
+  std::ofstream(dir / "index.json") << wrong;
+  REQUIRE_THROWS_AS(read_checkpoint_index(dir.path()), CheckpointCorrupt);
+  REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()), Contains("index.json") &&
+                                                             Contains("'encoder.weight'") &&
+                                                             Contains("byte_length"));
+  std::ofstream(dir / "index.json") << text.substr(0, text.size() / 2);
+  REQUIRE_THROWS_WITH(load_checkpoint(dir.path(), replicated_target(mesh)),
+                      Contains("index.json") && Contains("malformed"));
 }

@@ -18,8 +18,9 @@
 
 namespace dtensor {
 
-/// A checkpoint file is damaged: truncated, or its bytes do not match the
-/// index's checksums. The message names the tensor and the file.
+/// A checkpoint file is damaged: a shard file truncated or missing, or its bytes
+/// not matching the index's checksums (the message names the tensor and the
+/// file), or the index itself malformed (the message names it).
 class CheckpointCorrupt : public Error {
  public:
   using Error::Error;
@@ -80,7 +81,7 @@ struct CheckpointEntry {
 
 /// The index, read on one process (no communication): for dtensor-ckpt and for callers that want
 /// to know what a checkpoint holds. InvalidArgument naming `dir` when there is no checkpoint
-/// there or its index cannot be read.
+/// there; CheckpointCorrupt naming the index when it is malformed.
 std::vector<CheckpointEntry> read_checkpoint_index(const std::string& dir);
 
 /// Single-process: every tensor whole into one safetensors file (readable by Python's
