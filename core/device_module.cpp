@@ -14,11 +14,11 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
-namespace dtensor::detail {
-namespace {
-
 #define DTENSOR_STR2(x) #x
 #define DTENSOR_STR(x) DTENSOR_STR2(x)
+
+namespace dtensor::detail {
+namespace {
 
 struct ModuleState {
   std::mutex mu;
@@ -42,6 +42,33 @@ std::string not_found_message(const std::vector<std::string>& tried, bool explic
   return msg + "; install it next to libdtensor.so or set DTENSOR_CUDA_MODULE to its path";
 }
 
+// dlopen + the entry points + the version check; nullptr and `why` on failure.
+void* open_module(const std::string& path, std::string& why) {
+  // RTLD_LOCAL: the module's CUDA symbols stay its own; the library reaches it
+  // only through what it registers.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    why = fmt::format("cannot load the CUDA module {}: {}", path, dlerror());
+    return nullptr;
+  }
+  using VersionFn = const char* (*)();
+  auto version =
+      reinterpret_cast<VersionFn>(dlsym(handle, DTENSOR_STR(DTENSOR_DEVICE_MODULE_VERSION_FN)));
+  auto reg = dlsym(handle, DTENSOR_STR(DTENSOR_DEVICE_MODULE_REGISTER_FN));
+  if (!version || !reg) {
+    why = fmt::format("{} is not a libdtensor device module (it has no {} and {})", path,
+                      DTENSOR_STR(DTENSOR_DEVICE_MODULE_VERSION_FN),
+                      DTENSOR_STR(DTENSOR_DEVICE_MODULE_REGISTER_FN));
+  } else if (const std::string built_for = version(); built_for != DTENSOR_VERSION_STRING) {
+    why = fmt::format("the CUDA module {} was built for libdtensor {}, this is libdtensor {}", path,
+                      built_for, DTENSOR_VERSION_STRING);
+  } else {
+    return handle;
+  }
+  dlclose(handle);
+  return nullptr;
+}
+
 // Opens, checks and registers the first candidate that exists; the error names
 // the module and the cause otherwise.
 void load_cuda_module(ModuleState& s, const std::optional<std::string>& explicit_path) {
@@ -50,21 +77,23 @@ void load_cuda_module(ModuleState& s, const std::optional<std::string>& explicit
   for (const std::string& path : candidates) {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) continue;
+    // A module that is there but cannot load is the answer: no other copy is
+    // tried behind the user's back.
+    void* handle = open_module(path, s.error);
+    if (!handle) return;
     try {
-      void* handle = open_device_module(path);
       using RegisterFn = void (*)();
       auto reg = reinterpret_cast<RegisterFn>(
           dlsym(handle, DTENSOR_STR(DTENSOR_DEVICE_MODULE_REGISTER_FN)));
       reg();  // the module stays loaded: what it registered refers to its code
-      s.loaded = true;
-      s.path = path;
-      s.error.clear();
-      log::info("loaded the CUDA module {}", path);
     } catch (const std::exception& e) {
-      // A module that is there but cannot load is the answer: no other copy
-      // is tried behind the user's back.
-      s.error = e.what();
+      s.error = fmt::format("the CUDA module {} failed to register: {}", path, e.what());
+      return;
     }
+    s.loaded = true;
+    s.path = path;
+    s.error.clear();
+    log::info("loaded the CUDA module {}", path);
     return;
   }
   s.error = not_found_message(candidates, explicit_path.has_value());
@@ -73,29 +102,9 @@ void load_cuda_module(ModuleState& s, const std::optional<std::string>& explicit
 }  // namespace
 
 void* open_device_module(const std::string& path) {
-  // RTLD_LOCAL: the module's CUDA symbols stay its own; the library reaches it
-  // only through what it registers.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle)
-    throw NotSupported("core", fmt::format("cannot load the CUDA module {}: {}", path, dlerror()));
-  using VersionFn = const char* (*)();
-  auto version =
-      reinterpret_cast<VersionFn>(dlsym(handle, DTENSOR_STR(DTENSOR_DEVICE_MODULE_VERSION_FN)));
-  auto reg = dlsym(handle, DTENSOR_STR(DTENSOR_DEVICE_MODULE_REGISTER_FN));
-  if (!version || !reg) {
-    dlclose(handle);
-    throw NotSupported("core", fmt::format("{} is not a libdtensor device module (it has no {} "
-                                           "and {})",
-                                           path, DTENSOR_STR(DTENSOR_DEVICE_MODULE_VERSION_FN),
-                                           DTENSOR_STR(DTENSOR_DEVICE_MODULE_REGISTER_FN)));
-  }
-  const std::string built_for = version();
-  if (built_for != DTENSOR_VERSION_STRING) {
-    dlclose(handle);
-    throw NotSupported("core", fmt::format("the CUDA module {} was built for libdtensor {}, this "
-                                           "is libdtensor {}",
-                                           path, built_for, DTENSOR_VERSION_STRING));
-  }
+  std::string why;
+  void* handle = open_module(path, why);
+  if (!handle) throw NotSupported("core", why);
   return handle;
 }
 

@@ -23,8 +23,9 @@ namespace dtensor::detail {
 /// Loads the module of `type` (CUDA: libdtensor-cuda.so) and runs its
 /// registration, once per process: later calls return the first answer.
 /// True when it is loaded; false (the reason in device_module_error) when it
-/// is missing, fails to load, or `type` has no module. Throws only for a bad
-/// DTENSOR_CUDA_MODULE value (InvalidArgument from the configuration).
+/// is missing, fails to load, or `type` has no module. Throws only when the
+/// configuration it reads (DTENSOR_CUDA_MODULE) is invalid: InvalidArgument
+/// naming the variable, and the load is tried again on the next call.
 bool load_device_module(DeviceType type);
 /// Why the module of `type` is not loaded, naming the module and where it was
 /// looked for; "" once it is loaded.
