@@ -1,8 +1,8 @@
-# Decides whether the CUDA backends (backends/cuda: storage + cuDNN, backends/nccl)
-# are built. DTENSOR_WITH_CUDA:
-#   AUTO  build them when nvcc, the CUDA runtime, cuDNN and NCCL are all found;
+# Decides whether the CUDA module libdtensor-cuda.so (backends/cuda: storage +
+# cuDNN, backends/nccl) is built. DTENSOR_WITH_CUDA:
+#   AUTO  build it when nvcc, the CUDA runtime, cuDNN and NCCL are all found;
 #   ON    the same, but a missing piece is a configure error naming it;
-#   OFF   build the stubs (backends/*/stub) that report "built without CUDA".
+#   OFF   no module: libdtensor reports "built without CUDA" when CUDA is asked for.
 # Sets DTENSOR_CUDA_ENABLED and, when ON, the imported targets CUDA::cudart,
 # dtensor::cudnn and dtensor::nccl.
 set(DTENSOR_CUDA_ENABLED OFF)

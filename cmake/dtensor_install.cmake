@@ -3,6 +3,7 @@
 #
 #   include/dtensor/...            public headers (<dtensor/dtensor.h> is the umbrella)
 #   lib/libdtensor.so*             the library
+#   lib/libdtensor-cuda.so         the CUDA module (CUDA builds), loaded at run time
 #   lib/cmake/dtensor/             dtensorConfig.cmake, version file, exported targets
 #   lib/pkgconfig/dtensor.pc       for pkg-config
 #   bin/dtensor-run (dtensor-conv, dtensor-op, dtensor-ckpt) the tools
@@ -22,6 +23,11 @@ install(TARGETS dtensor EXPORT dtensorTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CUDA module beside the library, where libdtensor.so looks for it. It is
+# opened at run time, never linked, so it is not part of the exported targets.
+if(TARGET dtensor_cuda)
+  install(TARGETS dtensor_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 # testing.h only with the library behind it (built when Catch2 is found).
 set(_dtensor_header_excludes)
 if(NOT TARGET dtensor_testing)

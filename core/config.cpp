@@ -164,6 +164,7 @@ Config Config::from(const Lookup& lookup) {
   c.cudnn_workspace_mb = integer(lookup, "DTENSOR_CUDNN_WORKSPACE_MB", c.cudnn_workspace_mb, 1);
   c.gloo_loop = choice(lookup, "DTENSOR_GLOO_LOOP",
                        {{"batch", GlooLoop::Batch}, {"normal", GlooLoop::Normal}}, c.gloo_loop);
+  c.cuda_module = text(lookup, "DTENSOR_CUDA_MODULE");
   c.backend = text(lookup, "DTENSOR_BACKEND");
   c.store = lookup("DTENSOR_STORE") ? std::optional<std::string>(lookup("DTENSOR_STORE"))
                                     : std::nullopt;  // set but empty is an error at init

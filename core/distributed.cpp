@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/detail/backend_plan.h"
+#include "core/detail/device_module.h"
 #include "core/detail/device_ops.h"
 #include "core/detail/output_on_stop.h"
 #include "core/detail/routing_process_group.h"
@@ -25,6 +26,7 @@ std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_world;
 int g_local_rank = 0;
 std::filesystem::path g_private_store_dir;  // created for a launcher-less single process
+constexpr const char* kNcclBackend = "nccl";
 
 std::map<std::string, ProcessGroupFactory>& factories() {
   static std::map<std::string, ProcessGroupFactory> f;
@@ -97,16 +99,24 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   ResolvedInit r = resolve_init_options(options);
   // First: a rank stopped during the rendezvous keeps what it printed too.
   detail::protect_output(config());
-  auto cuda_ops = detail::find_device_ops(DeviceType::CUDA);
-  // Only "auto" looks at the devices: CPU-only programs never wake the driver.
-  const detail::BackendPlan plan = detail::plan_backends(
-      r.backend, cuda_ops && r.backend == "auto" ? cuda_ops->device_count() : 0);
+  // Only "auto" looks at the devices (loading the CUDA module to count them):
+  // CPU-only programs never load it nor wake the driver.
+  auto cuda_ops = r.backend == "auto" ? detail::find_device_ops(DeviceType::CUDA) : nullptr;
+  const detail::BackendPlan plan =
+      detail::plan_backends(r.backend, cuda_ops ? cuda_ops->device_count() : 0);
+  // Backend nccl comes with the CUDA module: load it before the factories are
+  // looked up (its registration takes g_mutex).
+  const bool wants_nccl = plan.cpu == kNcclBackend || plan.cuda == kNcclBackend;
+  if (wants_nccl) detail::load_device_module(DeviceType::CUDA);
   ProcessGroupFactory cpu_factory, cuda_factory;
   {
     std::lock_guard lock(g_mutex);
     check_arg(!g_world, "init", "init_process_group was already called");
     auto find = [](const std::string& name) {
       auto it = factories().find(name);
+      if (it == factories().end() && name == kNcclBackend)
+        throw NotSupported(
+            "init", fmt::format("backend nccl: {}", detail::device_module_error(DeviceType::CUDA)));
       check_arg(it != factories().end(), "init",
                 "backend: unknown backend '{}' (this build has: {})", name, [] {
                   std::string names;
@@ -119,8 +129,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     cpu_factory = find(plan.cpu);
     if (plan.routed() && !plan.cuda_staged()) cuda_factory = find(plan.cuda);
   }
-  // A rank picks its GPU from its local rank before any backend touches one.
-  if (cuda_ops) cuda_ops->select_local_device(r.local_rank);
+  // A rank picks its GPU from its local rank before any backend touches one
+  // (a device module loaded later picks it when it registers).
+  detail::set_device_local_rank(r.local_rank);
   if (r.store.empty()) {
     // One process started without a launcher: a private store it removes at exit.
     // Under $TMPDIR like the launcher's and the harness's directories.

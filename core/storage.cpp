@@ -8,6 +8,7 @@
 #include <new>
 #include <vector>
 
+#include "core/detail/device_module.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 
@@ -132,16 +133,18 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
     if (!p) throw std::bad_alloc();
     return std::make_shared<Storage>(p, nbytes, device, [](void* q) { std::free(q); });
   }
-  DeviceAllocator alloc;
-  {
+  auto find = [&] {
     std::lock_guard lock(allocator_mutex());
     auto it = allocators().find(device.type);
-    if (it != allocators().end()) alloc = it->second;
-  }
+    return it == allocators().end() ? DeviceAllocator() : it->second;
+  };
+  DeviceAllocator alloc = find();
+  // The first tensor on a device loads its module, which registers the
+  // allocator (outside the allocators' lock, which registration takes).
+  if (!alloc && detail::load_device_module(device.type)) alloc = find();
   if (!alloc)
-    throw NotSupported("core", fmt::format("no allocator for device {}: libdtensor was built "
-                                           "without CUDA",
-                                           device.str()));
+    throw NotSupported("core", fmt::format("no allocator for device {}: {}", device.str(),
+                                           detail::device_module_error(device.type)));
   return alloc(nbytes, device);
 }
 

@@ -25,7 +25,9 @@ arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | he
 cmake -S "$root" -B "$build" -G Ninja -DDTENSOR_WITH_CUDA=ON -DDTENSOR_BUILD_BENCH=OFF \
   -DDTENSOR_BUILD_EXAMPLES=OFF ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
 step "build"
-targets=(dtensor_cuda_tests dtensor_conv_local_tests dtensor-conv dtensor-run)
+# dtensor_cuda: the CUDA module, which libdtensor.so loads at run time.
+targets=(dtensor_cuda dtensor_cuda_tests dtensor_cuda_backend_tests dtensor_conv_local_tests
+  dtensor-conv dtensor-run)
 ninja -C "$build" -j "$jobs" "${targets[@]}"
 
 # Programs land in build/bin (older trees: next to their CMakeLists).
@@ -35,6 +37,7 @@ step "GPU tests (skips are failures)"
 DTENSOR_REQUIRE_GPU=1 "$(prog dtensor_cuda_tests)" '[gpu]' --durations yes
 step "CPU-side CUDA unit tests"
 "$(prog dtensor_cuda_tests)" '~[gpu]'
+"$(prog dtensor_cuda_backend_tests)"
 step "local convolution kernels (CPU control)"
 "$(prog dtensor_conv_local_tests)"
 

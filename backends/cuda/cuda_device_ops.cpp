@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/module_registration.h"
 #include "core/detail/device_ops.h"
 #include "dtensor/core/tensor.h"
 
@@ -119,7 +120,18 @@ class CudaDeviceOps final : public detail::DeviceOps {
   }
 
   int device_count() override { return cuda_backend::device_count(); }
+  std::string unavailable_reason() override {
+    std::string reason;
+    cuda_backend::device_count(&reason);
+    return reason;
+  }
   int current_device() override { return cuda_backend::device_count() > 0 ? default_device() : 0; }
+  void set_device(int index) override { set_default_device(index); }
+  void synchronize() override {
+    const int dev = default_device();
+    DeviceGuard guard(dev);
+    check_cuda(cudaStreamSynchronize(stream_for(dev)), fmt::format("synchronize cuda:{}", dev));
+  }
   void select_local_device(int local_rank) override { set_local_rank(local_rank); }
 };
 
@@ -148,12 +160,12 @@ std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device) {
   });
 }
 
-// Registration only: no CUDA call happens while the library loads.
-const bool registered = [] {
+}  // namespace
+
+// Registration only: no CUDA call happens while the module loads.
+void register_device_ops_and_allocator() {
   detail::register_device_ops(DeviceType::CUDA, std::make_shared<CudaDeviceOps>());
   Storage::set_device_allocator(DeviceType::CUDA, allocate);
-  return true;
-}();
+}
 
-}  // namespace
 }  // namespace dtensor::cuda_backend

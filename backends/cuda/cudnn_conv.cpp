@@ -1,5 +1,5 @@
 // cuDNN as the CUDA convolution (forward, backward-data, backward-weights) for
-// f32, f64, bf16 and f16, registered for DeviceType::CUDA when the library loads.
+// f32, f64, bf16 and f16, registered for DeviceType::CUDA when the CUDA module loads.
 // Algorithms come from cuDNN's heuristics once per (pass, dtype, shape) and are
 // cached; workspaces come from the stream-ordered allocator.
 #include <cstdlib>
@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/cudnn_plan.h"
+#include "backends/cuda/module_registration.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -234,14 +235,14 @@ class CudnnConvKernels final : public LocalConvKernels {
   mutable AlgoCache<Algo> fwd_, bwd_data_, bwd_filter_;
 };
 
-const bool registered = [] {
+}  // namespace
+
+void register_cudnn_conv_kernels() {
   auto k = std::make_shared<CudnnConvKernels>();
   register_local_conv_kernels(DeviceType::CUDA, DType::F32, k);
   register_local_conv_kernels(DeviceType::CUDA, DType::F64, k);
   register_local_conv_kernels(DeviceType::CUDA, DType::BF16, k);
   register_local_conv_kernels(DeviceType::CUDA, DType::F16, k);
-  return true;
-}();
+}
 
-}  // namespace
 }  // namespace dtensor::cuda_backend

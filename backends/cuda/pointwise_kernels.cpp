@@ -5,6 +5,7 @@
 // CPU kernels; the work is queued on the library's stream of the device.
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/cuda_errors.h"
+#include "backends/cuda/module_registration.h"
 #include "backends/cuda/pointwise.h"
 #include "dtensor/ops/registry.h"
 
@@ -53,8 +54,10 @@ LocalKernel reduction(bool mean) {
   };
 }
 
-// Registration only: no CUDA call happens while the library loads.
-const bool registered = [] {
+}  // namespace
+
+// Registration only: no CUDA call happens while the module loads.
+void register_pointwise_kernels() {
   const auto cuda = DeviceType::CUDA;
   for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
     register_kernel("add", cuda, dt, elementwise(PointwiseOp::Add, true));
@@ -65,8 +68,6 @@ const bool registered = [] {
     register_kernel("sum", cuda, dt, reduction(false));
     register_kernel("mean", cuda, dt, reduction(true));
   }
-  return true;
-}();
+}
 
-}  // namespace
 }  // namespace dtensor::cuda_backend

@@ -20,6 +20,7 @@ TEST_CASE("config: defaults with no variable set", "[config]") {
   CHECK(c.onednn_band_kb == 512);
   CHECK(c.cudnn_workspace_mb == 1024);
   CHECK(c.gloo_loop == Config::GlooLoop::Batch);
+  CHECK_FALSE(c.cuda_module);
   CHECK_FALSE(c.backend);
   CHECK_FALSE(c.store);
   CHECK_FALSE(c.timeout);
@@ -34,6 +35,7 @@ TEST_CASE("config: every variable is read", "[config]") {
                                      {"DTENSOR_ONEDNN_BAND_KB", "64"},
                                      {"DTENSOR_CUDNN_WORKSPACE_MB", "16"},
                                      {"DTENSOR_GLOO_LOOP", "normal"},
+                                     {"DTENSOR_CUDA_MODULE", "/opt/m/libdtensor-cuda.so"},
                                      {"DTENSOR_BACKEND", "cpu:gloo,cuda:nccl"},
                                      {"DTENSOR_STORE", "file:/tmp/x"},
                                      {"DTENSOR_TIMEOUT", "2.5"},
@@ -49,6 +51,7 @@ TEST_CASE("config: every variable is read", "[config]") {
   CHECK(c.onednn_band_kb == 64);
   CHECK(c.cudnn_workspace_mb == 16);
   CHECK(c.gloo_loop == Config::GlooLoop::Normal);
+  CHECK(*c.cuda_module == "/opt/m/libdtensor-cuda.so");
   CHECK(*c.backend == "cpu:gloo,cuda:nccl");
   CHECK(*c.store == "file:/tmp/x");
   CHECK(c.timeout->count() == 2500);

@@ -74,7 +74,10 @@ class FakeDeviceOps final : public detail::DeviceOps {
     });
   }
   int device_count() override { return 1; }
+  std::string unavailable_reason() override { return ""; }
   int current_device() override { return 0; }
+  void set_device(int) override {}
+  void synchronize() override {}
   void select_local_device(int) override {}
   int copies = 0;
 };

@@ -1,7 +1,9 @@
 # Driver of the package tests (cmake -P). MODE selects the step:
 #   install       cmake --install the build into PREFIX; check the layout, that
 #                 no private dependency leaks into the exported interface, and
-#                 that installed headers include only installed headers
+#                 that installed headers include only installed headers; that
+#                 libdtensor.so needs no CUDA library and the CUDA module
+#                 (CUDA_MODULE=ON) is installed beside it
 #   find_package  configure + build consumer/ with CMAKE_PREFIX_PATH=PREFIX, run
 #                 its ctest (the consumer on 2 ranks under dtensor::dtensor-run)
 #                 and its DTENSOR_TEST_CASEs (dtensor::testing, found by
@@ -44,6 +46,21 @@ if(MODE STREQUAL "install")
             ${LIBDIR}/pkgconfig/dtensor-testing.pc)
     require_file(${f})
   endforeach()
+
+  # The CUDA module lies beside the library, which needs no CUDA library
+  # itself; the module finds that library through its $ORIGIN RUNPATH.
+  run(ldd ${PREFIX}/${LIBDIR}/libdtensor.so)
+  if(run_output MATCHES "lib(cudart|cudnn|nccl)")
+    message(FATAL_ERROR "the installed libdtensor.so needs CUDA libraries:\n${run_output}")
+  endif()
+  if(CUDA_MODULE)
+    require_file(${LIBDIR}/libdtensor-cuda.so)
+    run(ldd ${PREFIX}/${LIBDIR}/libdtensor-cuda.so)
+    if(NOT run_output MATCHES "libdtensor\\.so[^ ]* => ${PREFIX}/${LIBDIR}/libdtensor\\.so")
+      message(FATAL_ERROR "the installed CUDA module does not use the libdtensor.so beside it:\n"
+                          "${run_output}")
+    endif()
+  endif()
 
   # The installed tools run from the prefix (dtensor-conv links libdtensor.so
   # through its $ORIGIN-relative RPATH).

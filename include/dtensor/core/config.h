@@ -44,6 +44,9 @@ struct Config {
   /// DTENSOR_GLOO_LOOP: batch | normal. Scheduling class of Gloo's event loop.
   enum class GlooLoop { Batch, Normal };
   GlooLoop gloo_loop = GlooLoop::Batch;
+  /// DTENSOR_CUDA_MODULE: path of libdtensor-cuda.so. Unset: next to
+  /// libdtensor.so, then the install libdir (docs/architecture.md).
+  std::optional<std::string> cuda_module;
 
   // ---- launch (init_process_group; InitOptions fields win) ----
   /// DTENSOR_BACKEND: a backend name or plan (validated by init_process_group).

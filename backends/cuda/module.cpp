@@ -1,0 +1,18 @@
+// The entry points of libdtensor-cuda.so (core/detail/device_module.h): the
+// libdtensor version it was built with, which libdtensor checks before
+// anything runs, and the registration it runs next.
+#include "backends/cuda/module_registration.h"
+#include "core/detail/device_module.h"
+
+#define DTENSOR_MODULE_EXPORT extern "C" __attribute__((visibility("default")))
+
+DTENSOR_MODULE_EXPORT const char* DTENSOR_DEVICE_MODULE_VERSION_FN() {
+  return DTENSOR_VERSION_STRING;
+}
+
+DTENSOR_MODULE_EXPORT void DTENSOR_DEVICE_MODULE_REGISTER_FN() {
+  dtensor::cuda_backend::register_device_ops_and_allocator();
+  dtensor::cuda_backend::register_pointwise_kernels();
+  dtensor::cuda_backend::register_cudnn_conv_kernels();
+  dtensor::nccl_backend::register_nccl_backend();
+}

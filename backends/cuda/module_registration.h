@@ -1,0 +1,18 @@
+// What the CUDA module registers when libdtensor loads it (backends/cuda/
+// module.cpp): one function per backend file that provides something.
+// Registration makes no CUDA call, so loading the module never wakes the driver.
+#pragma once
+
+namespace dtensor::cuda_backend {
+/// DeviceOps and the allocator for DeviceType::CUDA (cuda_device_ops.cpp).
+void register_device_ops_and_allocator();
+/// The pointwise operators' CUDA kernels (pointwise_kernels.cpp).
+void register_pointwise_kernels();
+/// cuDNN as the LocalConvKernels of CUDA tensors (cudnn_conv.cpp).
+void register_cudnn_conv_kernels();
+}  // namespace dtensor::cuda_backend
+
+namespace dtensor::nccl_backend {
+/// Process-group backend "nccl" (backends/nccl/register.cpp).
+void register_nccl_backend();
+}  // namespace dtensor::nccl_backend

@@ -1,0 +1,2 @@
+// Forbidden: one backend never includes another's internals.
+#include "backends/onednn/onednn_common.h"

@@ -1,0 +1,2 @@
+// Forbidden: CUDA kernels reach ops through its registries only.
+#include "backends/cuda/cuda_context.h"

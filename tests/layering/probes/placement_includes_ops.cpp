@@ -1,0 +1,2 @@
+// Forbidden: placement is below ops.
+#include "dtensor/ops/registry.h"
