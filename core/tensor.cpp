@@ -100,6 +100,9 @@ Tensor Tensor::rand_slice(const Shape& global_shape, const Shape& offset, const 
               shape_str(shape), shape_str(global_shape));
   Tensor t = empty(shape, dtype);
   const Shape gstrides = contiguous_strides(global_shape);
+  // An empty box reads nothing; its offset may lie at the far end of a huge
+  // global shape, where the flat offset below would overflow.
+  if (t.numel() == 0) return t;
   std::int64_t goff = 0;
   for (std::size_t d = 0; d < shape.size(); ++d)
     goff += offset[d] * gstrides[d];
@@ -153,10 +156,15 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
             shape_[dd]);
   Shape s = shape_;
   s[dd] = length;
+  // A view with no elements addresses no memory and keeps its source's
+  // offset: moved, it could point past its storage, and along the empty dims
+  // of a huge shape ({0, 2^62, 2} narrowed to its ends) past 2^63 elements.
+  if (length == 0 || numel() == 0) return Tensor(storage_, offset_, std::move(s), strides_, dtype_);
   return Tensor(storage_, offset_ + start * strides_[dd], std::move(s), strides_, dtype_);
 }
 
 Tensor Tensor::view(const Shape& shape) const {
+  check_arg(defined(), "core", "view: undefined tensor");
   check_arg(is_contiguous(), "core", "view: tensor of shape {} is not contiguous",
             shape_str(shape_));
   for (auto e : shape)
@@ -245,6 +253,7 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor& Tensor::add_(const Tensor& src) {
+  check_arg(defined() && src.defined(), "core", "add_: undefined tensor");
   check_arg(shape_ == src.shape_ && dtype_ == src.dtype_, "core",
             "add_: {} {} += {} {}: shapes and dtypes must match", dtype_name(dtype_),
             shape_str(shape_), dtype_name(src.dtype_), shape_str(src.shape_));
@@ -283,6 +292,8 @@ Tensor& Tensor::add_(const Tensor& src) {
 }
 
 double Tensor::item(std::initializer_list<std::int64_t> index) const {
+  // An undefined tensor has rank 0 and one "element" by its shape, but no storage.
+  check_arg(defined(), "core", "item: undefined tensor");
   check_arg(static_cast<std::int64_t>(index.size()) == dim(), "core",
             "item: {} indices for a tensor of rank {}", index.size(), dim());
   std::int64_t off = offset_;
@@ -300,6 +311,7 @@ double Tensor::item(std::initializer_list<std::int64_t> index) const {
 }
 
 double Tensor::item_flat(std::int64_t flat) const {
+  check_arg(defined(), "core", "item_flat: undefined tensor");
   check_arg(flat >= 0 && flat < numel(), "core", "item_flat: index {} out of range ({})", flat,
             numel());
   std::int64_t off = offset_;
@@ -346,6 +358,7 @@ void for_each_pair(const Tensor& a, const Tensor& b, Fn&& fn) {
 }  // namespace
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
+  check_arg(a.defined() && b.defined(), "core", "max_abs_diff: undefined tensor");
   check_arg(a.shape() == b.shape(), "core", "max_abs_diff: shapes {} and {} differ",
             shape_str(a.shape()), shape_str(b.shape()));
   if (!a.device().is_cpu() || !b.device().is_cpu())
@@ -359,6 +372,7 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 double max_abs(const Tensor& a) {
+  check_arg(a.defined(), "core", "max_abs: undefined tensor");
   if (!a.device().is_cpu()) return max_abs(a.to(Device::cpu()));
   double m = 0;
   for_each_pair(a, a, [&](double x, double) { m = std::max(m, std::abs(x)); });

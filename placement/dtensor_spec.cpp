@@ -30,7 +30,25 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, Shape global_sh
   }
 }
 
+namespace {
+// A coordinate names one position of the mesh: as many entries as mesh dims,
+// each in range. Checked before any entry is read (a short coordinate would
+// otherwise be read past its end), and for Replicate dims too, so that a bad
+// coordinate is an error whatever the placements.
+void check_coordinate(const DeviceMesh& mesh, const std::vector<std::int64_t>& c,
+                      const char* what) {
+  check_arg(static_cast<std::int64_t>(c.size()) == mesh.ndim(), "placement",
+            "{}: coordinate {} has {} entries for a {}-D mesh", what, shape_str(c), c.size(),
+            mesh.ndim());
+  for (std::size_t i = 0; i < c.size(); ++i)
+    check_arg(c[i] >= 0 && c[i] < mesh.shape()[i], "placement",
+              "{}: coordinate {} is outside the mesh shape {}", what, shape_str(c),
+              shape_str(mesh.shape()));
+}
+}  // namespace
+
 Shape DTensorSpec::local_shape_at(const std::vector<std::int64_t>& c) const {
+  check_coordinate(mesh_, c, "local_shape_at");
   Shape s = shape_;
   for (std::size_t i = 0; i < placements_.size(); ++i)
     if (placements_[i].is_shard()) {
@@ -41,6 +59,7 @@ Shape DTensorSpec::local_shape_at(const std::vector<std::int64_t>& c) const {
 }
 
 Shape DTensorSpec::global_offset_at(const std::vector<std::int64_t>& c) const {
+  check_coordinate(mesh_, c, "global_offset_at");
   Shape s = shape_, off(shape_.size(), 0);
   for (std::size_t i = 0; i < placements_.size(); ++i)
     if (placements_[i].is_shard()) {

@@ -186,3 +186,43 @@ TEST_CASE("tensor sizes: every shape and byte computation is overflow-checked", 
   CHECK_THROWS_WITH(t.view({-2, -2}), Contains("negative"));
   CHECK_THROWS_AS(Tensor::rand_slice({4}, {kMax}, {1}, DType::F32, 1), InvalidArgument);
 }
+
+TEST_CASE("an undefined tensor raises InvalidArgument rather than reading no storage",
+          "[tensor][errors]") {
+  // Found by the tensor API fuzzer: each of these dereferenced a null storage.
+  const Tensor none;
+  Tensor target;
+  const Tensor x = Tensor::zeros({1}, DType::F32);
+  CHECK_THROWS_AS(none.item_flat(0), dtensor::InvalidArgument);
+  CHECK_THROWS_AS(none.item({}), dtensor::InvalidArgument);
+  CHECK_THROWS_AS(none.view({1}), dtensor::InvalidArgument);
+  CHECK_THROWS_AS(target.add_(none), dtensor::InvalidArgument);
+  CHECK_THROWS_AS(dtensor::max_abs(none), dtensor::InvalidArgument);
+  CHECK_THROWS_AS(dtensor::max_abs_diff(none, x.view({})), dtensor::InvalidArgument);
+}
+
+TEST_CASE("empty views of huge shapes stay inside their storage", "[tensor][sizes]") {
+  // Found by the tensor API fuzzer. Narrowing an empty tensor to the far end
+  // of a huge dim moved its offset to 2^63 - 1 elements (data_ptr() then
+  // overflowed), and a second narrow past 2^63; a view with no elements now
+  // keeps its source's offset.
+  constexpr std::int64_t kMax = INT64_MAX, k62 = (std::int64_t{1} << 62) - 1;
+  const Tensor e = Tensor::empty({0, kMax}, DType::F32);
+  const Tensor v = e.narrow(1, kMax, 0);
+  CHECK(v.shape() == Shape{0, 0});
+  CHECK(v.storage_offset() == 0);
+  CHECK(v.data_ptr() == e.storage()->data());
+  const Tensor w = Tensor::empty({0, k62, 2}, DType::F64).narrow(1, k62, 0).narrow(2, 2, 0);
+  CHECK(w.storage_offset() == 0);
+  // Still a view of the same storage; a non-empty narrow still moves.
+  const Tensor t = Tensor::zeros({4, 3}, DType::F32);
+  CHECK(t.narrow(0, 4, 0).shares_storage_with(t));
+  CHECK(t.narrow(0, 4, 0).storage_offset() == 0);
+  CHECK(t.narrow(0, 2, 1).storage_offset() == 6);
+  // rand_slice of an empty box at the far corner of a global shape of
+  // 2^63 - 2 elements: its flat offset, 3 * (2^62 - 1), overflowed.
+  const Tensor r = Tensor::rand_slice({2, k62}, {2, k62}, {0, 0}, DType::F32, 1);
+  CHECK(r.shape() == Shape{0, 0});
+  CHECK_THROWS_AS(Tensor::rand_slice({kMax, 2}, {0, 0}, {0, 0}, DType::F32, 1),
+                  dtensor::InvalidArgument);
+}

@@ -44,6 +44,21 @@ TEST_CASE("chunk rule tiles 0..L exactly for every L and P up to 40", "[placemen
     }
 }
 
+TEST_CASE("chunk rule near 2^63 does not overflow", "[placement][chunk]") {
+  // Found by the tensor API fuzzer: ceil(L / P) as (L + P - 1) / P, and
+  // (r + 1) * c, overflowed for L near INT64_MAX. Expected values by hand.
+  constexpr std::int64_t kMax = INT64_MAX;  // 2^63 - 1
+  constexpr std::int64_t k62 = std::int64_t{1} << 62;
+  REQUIRE(chunk_extent(kMax, 2, 0) == Extent{0, k62});
+  REQUIRE(chunk_extent(kMax, 2, 1) == Extent{k62, k62 - 1});
+  // c = 2: rank P - 1 starts at min(2 (P - 1), L) = L and owns nothing.
+  REQUIRE(chunk_extent(kMax, kMax - 1, 0) == Extent{0, 2});
+  REQUIRE(chunk_extent(kMax, kMax - 1, kMax - 2) == Extent{kMax, 0});
+  REQUIRE(chunk_extent(kMax, kMax, kMax - 1) == Extent{kMax - 1, 1});
+  REQUIRE(chunk_extent(1, kMax, kMax - 1) == Extent{1, 0});
+  REQUIRE(chunk_extent(0, kMax, 5) == Extent{0, 0});
+}
+
 TEST_CASE("placements print as S(3), R, P(sum) and parse back", "[placement][parse]") {
   REQUIRE(Shard(3).str() == "S(3)");
   REQUIRE(Replicate().str() == "R");

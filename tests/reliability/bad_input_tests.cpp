@@ -259,6 +259,12 @@ const std::vector<BadCase>& library_cases() {
          DTensorSpec(c.mesh, {Shard(0)}, {std::int64_t{1} << 40, std::int64_t{1} << 40},
                      DType::F32);
        }},
+      // Found by the tensor API fuzzer: a coordinate outside the mesh gave a
+      // Replicate spec's global shape, and a short one was read past its end.
+      {"a spec's shard at a coordinate outside the mesh", "InvalidArgument", "outside the mesh",
+       [](Ctx& c) { DTensorSpec(c.mesh, {Replicate()}, {8}, DType::F32).local_shape_at({4}); }},
+      {"a spec's offset at a coordinate with too few entries", "InvalidArgument", "entries",
+       [](Ctx& c) { DTensorSpec(c.mesh, {Shard(0)}, {8}, DType::F32).global_offset_at({}); }},
       {"from_local with a global shape that differs between ranks", "InvalidArgument", "from_local",
        [](Ctx& c) {
          DTensor::from_local(Tensor::rand({2, 3}, DType::F64, 1), c.mesh, {Shard(0)},
