@@ -11,6 +11,7 @@ packages=(
   catch2
   libcli11-dev nlohmann-json3-dev  # dtensor-run, dtensor-conv, dtensor-op: options, JSON (header only)
   redis-server
+  libopenmpi-dev openmpi-bin  # the MPI module libdtensor-mpi.so and its tests (mpirun)
   iproute2  # the two-namespace test
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh, CI)
 )
