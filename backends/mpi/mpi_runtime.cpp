@@ -105,8 +105,9 @@ void ensure_mpi_initialized() {
                                          "MPI_Init_thread with at least that level)"
                                        : ""));
   // Our communicators return errors instead of ending the job, so that a
-  // failure is a typed exception first.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  // failure is a typed exception first; the application's MPI_COMM_WORLD
+  // keeps its handler unless we initialised MPI.
+  if (r.initialized_here) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }
 
 std::unique_lock<std::mutex> mpi_lock() {

@@ -14,7 +14,7 @@ import sys
 import time
 
 TIMEOUT_MS = 1000
-SLEEP_MS = 4000
+SLEEP_MS = 2500
 LINE = re.compile(r"rank (\d+): TimeoutError after (\d+) ms: \[dtensor\.(\w+)\] (.*?): timed out")
 
 
