@@ -1,9 +1,10 @@
 // Bounded waits on MPI requests. MPI has no timeouts: a request is polled
-// with MPI_Test until it completes or the deadline passes, sleeping between
-// polls (10 us, doubling up to 1 ms) so that a waiting rank leaves the CPU to
-// its peers. Failures become the typed errors the Gloo backend raises, with
-// the same shape of message: "OP: timed out: ..." (TimeoutError) and
-// "OP: connection failed (a peer may have died): ..." (CommError).
+// with MPI_Test until it completes or the deadline passes: back to back
+// (yielding) for the first 200 ms, since MPI progresses a message only inside
+// its calls, then sleeping between polls (10 us, doubling up to 1 ms) so that
+// a rank waiting for a late peer leaves the CPU to the others. Failures become the typed errors the
+// Gloo backend raises, with the same shape of message: "OP: timed out: ..." (TimeoutError) and "OP:
+// connection failed (a peer may have died): ..." (CommError).
 #pragma once
 
 #include <mpi.h>

@@ -184,7 +184,7 @@ TEST_CASE("init chooses mpi when an MPI launcher started the process, gloo other
     REQUIRE(r.store.empty());
   }
   {  // PMIx alone gives the rank, not the size: MPI will
-    ScopedEnv env({{"PMIX_RANK", "1"}});
+    ScopedEnv env(std::map<std::string, std::string>{{"PMIX_RANK", "1"}});
     auto r = resolve_init_options({});
     REQUIRE(r.backend == "mpi");
     REQUIRE(r.rank == 1);

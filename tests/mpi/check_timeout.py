@@ -1,4 +1,5 @@
-"""One rank stuck past the timeout, under mpirun and under dtensor-run (Gloo).
+"""One rank stuck past the timeout, under mpirun and under dtensor-run (Gloo);
+then one rank that dies, under mpirun.
 
 Runs dtensor-test-mpi-timeout (rank 1 sleeps, the others allreduce) and
 checks that the waiting ranks raise TimeoutError within the timeout, that
@@ -51,6 +52,13 @@ def main():
             failures.append(f"rank {r}: unexpected message [{backend}] {op}")
         if not TIMEOUT_MS * 0.9 <= ms <= TIMEOUT_MS + 3000:
             failures.append(f"rank {r}: TimeoutError after {ms} ms, timeout {TIMEOUT_MS} ms")
+    # A rank that dies: mpirun ends the job, long before a 30 s timeout.
+    d, dsecs = run([mpiexec, "-n", "3", program, "30000", "die"])
+    print(d.stdout + d.stderr)
+    if d.returncode == 0:
+        failures.append("a rank died and mpirun exited 0")
+    if dsecs > 15:
+        failures.append(f"a rank died and the job took {dsecs:.1f} s to end")
     if len(sys.argv) > 3:
         # The same job over Gloo: the same operation text and "timed out".
         g, _ = run([sys.argv[3], "-n", "3", "--", program, str(TIMEOUT_MS), str(SLEEP_MS)])

@@ -3,10 +3,13 @@
 // timeout, with the message the backend gives (printed, one line per rank,
 // for tests/mpi/check_timeout.py to compare between MPI and Gloo), and the
 // job must end (under MPI with MPI_Abort at exit), not hang.
-// Usage: dtensor-test-mpi-timeout TIMEOUT_MS SLEEP_MS
+// With SLEEP_MS "die", rank 1 dies instead (std::_Exit, no MPI_Finalize):
+// the launcher must end the job long before the timeout.
+// Usage: dtensor-test-mpi-timeout TIMEOUT_MS SLEEP_MS|die
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "dtensor/core/distributed.h"
@@ -20,6 +23,7 @@ int main(int argc, char** argv) {
   dtensor::InitOptions o;
   o.timeout = std::chrono::milliseconds(std::atoi(argv[1]));
   auto pg = dtensor::init_process_group(o);
+  if (pg->rank() == 1 && std::string(argv[2]) == "die") std::_Exit(3);
   if (pg->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(argv[2])));
   dtensor::Tensor t = dtensor::Tensor::full({4}, 1.0, dtensor::DType::F32);
   const auto start = std::chrono::steady_clock::now();
