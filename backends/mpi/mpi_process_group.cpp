@@ -399,25 +399,39 @@ void MpiProcessGroup::barrier() {
 
 void MpiProcessGroup::handshake(const std::vector<int>& ranks, const std::string& op) {
   // Communicator creation blocks without a timeout; this bounded exchange
-  // first makes sure every member is there.
+  // first makes sure every member is there. Its buffers are tensors so that,
+  // on a timeout, they stay parked with the pending requests.
+  const auto n = static_cast<std::int64_t>(ranks.size());
+  Tensor inbox = Tensor::zeros({n}, DType::F32);
+  Tensor token = Tensor::full({1}, 1.0, DType::F32);
   std::vector<MPI_Request> requests;
-  std::vector<int> inbox(ranks.size(), 0);
-  const int token = 1;
   {
     auto lock = mpi_lock();
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       if (ranks[i] == rank_) continue;
       requests.emplace_back();
-      check_mpi(MPI_Irecv(&inbox[i], 1, MPI_INT, ranks[i], tag_ub_, comm_, &requests.back()), op);
+      check_mpi(MPI_Irecv(inbox.data<float>() + i, 1, MPI_FLOAT, ranks[i], tag_ub_, comm_,
+                          &requests.back()),
+                op);
       requests.emplace_back();
-      check_mpi(MPI_Isend(&token, 1, MPI_INT, ranks[i], tag_ub_, comm_, &requests.back()), op);
+      check_mpi(
+          MPI_Isend(token.data_ptr(), 1, MPI_FLOAT, ranks[i], tag_ub_, comm_, &requests.back()),
+          op);
     }
   }
-  for (MPI_Request& r : requests)
-    if (!wait_bounded(r, timeout_, op)) {
-      fail(op + ": timed out");
-      throw_timeout(op, timeout_);
+  std::size_t done = 0;
+  try {
+    for (; done < requests.size(); ++done)
+      if (!wait_bounded(requests[done], timeout_, op)) throw_timeout(op, timeout_);
+  } catch (const CommError& e) {
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t k = done; k < requests.size(); ++k)
+        if (requests[k] != MPI_REQUEST_NULL) parked_.push_back({requests[k], {inbox, token}});
     }
+    fail(e.what());
+    throw;
+  }
 }
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::adopt(MPI_Comm comm,
