@@ -1,5 +1,5 @@
 """One rank stuck past the timeout, under mpirun and under dtensor-run (Gloo);
-then one rank that dies, under mpirun.
+then a subgroup with the stuck rank, and one rank that dies, under mpirun.
 
 Runs dtensor-test-mpi-timeout (rank 1 sleeps, the others allreduce) and
 checks that the waiting ranks raise TimeoutError within the timeout, that
@@ -52,6 +52,13 @@ def main():
             failures.append(f"rank {r}: unexpected message [{backend}] {op}")
         if not TIMEOUT_MS * 0.9 <= ms <= TIMEOUT_MS + 3000:
             failures.append(f"rank {r}: TimeoutError after {ms} ms, timeout {TIMEOUT_MS} ms")
+    # Communicator creation is bounded too: a subgroup with the stuck rank.
+    s, _ = run([mpiexec, "-n", "3", program, str(TIMEOUT_MS), str(SLEEP_MS), "subgroup"])
+    sout = s.stdout + s.stderr
+    print(sout)
+    sub = timeouts(sout)
+    if s.returncode == 0 or not any(v[2] == "new_subgroup([0, 1, 2])" for v in sub.values()):
+        failures.append("new_subgroup with a stuck member raised no TimeoutError")
     # A rank that dies: mpirun ends the job, long before a 30 s timeout.
     d, dsecs = run([mpiexec, "-n", "3", program, "30000", "die"])
     print(d.stdout + d.stderr)

@@ -5,19 +5,22 @@
 // job must end (under MPI with MPI_Abort at exit), not hang.
 // With SLEEP_MS "die", rank 1 dies instead (std::_Exit, no MPI_Finalize):
 // the launcher must end the job long before the timeout.
-// Usage: dtensor-test-mpi-timeout TIMEOUT_MS SLEEP_MS|die
+// With a third argument "subgroup" the others create a subgroup with rank 1
+// instead of the allreduce (communicator creation must be bounded too).
+// Usage: dtensor-test-mpi-timeout TIMEOUT_MS SLEEP_MS|die [subgroup]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s TIMEOUT_MS SLEEP_MS\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s TIMEOUT_MS SLEEP_MS|die [subgroup]\n", argv[0]);
     return 2;
   }
   dtensor::InitOptions o;
@@ -28,8 +31,15 @@ int main(int argc, char** argv) {
   dtensor::Tensor t = dtensor::Tensor::full({4}, 1.0, dtensor::DType::F32);
   const auto start = std::chrono::steady_clock::now();
   try {
-    pg->allreduce(t);
-    std::printf("rank %d: allreduce completed\n", pg->rank());
+    if (argc == 4) {
+      std::vector<int> members(static_cast<std::size_t>(pg->size()));
+      for (int r = 0; r < pg->size(); ++r)
+        members[static_cast<std::size_t>(r)] = r;
+      pg->new_subgroup(members);
+    } else {
+      pg->allreduce(t);
+    }
+    std::printf("rank %d: completed\n", pg->rank());
   } catch (const dtensor::TimeoutError& e) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - start)
