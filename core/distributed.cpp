@@ -50,6 +50,61 @@ std::string default_backend(const Config& cfg) {
   return cfg.mpi_launcher && !started_by_dtensor_run ? kMpiBackend : "gloo";
 }
 
+// Backend mpi: MPI knows the rank and the size and needs no store; what the
+// options or the launcher's variables say is only checked against it (-1:
+// unknown here).
+void resolve_under_mpi(const InitOptions& o, const Config& cfg, ResolvedInit& r) {
+  r.rank = o.rank.value_or(cfg.rank.value.value_or(-1));
+  r.world_size = o.world_size.value_or(cfg.world_size.value.value_or(-1));
+  if (r.rank >= 0 && r.world_size >= 0)
+    check_arg(r.rank < r.world_size, "init", "{}={} is outside [0, {})",
+              o.rank ? "rank" : cfg.rank.source, r.rank, r.world_size);
+  r.local_rank = o.local_rank.value_or(cfg.local_rank.value.value_or(std::max(r.rank, 0)));
+  check_arg(r.local_rank >= 0, "init", "local rank must be >= 0, got {}", r.local_rank);
+  r.store = o.store.value_or(cfg.store.value_or(""));
+}
+
+// Every other backend: rank and size from the options or the launcher, and a
+// store to meet through.
+void resolve_with_store(const InitOptions& o, const Config& cfg, ResolvedInit& r) {
+  const EnvInt& env_rank = cfg.rank;
+  const EnvInt& env_size = cfg.world_size;
+  r.world_size = o.world_size.value_or(env_size.value.value_or(1));
+  const std::string size_src = o.world_size     ? "world_size"
+                               : env_size.value ? env_size.source
+                                                : "world_size";
+  check_arg(r.world_size >= 1, "init", "{} must be >= 1, got {}", size_src, r.world_size);
+
+  if (o.rank) {
+    r.rank = *o.rank;
+  } else if (env_rank.value) {
+    r.rank = *env_rank.value;
+  } else {
+    check_arg(r.world_size == 1, "init",
+              "the rank is not set: set DTENSOR_RANK (dtensor-run does), RANK or "
+              "OMPI_COMM_WORLD_RANK, or pass InitOptions::rank (world size is {})",
+              r.world_size);
+    r.rank = 0;
+  }
+  const std::string rank_src = o.rank ? "rank" : env_rank.value ? env_rank.source : "rank";
+  check_arg(r.rank >= 0 && r.rank < r.world_size, "init", "{}={} is outside [0, {})", rank_src,
+            r.rank, r.world_size);
+  r.local_rank = o.local_rank.value_or(cfg.local_rank.value.value_or(r.rank));
+  check_arg(r.local_rank >= 0, "init", "local rank must be >= 0, got {}", r.local_rank);
+
+  if (o.store) {
+    r.store = *o.store;
+  } else if (cfg.store) {
+    r.store = *cfg.store;
+  } else {
+    check_arg(r.world_size == 1, "init",
+              "DTENSOR_STORE is not set: with {} ranks a rendezvous store is needed "
+              "(file:DIR on one host, redis://HOST:PORT across hosts); dtensor-run sets it",
+              r.world_size);
+  }
+  check_arg(r.world_size == 1 || !r.store.empty(), "init", "DTENSOR_STORE is empty");
+}
+
 }  // namespace
 
 ResolvedInit resolve_init_options(const InitOptions& o) {
@@ -57,57 +112,10 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   // Throws for any bad DTENSOR_* value, naming it.
   const Config& cfg = refresh_config_from_environment();
   r.backend = o.backend.value_or(cfg.backend.value_or(default_backend(cfg)));
-  const EnvInt& env_rank = cfg.rank;
-  const EnvInt& env_size = cfg.world_size;
-  const EnvInt& env_local = cfg.local_rank;
-
-  if (r.backend == kMpiBackend) {
-    // MPI knows the rank and the size and needs no store: what the options or
-    // the launcher's variables say is only checked against it (-1: unknown).
-    r.rank = o.rank.value_or(env_rank.value.value_or(-1));
-    r.world_size = o.world_size.value_or(env_size.value.value_or(-1));
-    if (r.rank >= 0 && r.world_size >= 0)
-      check_arg(r.rank < r.world_size, "init", "{}={} is outside [0, {})",
-                o.rank ? "rank" : env_rank.source, r.rank, r.world_size);
-    r.local_rank = o.local_rank.value_or(env_local.value.value_or(std::max(r.rank, 0)));
-    check_arg(r.local_rank >= 0, "init", "local rank must be >= 0, got {}", r.local_rank);
-    r.store = o.store.value_or(cfg.store.value_or(""));
-  } else {
-    r.world_size = o.world_size.value_or(env_size.value.value_or(1));
-    const std::string size_src = o.world_size     ? "world_size"
-                                 : env_size.value ? env_size.source
-                                                  : "world_size";
-    check_arg(r.world_size >= 1, "init", "{} must be >= 1, got {}", size_src, r.world_size);
-
-    if (o.rank) {
-      r.rank = *o.rank;
-    } else if (env_rank.value) {
-      r.rank = *env_rank.value;
-    } else {
-      check_arg(r.world_size == 1, "init",
-                "the rank is not set: set DTENSOR_RANK (dtensor-run does), RANK or "
-                "OMPI_COMM_WORLD_RANK, or pass InitOptions::rank (world size is {})",
-                r.world_size);
-      r.rank = 0;
-    }
-    const std::string rank_src = o.rank ? "rank" : env_rank.value ? env_rank.source : "rank";
-    check_arg(r.rank >= 0 && r.rank < r.world_size, "init", "{}={} is outside [0, {})", rank_src,
-              r.rank, r.world_size);
-    r.local_rank = o.local_rank.value_or(env_local.value.value_or(r.rank));
-    check_arg(r.local_rank >= 0, "init", "local rank must be >= 0, got {}", r.local_rank);
-
-    if (o.store) {
-      r.store = *o.store;
-    } else if (cfg.store) {
-      r.store = *cfg.store;
-    } else {
-      check_arg(r.world_size == 1, "init",
-                "DTENSOR_STORE is not set: with {} ranks a rendezvous store is needed "
-                "(file:DIR on one host, redis://HOST:PORT across hosts); dtensor-run sets it",
-                r.world_size);
-    }
-    check_arg(r.world_size == 1 || !r.store.empty(), "init", "DTENSOR_STORE is empty");
-  }
+  if (r.backend == kMpiBackend)
+    resolve_under_mpi(o, cfg, r);
+  else
+    resolve_with_store(o, cfg, r);
 
   if (o.timeout)
     r.timeout = *o.timeout;
