@@ -28,6 +28,10 @@ install(TARGETS dtensor EXPORT dtensorTargets
 if(TARGET dtensor_cuda)
   install(TARGETS dtensor_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
+# Likewise the MPI module.
+if(TARGET dtensor_mpi)
+  install(TARGETS dtensor_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 # testing.h only with the library behind it (built when Catch2 is found).
 set(_dtensor_header_excludes)
 if(NOT TARGET dtensor_testing)

@@ -165,16 +165,22 @@ Config Config::from(const Lookup& lookup) {
   c.gloo_loop = choice(lookup, "DTENSOR_GLOO_LOOP",
                        {{"batch", GlooLoop::Batch}, {"normal", GlooLoop::Normal}}, c.gloo_loop);
   c.cuda_module = text(lookup, "DTENSOR_CUDA_MODULE");
+  c.mpi_module = text(lookup, "DTENSOR_MPI_MODULE");
   c.backend = text(lookup, "DTENSOR_BACKEND");
   c.store = lookup("DTENSOR_STORE") ? std::optional<std::string>(lookup("DTENSOR_STORE"))
                                     : std::nullopt;  // set but empty is an error at init
   c.timeout = seconds(lookup, "DTENSOR_TIMEOUT");
   c.hostname = text(lookup, "DTENSOR_HOSTNAME");
   c.ifname = text(lookup, "DTENSOR_IFNAME");
-  c.rank = first_int(lookup, {"DTENSOR_RANK", "RANK", "OMPI_COMM_WORLD_RANK"});
-  c.world_size = first_int(lookup, {"DTENSOR_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  // dtensor-run's, torchrun's, then the MPI launchers' (OpenMPI, MPICH's PMI,
+  // PMIx) and Slurm's srun spellings.
+  c.rank = first_int(lookup, {"DTENSOR_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                              "PMIX_RANK", "SLURM_PROCID"});
+  c.world_size = first_int(lookup, {"DTENSOR_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE",
+                                    "PMI_SIZE", "SLURM_NTASKS"});
   c.local_rank =
-      first_int(lookup, {"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+      first_int(lookup, {"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                         "MPI_LOCALRANKID", "SLURM_LOCALID"});
   read_job(lookup, c);
   c.stdout_buffering = choice(lookup, "DTENSOR_STDOUT_BUFFERING",
                               {{"auto", Config::StdoutBuffering::Auto},
@@ -182,6 +188,11 @@ Config Config::from(const Lookup& lookup) {
                                {"unchanged", Config::StdoutBuffering::Unchanged}},
                               c.stdout_buffering);
   c.flush_on_stop = flag(lookup, "DTENSOR_FLUSH_ON_STOP", c.flush_on_stop);
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (lookup(name)) {
+      c.mpi_launcher = name;
+      break;
+    }
   return c;
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -27,6 +28,7 @@ std::shared_ptr<ProcessGroup> g_world;
 int g_local_rank = 0;
 std::filesystem::path g_private_store_dir;  // created for a launcher-less single process
 constexpr const char* kNcclBackend = "nccl";
+constexpr const char* kMpiBackend = "mpi";
 
 std::map<std::string, ProcessGroupFactory>& factories() {
   static std::map<std::string, ProcessGroupFactory> f;
@@ -40,15 +42,35 @@ void register_process_group_backend(const std::string& name, ProcessGroupFactory
   factories()[name] = std::move(factory);
 }
 
-ResolvedInit resolve_init_options(const InitOptions& o) {
-  ResolvedInit r;
-  // Throws for any bad DTENSOR_* value, naming it.
-  const Config& cfg = refresh_config_from_environment();
-  r.backend = o.backend.value_or(cfg.backend.value_or("gloo"));
+namespace {
+
+// The backend when neither InitOptions nor DTENSOR_BACKEND names one: "mpi"
+// when an MPI launcher started this process (and dtensor-run, which sets
+// DTENSOR_RANK, did not), else "gloo".
+std::string default_backend(const Config& cfg) {
+  const bool started_by_dtensor_run = cfg.rank.value && cfg.rank.source == "DTENSOR_RANK";
+  return cfg.mpi_launcher && !started_by_dtensor_run ? kMpiBackend : "gloo";
+}
+
+// Backend mpi: MPI knows the rank and the size and needs no store; what the
+// options or the launcher's variables say is only checked against it (-1:
+// unknown here).
+void resolve_under_mpi(const InitOptions& o, const Config& cfg, ResolvedInit& r) {
+  r.rank = o.rank.value_or(cfg.rank.value.value_or(-1));
+  r.world_size = o.world_size.value_or(cfg.world_size.value.value_or(-1));
+  if (r.rank >= 0 && r.world_size >= 0)
+    check_arg(r.rank < r.world_size, "init", "{}={} is outside [0, {})",
+              o.rank ? "rank" : cfg.rank.source, r.rank, r.world_size);
+  r.local_rank = o.local_rank.value_or(cfg.local_rank.value.value_or(std::max(r.rank, 0)));
+  check_arg(r.local_rank >= 0, "init", "local rank must be >= 0, got {}", r.local_rank);
+  r.store = o.store.value_or(cfg.store.value_or(""));
+}
+
+// Every other backend: rank and size from the options or the launcher, and a
+// store to meet through.
+void resolve_with_store(const InitOptions& o, const Config& cfg, ResolvedInit& r) {
   const EnvInt& env_rank = cfg.rank;
   const EnvInt& env_size = cfg.world_size;
-  const EnvInt& env_local = cfg.local_rank;
-
   r.world_size = o.world_size.value_or(env_size.value.value_or(1));
   const std::string size_src = o.world_size     ? "world_size"
                                : env_size.value ? env_size.source
@@ -69,7 +91,7 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   const std::string rank_src = o.rank ? "rank" : env_rank.value ? env_rank.source : "rank";
   check_arg(r.rank >= 0 && r.rank < r.world_size, "init", "{}={} is outside [0, {})", rank_src,
             r.rank, r.world_size);
-  r.local_rank = o.local_rank.value_or(env_local.value.value_or(r.rank));
+  r.local_rank = o.local_rank.value_or(cfg.local_rank.value.value_or(r.rank));
   check_arg(r.local_rank >= 0, "init", "local rank must be >= 0, got {}", r.local_rank);
 
   if (o.store) {
@@ -83,6 +105,19 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
               r.world_size);
   }
   check_arg(r.world_size == 1 || !r.store.empty(), "init", "DTENSOR_STORE is empty");
+}
+
+}  // namespace
+
+ResolvedInit resolve_init_options(const InitOptions& o) {
+  ResolvedInit r;
+  // Throws for any bad DTENSOR_* value, naming it.
+  const Config& cfg = refresh_config_from_environment();
+  r.backend = o.backend.value_or(cfg.backend.value_or(default_backend(cfg)));
+  if (r.backend == kMpiBackend)
+    resolve_under_mpi(o, cfg, r);
+  else
+    resolve_with_store(o, cfg, r);
 
   if (o.timeout)
     r.timeout = *o.timeout;
@@ -108,6 +143,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   // looked up (its registration takes g_mutex).
   const bool wants_nccl = plan.cpu == kNcclBackend || plan.cuda == kNcclBackend;
   if (wants_nccl) detail::load_device_module(DeviceType::CUDA);
+  // Backend mpi is the MPI module's, loaded the same way.
+  const bool wants_mpi = plan.cpu == kMpiBackend || plan.cuda == kMpiBackend;
+  if (wants_mpi) detail::load_module(detail::Module::Mpi);
   ProcessGroupFactory cpu_factory, cuda_factory;
   {
     std::lock_guard lock(g_mutex);
@@ -117,6 +155,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
       if (it == factories().end() && name == kNcclBackend)
         throw NotSupported(
             "init", fmt::format("backend nccl: {}", detail::device_module_error(DeviceType::CUDA)));
+      if (it == factories().end() && name == kMpiBackend)
+        throw NotSupported(
+            "init", fmt::format("backend mpi: {}", detail::module_error(detail::Module::Mpi)));
       check_arg(it != factories().end(), "init",
                 "backend: unknown backend '{}' (this build has: {})", name, [] {
                   std::string names;
@@ -132,7 +173,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   // A rank picks its GPU from its local rank before any backend touches one
   // (a device module loaded later picks it when it registers).
   detail::set_device_local_rank(r.local_rank);
-  if (r.store.empty()) {
+  if (r.store.empty() && !wants_mpi) {
     // One process started without a launcher: a private store it removes at exit.
     // Under $TMPDIR like the launcher's and the harness's directories.
     const char* tmp = std::getenv("TMPDIR");
@@ -142,16 +183,21 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     g_private_store_dir = tmpl;
     r.store = "file:" + tmpl;
   }
-  log::set_rank(r.rank);
+  if (r.rank >= 0) log::set_rank(r.rank);
   log::reload_level_from_env();
-  auto store = open_store(r.store, r.timeout, options.store ? "store" : "DTENSOR_STORE");
+  // MPI needs no store; one named anyway is opened (and so checked).
+  auto store = r.store.empty()
+                   ? nullptr
+                   : open_store(r.store, r.timeout, options.store ? "store" : "DTENSOR_STORE");
   const BackendInit init{r.rank, r.world_size, r.local_rank, store, r.timeout, r.hostname, r.iface};
   std::shared_ptr<ProcessGroup> pg = cpu_factory(init);
+  log::set_rank(pg->rank());
   if (plan.routed())
     pg = std::make_shared<detail::RoutingProcessGroup>(pg,
                                                        cuda_factory ? cuda_factory(init) : nullptr);
-  log::info("initialised: rank {}/{} backend {} store {} job '{}'", r.rank, r.world_size,
-            pg->backend_name(), redact_store_url(r.store), config().job_id);
+  log::info("initialised: rank {}/{} backend {} store {} job '{}'", pg->rank(), pg->size(),
+            pg->backend_name(), r.store.empty() ? "(none)" : redact_store_url(r.store),
+            config().job_id);
   std::lock_guard lock(g_mutex);
   g_world = pg;
   g_local_rank = r.local_rank;

@@ -12,6 +12,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev  # dtensor-run, dtensor-conv, dtensor-op: options, JSON (header only); checkpoint indexes
   zlib1g-dev  # checkpoints: block checksums (CRC-32)
   redis-server
+  libopenmpi-dev openmpi-bin  # the MPI module libdtensor-mpi.so and its tests (mpirun)
   iproute2  # the two-namespace test
   python3-numpy python3-torch  # the PyTorch oracles of the dump checks and the U-Net trainer tests
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh, CI)

@@ -1,53 +1,18 @@
-// Element-wise reductions used by the Gloo process group: the combine
-// functions handed to gloo::allreduce (Gloo has none for bfloat16, and its
-// float16 type is not dtensor::Float16) and the
-// local reduction that finishes reduce_scatter.
+// The combine functions handed to gloo::allreduce (Gloo has none for
+// bfloat16, and its float16 type is not dtensor::Float16), over the shared
+// element-wise reductions of core/detail/reduce_kernels.h.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <functional>
 
-#include "dtensor/core/dtype.h"
-#include "dtensor/core/process_group.h"
+#include "core/detail/reduce_kernels.h"
 
 namespace dtensor::gloo_backend {
 
-/// The type arithmetic is done in: bfloat16 and float16 are widened to float
-/// so each combine rounds once.
-template <typename T>
-struct AccType {
-  using type = T;
-};
-template <>
-struct AccType<BFloat16> {
-  using type = float;
-};
-template <>
-struct AccType<Float16> {
-  using type = float;
-};
-
-template <typename T>
-typename AccType<T>::type widen(T v) {
-  return static_cast<typename AccType<T>::type>(v);
-}
-
-/// Avg is a Sum here; the caller divides afterwards.
-template <typename T>
-T combine(ReduceOp op, T a, T b) {
-  const auto x = widen(a), y = widen(b);
-  switch (op) {
-    case ReduceOp::Max:
-      return T(std::max(x, y));
-    case ReduceOp::Min:
-      return T(std::min(x, y));
-    case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      break;
-  }
-  return T(x + y);
-}
+using detail::combine;
+using detail::divide_in_place;
+using detail::reduce_blocks;
 
 /// The signature gloo::AllreduceOptions::setReduceFunction wants: c = a (op) b.
 using GlooReduceFn = std::function<void(void*, const void*, const void*, std::size_t)>;
@@ -61,33 +26,6 @@ GlooReduceFn gloo_reduce_fn(ReduceOp op) {
     for (std::size_t i = 0; i < n; ++i)
       out[i] = combine<T>(op, x[i], y[i]);
   };
-}
-
-/// out[i] = (op over q of blocks[q][i]) for `nblocks` blocks of n elements
-/// laid out `stride` elements apart; Avg divides by `nblocks`.
-template <typename T>
-void reduce_blocks(ReduceOp op, const T* blocks, std::size_t nblocks, std::size_t stride,
-                   std::size_t n, T* out) {
-  using A = typename AccType<T>::type;
-  for (std::size_t i = 0; i < n; ++i) {
-    A acc = widen(blocks[i]);
-    for (std::size_t q = 1; q < nblocks; ++q) {
-      const A v = widen(blocks[q * stride + i]);
-      acc = (op == ReduceOp::Max)   ? std::max(acc, v)
-            : (op == ReduceOp::Min) ? std::min(acc, v)
-                                    : acc + v;
-    }
-    if (op == ReduceOp::Avg) acc = acc / static_cast<A>(nblocks);
-    out[i] = T(acc);
-  }
-}
-
-/// t[i] /= divisor, in place (the second half of Avg).
-template <typename T>
-void divide_in_place(T* t, std::size_t n, double divisor) {
-  using A = typename AccType<T>::type;
-  for (std::size_t i = 0; i < n; ++i)
-    t[i] = T(widen(t[i]) / static_cast<A>(divisor));
 }
 
 }  // namespace dtensor::gloo_backend

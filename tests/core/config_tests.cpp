@@ -36,6 +36,7 @@ TEST_CASE("config: every variable is read", "[config]") {
                                      {"DTENSOR_CUDNN_WORKSPACE_MB", "16"},
                                      {"DTENSOR_GLOO_LOOP", "normal"},
                                      {"DTENSOR_CUDA_MODULE", "/opt/m/libdtensor-cuda.so"},
+                                     {"DTENSOR_MPI_MODULE", "/opt/m/libdtensor-mpi.so"},
                                      {"DTENSOR_BACKEND", "cpu:gloo,cuda:nccl"},
                                      {"DTENSOR_STORE", "file:/tmp/x"},
                                      {"DTENSOR_TIMEOUT", "2.5"},
@@ -52,6 +53,8 @@ TEST_CASE("config: every variable is read", "[config]") {
   CHECK(c.cudnn_workspace_mb == 16);
   CHECK(c.gloo_loop == Config::GlooLoop::Normal);
   CHECK(*c.cuda_module == "/opt/m/libdtensor-cuda.so");
+  CHECK(*c.mpi_module == "/opt/m/libdtensor-mpi.so");
+  CHECK_FALSE(c.mpi_launcher.has_value());
   CHECK(*c.backend == "cpu:gloo,cuda:nccl");
   CHECK(*c.store == "file:/tmp/x");
   CHECK(c.timeout->count() == 2500);
@@ -61,6 +64,31 @@ TEST_CASE("config: every variable is read", "[config]") {
   CHECK(c.rank.source == "RANK");
   CHECK(*c.world_size.value == 8);
   CHECK(*c.local_rank.value == 1);
+}
+
+TEST_CASE("config: the MPI launchers' and Slurm's variables", "[config][mpi]") {
+  // PMI (MPICH, srun --mpi=pmi2): rank, size and the launcher.
+  Config c = Config::from(Vars{{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "0"}});
+  CHECK(*c.rank.value == 2);
+  CHECK(c.rank.source == "PMI_RANK");
+  CHECK(*c.world_size.value == 4);
+  CHECK(*c.local_rank.value == 0);
+  CHECK(*c.mpi_launcher == "PMI_SIZE");
+  // OpenMPI sets both its own and PMIx's: its own name the launcher first.
+  c = Config::from(Vars{{"OMPI_COMM_WORLD_SIZE", "2"}, {"PMIX_RANK", "1"}});
+  CHECK(*c.mpi_launcher == "OMPI_COMM_WORLD_SIZE");
+  CHECK(c.rank.source == "PMIX_RANK");
+  // srun without an MPI plugin: Slurm's numbers, no MPI launcher.
+  c = Config::from(Vars{{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "3"}});
+  CHECK(*c.rank.value == 7);
+  CHECK(*c.world_size.value == 8);
+  CHECK(*c.local_rank.value == 3);
+  CHECK_FALSE(c.mpi_launcher.has_value());
+  // A launcher's spelling loses to dtensor-run's.
+  c = Config::from(Vars{{"SLURM_PROCID", "7"}, {"DTENSOR_RANK", "1"}});
+  CHECK(c.rank.source == "DTENSOR_RANK");
+  CHECK_THROWS_WITH(Config::from(Vars{{"SLURM_PROCID", "x"}}),
+                    Catch::Matchers::Contains("SLURM_PROCID='x' is not an integer"));
 }
 
 TEST_CASE("config: a bad value names the variable and the accepted values", "[config]") {

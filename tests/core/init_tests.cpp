@@ -21,6 +21,14 @@ const char* kVars[] = {"DTENSOR_RANK",
                        "OMPI_COMM_WORLD_RANK",
                        "OMPI_COMM_WORLD_SIZE",
                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                       "PMI_RANK",
+                       "PMI_SIZE",
+                       "PMIX_RANK",
+                       "MPI_LOCALRANKID",
+                       "SLURM_PROCID",
+                       "SLURM_NTASKS",
+                       "SLURM_LOCALID",
+                       "DTENSOR_BACKEND",
                        "DTENSOR_HOSTNAME",
                        "DTENSOR_IFNAME"};
 
@@ -160,4 +168,77 @@ TEST_CASE("store URLs are validated and name the setting", "[init][store][errors
       REQUIRE(std::string(e.what()).find("DTENSOR_STORE") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("init chooses mpi when an MPI launcher started the process, gloo otherwise",
+          "[init][mpi]") {
+  {  // mpirun: no store needed, rank and size from its variables
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "2"},
+                   {"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+    auto r = resolve_init_options({});
+    REQUIRE(r.backend == "mpi");
+    REQUIRE(r.rank == 2);
+    REQUIRE(r.world_size == 4);
+    REQUIRE(r.local_rank == 0);
+    REQUIRE(r.store.empty());
+  }
+  {  // PMIx alone gives the rank, not the size: MPI will
+    ScopedEnv env(std::map<std::string, std::string>{{"PMIX_RANK", "1"}});
+    auto r = resolve_init_options({});
+    REQUIRE(r.backend == "mpi");
+    REQUIRE(r.rank == 1);
+    REQUIRE(r.world_size == -1);
+  }
+  {  // MPICH's PMI
+    ScopedEnv env({{"PMI_RANK", "3"}, {"PMI_SIZE", "5"}});
+    auto r = resolve_init_options({});
+    REQUIRE(r.backend == "mpi");
+    REQUIRE(r.rank == 3);
+    REQUIRE(r.world_size == 5);
+  }
+  {  // dtensor-run inside an MPI allocation: Gloo, dtensor-run's numbers
+    ScopedEnv env({{"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_RANK", "3"},
+                   {"DTENSOR_RANK", "1"},
+                   {"DTENSOR_WORLD_SIZE", "2"},
+                   {"DTENSOR_STORE", "file:/tmp/y"}});
+    auto r = resolve_init_options({});
+    REQUIRE(r.backend == "gloo");
+    REQUIRE(r.rank == 1);
+    REQUIRE(r.world_size == 2);
+  }
+  {  // told otherwise: Gloo under mpirun, which then needs a store
+    ScopedEnv env({{"OMPI_COMM_WORLD_SIZE", "4"},
+                   {"OMPI_COMM_WORLD_RANK", "3"},
+                   {"DTENSOR_BACKEND", "gloo"},
+                   {"DTENSOR_STORE", "file:/tmp/y"}});
+    auto r = resolve_init_options({});
+    REQUIRE(r.backend == "gloo");
+    REQUIRE(r.rank == 3);
+    InitOptions o;
+    o.backend = "mpi";
+    REQUIRE(resolve_init_options(o).backend == "mpi");
+  }
+  {  // srun without an MPI plugin: Slurm's numbers, Gloo
+    ScopedEnv env({{"SLURM_PROCID", "5"},
+                   {"SLURM_NTASKS", "8"},
+                   {"SLURM_LOCALID", "1"},
+                   {"DTENSOR_STORE", "redis://127.0.0.1:6379"}});
+    auto r = resolve_init_options({});
+    REQUIRE(r.backend == "gloo");
+    REQUIRE(r.rank == 5);
+    REQUIRE(r.world_size == 8);
+    REQUIRE(r.local_rank == 1);
+  }
+  {  // a one-rank program started alone stays on Gloo
+    ScopedEnv env({});
+    REQUIRE(resolve_init_options({}).backend == "gloo");
+  }
+}
+
+TEST_CASE("init under MPI names a launcher variable that is out of range", "[init][mpi][errors]") {
+  ScopedEnv env({{"PMI_RANK", "6"}, {"PMI_SIZE", "4"}});
+  const std::string msg = error_of({});
+  REQUIRE(msg.find("PMI_RANK=6 is outside [0, 4)") != std::string::npos);
 }

@@ -2,8 +2,9 @@
 #   install       cmake --install the build into PREFIX; check the layout, that
 #                 no private dependency leaks into the exported interface, and
 #                 that installed headers include only installed headers; that
-#                 libdtensor.so needs no CUDA library and the CUDA module
-#                 (CUDA_MODULE=ON) is installed beside it
+#                 libdtensor.so needs no CUDA library and no MPI, and the
+#                 CUDA module (CUDA_MODULE=ON) and the MPI module
+#                 (MPI_MODULE=ON) are installed beside it
 #   find_package  configure + build consumer/ with CMAKE_PREFIX_PATH=PREFIX, run
 #                 its ctest (the consumer on 2 ranks under dtensor::dtensor-run)
 #                 and its DTENSOR_TEST_CASEs (dtensor::testing, found by
@@ -52,6 +53,17 @@ if(MODE STREQUAL "install")
   run(ldd ${PREFIX}/${LIBDIR}/libdtensor.so)
   if(run_output MATCHES "lib(cudart|cudnn|nccl)")
     message(FATAL_ERROR "the installed libdtensor.so needs CUDA libraries:\n${run_output}")
+  endif()
+  if(run_output MATCHES "libmpi")
+    message(FATAL_ERROR "the installed libdtensor.so needs an MPI library:\n${run_output}")
+  endif()
+  if(MPI_MODULE)
+    require_file(${LIBDIR}/libdtensor-mpi.so)
+    run(ldd ${PREFIX}/${LIBDIR}/libdtensor-mpi.so)
+    if(NOT run_output MATCHES "libdtensor\\.so[^ ]* => ${PREFIX}/${LIBDIR}/libdtensor\\.so")
+      message(FATAL_ERROR "the installed MPI module does not use the libdtensor.so beside it:\n"
+                          "${run_output}")
+    endif()
   endif()
   if(CUDA_MODULE)
     require_file(${LIBDIR}/libdtensor-cuda.so)

@@ -47,6 +47,8 @@ struct Config {
   /// DTENSOR_CUDA_MODULE: path of libdtensor-cuda.so. Unset: next to
   /// libdtensor.so, then the install libdir (docs/architecture.md).
   std::optional<std::string> cuda_module;
+  /// DTENSOR_MPI_MODULE: path of libdtensor-mpi.so. Unset: as the CUDA module.
+  std::optional<std::string> mpi_module;
 
   // ---- launch (init_process_group; InitOptions fields win) ----
   /// DTENSOR_BACKEND: a backend name or plan (validated by init_process_group).
@@ -57,9 +59,16 @@ struct Config {
   std::optional<std::chrono::milliseconds> timeout;
   /// DTENSOR_HOSTNAME, DTENSOR_IFNAME: how peers reach this rank.
   std::optional<std::string> hostname, ifname;
-  /// The first set of DTENSOR_RANK, RANK, OMPI_COMM_WORLD_RANK (likewise for
-  /// the world size and the local rank).
+  /// The first set of DTENSOR_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
+  /// PMIX_RANK, SLURM_PROCID; DTENSOR_WORLD_SIZE, WORLD_SIZE,
+  /// OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS; DTENSOR_LOCAL_RANK,
+  /// LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID.
   EnvInt rank, world_size, local_rank;
+  /// The variable showing that an MPI launcher (mpirun, mpiexec, srun with
+  /// PMI/PMIx) started this process: the first set of OMPI_COMM_WORLD_SIZE,
+  /// PMI_SIZE, PMIX_RANK. With it, and without dtensor-run's DTENSOR_RANK,
+  /// init_process_group chooses backend "mpi" unless told otherwise.
+  std::optional<std::string> mpi_launcher;
 
   // ---- the job (the store's namespace and its rendezvous token) ----
   /// The job's id: every store key lives under it, so that two jobs on one

@@ -13,8 +13,12 @@
 namespace dtensor {
 
 struct InitOptions {
-  /// Which backend serves which tensors. Unset: DTENSOR_BACKEND, else "gloo".
+  /// Which backend serves which tensors. Unset: DTENSOR_BACKEND, else "mpi"
+  /// when an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx) started the
+  /// process and dtensor-run did not, else "gloo".
   ///   "gloo"                CPU tensors only (the default);
+  ///   "mpi"                 CPU tensors over MPI: the module libdtensor-mpi.so
+  ///                         (docs/backends.md); rank and size are MPI's, no store;
   ///   "nccl"                = "cpu:gloo,cuda:nccl": CPU tensors over Gloo, CUDA over NCCL;
   ///   "cpu:gloo,cuda:gloo"  CUDA tensors staged through host memory over Gloo
   ///                         (no NCCL, or several ranks sharing one GPU);
@@ -24,7 +28,10 @@ struct InitOptions {
   /// Unset fields come from the environment: DTENSOR_RANK / DTENSOR_WORLD_SIZE /
   /// DTENSOR_LOCAL_RANK / DTENSOR_STORE / DTENSOR_TIMEOUT (set by dtensor-run), else
   /// torchrun's RANK / WORLD_SIZE / LOCAL_RANK (+ MASTER_ADDR/MASTER_PORT ignored: a
-  /// store URL is required), else OpenMPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK.
+  /// store URL is required), else OpenMPI's OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK,
+  /// PMI_RANK / PMI_SIZE, PMIX_RANK, Slurm's SLURM_PROCID / SLURM_NTASKS /
+  /// SLURM_LOCALID (docs/launcher.md). Backend "mpi" takes rank and size from
+  /// MPI and only checks these against it.
   std::optional<int> rank;
   std::optional<int> world_size;
   std::optional<int> local_rank;
@@ -41,8 +48,8 @@ struct InitOptions {
 /// The settings init_process_group resolved (options first, then the environment).
 struct ResolvedInit {
   std::string backend;
-  int rank = 0;
-  int world_size = 1;
+  int rank = 0;        // backend "mpi": -1 when only MPI knows it
+  int world_size = 1;  // likewise
   int local_rank = 0;
   std::string store;
   std::chrono::milliseconds timeout{300000};

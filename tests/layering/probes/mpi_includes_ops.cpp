@@ -1,0 +1,2 @@
+// Forbidden: the MPI backend implements core's ProcessGroup and needs no ops.
+#include "dtensor/ops/registry.h"

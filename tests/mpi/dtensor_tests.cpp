@@ -1,0 +1,61 @@
+// The library above the process group, under mpirun: redistribute between
+// every placement pair (the layout oracle of tests/placement) and a seeded
+// subset of the convolution differential suite (the f64 oracle of
+// tools/reference), on a 1-D mesh of the world and on a 2x2 mesh.
+#include <fmt/format.h>
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "dtensor/core/device_mesh.h"
+#include "dtensor/core/distributed.h"
+#include "tests/conv/conv_case.h"
+#include "tests/placement/redistribute_check.h"
+
+using namespace dtensor;
+using namespace dtensor::testing;
+
+namespace {
+const std::vector<Placement> kPlacements = {Shard(0), Shard(1), Replicate(), Partial()};
+}
+
+TEST_CASE("mpi: redistribute every placement pair on a 1-D mesh of the world", "[mpi]") {
+  const int P = get_world_size();
+  DeviceMesh mesh(DeviceType::CPU, {P});
+  for (const auto& s : kPlacements)
+    for (const auto& d : kPlacements) {
+      if (is_error_pair({s}, {d}))
+        check_error_pair(mesh, {10, 7}, {s}, {d});
+      else
+        check_transition(mesh, {10, 7}, DType::F64, {s}, {d});
+    }
+}
+
+TEST_CASE("mpi: redistribute from every placement pair to every other on a 2x2 mesh", "[mpi]") {
+  REQUIRE(get_world_size() == 4);
+  DeviceMesh mesh(DeviceType::CPU, {2, 2});
+  for (const auto& s0 : kPlacements)
+    for (const auto& s1 : kPlacements)
+      for (const auto& d0 : kPlacements)
+        for (const auto& d1 : kPlacements) {
+          const Placements src{s0, s1}, dst{d0, d1};
+          if (is_error_pair(src, dst))
+            check_error_pair(mesh, {10, 7}, src, dst);
+          else
+            check_transition(mesh, {10, 7}, DType::F64, src, dst);
+        }
+}
+
+TEST_CASE("mpi: convolution forward and backward against the f64 oracle", "[mpi][conv]") {
+  const int P = get_world_size();
+  const std::vector<Shape> meshes =
+      P == 4 ? std::vector<Shape>{{4}, {2, 2}} : std::vector<Shape>{{P}};
+  for (const Shape& mesh : meshes)
+    for (DType dt : {DType::F64, DType::F32}) {
+      // Every rank draws the same configs from the same seed.
+      std::mt19937_64 rng(1234 + mesh.size() * 10 + static_cast<int>(dt));
+      for (int k = 0; k < 8; ++k)
+        check_conv_case(random_conv_case(rng, mesh, dt));
+      check_conv_case(random_padding_mode_case(rng, mesh, dt));
+    }
+}
