@@ -7,7 +7,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "dtensor/core/config.h"
@@ -61,9 +63,17 @@ std::shared_ptr<ProcessGroup> pg() {
   return world();
 }
 
+// The backend under test: MPI under mpirun; the same suite runs under
+// dtensor-run against Gloo (DTENSOR_CONFORMANCE_BACKEND=gloo), so that the
+// backends are held to one contract.
+std::string backend() {
+  const char* b = std::getenv("DTENSOR_CONFORMANCE_BACKEND");
+  return b ? b : "mpi";
+}
+
 }  // namespace
 
-TEST_CASE("mpi: the world group is MPI's, started by mpirun alone", "[mpi]") {
+TEST_CASE("mpi: the world group is MPI's, started by mpirun alone", "[mpi][launch]") {
   auto g = pg();
   CHECK(g->backend_name() == "mpi");
   // mpirun's own variables name the launcher and the size.
@@ -264,7 +274,7 @@ TEST_CASE("mpi: subgroups from new_subgroup and split_groups, and a 2x2 mesh's d
     dg->allreduce(v);
     const int other = dim == 0 ? me ^ 2 : me ^ 1;
     CHECK(values(v)[0] == me + other);
-    CHECK(dg->backend_name() == "mpi");
+    CHECK(dg->backend_name() == backend());
   }
 }
 
@@ -272,10 +282,12 @@ TEST_CASE("mpi: bad arguments raise InvalidArgument naming them on every rank", 
   auto g = pg();
   const int P = g->size();
   Tensor t = Tensor::zeros({4}, DType::F32);
-  CHECK_THROWS_MATCHES(g->isend(t, P, 0), InvalidArgument,
-                       Catch::Matchers::Message(fmt::format(
-                           "[dtensor.mpi] isend: dst={} is outside the group of {} ranks", P, P)));
-  CHECK_THROWS_WITH(g->irecv(t, -1, 0), Contains("src=-1") && Contains("[dtensor.mpi]"));
+  CHECK_THROWS_MATCHES(
+      g->isend(t, P, 0), InvalidArgument,
+      Catch::Matchers::Message(fmt::format(
+          "[dtensor.{}] isend: dst={} is outside the group of {} ranks", backend(), P, P)));
+  CHECK_THROWS_WITH(g->irecv(t, -1, 0),
+                    Contains("src=-1") && Contains("[dtensor." + backend() + "]"));
   CHECK_THROWS_WITH(g->isend(t, 0, -2), Contains("tag=-2 must be >= 0"));
   CHECK_THROWS_WITH(g->broadcast(t, P), Contains("root="));
   Tensor out = Tensor::zeros({4}, DType::F32);
