@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
       } catch (const dtensor::CommError& e) {
         std::cerr << "rank 2 error: " << e.what() << " -- end of rank 2 error" << std::endl;
       }
+      // Rank 1's exit is the job's first failure; on a loaded machine the
+      // launcher could otherwise reap this rank first and report it instead.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
       return 2;
     }
   }
