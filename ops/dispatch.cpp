@@ -6,6 +6,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/detail/comm_scope.h"
+#include "core/detail/fault_monitor.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -232,6 +234,7 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
 }
 
 std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
+  detail::CommScope scope(op);  // the call the desync check names
   ++stats().calls;
   OpSchema schema(op, std::move(args));
   const DeviceMesh& mesh = schema.mesh();
@@ -261,8 +264,9 @@ std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
     auto outs = (*handler)(call);
     call.confirm_agreement();  // a handler that never waited still hears a disagreement
     return outs;
-  } catch (...) {
+  } catch (const std::exception& e) {
     if (!call.agreement_settled()) call.confirm_agreement();  // throws a disagreement first
+    detail::report_failure(e);  // a handler's own failure: the other ranks must hear of it
     throw;
   }
 }
