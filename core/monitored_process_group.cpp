@@ -84,7 +84,17 @@ void MonitoredProcessGroup::on_failure(std::string_view op, std::uint64_t id) {
     // group stays usable and nobody else needs telling.
     Rec::finish(id, Rec::State::Rejected);
     throw;
+  } catch (const TimeoutError& e) {
+    // This rank waited out its own timeout: its error stands on its own
+    // (the type is kept), unless the job's cause is already known.
+    Rec::finish(id, Rec::State::Failed);
+    if (auto cause = monitor_->remote_failure())
+      throw TimeoutError("monitor", fmt::format("{}: {}", op, *cause));
+    monitor_->fail_local(e.what());
+    throw;
   } catch (const std::exception& e) {
+    // A broken connection is usually the news of another rank's failure,
+    // told by the transport a moment before the monitor tells the cause.
     Rec::finish(id, Rec::State::Failed);
     if (auto cause = monitor_->remote_failure_within(kCauseGrace))
       throw CommError("monitor", fmt::format("{}: {}", op, *cause));
