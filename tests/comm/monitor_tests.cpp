@@ -121,6 +121,49 @@ TEST_CASE("monitor: dtensor::abort on one rank fails the others within 2 s P=3",
       opt);
 }
 
+TEST_CASE("monitor: an exception out of one rank's operator fails the others within 2 s P=3",
+          "[comm][fault][monitor]") {
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  run_ranks(
+      3,
+      [](RankContext& ctx) {
+        // Rank 1's convolution handler fails on its own (as a kernel out of
+        // memory would); the others wait in the halo exchange for it.
+        HandlerOptions options;
+        const OpHandler builtin = *current_handler("convolution", &options);
+        const int rank = ctx.rank;
+        register_op_handler(
+            "convolution",
+            [builtin, rank](OpCall& call) -> std::vector<DTensor> {
+              if (rank == 1) throw std::runtime_error("the kernel ran out of memory");
+              return builtin(call);
+            },
+            /*override_existing=*/true, options);
+        DeviceMesh mesh(DeviceType::CPU, {3});
+        auto x = distribute_tensor(Tensor::rand({1, 2, 6, 48}, DType::F32, 11), mesh, {Shard(3)});
+        auto w = distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F32, 12), mesh, {Replicate()});
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          convolution(x, w, std::nullopt, conv_params());
+          FAIL("a convolution whose rank 1 failed returned");
+        } catch (const std::runtime_error& e) {
+          const double s = seconds_since(t0);
+          INFO(e.what() << " after " << s << " s");
+          if (rank == 1) {
+            CHECK_THAT(std::string(e.what()), Catch::Equals("the kernel ran out of memory"));
+          } else {
+            CHECK(dynamic_cast<const CommError*>(&e) != nullptr);
+            CHECK_THAT(std::string(e.what()),
+                       Catch::Contains("rank 1 failed: the kernel ran out of memory"));
+            CHECK(s < 2.0);
+          }
+        }
+      },
+      opt);
+}
+
 TEST_CASE("monitor: a rank killed with SIGKILL fails ranks not talking to it within 2 s P=3",
           "[comm][fault][monitor]") {
   // Ranks 0 and 1 wait for each other, not for rank 2: no connection of
