@@ -37,6 +37,8 @@ class MonitoredProcessGroup final : public ProcessGroup,
   CommCounters& counters() override { return inner_->counters(); }
   const CommCounters& counters() const override { return inner_->counters(); }
   void abort(const std::string& reason) override { inner_->abort(reason); }
+  /// The backend's group it wraps (tests that look at the backend).
+  const std::shared_ptr<ProcessGroup>& inner() const { return inner_; }
 
   std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0) override;
   std::shared_ptr<Work> irecv(const Tensor& t, int src, int tag = 0) override;
