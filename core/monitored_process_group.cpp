@@ -104,11 +104,14 @@ void MonitoredProcessGroup::on_failure(std::string_view op, std::uint64_t id) {
 }
 
 template <typename Fn>
-void MonitoredProcessGroup::run(std::string_view op, int peer, std::uint64_t bytes, Fn&& fn) {
-  // Only the world's own operations are calls of their own: a subgroup's run
-  // inside a public call (a mesh's, dispatch's) that already counts.
+void MonitoredProcessGroup::run(Kind kind, std::string_view op, int peer, std::uint64_t bytes,
+                                Fn&& fn) {
+  // Only the world's own collectives are calls of their own: a subgroup's
+  // run inside a public call (a mesh's, dispatch's) that already counts, and
+  // point-to-point posts differ between ranks by nature (rank 0 sends to two
+  // ranks, each of them receives once).
   std::optional<CommScope> scope;
-  if (is_world_) scope.emplace(op);
+  if (is_world_ && kind == Kind::Collective) scope.emplace(op);
   throw_if_failed(op);
   const std::uint64_t id = record_start(op, peer, bytes);
   try {
@@ -128,7 +131,7 @@ std::shared_ptr<Work> MonitoredProcessGroup::wrap_work(std::shared_ptr<Work> inn
 std::shared_ptr<Work> MonitoredProcessGroup::isend(const Tensor& t, int dst, int tag) {
   std::shared_ptr<Work> w;
   const std::uint64_t bytes = t.defined() ? t.nbytes() : 0;
-  run("isend", dst, bytes, [&] { w = inner_->isend(t, dst, tag); });
+  run(Kind::PointToPoint, "isend", dst, bytes, [&] { w = inner_->isend(t, dst, tag); });
   return wrap_work(std::move(w), record_start("send", dst, bytes),
                    fmt::format("wait(send to rank {} tag {})", dst, tag));
 }
@@ -136,7 +139,7 @@ std::shared_ptr<Work> MonitoredProcessGroup::isend(const Tensor& t, int dst, int
 std::shared_ptr<Work> MonitoredProcessGroup::irecv(const Tensor& t, int src, int tag) {
   std::shared_ptr<Work> w;
   const std::uint64_t bytes = t.defined() ? t.nbytes() : 0;
-  run("irecv", src, bytes, [&] { w = inner_->irecv(t, src, tag); });
+  run(Kind::PointToPoint, "irecv", src, bytes, [&] { w = inner_->irecv(t, src, tag); });
   return wrap_work(std::move(w), record_start("recv", src, bytes),
                    fmt::format("wait(recv from rank {} tag {})", src, tag));
 }
@@ -147,7 +150,8 @@ std::vector<std::shared_ptr<Work>> MonitoredProcessGroup::batch_isend_irecv(
   std::uint64_t bytes = 0;
   for (const P2POp& op : ops)
     bytes += op.tensor.defined() ? op.tensor.nbytes() : 0;
-  run("batch_isend_irecv", -1, bytes, [&] { works = inner_->batch_isend_irecv(ops); });
+  run(Kind::PointToPoint, "batch_isend_irecv", -1, bytes,
+      [&] { works = inner_->batch_isend_irecv(ops); });
   for (std::size_t i = 0; i < works.size() && i < ops.size(); ++i) {
     const P2POp& op = ops[i];
     const bool send = op.kind == P2POp::Kind::Send;
@@ -160,34 +164,36 @@ std::vector<std::shared_ptr<Work>> MonitoredProcessGroup::batch_isend_irecv(
 }
 
 void MonitoredProcessGroup::allreduce(Tensor& t, ReduceOp op) {
-  run("allreduce", -1, t.defined() ? t.nbytes() : 0, [&] { inner_->allreduce(t, op); });
+  run(Kind::Collective, "allreduce", -1, t.defined() ? t.nbytes() : 0,
+      [&] { inner_->allreduce(t, op); });
 }
 
 void MonitoredProcessGroup::broadcast(Tensor& t, int root) {
-  run("broadcast", root, t.defined() ? t.nbytes() : 0, [&] { inner_->broadcast(t, root); });
+  run(Kind::Collective, "broadcast", root, t.defined() ? t.nbytes() : 0,
+      [&] { inner_->broadcast(t, root); });
 }
 
 void MonitoredProcessGroup::allgather(const Tensor& in, Tensor& out,
                                       const std::vector<std::int64_t>& counts) {
-  run("allgather", -1, out.defined() ? out.nbytes() : 0,
+  run(Kind::Collective, "allgather", -1, out.defined() ? out.nbytes() : 0,
       [&] { inner_->allgather(in, out, counts); });
 }
 
 void MonitoredProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
                                            const std::vector<std::int64_t>& counts, ReduceOp op) {
-  run("reduce_scatter", -1, in.defined() ? in.nbytes() : 0,
+  run(Kind::Collective, "reduce_scatter", -1, in.defined() ? in.nbytes() : 0,
       [&] { inner_->reduce_scatter(in, out, counts, op); });
 }
 
 void MonitoredProcessGroup::all_to_all(const Tensor& in,
                                        const std::vector<std::int64_t>& send_counts, Tensor& out,
                                        const std::vector<std::int64_t>& recv_counts) {
-  run("all_to_all", -1, in.defined() ? in.nbytes() : 0,
+  run(Kind::Collective, "all_to_all", -1, in.defined() ? in.nbytes() : 0,
       [&] { inner_->all_to_all(in, send_counts, out, recv_counts); });
 }
 
 void MonitoredProcessGroup::barrier() {
-  run("barrier", -1, 0, [&] { inner_->barrier(); });
+  run(Kind::Collective, "barrier", -1, 0, [&] { inner_->barrier(); });
 }
 
 std::shared_ptr<ProcessGroup> MonitoredProcessGroup::new_subgroup(const std::vector<int>& ranks) {
@@ -207,7 +213,7 @@ std::shared_ptr<ProcessGroup> MonitoredProcessGroup::new_subgroup(const std::vec
 std::shared_ptr<ProcessGroup> MonitoredProcessGroup::split_groups(
     const std::vector<std::vector<int>>& groups) {
   std::shared_ptr<ProcessGroup> sub;
-  run("split_groups", -1, 0, [&] { sub = inner_->split_groups(groups); });
+  run(Kind::Collective, "split_groups", -1, 0, [&] { sub = inner_->split_groups(groups); });
   return wrap(std::move(sub), monitor_, false);
 }
 

@@ -4,7 +4,7 @@
 //
 //  - every operation goes into the flight recorder (one ring-buffer write
 //    when it starts, one when it ends);
-//  - the world group's own operations are communicating calls for the
+//  - the world group's own collectives are communicating calls for the
 //    desync check (CommScope), like dispatch's and redistribute's;
 //  - once another rank failed (FaultMonitor), pending and later operations
 //    throw CommError "<op>: rank R failed: <reason>" (or the desync message);
@@ -54,10 +54,11 @@ class MonitoredProcessGroup final : public ProcessGroup,
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
   std::shared_ptr<ProcessGroup> split_groups(const std::vector<std::vector<int>>& groups) override;
 
+  enum class Kind { Collective, PointToPoint };
   /// Runs `fn` as operation `op`: recorded, and with a failure turned into
-  /// the job's cause (used by the Work handles too).
+  /// the job's cause.
   template <typename Fn>
-  void run(std::string_view op, int peer, std::uint64_t bytes, Fn&& fn);
+  void run(Kind kind, std::string_view op, int peer, std::uint64_t bytes, Fn&& fn);
   /// Records a started operation that a Work handle finishes.
   std::uint64_t record_start(std::string_view op, int peer, std::uint64_t bytes);
   /// Called from a catch block with the recorder entry `id`: rethrows the
