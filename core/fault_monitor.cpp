@@ -102,7 +102,9 @@ void set_fault_monitor(std::shared_ptr<FaultMonitor> monitor) {
 }
 
 void report_failure(const std::exception& e) {
-  if (dynamic_cast<const InvalidArgument*>(&e) || dynamic_cast<const CommError*>(&e)) return;
+  if (dynamic_cast<const InvalidArgument*>(&e) || dynamic_cast<const NotSupported*>(&e) ||
+      dynamic_cast<const CommError*>(&e))
+    return;
   if (auto m = fault_monitor()) m->fail_local(e.what());
 }
 

@@ -84,6 +84,9 @@ void MonitoredProcessGroup::on_failure(std::string_view op, std::uint64_t id) {
     // group stays usable and nobody else needs telling.
     Rec::finish(id, Rec::State::Rejected);
     throw;
+  } catch (const NotSupported&) {
+    Rec::finish(id, Rec::State::Rejected);  // likewise
+    throw;
   } catch (const TimeoutError& e) {
     // This rank waited out its own timeout: its error stands on its own
     // (the type is kept), unless the job's cause is already known.

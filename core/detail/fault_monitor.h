@@ -131,9 +131,10 @@ std::shared_ptr<FaultMonitor> fault_monitor();
 void set_fault_monitor(std::shared_ptr<FaultMonitor> monitor);
 
 /// For entry points that run code which may throw anything (dispatch runs
-/// handlers): an exception that is neither bad input (raised alike on every
-/// rank) nor a communication error (reported where it was raised) is this
-/// rank's failure. Never throws.
+/// handlers): an exception that is neither bad input nor an unsupported
+/// request (InvalidArgument, NotSupported: raised alike on every rank) nor a
+/// communication error (reported where it was raised) is this rank's
+/// failure. Never throws.
 void report_failure(const std::exception& e);
 
 }  // namespace dtensor::detail
