@@ -41,7 +41,7 @@ std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, co
   settings.heartbeat_timeout = cfg.heartbeat_timeout;
   settings.desync_delay = cfg.desync_check_delay;
   settings.recorder_dir = cfg.flight_recorder_dir;
-  auto monitor = std::make_shared<detail::FaultMonitor>(
+  auto monitor = detail::FaultMonitor::start(
       open_store(r.store, r.timeout), r.rank, r.world_size,
       "dtensor.monitor/world" + std::to_string(g_world_generation++), settings);
   detail::set_fault_monitor(monitor);
@@ -205,7 +205,7 @@ void destroy_process_group() {
     }
   }
   if (auto monitor = detail::fault_monitor()) {
-    monitor->leave();
+    monitor->stop(/*left=*/true, std::chrono::seconds(2));
     detail::set_fault_monitor(nullptr);
   }
   pg.reset();

@@ -22,8 +22,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::mutex g_monitor_mutex;
-std::shared_ptr<FaultMonitor> g_monitor;
+// The process's monitor. Function-local, so that it is destroyed (at exit,
+// stopping the thread) before the logger it was created after.
+struct Holder {
+  std::mutex mutex;
+  std::shared_ptr<FaultMonitor> monitor;
+  ~Holder() {
+    if (monitor) monitor->stop(false, milliseconds(500));
+  }
+};
+Holder& holder() {
+  static Holder h;
+  return h;
+}
 
 volatile std::sig_atomic_t g_dump_requested = 0;
 extern "C" void on_sigusr1(int) {
@@ -88,17 +99,15 @@ std::string rank_list(const std::vector<int>& ranks) {
 }  // namespace
 
 std::shared_ptr<FaultMonitor> fault_monitor() {
-  std::lock_guard lock(g_monitor_mutex);
-  return g_monitor;
+  Holder& h = holder();
+  std::lock_guard lock(h.mutex);
+  return h.monitor;
 }
 
 void set_fault_monitor(std::shared_ptr<FaultMonitor> monitor) {
-  std::shared_ptr<FaultMonitor> old;
-  {
-    std::lock_guard lock(g_monitor_mutex);
-    old = std::exchange(g_monitor, std::move(monitor));
-  }
-  // `old` stops its thread here, outside the lock.
+  Holder& h = holder();
+  std::lock_guard lock(h.mutex);
+  h.monitor = std::move(monitor);
 }
 
 void report_failure(const std::exception& e) {
@@ -120,22 +129,35 @@ FaultMonitor::FaultMonitor(std::shared_ptr<Store> store, int rank, int size, std
       // slower than a tenth of the heartbeat interval.
       tick_(std::clamp(settings_.heartbeat_interval / 10, milliseconds(20), milliseconds(100))) {
   neighbour_alive_at_ = Clock::now();
-  {
-    std::lock_guard lock(store_mutex_);
-    store_->set(key(fmt::format("pid/{}", rank_)),
-                to_bytes(fmt::format("{} {}", host_name(), getpid())));
-  }
+  store_->set(key(fmt::format("pid/{}", rank_)),
+              to_bytes(fmt::format("{} {}", host_name(), getpid())));
   handle_sigusr1_unless_handled();
-  thread_ = std::thread([this] { run(); });
 }
 
-FaultMonitor::~FaultMonitor() {
+std::shared_ptr<FaultMonitor> FaultMonitor::start(std::shared_ptr<Store> store, int rank, int size,
+                                                  std::string prefix, MonitorSettings settings) {
+  std::shared_ptr<FaultMonitor> m(
+      new FaultMonitor(std::move(store), rank, size, std::move(prefix), std::move(settings)));
+  // Detached, owning the monitor: a thread blocked in a store that stopped
+  // answering must not block the process's exit or destroy_process_group.
+  std::thread([m] {
+    m->run();
+    std::lock_guard lock(m->mutex_);
+    m->ended_ = true;
+    m->changed_.notify_all();
+  }).detach();
+  return m;
+}
+
+void FaultMonitor::stop(bool left, milliseconds patience) {
   {
     std::lock_guard lock(stop_mutex_);
     stop_ = true;
+    say_left_ = left;
   }
   stop_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, patience, [this] { return ended_; });
 }
 
 void FaultMonitor::watch(const std::shared_ptr<ProcessGroup>& group) {
@@ -155,50 +177,28 @@ std::optional<std::string> FaultMonitor::remote_failure() const {
 }
 
 std::optional<std::string> FaultMonitor::remote_failure_within(milliseconds grace) {
-  const auto until = Clock::now() + grace;
-  while (true) {
-    {
-      std::lock_guard lock(mutex_);
-      if (failure_) {
-        if (remote_failed_) return failure_;
-        return std::nullopt;  // this rank's own failure: its error says it best
-      }
-    }
-    try {
-      std::unique_lock lock(store_mutex_);
-      if (has(key("abort"))) {
-        const std::string msg = read(key("abort"));
-        lock.unlock();
-        adopt(msg, true);
-        return msg;
-      }
-    } catch (const std::exception& e) {
-      log::debug("monitor: cannot read the abort key: {}", e.what());
-      return std::nullopt;
-    }
-    if (Clock::now() >= until) return std::nullopt;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, grace, [this] { return acted_ || ended_; });
+  // This rank's own failure: its error says it best.
+  if (!failure_ || !remote_failed_) return std::nullopt;
+  return failure_;
 }
 
 void FaultMonitor::fail_local(const std::string& reason) {
-  try {
-    publish_failure(fmt::format("rank {} failed: {}", rank_, reason), false);
-  } catch (const std::exception& e) {
-    log::warn("monitor: could not report this rank's failure: {}", e.what());
+  const std::string message = fmt::format("rank {} failed: {}", rank_, reason);
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_ || to_publish_) return;
+    to_publish_ = message;
   }
-}
-
-void FaultMonitor::leave() {
-  try {
-    std::lock_guard lock(store_mutex_);
-    store_->set(key(fmt::format("left/{}", rank_)), to_bytes("1"));
-  } catch (const std::exception& e) {
-    log::debug("monitor: cannot say this rank left: {}", e.what());
+  stop_cv_.notify_all();  // the thread publishes now rather than at its next tick
+  {
+    // Published first, so that peers whose connections to us close next
+    // find the cause; but never waiting long on a store that does not answer.
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, milliseconds(300), [this] { return acted_ || ended_; });
   }
-  std::lock_guard lock(stop_mutex_);
-  stop_ = true;
-  stop_cv_.notify_all();
+  adopt(message, false);  // nothing when the thread did it already
 }
 
 std::string FaultMonitor::dump(const char* why) {
@@ -218,7 +218,6 @@ std::string FaultMonitor::read(const std::string& k) {
 void FaultMonitor::publish_failure(const std::string& message, bool remote) {
   std::string chosen = message;
   {
-    std::lock_guard lock(store_mutex_);
     // First come, first kept: a later rank's failure is usually a consequence.
     if (has(key("abort"))) {
       chosen = read(key("abort"));
@@ -241,8 +240,13 @@ void FaultMonitor::adopt(const std::string& message, bool remote) {
   std::vector<std::shared_ptr<ProcessGroup>> groups;
   bool dump_now = false;
   {
-    std::lock_guard lock(mutex_);
-    if (failure_) return;
+    std::unique_lock lock(mutex_);
+    if (failure_) {
+      // Another thread is acting on it: return once it has (bounded: a
+      // group's abort does not block, but the recorder goes to a disk).
+      changed_.wait_for(lock, milliseconds(1000), [this] { return acted_; });
+      return;
+    }
     failure_ = message;
     remote_failed_.store(remote, std::memory_order_release);
     for (auto& w : groups_)
@@ -260,13 +264,36 @@ void FaultMonitor::adopt(const std::string& message, bool remote) {
       log::debug("monitor: aborting a group: {}", e.what());
     }
   }
+  // Only now: a caller waiting for the failure (fail_local) goes on to
+  // communicate, and its groups must already refuse.
+  {
+    std::lock_guard lock(mutex_);
+    acted_ = true;
+  }
+  changed_.notify_all();
 }
 
 void FaultMonitor::run() {
   while (true) {
+    bool stopping, left;
     {
       std::unique_lock lock(stop_mutex_);
-      if (stop_cv_.wait_for(lock, tick_, [this] { return stop_; })) return;
+      stop_cv_.wait_for(lock, tick_, [this] {
+        std::lock_guard inner(mutex_);
+        return stop_ || to_publish_.has_value();
+      });
+      stopping = stop_;
+      left = say_left_;
+    }
+    if (stopping) {
+      if (left) {
+        try {
+          store_->set(key(fmt::format("left/{}", rank_)), to_bytes("1"));
+        } catch (const std::exception& e) {
+          log::debug("monitor: cannot say this rank left: {}", e.what());
+        }
+      }
+      return;
     }
     if (g_dump_requested) {
       g_dump_requested = 0;
@@ -281,20 +308,25 @@ void FaultMonitor::run() {
   }
 }
 
+void FaultMonitor::publish_pending() {
+  std::optional<std::string> message;
+  {
+    std::lock_guard lock(mutex_);
+    message = std::exchange(to_publish_, std::nullopt);
+  }
+  if (message) publish_failure(*message, false);
+}
+
 void FaultMonitor::step() {
+  publish_pending();
   heartbeat();
   {
     std::lock_guard lock(mutex_);
     if (failure_) return;  // known and acted on; keep beating so nobody names us
   }
-  {
-    std::unique_lock lock(store_mutex_);
-    if (has(key("abort"))) {
-      const std::string msg = read(key("abort"));
-      lock.unlock();
-      adopt(msg, true);
-      return;
-    }
+  if (has(key("abort"))) {
+    adopt(read(key("abort")), true);
+    return;
   }
   watch_neighbour();
   check_desync();
@@ -304,7 +336,6 @@ void FaultMonitor::heartbeat() {
   const auto now = Clock::now();
   if (now - last_beat_ < settings_.heartbeat_interval) return;
   last_beat_ = now;
-  std::lock_guard lock(store_mutex_);
   store_->set(key(fmt::format("hb/{}/{}", rank_, beats_++)), to_bytes("1"));
 }
 
@@ -313,7 +344,6 @@ void FaultMonitor::watch_neighbour() {
   const auto now = Clock::now();
   std::string verdict;
   {
-    std::lock_guard lock(store_mutex_);
     if (!neighbour_pid_known_ && has(key(fmt::format("pid/{}", neighbour_)))) {
       neighbour_pid_known_ = true;
       std::istringstream in(read(key(fmt::format("pid/{}", neighbour_))));
@@ -359,7 +389,6 @@ void FaultMonitor::check_desync() {
 std::string FaultMonitor::desync_verdict() {
   const auto call = current_call();
   const auto now = Clock::now();
-  std::lock_guard lock(store_mutex_);
   const bool waiting = call && now - call->since >= settings_.desync_delay;
   if (!waiting) {
     if (desync_posted_call_) {

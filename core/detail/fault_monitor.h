@@ -18,6 +18,10 @@
 //
 // Store keys live under "dtensor.monitor/<world>/" and are only ever created
 // (never overwritten: Gloo's Redis store cannot), so heartbeats are numbered.
+//
+// Only the monitor thread touches the store: a store that stops answering
+// (the network to Redis cut) blocks that thread, never a caller's error
+// path, and the thread is detached when it does not stop in time.
 #pragma once
 
 #include <atomic>
@@ -28,7 +32,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "dtensor/core/process_group.h"
@@ -45,11 +48,11 @@ struct MonitorSettings {
 
 class FaultMonitor {
  public:
-  /// `store` is the monitor's own connection (a Redis connection is not
-  /// shared between threads); `prefix` names this world's keys.
-  FaultMonitor(std::shared_ptr<Store> store, int rank, int size, std::string prefix,
-               MonitorSettings settings);
-  ~FaultMonitor();
+  /// Starts the monitor thread. `store` is the monitor's own connection (a
+  /// Redis connection is not shared between threads); `prefix` names this
+  /// world's keys.
+  static std::shared_ptr<FaultMonitor> start(std::shared_ptr<Store> store, int rank, int size,
+                                             std::string prefix, MonitorSettings settings);
   FaultMonitor(const FaultMonitor&) = delete;
   FaultMonitor& operator=(const FaultMonitor&) = delete;
 
@@ -59,23 +62,28 @@ class FaultMonitor {
   /// The job's failure as another rank (or this rank's monitor, about
   /// another rank) reported it; empty while none is known. Cheap.
   std::optional<std::string> remote_failure() const;
-  /// On an error path: the remote failure, waiting up to `grace` for one to
-  /// be published (a peer publishes before it closes its connections, but
-  /// the closed connection may be seen first).
+  /// On an error path: the remote failure, waiting up to `grace` for the
+  /// monitor thread to learn one (a peer publishes before it closes its
+  /// connections, but the closed connection may be seen first).
   std::optional<std::string> remote_failure_within(std::chrono::milliseconds grace);
-  /// This rank failed: publishes "rank R failed: <reason>" unless the job's
-  /// failure is already known, aborts this process's groups and writes the
-  /// flight recorder. Never throws.
+  /// This rank failed: has "rank R failed: <reason>" published unless the
+  /// job's failure is already known, aborts this process's groups and
+  /// writes the flight recorder. Waits at most a moment for the store, so
+  /// that the cause is out before the connections close. Never throws.
   void fail_local(const std::string& reason);
-  /// Says this rank left normally (destroy_process_group), so that its
-  /// watcher does not report it, and stops the thread.
-  void leave();
+  /// Stops the thread; with `left`, it first says this rank left normally
+  /// (destroy_process_group), so that its watcher does not report it. Waits
+  /// at most `patience`, then leaves the thread to end on its own.
+  void stop(bool left, std::chrono::milliseconds patience);
   /// Writes the flight recorder now; returns the path ("" if not written).
   std::string dump(const char* why);
 
  private:
+  FaultMonitor(std::shared_ptr<Store> store, int rank, int size, std::string prefix,
+               MonitorSettings settings);
   void run();
   void step();
+  void publish_pending();
   bool has(const std::string& key);
   std::string read(const std::string& key);
   std::string key(const std::string& suffix) const { return prefix_ + "/" + suffix; }
@@ -97,10 +105,11 @@ class FaultMonitor {
   const int neighbour_;
   const std::chrono::milliseconds tick_;
 
-  std::mutex store_mutex_;  // the store is used by the thread and by failing callers
-
   mutable std::mutex mutex_;
+  std::condition_variable changed_;  // failure_ set, or the thread ended
   std::optional<std::string> failure_;
+  bool acted_ = false;                     // failure_'s groups aborted and recorder written
+  std::optional<std::string> to_publish_;  // this rank's failure, for the thread to publish
   std::atomic<bool> remote_failed_{false};
   std::vector<std::weak_ptr<ProcessGroup>> groups_;
   bool dumped_ = false;
@@ -120,9 +129,10 @@ class FaultMonitor {
   std::map<int, std::string> peer_state_;
 
   std::mutex stop_mutex_;
-  std::condition_variable stop_cv_;
+  std::condition_variable stop_cv_;  // wakes the thread: stop, or something to publish
   bool stop_ = false;
-  std::thread thread_;
+  bool say_left_ = false;
+  bool ended_ = false;  // under mutex_
 };
 
 /// The process's monitor (null before init_process_group, after
