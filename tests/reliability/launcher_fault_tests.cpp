@@ -94,13 +94,12 @@ TEST_CASE("launcher fault: a rank killed mid-work is named, the job ends, nothin
       CHECK(l.seconds < 15);
       if (mode != "rendezvous") {
         // Rank 0 survived, heard of the death and wrote its flight recorder;
-        // dtensor-run printed its last calls (the work the mode does).
-        const std::string op = mode == "conv"           ? "(send|recv|isend|irecv)"
+        // dtensor-run printed its last calls, among them the work the mode does.
+        const std::string op = mode == "conv"           ? "(batch_isend_irecv|send|recv)"
                                : mode == "redistribute" ? "[a-z_]+"
                                                         : "allreduce";
-        CHECK_THAT(l.output, Catch::Matches("(.|\n)*dtensor-run: rank 0's last communication "
-                                            "calls \\([^\n]*\\):\n  call [0-9]+: " +
-                                            op + " on [^\n]*(.|\n)*"));
+        CHECK_THAT(l.output, Catch::Contains("dtensor-run: rank 0's last communication calls ("));
+        CHECK_THAT(l.output, Catch::Matches("(.|\n)*\n  call [0-9]+: " + op + " on (.|\n)*"));
       }
       check_clean(l, tmp, 3);
     }
