@@ -172,6 +172,17 @@ Config Config::from(const Lookup& lookup) {
   c.timeout = seconds(lookup, "DTENSOR_TIMEOUT");
   c.hostname = text(lookup, "DTENSOR_HOSTNAME");
   c.ifname = text(lookup, "DTENSOR_IFNAME");
+  c.heartbeat_interval =
+      seconds(lookup, "DTENSOR_HEARTBEAT_INTERVAL").value_or(c.heartbeat_interval);
+  c.heartbeat_timeout = seconds(lookup, "DTENSOR_HEARTBEAT_TIMEOUT").value_or(c.heartbeat_timeout);
+  c.desync_check_delay =
+      seconds(lookup, "DTENSOR_DESYNC_CHECK_DELAY").value_or(c.desync_check_delay);
+  c.flight_recorder_size =
+      integer(lookup, "DTENSOR_FLIGHT_RECORDER_SIZE", c.flight_recorder_size, 0);
+  if (auto dir = text(lookup, "DTENSOR_FLIGHT_RECORDER_DIR"))
+    c.flight_recorder_dir = *dir;
+  else if (auto tmp = text(lookup, "TMPDIR"))
+    c.flight_recorder_dir = *tmp;
   // dtensor-run's, torchrun's, then the MPI launchers' (OpenMPI, MPICH's PMI,
   // PMIx) and Slurm's srun spellings.
   c.rank = first_int(lookup, {"DTENSOR_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",

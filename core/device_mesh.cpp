@@ -1,5 +1,7 @@
 #include "dtensor/core/device_mesh.h"
 
+#include "dtensor/core/comm_scope.h"
+
 #include <algorithm>
 #include <set>
 
@@ -84,6 +86,7 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
 
 DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::vector<int>& ranks,
                        std::shared_ptr<ProcessGroup> world_group) {
+  detail::CommScope scope("DeviceMesh");
   check_arg(world_group != nullptr, "mesh", "DeviceMesh: no world group");
   check_arg(!shape.empty() && shape.size() <= 3, "mesh",
             "mesh shape: {} has {} dims; 1, 2 or 3 are supported", shape_str(shape), shape.size());

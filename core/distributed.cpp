@@ -13,7 +13,11 @@
 #include "core/detail/backend_plan.h"
 #include "core/detail/device_module.h"
 #include "core/detail/device_ops.h"
+#include "core/detail/fault_monitor.h"
+#include "core/detail/flight_recorder.h"
+#include "core/detail/monitored_process_group.h"
 #include "core/detail/output_on_stop.h"
+#include "dtensor/core/comm_scope.h"
 #include "core/detail/routing_process_group.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
@@ -29,6 +33,28 @@ int g_local_rank = 0;
 std::filesystem::path g_private_store_dir;  // created for a launcher-less single process
 constexpr const char* kNcclBackend = "nccl";
 constexpr const char* kMpiBackend = "mpi";
+int g_world_generation = 0;  // every rank counts its worlds alike: fresh monitor keys per world
+
+// Wraps `pg` for failure handling (core/detail/fault_monitor.h). The monitor
+// gets a store connection of its own: it polls from its own thread.
+std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, const ResolvedInit& r,
+                                            const Config& cfg) {
+  detail::reset_call_numbers();
+  detail::FlightRecorder::configure(static_cast<std::size_t>(cfg.flight_recorder_size), r.rank);
+  // One rank has no peer to watch; a job without a store (backend mpi) is
+  // watched by its MPI launcher, which ends the whole job when a rank fails.
+  if (r.world_size == 1 || r.store.empty()) return pg;
+  detail::MonitorSettings settings;
+  settings.heartbeat_interval = cfg.heartbeat_interval;
+  settings.heartbeat_timeout = cfg.heartbeat_timeout;
+  settings.desync_delay = cfg.desync_check_delay;
+  settings.recorder_dir = cfg.flight_recorder_dir;
+  auto monitor = detail::FaultMonitor::start(
+      open_store(r.store, r.timeout), r.rank, r.world_size,
+      "dtensor.monitor/world" + std::to_string(g_world_generation++), settings);
+  detail::set_fault_monitor(monitor);
+  return detail::MonitoredProcessGroup::wrap(std::move(pg), std::move(monitor), true);
+}
 
 std::map<std::string, ProcessGroupFactory>& factories() {
   static std::map<std::string, ProcessGroupFactory> f;
@@ -195,6 +221,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   if (plan.routed())
     pg = std::make_shared<detail::RoutingProcessGroup>(pg,
                                                        cuda_factory ? cuda_factory(init) : nullptr);
+  pg = monitor_world(std::move(pg), r, config());
   log::info("initialised: rank {}/{} backend {} store {} job '{}'", pg->rank(), pg->size(),
             pg->backend_name(), r.store.empty() ? "(none)" : redact_store_url(r.store),
             config().job_id);
@@ -239,6 +266,10 @@ void destroy_process_group() {
     } catch (const std::exception& e) {
       log::warn("final barrier failed: {}", e.what());
     }
+  }
+  if (auto monitor = detail::fault_monitor()) {
+    monitor->stop(/*left=*/true, std::chrono::seconds(2));
+    detail::set_fault_monitor(nullptr);
   }
   pg.reset();
   if (!g_private_store_dir.empty()) {

@@ -43,6 +43,8 @@ std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(const std::ve
   return works;
 }
 
+void ProcessGroup::abort(const std::string&) {}
+
 bool ProcessGroup::matches_by_tag(DeviceType) const {
   return false;
 }

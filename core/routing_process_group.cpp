@@ -66,6 +66,11 @@ bool RoutingProcessGroup::matches_by_tag(DeviceType device) const {
   return r == Route::Cuda ? cuda_->matches_by_tag(device) : cpu_->matches_by_tag(DeviceType::CPU);
 }
 
+void RoutingProcessGroup::abort(const std::string& reason) {
+  cpu_->abort(reason);
+  if (cuda_) cuda_->abort(reason);
+}
+
 std::string RoutingProcessGroup::backend_name() const {
   return fmt::format("cpu:{},cuda:{}", cpu_->backend_name(),
                      cuda_ ? cuda_->backend_name() : cpu_->backend_name());

@@ -6,8 +6,10 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "dtensor/core/comm_scope.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
+#include "dtensor/core/fault.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/placement/redistribute.h"
@@ -263,14 +265,16 @@ std::vector<DTensor> dispatch_untracked(const std::string& op, std::vector<OpArg
     auto outs = (*handler)(call);
     call.confirm_agreement();  // a handler that never waited still hears a disagreement
     return outs;
-  } catch (...) {
+  } catch (const std::exception& e) {
     if (!call.agreement_settled()) call.confirm_agreement();  // throws a disagreement first
+    detail::report_failure(e);  // a handler's own failure: the other ranks must hear of it
     throw;
   }
 }
 }  // namespace
 
 std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
+  detail::CommScope scope(op);  // the call the desync check names
   ++stats().calls;
   if (!autograd::detail::should_record(op, args)) {
     // What a handler calls is part of its operator, never recorded on its own.

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "dtensor/core/comm_scope.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/placement/redistribute.h"
@@ -165,6 +166,7 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
 }
 
 DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placements) const {
+  detail::CommScope scope("redistribute");
   check_arg(mesh == spec_.mesh(), "redistribute",
             "mesh: redistributing to another mesh is not supported ({} -> {})", spec_.mesh().str(),
             mesh.str());
@@ -236,11 +238,13 @@ std::shared_ptr<autograd::Node> DTensor::grad_fn() const {
 }
 
 Tensor DTensor::full_tensor() const {
+  detail::CommScope scope("full_tensor");
   return redistribute(mesh(), Placements(mesh().ndim(), Replicate())).to_local();
 }
 
 DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
                           const Placements& placements, int src) {
+  detail::CommScope scope("distribute_tensor");
   auto coord = mesh.get_coordinate();
   check_arg(coord.has_value(), "dtensor", "distribute_tensor: this rank is not in {}", mesh.str());
   check_arg(mesh.coordinate_of(src).has_value(), "dtensor",

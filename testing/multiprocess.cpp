@@ -144,6 +144,9 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
     spec.env["DTENSOR_WORLD_SIZE"] = std::to_string(world_size);
     spec.env["DTENSOR_STORE"] = "file:" + store_dir;
     spec.env["DTENSOR_TIMEOUT"] = std::to_string(o.comm_timeout.count() / 1000.0);
+    // A failing rank writes its flight recorder: into the job's directory
+    // (removed with it), not the shared TMPDIR.
+    spec.env["DTENSOR_FLIGHT_RECORDER_DIR"] = job_dir.path() + "/flight";
     for (auto& [k, v] : o.env)
       spec.env[k] = v;
     if (auto it = o.rank_env.find(r); it != o.rank_env.end())

@@ -274,6 +274,29 @@ void GlooProcessGroup::fail(const std::string& reason) {
   }
 }
 
+void GlooProcessGroup::abort(const std::string& reason) {
+  fail(reason);
+  std::lock_guard lock(mutex_);
+  for (auto& [buffer, is_send] : waiting_) {
+    if (is_send)
+      buffer->abortWaitSend();
+    else
+      buffer->abortWaitRecv();
+  }
+}
+
+bool GlooProcessGroup::begin_wait(::gloo::transport::UnboundBuffer* buffer, bool is_send) {
+  std::lock_guard lock(mutex_);
+  if (!failure_.empty()) return false;
+  waiting_.emplace_back(buffer, is_send);
+  return true;
+}
+
+void GlooProcessGroup::end_wait(::gloo::transport::UnboundBuffer* buffer) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(waiting_, [&](const auto& w) { return w.first == buffer; });
+}
+
 void GlooProcessGroup::park_unfinished(std::unique_ptr<::gloo::transport::UnboundBuffer> buffer,
                                        Tensor tensor) {
   std::lock_guard lock(mutex_);

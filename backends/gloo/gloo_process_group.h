@@ -66,12 +66,20 @@ class GlooProcessGroup : public ProcessGroup,
   void barrier() override;
 
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
+  /// fail(reason), and the point-to-point waits under way return at once
+  /// (closing the connections alone does not end a send already waiting for
+  /// its peer's notification).
+  void abort(const std::string& reason) override;
 
   // ---- used by the point-to-point Work handles ----
   /// Throws CommError when an earlier failure broke the group.
   void check_usable(const std::string& op) const;
   /// Records the first failure and closes every connection so peers notice.
   void fail(const std::string& reason);
+  /// Registers a wait on `buffer` so that abort() can end it; false (and
+  /// nothing registered) when the group already failed.
+  bool begin_wait(::gloo::transport::UnboundBuffer* buffer, bool is_send);
+  void end_wait(::gloo::transport::UnboundBuffer* buffer);
   /// Where completed transfers return their buffers for reuse.
   BufferPool& buffer_pool() { return pool_; }
   /// Keeps a dropped, never-waited transfer's buffer and memory alive as long
@@ -108,7 +116,8 @@ class GlooProcessGroup : public ProcessGroup,
   std::vector<std::pair<std::unique_ptr<::gloo::transport::UnboundBuffer>, Tensor>> parked_;
 
   mutable std::mutex mutex_;
-  std::string failure_;                             // the first failure; empty while healthy
+  std::string failure_;  // the first failure; empty while healthy
+  std::vector<std::pair<::gloo::transport::UnboundBuffer*, bool>> waiting_;  // (buffer, is_send)
   std::map<std::vector<int>, int> subgroups_made_;  // per member list, for unique prefixes
   // Gloo names a failed connection by the peer's address ("[127.0.0.1]:687");
   // this maps those strings to group ranks. Written once, in connect().

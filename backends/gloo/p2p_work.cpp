@@ -31,8 +31,15 @@ void P2PWork::wait(std::chrono::milliseconds timeout) {
     // A broken group has closed its connections: nothing will complete, and
     // nothing can write into the buffer any more, so we need not wait.
     group_->check_usable(what_);
+    if (!group_->begin_wait(buffer_.get(), is_send_)) group_->check_usable(what_);
+    struct EndWait {
+      GlooProcessGroup& group;
+      ::gloo::transport::UnboundBuffer* buffer;
+      ~EndWait() { group.end_wait(buffer); }
+    } end_wait{*group_, buffer_.get()};
     translate_errors(what_, [&] {
       const bool completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
+      if (!completed) group_->check_usable(what_ + " (aborted)");
       if (!completed) throw CommError("gloo", what_ + ": aborted");
     });
   } catch (const CommError& e) {

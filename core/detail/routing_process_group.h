@@ -53,6 +53,7 @@ class RoutingProcessGroup final : public ProcessGroup {
   /// The answer of the group `device`'s tensors go through (staged CUDA
   /// tensors: the CPU group's).
   bool matches_by_tag(DeviceType device) const override;
+  void abort(const std::string& reason) override;
 
   const std::shared_ptr<ProcessGroup>& cpu_group() const { return cpu_; }
   /// Null when CUDA tensors are staged.

@@ -25,6 +25,12 @@ TEST_CASE("config: defaults with no variable set", "[config]") {
   CHECK_FALSE(c.store);
   CHECK_FALSE(c.timeout);
   CHECK_FALSE(c.rank.value);
+  CHECK(c.heartbeat_interval.count() == 2000);
+  CHECK(c.heartbeat_timeout.count() == 20000);
+  CHECK(c.desync_check_delay.count() == 3000);
+  CHECK(c.flight_recorder_size == 512);
+  CHECK(c.flight_recorder_dir == "/tmp");
+  CHECK(Config::from(Vars{{"TMPDIR", "/scratch"}}).flight_recorder_dir == "/scratch");
 }
 
 TEST_CASE("config: every variable is read", "[config]") {
@@ -44,7 +50,13 @@ TEST_CASE("config: every variable is read", "[config]") {
                                      {"DTENSOR_IFNAME", "lo"},
                                      {"RANK", "3"},
                                      {"DTENSOR_WORLD_SIZE", "8"},
-                                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+                                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                     {"DTENSOR_HEARTBEAT_INTERVAL", "0.5"},
+                                     {"DTENSOR_HEARTBEAT_TIMEOUT", "7"},
+                                     {"DTENSOR_DESYNC_CHECK_DELAY", "1.25"},
+                                     {"DTENSOR_FLIGHT_RECORDER_SIZE", "0"},
+                                     {"DTENSOR_FLIGHT_RECORDER_DIR", "/var/fr"},
+                                     {"TMPDIR", "/scratch"}});
   CHECK(c.log_level == "debug");
   CHECK(c.debug);
   CHECK_FALSE(c.check_agreement);
@@ -64,6 +76,11 @@ TEST_CASE("config: every variable is read", "[config]") {
   CHECK(c.rank.source == "RANK");
   CHECK(*c.world_size.value == 8);
   CHECK(*c.local_rank.value == 1);
+  CHECK(c.heartbeat_interval.count() == 500);
+  CHECK(c.heartbeat_timeout.count() == 7000);
+  CHECK(c.desync_check_delay.count() == 1250);
+  CHECK(c.flight_recorder_size == 0);
+  CHECK(c.flight_recorder_dir == "/var/fr");  // the variable wins over TMPDIR
 }
 
 TEST_CASE("config: the MPI launchers' and Slurm's variables", "[config][mpi]") {
@@ -105,6 +122,10 @@ TEST_CASE("config: a bad value names the variable and the accepted values", "[co
       {"DTENSOR_JOB_ID", "my job", "[A-Za-z0-9._-]"},
       {"DTENSOR_STDOUT_BUFFERING", "full", "auto | line | unchanged"},
       {"DTENSOR_FLUSH_ON_STOP", "yes", "0 and 1"},
+      {"DTENSOR_HEARTBEAT_INTERVAL", "0", "positive number of seconds"},
+      {"DTENSOR_HEARTBEAT_TIMEOUT", "20s", "positive number of seconds"},
+      {"DTENSOR_DESYNC_CHECK_DELAY", "-1", "positive number of seconds"},
+      {"DTENSOR_FLIGHT_RECORDER_SIZE", "many", "integer >= 0"},
   };
   for (const auto& [name, value, accepted] : bad) {
     INFO(name << "=" << value);

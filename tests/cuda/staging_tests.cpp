@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/detail/device_ops.h"
+#include "core/detail/monitored_process_group.h"
 #include "core/detail/routing_process_group.h"
 #include "dtensor/dtensor.h"
 #include "tests/support/multiprocess.h"
@@ -152,7 +153,10 @@ TEST_CASE("staging: collectives and p2p on CUDA tensors over Gloo", "[cuda][stag
       2,
       [](testing::RankContext& ctx) {
         install_fake_cuda();
-        auto* routing = dynamic_cast<detail::RoutingProcessGroup*>(ctx.pg.get());
+        // The world is the routing group, wrapped by the fault monitor.
+        auto* monitored = dynamic_cast<detail::MonitoredProcessGroup*>(ctx.pg.get());
+        REQUIRE(monitored != nullptr);
+        auto* routing = dynamic_cast<detail::RoutingProcessGroup*>(monitored->inner().get());
         REQUIRE(routing != nullptr);
         CHECK(routing->cuda_group() == nullptr);
         CHECK(ctx.pg->backend_name() == "cpu:gloo,cuda:gloo");

@@ -92,6 +92,15 @@ TEST_CASE("launcher fault: a rank killed mid-work is named, the job ends, nothin
                  Catch::Contains("dtensor-run: " + v + " failed: killed by signal 9") ||
                      Catch::Contains("dtensor-run: " + v + " also failed: killed by signal 9"));
       CHECK(l.seconds < 15);
+      if (mode != "rendezvous") {
+        // Rank 0 survived, heard of the death and wrote its flight recorder;
+        // dtensor-run printed its last calls, among them the work the mode does.
+        const std::string op = mode == "conv"           ? "(batch_isend_irecv|send|recv)"
+                               : mode == "redistribute" ? "[a-z_]+"
+                                                        : "allreduce";
+        CHECK_THAT(l.output, Catch::Contains("dtensor-run: rank 0's last communication calls ("));
+        CHECK_THAT(l.output, Catch::Matches("(.|\n)*\n  call [0-9]+: " + op + " on (.|\n)*"));
+      }
       check_clean(l, tmp, 3);
     }
   }
@@ -114,6 +123,8 @@ TEST_CASE("launcher fault: a stalled rank makes the others time out and the job 
                  Catch::Matches("(.|\n)*dtensor-run: rank [01] failed: exit code 3(.|\n)*"));
       CHECK_THAT(l.output, Catch::Contains("raised TimeoutError"));
       CHECK(l.seconds < 2 + 0.3 + 10);
+      // The stalled rank's own recorder too: its monitor thread still runs.
+      CHECK_THAT(l.output, Catch::Contains("dtensor-run: rank 2's last communication calls"));
       check_clean(l, tmp, 3);
     }
   }

@@ -11,12 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
 
 #include "tools/dtensor-run/core_binding.h"
 #include "tools/dtensor-run/job_identity.h"
+#include "tools/dtensor-run/flight_summary.h"
 #include "tools/dtensor-run/options.h"
 #include "tools/launch/process_set.h"
 
@@ -34,6 +36,8 @@ namespace fs = std::filesystem;
 constexpr auto kNoticeWindow = 1s;
 constexpr auto kFailureGrace = 3s;
 constexpr auto kSignalGrace = 10s;
+// How long a failed job's survivors get to write their flight recorders.
+constexpr auto kRecorderGrace = 1500ms;
 
 volatile std::sig_atomic_t g_signal = 0;        // the first SIGINT/SIGTERM/SIGHUP we got
 volatile std::sig_atomic_t g_signal_count = 0;  // how many
@@ -129,11 +133,15 @@ int check_program(const std::string& program) {
 
 int run_job(const Options& o) {
   // Declared before the ProcessSet: destroyed after it, once the ranks are gone.
+  // The job's private directory: the store unless one was given, and the
+  // ranks' flight recorders unless the user chose a directory for them.
   std::optional<launch::TempDir> job_dir;
+  job_dir.emplace("dtensor-run");
+  remove_when_we_exit(job_dir->path());
+  std::map<std::string, std::string> recorder_env;
+  const std::string recorder_dir = point_flight_recorders(job_dir->path(), recorder_env);
   std::string store = o.store;
   if (store.empty()) {
-    job_dir.emplace("dtensor-run");
-    remove_when_we_exit(job_dir->path());
     const std::string dir = job_dir->path() + "/store";
     fs::create_directory(dir);
     store = "file:" + dir;
@@ -151,6 +159,7 @@ int run_job(const Options& o) {
     spec.argv = o.command;
     spec.env = rank_environment(o, local, store);
     spec.env.merge(job_environment(job));
+    spec.env.insert(recorder_env.begin(), recorder_env.end());
     spec.line_prefix = "[" + std::to_string(o.global_rank(local)) + "] ";
     spec.separate_stderr = true;
     set.start(spec);
@@ -182,6 +191,13 @@ int run_job(const Options& o) {
                 << " failed: " << failed.describe()
                 << (others.empty() ? "" : "; stopping the other ranks") << std::endl;
       set.wait_exited(kNoticeWindow, user_hurries);
+      std::vector<int> ranks;
+      for (std::size_t j = 0; j < set.size(); ++j)
+        ranks.push_back(o.global_rank(static_cast<int>(j)));
+      // The survivors hear of the failure within a second and write their
+      // flight recorders: give them that second before stopping them.
+      wait_for_flight_recorders(
+          recorder_dir, ranks, [&](int j) { return !set.status(j).exited; }, kRecorderGrace);
       set.stop_all(kFailureGrace, SIGTERM, user_hurries);
       // Ranks that failed on their own before we stopped them are worth a
       // line each: the first failure is not always the cause.
@@ -189,6 +205,7 @@ int run_job(const Options& o) {
         if (j != i && !set.status(j).ok() && !set.status(j).killed_by_us)
           std::cerr << "dtensor-run: rank " << o.global_rank(static_cast<int>(j))
                     << " also failed: " << set.status(j).describe() << "\n";
+      print_flight_summary(std::cerr, recorder_dir, ranks);
       return failed.signal != 0 ? exit_code::kSignalBase + failed.signal : failed.code;
     }
 

@@ -59,6 +59,19 @@ struct Config {
   std::optional<std::chrono::milliseconds> timeout;
   /// DTENSOR_HOSTNAME, DTENSOR_IFNAME: how peers reach this rank.
   std::optional<std::string> hostname, ifname;
+  // ---- failure detection (docs/troubleshooting.md) ----
+  /// DTENSOR_HEARTBEAT_INTERVAL: seconds > 0. How often a rank says it is alive.
+  std::chrono::milliseconds heartbeat_interval{2000};
+  /// DTENSOR_HEARTBEAT_TIMEOUT: seconds > 0. A rank silent this long is stalled.
+  std::chrono::milliseconds heartbeat_timeout{20000};
+  /// DTENSOR_DESYNC_CHECK_DELAY: seconds > 0. How long a wait lasts before the
+  /// ranks compare which call each is in.
+  std::chrono::milliseconds desync_check_delay{3000};
+  /// DTENSOR_FLIGHT_RECORDER_SIZE: integer >= 0. Communication calls kept per rank (0: off).
+  std::int64_t flight_recorder_size = 512;
+  /// DTENSOR_FLIGHT_RECORDER_DIR: where ranks write their recorder (default $TMPDIR, else /tmp).
+  std::string flight_recorder_dir = "/tmp";
+
   /// The first set of DTENSOR_RANK, RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
   /// PMIX_RANK, SLURM_PROCID; DTENSOR_WORLD_SIZE, WORLD_SIZE,
   /// OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS; DTENSOR_LOCAL_RANK,

@@ -109,8 +109,15 @@ class ProcessGroup {
   /// says otherwise: the safe answer for one that does not know.
   virtual bool matches_by_tag(DeviceType device) const;
 
-  CommCounters& counters() { return counters_; }
-  const CommCounters& counters() const { return counters_; }
+  /// Makes every pending and later operation of this group fail promptly
+  /// with CommError naming `reason` (the fault monitor calls it when another
+  /// rank failed). The default does nothing: operations still end at their
+  /// timeout.
+  virtual void abort(const std::string& reason);
+
+  /// Virtual so that a wrapping group (the fault monitor's) reports its inner group's.
+  virtual CommCounters& counters() { return counters_; }
+  virtual const CommCounters& counters() const { return counters_; }
 
   /// Numbers the operator calls dispatched on this group: 0, 1, 2, ... The
   /// n-th call gets n on every rank that makes the same calls, so the number

@@ -19,6 +19,10 @@ class Store {
   /// Blocks until `key` exists (or the timeout passes: TimeoutError).
   virtual std::vector<char> get(const std::string& key) = 0;
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  /// Whether every key exists, without waiting (the fault monitor polls
+  /// with it). The default waits a millisecond, which some stores round up
+  /// to a polling interval: a store that can look at once overrides it.
+  virtual bool check(const std::vector<std::string>& keys);
   /// "file:/tmp/dir" or "redis://host:port": what another process needs to
   /// reach this store (with the password of the URL, if any: never log it).
   virtual std::string url() const = 0;

@@ -1,0 +1,69 @@
+#include "dtensor/core/comm_scope.h"
+
+#include <mutex>
+
+namespace dtensor::detail {
+namespace {
+
+struct Record {
+  std::mutex mutex;
+  std::string_view op;  // valid while `active`: the scope that set it is alive
+  std::uint64_t call = 0;
+  std::uint64_t next = 0;
+  bool active = false;
+  std::chrono::steady_clock::time_point since;
+};
+Record& record() {
+  static auto* r = new Record();  // never destroyed: scopes may close during exit
+  return *r;
+}
+thread_local int t_depth = 0;
+
+}  // namespace
+
+CommScope::CommScope(std::string_view op) : outermost_(t_depth++ == 0) {
+  if (!outermost_) return;
+  Record& r = record();
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(r.mutex);
+  r.op = op;
+  r.call = r.next++;
+  r.active = true;
+  r.since = now;
+}
+
+CommScope::~CommScope() {
+  --t_depth;
+  if (!outermost_) return;
+  Record& r = record();
+  std::lock_guard lock(r.mutex);
+  r.active = false;
+  r.op = {};
+}
+
+std::optional<CurrentCall> current_call() {
+  Record& r = record();
+  std::lock_guard lock(r.mutex);
+  if (!r.active) return std::nullopt;
+  return CurrentCall{std::string(r.op), r.call, r.since};
+}
+
+std::uint64_t current_call_number() {
+  Record& r = record();
+  std::lock_guard lock(r.mutex);
+  return r.active || r.next == 0 ? r.call : r.next - 1;
+}
+
+std::uint64_t next_call_index() {
+  Record& r = record();
+  std::lock_guard lock(r.mutex);
+  return r.next;
+}
+
+void reset_call_numbers() {
+  Record& r = record();
+  std::lock_guard lock(r.mutex);
+  r.next = 0;
+}
+
+}  // namespace dtensor::detail

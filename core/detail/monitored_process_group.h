@@ -1,0 +1,82 @@
+// The process group init_process_group hands out in a multi-rank job: the
+// backend's group wrapped, as c10d's ProcessGroupWrapper wraps one, so that
+// failure handling is in one place rather than in every backend and handler:
+//
+//  - every operation goes into the flight recorder (one ring-buffer write
+//    when it starts, one when it ends);
+//  - the world group's own collectives are communicating calls for the
+//    desync check (CommScope), like dispatch's and redistribute's;
+//  - once another rank failed (FaultMonitor), pending and later operations
+//    throw CommError "<op>: rank R failed: <reason>" (or the desync message);
+//  - a failure of this rank's own is published for the others.
+//
+// Subgroups it makes are wrapped alike.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/detail/fault_monitor.h"
+#include "dtensor/core/process_group.h"
+
+namespace dtensor::detail {
+
+class MonitoredProcessGroup final : public ProcessGroup,
+                                    public std::enable_shared_from_this<MonitoredProcessGroup> {
+ public:
+  static std::shared_ptr<MonitoredProcessGroup> wrap(std::shared_ptr<ProcessGroup> inner,
+                                                     std::shared_ptr<FaultMonitor> monitor,
+                                                     bool is_world);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string backend_name() const override { return inner_->backend_name(); }
+  const std::vector<int>& global_ranks() const override { return inner_->global_ranks(); }
+  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
+  bool matches_by_tag(DeviceType device) const override { return inner_->matches_by_tag(device); }
+  CommCounters& counters() override { return inner_->counters(); }
+  const CommCounters& counters() const override { return inner_->counters(); }
+  void abort(const std::string& reason) override { inner_->abort(reason); }
+  /// The backend's group it wraps (tests that look at the backend).
+  const std::shared_ptr<ProcessGroup>& inner() const { return inner_; }
+
+  std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0) override;
+  std::shared_ptr<Work> irecv(const Tensor& t, int src, int tag = 0) override;
+  std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops) override;
+  void allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum) override;
+  void broadcast(Tensor& t, int root) override;
+  void allgather(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts,
+                      ReduceOp op = ReduceOp::Sum) override;
+  void all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts, Tensor& out,
+                  const std::vector<std::int64_t>& recv_counts) override;
+  void barrier() override;
+  std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override;
+  std::shared_ptr<ProcessGroup> split_groups(const std::vector<std::vector<int>>& groups) override;
+
+  enum class Kind { Collective, PointToPoint };
+  /// Runs `fn` as operation `op`: recorded, and with a failure turned into
+  /// the job's cause.
+  template <typename Fn>
+  void run(Kind kind, std::string_view op, int peer, std::uint64_t bytes, Fn&& fn);
+  /// Records a started operation that a Work handle finishes.
+  std::uint64_t record_start(std::string_view op, int peer, std::uint64_t bytes);
+  /// Called from a catch block with the recorder entry `id`: rethrows the
+  /// job's cause when another rank failed, else reports this rank's failure
+  /// and rethrows the original (bad input is neither: it is rethrown as is).
+  [[noreturn]] void on_failure(std::string_view op, std::uint64_t id);
+  /// Throws the job's cause if another rank failed already.
+  void throw_if_failed(std::string_view op) const;
+
+ private:
+  MonitoredProcessGroup(std::shared_ptr<ProcessGroup> inner, std::shared_ptr<FaultMonitor> monitor,
+                        bool is_world);
+  std::shared_ptr<Work> wrap_work(std::shared_ptr<Work> inner, std::uint64_t id, std::string op);
+
+  const std::shared_ptr<ProcessGroup> inner_;
+  const std::shared_ptr<FaultMonitor> monitor_;
+  const bool is_world_;
+  const std::string name_;  // "world", "g[0,1]": the group in recorder entries
+};
+
+}  // namespace dtensor::detail

@@ -1,0 +1,45 @@
+// Which communicating call this process is in: every public entry point that
+// talks to other ranks (dispatch, redistribute, full_tensor, DeviceMesh, the
+// world group's own operations) opens a CommScope. Only the outermost scope
+// of a thread counts, so "convolution" is one call whatever it does inside.
+// The n-th outermost call is call n on every rank that makes the same calls,
+// which is what the desync check compares (core/detail/fault_monitor.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dtensor::detail {
+
+class CommScope {
+ public:
+  /// `op` must outlive the scope (a literal, or the caller's string).
+  explicit CommScope(std::string_view op);
+  ~CommScope();
+  CommScope(const CommScope&) = delete;
+  CommScope& operator=(const CommScope&) = delete;
+
+ private:
+  bool outermost_;
+};
+
+struct CurrentCall {
+  std::string op;
+  std::uint64_t call = 0;
+  std::chrono::steady_clock::time_point since;
+};
+
+/// The outermost call in progress, if any (read by the monitor thread).
+std::optional<CurrentCall> current_call();
+/// The number of the outermost call in progress (or of the last one): cheap,
+/// for the flight recorder.
+std::uint64_t current_call_number();
+/// The number the next outermost call will get.
+std::uint64_t next_call_index();
+/// Starts numbering again (a new world: every rank starts from 0).
+void reset_call_numbers();
+
+}  // namespace dtensor::detail

@@ -1,0 +1,368 @@
+// The fault monitor (core/detail/fault_monitor.h): when one rank goes wrong
+// (it aborts, dies, stops, or calls something else than the others), every
+// rank gets an error naming it within seconds, whatever DTENSOR_TIMEOUT is.
+// Every test runs with a communication timeout far above its bound, so a
+// test passes only if the monitor, not the timeout, ended the wait.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "dtensor/dtensor.h"
+#include "tests/comm/comm_test_util.h"
+#include "tests/support/multiprocess.h"
+
+using namespace dtensor;
+using namespace dtensor::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The survivors of `victim` must exit on their own, successfully (each
+// checked its own error), within `prompt_s` of the victim's death.
+void check_killed_victim(const JobResult& res, int victim, double prompt_s) {
+  INFO(res.report());
+  REQUIRE(!res.deadline_passed);
+  CHECK_THAT(res.ranks[victim].status, Catch::Contains("signal 9"));
+  for (int r = 0; r < static_cast<int>(res.ranks.size()); ++r) {
+    if (r == victim) continue;
+    INFO("rank " << r << " exited at " << res.ranks[r].seconds << " s, the victim at "
+                 << res.ranks[victim].seconds << " s");
+    CHECK(res.ranks[r].ok);
+    CHECK(res.ranks[r].seconds - res.ranks[victim].seconds < prompt_s);
+  }
+}
+
+// Rank `victim` stops itself with SIGSTOP; a child process it forks wakes it
+// `after` later, so that the job can end (and check what the victim sees).
+void stop_for(std::chrono::milliseconds after) {
+  const pid_t me = getpid();
+  const pid_t waker = fork();
+  if (waker == 0) {
+    // Only async-signal-safe calls between fork and _exit.
+    const struct timespec ts {
+      static_cast<time_t>(after.count() / 1000), static_cast<long>(after.count() % 1000) * 1000000
+    };
+    nanosleep(&ts, nullptr);
+    kill(me, SIGCONT);
+    _exit(0);
+  }
+  raise(SIGSTOP);
+  waitpid(waker, nullptr, 0);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+ConvParams conv_params() {
+  ConvParams p;
+  p.stride = {1, 1};
+  p.padding = {{1, 1}, {1, 1}};
+  p.dilation = {1, 1};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("monitor: dtensor::abort on one rank fails the others within 2 s P=3",
+          "[comm][fault][monitor]") {
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  run_ranks(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();  // healthy first
+        if (ctx.rank == 1) {
+          std::this_thread::sleep_for(300ms);
+          dtensor::abort("the data loader ran out of files");
+          // Its own communication fails from now on too.
+          CHECK_THROWS_AS(pg.barrier(), CommError);
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          pg.barrier();  // rank 1 never comes
+          FAIL("a barrier without rank 1 returned");
+        } catch (const CommError& e) {
+          const double s = seconds_since(t0);
+          INFO(e.what() << " after " << s << " s");
+          CHECK_THAT(std::string(e.what()),
+                     Catch::Contains("rank 1 failed: the data loader ran out of files"));
+          CHECK(s < 0.3 + 2.0);
+        }
+        // The next call fails at once, with the same cause.
+        const auto t1 = std::chrono::steady_clock::now();
+        Tensor t = Tensor::full({8}, 1.0, DType::F32);
+        CHECK_THROWS_WITH(pg.allreduce(t), Catch::Contains("rank 1 failed"));
+        CHECK(seconds_since(t1) < 0.5);
+        // And the flight recorder was written, with the barrier still pending
+        // or failed (whichever this rank saw first: the monitor's news or the
+        // closed connection).
+        const std::string file = config().flight_recorder_dir + "/dtensor-flight-rank" +
+                                 std::to_string(ctx.rank) + ".txt";
+        REQUIRE(std::filesystem::exists(file));
+        CHECK_THAT(
+            read_text(file),
+            Catch::Matches("[^]*\\n[0-9]+ [0-9]+ barrier world all 0 (started|failed) [^]*"));
+      },
+      opt);
+}
+
+TEST_CASE("monitor: an exception out of one rank's operator fails the others within 2 s P=3",
+          "[comm][fault][monitor]") {
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  run_ranks(
+      3,
+      [](RankContext& ctx) {
+        // Rank 1's convolution handler fails on its own (as a kernel out of
+        // memory would); the others wait in the halo exchange for it.
+        HandlerOptions options;
+        const OpHandler builtin = *current_handler("convolution", &options);
+        const int rank = ctx.rank;
+        register_op_handler(
+            "convolution",
+            [builtin, rank](OpCall& call) -> std::vector<DTensor> {
+              if (rank == 1) throw std::runtime_error("the kernel ran out of memory");
+              return builtin(call);
+            },
+            /*override_existing=*/true, options);
+        DeviceMesh mesh(DeviceType::CPU, {3});
+        auto x = distribute_tensor(Tensor::rand({1, 2, 6, 48}, DType::F32, 11), mesh, {Shard(3)});
+        auto w = distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F32, 12), mesh, {Replicate()});
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          convolution(x, w, std::nullopt, conv_params());
+          FAIL("a convolution whose rank 1 failed returned");
+        } catch (const std::runtime_error& e) {
+          const double s = seconds_since(t0);
+          INFO(e.what() << " after " << s << " s");
+          if (rank == 1) {
+            CHECK_THAT(std::string(e.what()), Catch::Equals("the kernel ran out of memory"));
+          } else {
+            CHECK(dynamic_cast<const CommError*>(&e) != nullptr);
+            CHECK_THAT(std::string(e.what()),
+                       Catch::Contains("rank 1 failed: the kernel ran out of memory"));
+            CHECK(s < 2.0);
+          }
+        }
+      },
+      opt);
+}
+
+TEST_CASE("monitor: a rank killed with SIGKILL fails ranks not talking to it within 2 s P=3",
+          "[comm][fault][monitor]") {
+  // Ranks 0 and 1 wait for each other, not for rank 2: no connection of
+  // theirs breaks when it dies, so only the monitor can end their wait.
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  opt.grace_after_failure = 20s;
+  const JobResult res = run_ranks_collect(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();
+        if (ctx.rank == 2) {
+          std::this_thread::sleep_for(300ms);
+          raise(SIGKILL);
+        }
+        Tensor t = Tensor::zeros({16}, DType::F32);
+        auto w = pg.irecv(t, 1 - ctx.rank);  // nobody sends
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          w->wait();
+          FAIL("a receive nobody sends returned");
+        } catch (const CommError& e) {
+          std::printf("rank %d: %s after %.2f s\n", ctx.rank, e.what(), seconds_since(t0));
+          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 2 failed"));
+          CHECK(seconds_since(t0) < 0.3 + 2.0);
+        }
+      },
+      opt);
+  if (in_rank_process()) return;
+  check_killed_victim(res, 2, 2.0);
+}
+
+TEST_CASE("monitor: a rank killed with SIGKILL mid-collective fails the others within 2 s P=4",
+          "[comm][fault][monitor]") {
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  opt.grace_after_failure = 20s;
+  const JobResult res = run_ranks_collect(
+      4,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        if (ctx.rank == 3) {
+          std::thread([] {
+            std::this_thread::sleep_for(300ms);
+            raise(SIGKILL);
+          }).detach();
+        }
+        Tensor t = Tensor::full({1 << 18}, 1.0, DType::F32);
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          while (seconds_since(t0) < 30)
+            pg.allreduce(t, ReduceOp::Max);
+          FAIL("30 s of allreduce with a dead rank");
+        } catch (const CommError& e) {
+          std::printf("rank %d: %s after %.2f s\n", ctx.rank, e.what(), seconds_since(t0));
+          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 3"));
+        }
+      },
+      opt);
+  if (in_rank_process()) return;
+  check_killed_victim(res, 3, 2.0);
+}
+
+TEST_CASE("monitor: a stopped rank is named within the heartbeat timeout P=3",
+          "[comm][fault][monitor]") {
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  opt.env["DTENSOR_HEARTBEAT_INTERVAL"] = "0.2";
+  opt.env["DTENSOR_HEARTBEAT_TIMEOUT"] = "2";
+  run_ranks(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();
+        if (ctx.rank == 1) {
+          stop_for(6000ms);
+          // Woken: the job has failed meanwhile, and says so.
+          CHECK_THROWS_WITH(pg.barrier(), Catch::Contains("rank 1 failed: no heartbeat"));
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          pg.barrier();
+          FAIL("a barrier with a stopped rank returned");
+        } catch (const CommError& e) {
+          const double s = seconds_since(t0);
+          INFO(e.what() << " after " << s << " s");
+          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 1 failed: no heartbeat"));
+          CHECK(s >= 1.5);
+          CHECK(s < 2.0 + 1.5);
+        }
+      },
+      opt);
+}
+
+TEST_CASE("monitor: a stopped rank is named within 30 s with the default settings P=2",
+          "[comm][fault][monitor][slow]") {
+  RunOptions opt;
+  opt.comm_timeout = 300s;
+  opt.deadline = 60s;
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();
+        if (ctx.rank == 1) {
+          stop_for(31000ms);
+          CHECK_THROWS_AS(pg.barrier(), CommError);
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        CHECK_THROWS_WITH(pg.barrier(), Catch::Contains("rank 1 failed: no heartbeat"));
+        const double s = seconds_since(t0);
+        INFO("after " << s << " s");
+        CHECK(s < 30.0);
+      },
+      opt);
+}
+
+TEST_CASE("monitor: full_tensor on one rank, convolution on the others: desync named P=4",
+          "[comm][fault][monitor]") {
+  RunOptions opt;
+  opt.comm_timeout = 120s;  // the default desync delay must act long before
+  opt.deadline = 60s;
+  run_ranks(
+      4,
+      [](RankContext& ctx) {
+        DeviceMesh mesh(DeviceType::CPU, {4});
+        const Tensor X = Tensor::rand({1, 2, 6, 64}, DType::F32, 11);
+        auto x = distribute_tensor(X, mesh, {Shard(3)});
+        auto w = distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F32, 12), mesh, {Replicate()});
+        auto b = distribute_tensor(Tensor::rand({3}, DType::F32, 13), mesh, {Replicate()});
+        convolution(x, w, b, conv_params());  // a healthy call first
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          if (ctx.rank == 0)
+            x.full_tensor();
+          else
+            convolution(x, w, b, conv_params());
+          FAIL("diverging calls returned");
+        } catch (const CommError& e) {
+          const double s = seconds_since(t0);
+          const std::string msg = e.what();
+          INFO(msg << " after " << s << " s");
+          std::printf("rank %d: %s after %.2f s\n", ctx.rank, msg.c_str(), s);
+          // Both calls named with their (equal) call numbers.
+          CHECK_THAT(msg, Catch::Matches(".*rank 0 is in full_tensor \\(call ([0-9]+)\\); "
+                                         "ranks 1-3 are in convolution \\(call \\1\\).*"));
+          CHECK(s < 10.0);
+        }
+      },
+      opt);
+}
+
+TEST_CASE("monitor: SIGUSR1 writes each rank's flight recorder P=2", "[comm][monitor]") {
+  std::string dir;
+  if (!in_rank_process()) {
+    std::string tmpl = std::filesystem::temp_directory_path().string() + "/dtensor-fr-XXXXXX";
+    REQUIRE(mkdtemp(tmpl.data()));
+    dir = tmpl;
+  }
+  RunOptions opt;
+  opt.deadline = 30s;
+  opt.env["DTENSOR_FLIGHT_RECORDER_DIR"] = dir;
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        Tensor t = Tensor::full({1000}, 1.0, DType::F32);
+        for (int i = 0; i < 5; ++i)
+          pg.allreduce(t);
+        pg.barrier();
+        const std::string file = config().flight_recorder_dir + "/dtensor-flight-rank" +
+                                 std::to_string(ctx.rank) + ".txt";
+        REQUIRE(!std::filesystem::exists(file));
+        raise(SIGUSR1);
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!std::filesystem::exists(file) && seconds_since(t0) < 3)
+          std::this_thread::sleep_for(20ms);
+        REQUIRE(std::filesystem::exists(file));
+        const std::string text = read_text(file);
+        INFO(text);
+        CHECK_THAT(text, Catch::Contains("rank " + std::to_string(ctx.rank)));
+        // The five allreduces of 4000 bytes and the barrier, in order, completed.
+        std::istringstream lines(text);
+        std::string line;
+        int allreduces = 0, barriers = 0;
+        while (std::getline(lines, line)) {
+          if (line.find(" allreduce world all 4000 completed ") != std::string::npos) ++allreduces;
+          if (line.find(" barrier world all 0 completed ") != std::string::npos) ++barriers;
+        }
+        CHECK(allreduces == 5);
+        CHECK(barriers >= 1);
+      },
+      opt);
+  if (in_rank_process()) return;
+  std::filesystem::remove_all(dir);
+}
