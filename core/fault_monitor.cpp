@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "dtensor/core/comm_scope.h"
 #include "core/detail/flight_recorder.h"
+#include "dtensor/core/comm_scope.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 

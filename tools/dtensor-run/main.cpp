@@ -17,8 +17,8 @@
 #include <string>
 
 #include "tools/dtensor-run/core_binding.h"
-#include "tools/dtensor-run/job_identity.h"
 #include "tools/dtensor-run/flight_summary.h"
+#include "tools/dtensor-run/job_identity.h"
 #include "tools/dtensor-run/options.h"
 #include "tools/launch/process_set.h"
 
