@@ -56,7 +56,7 @@ Result run_block(const DeviceMesh& mesh, const Placements& spatial) {
       distribute_tensor(Tensor::rand({2, 4, 20, 22}, DType::F64, 2), mesh, spatial, src);
   const ConvParams same{.stride = {1}, .padding = {{1, 1}}, .dilation = {1}, .groups = 1};
   const ConvParams one{.stride = {1}, .padding = {{0, 0}}, .dilation = {1}, .groups = 1};
-  const PoolParams pool{.kernel = {2}, .stride = {2}};
+  const PoolParams pool{.kernel = {2}, .stride = {2}, .divisor_override = {}};
   const ConvTransposeParams up{.stride = {2}};
 
   // Forward.

@@ -68,7 +68,7 @@ void check_result(const std::string& backend, const char* pass, const Shape& got
 // The parameters, expanded and checked, for a pass that reads grad_output.
 ConvParams check_grad_output(const Tensor& grad_out, const Shape& input_shape,
                              const Shape& weight_shape, const ConvParams& params) {
-  const ConvParams p = check_conv_args(input_shape, weight_shape, std::nullopt, params);
+  ConvParams p = check_conv_args(input_shape, weight_shape, std::nullopt, params);
   const Shape out_shape = output_shape(input_shape, weight_shape, p);
   check_arg(grad_out.shape() == out_shape, kComponent,
             "grad_output: shape {} does not match the convolution's output shape {}",

@@ -245,7 +245,7 @@ Tensor DTensor::full_tensor() const {
 DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
                           const Placements& placements, int src) {
   detail::CommScope scope("distribute_tensor");
-  auto coord = mesh.get_coordinate();
+  const auto& coord = mesh.get_coordinate();
   check_arg(coord.has_value(), "dtensor", "distribute_tensor: this rank is not in {}", mesh.str());
   check_arg(mesh.coordinate_of(src).has_value(), "dtensor",
             "distribute_tensor: src rank {} is not in {}", src, mesh.str());

@@ -16,6 +16,7 @@ packages=(
   iproute2  # the two-namespace test
   python3-numpy python3-torch  # the PyTorch oracles of the dump checks and the U-Net trainer tests
   clang-14 libclang-rt-14-dev  # the libFuzzer targets (scripts/fuzz.sh, CI)
+  clang-tidy-14  # scripts/lint.sh (CI's lint stage)
 )
 
 missing=()

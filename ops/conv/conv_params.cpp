@@ -107,7 +107,7 @@ ConvParams check_conv_args(const Shape& input, const Shape& weight,
             "k...])",
             shape_str(weight), weight.size(), shape_str(input), rank);
   const std::int64_t n_spatial = rank - 2;
-  const ConvParams p = params.expanded(n_spatial);
+  ConvParams p = params.expanded(n_spatial);
 
   // Bounds that keep every length computation far from overflowing (a
   // padding of 2^63 - 1 would otherwise wrap around to a "valid" output).

@@ -103,7 +103,7 @@ ConvTransposeParams check_args(const Shape& input, const Shape& weight,
             "C_out/groups, k...])",
             shape_str(weight), weight.size(), shape_str(input), rank);
   const std::int64_t n_spatial = rank - 2;
-  const ConvTransposeParams p = params.expanded(n_spatial);
+  ConvTransposeParams p = params.expanded(n_spatial);
   for (std::int64_t i = 0; i < n_spatial; ++i) {
     const auto u = static_cast<std::size_t>(i);
     // Bounds that keep the output length far from overflowing.

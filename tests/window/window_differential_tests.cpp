@@ -48,12 +48,12 @@ const char* op_name(Op op) {
 struct Case {
   Op op;
   Shape input;
-  PoolParams pool;
-  std::vector<std::int64_t> output_size;
-  ConvParams::Padding padding;
+  PoolParams pool{};  // {} initialisers: cases name only the fields they use
+  std::vector<std::int64_t> output_size{};
+  ConvParams::Padding padding{};
   PadMode mode = PadMode::Constant;
   double value = 0;
-  Placements placements;
+  Placements placements{};
   std::uint64_t seed = 0;
   bool ties = false;  // values on a coarse grid, with NaN and -inf sprinkled in
   std::string str() const {

@@ -62,7 +62,7 @@ Tensor read_npy(const std::string& path) {
   std::stringstream dims(m[1].str());
   std::string d;
   while (std::getline(dims, d, ','))
-    if (d.find_first_not_of(" ") != std::string::npos) shape.push_back(std::stoll(d));
+    if (d.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(d));
   return from_bytes(b.data() + at + header_len, b.size() - at - header_len, shape, dtype, path);
 }
 
