@@ -202,7 +202,7 @@ void FaultMonitor::fail_local(const std::string& reason) {
 }
 
 std::string FaultMonitor::dump(const char* why) {
-  const std::string path = FlightRecorder::write_to(settings_.recorder_dir);
+  std::string path = FlightRecorder::write_to(settings_.recorder_dir);
   if (!path.empty()) log::warn("flight recorder written to {} ({})", path, why);
   return path;
 }

@@ -143,7 +143,7 @@ std::string FlightRecorder::write_to(const std::string& dir) {
   }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string path = dir + "/" + flight_recorder_file_name(rank);
+  std::string path = dir + "/" + flight_recorder_file_name(rank);
   // Written aside and renamed: a reader (dtensor-run) never sees half a file.
   const std::string tmp = path + ".tmp";
   {

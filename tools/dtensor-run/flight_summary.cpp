@@ -38,7 +38,7 @@ std::string point_flight_recorders(const std::string& job_dir,
   // to know whether the user chose a directory, which the ranks inherit.
   const char* chosen = std::getenv("DTENSOR_FLIGHT_RECORDER_DIR");
   if (chosen && *chosen) return chosen;
-  const std::string dir = job_dir + "/flight";
+  std::string dir = job_dir + "/flight";
   env["DTENSOR_FLIGHT_RECORDER_DIR"] = dir;
   return dir;
 }
