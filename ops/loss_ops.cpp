@@ -168,6 +168,18 @@ std::vector<DTensor> loss_handler(OpCall& call) {
   return {DTensor(out, call.sharding().output_specs[0])};
 }
 
+DTensor replicated(const DTensor& x) {
+  const Placements all(static_cast<std::size_t>(x.mesh().ndim()), Replicate());
+  return x.placements() == all ? x : x.redistribute(x.mesh(), all);
+}
+
+double scalar_of(const DTensor& grad_output, const char* op) {
+  check_arg(grad_output.ndim() == 0, op,
+            "grad_output: the loss's gradient is a scalar, got shape {}",
+            shape_str(grad_output.shape()));
+  return replicated(grad_output).to_local().item_flat(0);
+}
+
 // The gradient of a loss call: the "<op>_backward" operator with the loss's
 // gradient as its scalar factor; the target's is the negated input's for
 // mse (for cross_entropy it is not provided).
@@ -178,10 +190,7 @@ std::vector<std::optional<DTensor>> loss_backward(const BackwardCall& c) {
   if (!c.needs_input_grad[0] && !c.needs_input_grad[1]) return grads;
   if (c.needs_input_grad[1] && op != "mse_loss")
     throw NotSupported(op, "the gradient with respect to the target is not provided");
-  Placements all(static_cast<std::size_t>(input.mesh().ndim()), Replicate());
-  const DTensor& g = autograd::detail::grad_of_output(c);
-  const double factor =
-      (g.placements() == all ? g : g.redistribute(g.mesh(), all)).to_local().item_flat(0);
+  const double factor = scalar_of(autograd::detail::grad_of_output(c), op.c_str());
   DTensor gi = detail::placed_like_input(
       dispatch(op + "_backward", {input, c.forward.dtensor(1), c.forward.text(2), factor}).at(0),
       input);
@@ -208,11 +217,6 @@ struct Registrar {
 };
 const Registrar registrar;
 
-DTensor replicated(const DTensor& x) {
-  const Placements all(static_cast<std::size_t>(x.mesh().ndim()), Replicate());
-  return x.placements() == all ? x : x.redistribute(x.mesh(), all);
-}
-
 DTensor forward(const char* op, const DTensor& input, const DTensor& target, LossReduction r) {
   return replicated(dispatch(op, {input, target, std::string(loss_reduction_name(r))}).at(0));
 }
@@ -221,13 +225,6 @@ DTensor backward(const char* op, const DTensor& input, const DTensor& target, Lo
                  double grad) {
   return detail::placed_like_input(
       dispatch(op, {input, target, std::string(loss_reduction_name(r)), grad}).at(0), input);
-}
-
-double scalar_of(const DTensor& grad_output, const char* op) {
-  check_arg(grad_output.ndim() == 0, op,
-            "grad_output: the loss's gradient is a scalar, got shape {}",
-            shape_str(grad_output.shape()));
-  return replicated(grad_output).to_local().item_flat(0);
 }
 
 }  // namespace

@@ -27,15 +27,19 @@ BackwardFunction via_backward_op(std::string backward_op) {
   };
 }
 
+Placements gradient_placements(const DTensorSpec& of) {
+  Placements p = of.placements();
+  for (auto& x : p)
+    if (x.is_partial()) x = Replicate();
+  return p;
+}
+
 DTensor broadcast_scalar_gradient(const DTensor& grad, const DTensorSpec& of, double factor) {
   Placements replicated(grad.mesh().ndim(), Replicate());
   const DTensor g =
       grad.placements() == replicated ? grad : grad.redistribute(grad.mesh(), replicated);
   const double value = g.to_local().item_flat(0) * factor;
-  Placements p = of.placements();
-  for (auto& x : p)
-    if (x.is_partial()) x = Replicate();
-  const DTensorSpec spec(of.mesh(), p, of.shape(), of.dtype());
+  const DTensorSpec spec(of.mesh(), gradient_placements(of), of.shape(), of.dtype());
   return DTensor(Tensor::full(spec.local_shape(), value, of.dtype()), spec);
 }
 

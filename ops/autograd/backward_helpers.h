@@ -20,6 +20,11 @@ std::vector<OpArg> grad_then_forward_args(const DTensor& grad_output, const OpSc
 /// argument (the others, if any, get none).
 BackwardFunction via_backward_op(std::string backward_op);
 
+/// The placements a gradient takes: those of the tensor it is the gradient
+/// of, but Replicate where that tensor is Partial (every partial term gets
+/// the whole gradient).
+Placements gradient_placements(const DTensorSpec& of);
+
 /// The gradient of a reduction to one element: `factor` times the (one
 /// element) gradient, everywhere in a tensor of spec `of` (Replicate where
 /// `of` is Partial).

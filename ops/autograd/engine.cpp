@@ -13,19 +13,19 @@
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/placement/bucketed_reduce.h"
+#include "ops/autograd/backward_helpers.h"
 
 namespace dtensor {
 namespace {
 
 using autograd::Node;
 
-// The placements a gradient takes: those of the tensor, but Replicate where
-// the tensor is Partial (every partial term gets the whole gradient).
-Placements gradient_placements(const DTensorSpec& of) {
-  Placements p = of.placements();
-  for (auto& x : p)
-    if (x.is_partial()) x = Replicate();
-  return p;
+using autograd::detail::gradient_placements;
+
+bool has_partial(const DTensor& g) {
+  for (const auto& p : g.placements())
+    if (p.is_partial()) return true;
+  return false;
 }
 
 // A leaf's gradient keeps its Partial mesh dims (reduced once, at the end);
@@ -80,19 +80,13 @@ struct LeafGradients {
     std::vector<DTensor> partial;
     for (const auto& leaf : order) {
       const DTensor& g = pending.at(leaf.get()).first;
-      bool any = false;
-      for (const auto& p : g.placements())
-        any = any || p.is_partial();
-      if (any) partial.push_back(g);
+      if (has_partial(g)) partial.push_back(g);
     }
     std::vector<DTensor> reduced = partial.empty() ? partial : reduce_partials(partial);
     std::size_t next = 0;
     for (const auto& leaf : order) {
       auto& [g, of] = pending.at(leaf.get());
-      bool any = false;
-      for (const auto& p : g.placements())
-        any = any || p.is_partial();
-      DTensor done = place(any ? reduced.at(next++) : g, gradient_placements(of));
+      DTensor done = place(has_partial(g) ? reduced.at(next++) : g, gradient_placements(of));
       DTensor total = leaf->grad ? add(*leaf->grad, done) : done;
       leaf->grad = std::make_shared<DTensor>(total.detach());
     }
