@@ -18,6 +18,7 @@
 #include "core/detail/monitored_process_group.h"
 #include "core/detail/output_on_stop.h"
 #include "core/detail/routing_process_group.h"
+#include "core/detail/validating_process_group.h"
 #include "dtensor/core/comm_scope.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
@@ -216,11 +217,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                    ? nullptr
                    : open_store(r.store, r.timeout, options.store ? "store" : "DTENSOR_STORE");
   const BackendInit init{r.rank, r.world_size, r.local_rank, store, r.timeout, r.hostname, r.iface};
-  std::shared_ptr<ProcessGroup> pg = cpu_factory(init);
+  // Every backend's group behind the one contract (validating_process_group.h).
+  std::shared_ptr<ProcessGroup> pg = detail::ValidatingProcessGroup::wrap(cpu_factory(init));
   log::set_rank(pg->rank());
   if (plan.routed())
-    pg = std::make_shared<detail::RoutingProcessGroup>(pg,
-                                                       cuda_factory ? cuda_factory(init) : nullptr);
+    pg = std::make_shared<detail::RoutingProcessGroup>(
+        pg, cuda_factory ? detail::ValidatingProcessGroup::wrap(cuda_factory(init)) : nullptr);
   pg = monitor_world(std::move(pg), r, config());
   log::info("initialised: rank {}/{} backend {} store {} job '{}'", pg->rank(), pg->size(),
             pg->backend_name(), r.store.empty() ? "(none)" : redact_store_url(r.store),

@@ -336,7 +336,9 @@ void FaultMonitor::heartbeat() {
   const auto now = Clock::now();
   if (now - last_beat_ < settings_.heartbeat_interval) return;
   last_beat_ = now;
-  store_->set(key(fmt::format("hb/{}/{}", rank_, beats_++)), to_bytes("1"));
+  // One key per rank, overwritten with a count: a long job leaves one key
+  // per rank in the store, not one per beat.
+  store_->set(key(fmt::format("hb/{}", rank_)), to_bytes(std::to_string(++beats_)));
 }
 
 void FaultMonitor::watch_neighbour() {
@@ -361,9 +363,13 @@ void FaultMonitor::watch_neighbour() {
     // Heartbeats: looked for twice an interval, more often once late.
     if (verdict.empty() && now - neighbour_probe_at_ >= settings_.heartbeat_interval / 2) {
       neighbour_probe_at_ = now;
-      while (has(key(fmt::format("hb/{}/{}", neighbour_, neighbour_beats_)))) {
-        ++neighbour_beats_;
-        neighbour_alive_at_ = now;
+      const std::string beat_key = key(fmt::format("hb/{}", neighbour_));
+      if (has(beat_key)) {
+        const std::string beat = read(beat_key);
+        if (beat != neighbour_last_beat_) {
+          neighbour_last_beat_ = beat;
+          neighbour_alive_at_ = now;
+        }
       }
       const auto silent = now - neighbour_alive_at_;
       if (silent > settings_.heartbeat_timeout)

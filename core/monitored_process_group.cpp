@@ -61,7 +61,7 @@ std::shared_ptr<MonitoredProcessGroup> MonitoredProcessGroup::wrap(
 
 MonitoredProcessGroup::MonitoredProcessGroup(std::shared_ptr<ProcessGroup> inner,
                                              std::shared_ptr<FaultMonitor> monitor, bool is_world)
-    : inner_(std::move(inner)),
+    : ForwardingProcessGroup(std::move(inner)),
       monitor_(std::move(monitor)),
       is_world_(is_world),
       name_(group_name(*inner_, is_world)) {}

@@ -49,6 +49,10 @@ bool ProcessGroup::matches_by_tag(DeviceType) const {
   return false;
 }
 
+bool ProcessGroup::accepts_device(Device device) const {
+  return device.is_cpu();
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::split_groups(
     const std::vector<std::vector<int>>& groups) {
   const detail::SplitMembership m = detail::split_membership(groups, rank(), size());

@@ -66,6 +66,18 @@ bool RoutingProcessGroup::matches_by_tag(DeviceType device) const {
   return r == Route::Cuda ? cuda_->matches_by_tag(device) : cpu_->matches_by_tag(DeviceType::CPU);
 }
 
+bool RoutingProcessGroup::accepts_device(Device device) const {
+  switch (route_for(device, cuda_ != nullptr)) {
+    case Route::Cpu:
+      return cpu_->accepts_device(device);
+    case Route::Cuda:
+      return cuda_->accepts_device(device);
+    case Route::CudaStaged:
+      return true;
+  }
+  return false;
+}
+
 void RoutingProcessGroup::abort(const std::string& reason) {
   cpu_->abort(reason);
   if (cuda_) cuda_->abort(reason);

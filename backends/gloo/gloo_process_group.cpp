@@ -65,10 +65,6 @@ std::vector<std::int64_t> to_byte_counts(const std::vector<std::int64_t>& counts
   return out;
 }
 
-std::int64_t sum(const std::vector<std::int64_t>& v) {
-  return std::accumulate(v.begin(), v.end(), std::int64_t{0});
-}
-
 char* bytes_of(const Tensor& t) {
   return static_cast<char*>(t.data_ptr());
 }
@@ -111,8 +107,7 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, std::vector<int> global_r
       store_(std::move(store)),
       prefix_(std::move(prefix)),
       timeout_(timeout),
-      device_(std::move(device)),
-      self_(timeout) {}
+      device_(std::move(device)) {}
 
 GlooProcessGroup::~GlooProcessGroup() = default;
 
@@ -326,18 +321,6 @@ void GlooProcessGroup::account(std::uint64_t sent, std::uint64_t received, std::
   counters_.messages_sent += messages;
 }
 
-void GlooProcessGroup::check_tensor(const Tensor& t, const char* param, const char* op) const {
-  check_arg(t.defined(), "gloo", "{}: {} is an undefined tensor", op, param);
-  check_arg(t.device().is_cpu(), "gloo", "{}: {} is on {}; the gloo backend takes CPU tensors", op,
-            param, t.device().str());
-  check_arg(t.is_contiguous(), "gloo", "{}: {} must be contiguous ({})", op, param, t.str());
-}
-
-void GlooProcessGroup::check_peer(int peer, const char* param, const char* op) const {
-  check_arg(peer >= 0 && peer < size_, "gloo", "{}: {}={} is outside the group of {} ranks", op,
-            param, peer, size_);
-}
-
 // ---- point to point ----
 
 std::shared_ptr<Work> GlooProcessGroup::isend(const Tensor& t, int dst, int tag) {
@@ -349,14 +332,8 @@ std::shared_ptr<Work> GlooProcessGroup::irecv(const Tensor& t, int src, int tag)
 }
 
 std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, int peer, int tag) {
-  const char* op = is_send ? "isend" : "irecv";
-  check_tensor(t, "t", op);
-  check_peer(peer, is_send ? "dst" : "src", op);
-  check_arg(tag >= 0, "gloo", "{}: tag={} must be >= 0", op, tag);
-  // Our own rank: a local copy, never the network (and no TCP to ourselves).
-  if (peer == rank_)
-    return is_send ? self_.post_send(t, rank_, tag) : self_.post_recv(t, rank_, tag);
-
+  // Arguments and messages to this rank never get here: the validating layer
+  // in front of every backend checks the one and delivers the other.
   std::string what = fmt::format("{} rank {}", is_send ? "send to" : "recv from", peer);
   if (global_ranks_[peer] != peer) what += fmt::format(" (world rank {})", global_ranks_[peer]);
   what += fmt::format(" tag {}", tag);
@@ -382,7 +359,6 @@ std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, 
 // ---- collectives ----
 
 void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
-  check_tensor(t, "t", "allreduce");
   const std::size_t n = static_cast<std::size_t>(t.numel());
   if (size_ == 1 || n == 0) return;  // the reduction of one contribution is itself (Avg too)
   visit_dtype(t.dtype(), [&](auto tag) {
@@ -404,8 +380,6 @@ void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
 }
 
 void GlooProcessGroup::broadcast(Tensor& t, int root) {
-  check_tensor(t, "t", "broadcast");
-  check_peer(root, "root", "broadcast");
   if (size_ == 1 || t.nbytes() == 0) return;
   ::gloo::BroadcastOptions opts(context_);
   opts.setOutput<char>(bytes_of(t), t.nbytes());
@@ -419,18 +393,6 @@ void GlooProcessGroup::broadcast(Tensor& t, int root) {
 
 void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
                                  const std::vector<std::int64_t>& counts) {
-  check_tensor(in, "in", "allgather");
-  check_tensor(out, "out", "allgather");
-  check_arg(static_cast<int>(counts.size()) == size_, "gloo",
-            "allgather: counts has {} entries for a group of {} ranks", counts.size(), size_);
-  for (std::size_t q = 0; q < counts.size(); ++q)
-    check_arg(counts[q] >= 0, "gloo", "allgather: counts[{}]={} is negative", q, counts[q]);
-  check_arg(in.dtype() == out.dtype(), "gloo", "allgather: out is {} but in is {}",
-            dtype_name(out.dtype()), dtype_name(in.dtype()));
-  check_arg(in.numel() == counts[rank_], "gloo", "allgather: in has {} elements but counts[{}]={}",
-            in.numel(), rank_, counts[rank_]);
-  check_arg(out.numel() == sum(counts), "gloo",
-            "allgather: out has {} elements but the counts add up to {}", out.numel(), sum(counts));
   const std::size_t elem = dtype_size(in.dtype());
   if (size_ == 1) {
     copy_bytes(out, in);
@@ -453,20 +415,6 @@ void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
 
 void GlooProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
                                       const std::vector<std::int64_t>& counts, ReduceOp op) {
-  check_tensor(in, "in", "reduce_scatter");
-  check_tensor(out, "out", "reduce_scatter");
-  check_arg(static_cast<int>(counts.size()) == size_, "gloo",
-            "reduce_scatter: counts has {} entries for a group of {} ranks", counts.size(), size_);
-  for (std::size_t q = 0; q < counts.size(); ++q)
-    check_arg(counts[q] >= 0, "gloo", "reduce_scatter: counts[{}]={} is negative", q, counts[q]);
-  check_arg(in.dtype() == out.dtype(), "gloo", "reduce_scatter: out is {} but in is {}",
-            dtype_name(out.dtype()), dtype_name(in.dtype()));
-  check_arg(in.numel() == sum(counts), "gloo",
-            "reduce_scatter: in has {} elements but the counts add up to {}", in.numel(),
-            sum(counts));
-  check_arg(out.numel() == counts[rank_], "gloo",
-            "reduce_scatter: out has {} elements but counts[{}]={}", out.numel(), rank_,
-            counts[rank_]);
   if (size_ == 1) {
     copy_bytes(out, in);  // one contribution: Sum, Avg, Max and Min are all the identity
     return;
@@ -496,33 +444,6 @@ void GlooProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
 
 void GlooProcessGroup::all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts,
                                   Tensor& out, const std::vector<std::int64_t>& recv_counts) {
-  check_tensor(in, "in", "all_to_all");
-  check_tensor(out, "out", "all_to_all");
-  check_arg(static_cast<int>(send_counts.size()) == size_, "gloo",
-            "all_to_all: send_counts has {} entries for a group of {} ranks", send_counts.size(),
-            size_);
-  check_arg(static_cast<int>(recv_counts.size()) == size_, "gloo",
-            "all_to_all: recv_counts has {} entries for a group of {} ranks", recv_counts.size(),
-            size_);
-  for (int q = 0; q < size_; ++q) {
-    check_arg(send_counts[q] >= 0, "gloo", "all_to_all: send_counts[{}]={} is negative", q,
-              send_counts[q]);
-    check_arg(recv_counts[q] >= 0, "gloo", "all_to_all: recv_counts[{}]={} is negative", q,
-              recv_counts[q]);
-  }
-  check_arg(in.dtype() == out.dtype(), "gloo", "all_to_all: out is {} but in is {}",
-            dtype_name(out.dtype()), dtype_name(in.dtype()));
-  check_arg(in.numel() == sum(send_counts), "gloo",
-            "all_to_all: in has {} elements but send_counts add up to {}", in.numel(),
-            sum(send_counts));
-  check_arg(out.numel() == sum(recv_counts), "gloo",
-            "all_to_all: out has {} elements but recv_counts add up to {}", out.numel(),
-            sum(recv_counts));
-  check_arg(send_counts[rank_] == recv_counts[rank_], "gloo",
-            "all_to_all: send_counts[{0}]={1} but recv_counts[{0}]={2} (what a rank sends itself)",
-            rank_, send_counts[rank_], recv_counts[rank_]);
-  check_arg(!in.shares_storage_with(out) || in.nbytes() == 0, "gloo",
-            "all_to_all: in and out must not share storage");
   if (size_ == 1) {
     copy_bytes(out, in);
     return;
@@ -554,17 +475,8 @@ void GlooProcessGroup::barrier() {
 // ---- subgroups ----
 
 std::shared_ptr<ProcessGroup> GlooProcessGroup::new_subgroup(const std::vector<int>& ranks) {
-  check_arg(!ranks.empty(), "gloo", "new_subgroup: ranks is empty");
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    check_arg(ranks[i] >= 0 && ranks[i] < size_, "gloo",
-              "new_subgroup: ranks[{}]={} is outside the group of {} ranks", i, ranks[i], size_);
-    check_arg(i == 0 || ranks[i] > ranks[i - 1], "gloo",
-              "new_subgroup: ranks must be strictly increasing, got [{}]", join(ranks, ", "));
-  }
+  // The validating layer checked `ranks` (validating_process_group.h).
   const auto me = std::find(ranks.begin(), ranks.end(), rank_);
-  check_arg(me != ranks.end(), "gloo",
-            "new_subgroup: rank {} is not in ranks [{}]; only the members call new_subgroup", rank_,
-            join(ranks, ", "));
   check_usable("new_subgroup");
   int serial;
   {

@@ -4,6 +4,10 @@
 // one TCP device (one event-loop thread). A group of one rank has no context:
 // its operations are local copies, it never talks to itself over TCP.
 //
+// Arguments are checked, and messages a rank sends to itself delivered, by
+// the validating layer every backend's groups are wrapped in
+// (core/detail/validating_process_group.h): this class assumes valid calls.
+//
 // Failure model: Gloo closes every connection of a context when an operation
 // times out, and we do the same on any other failure (a peer that died), so
 // that the other ranks notice at once instead of waiting out their timeout.
@@ -23,7 +27,6 @@
 #include <vector>
 
 #include "backends/gloo/buffer_pool.h"
-#include "backends/gloo/self_mailbox.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
 
@@ -99,8 +102,6 @@ class GlooProcessGroup : public ProcessGroup,
   /// `msg` with " (= rank i)" after each peer address Gloo printed in it.
   std::string name_peers(const std::string& msg) const;
   void account(std::uint64_t sent, std::uint64_t received, std::uint64_t messages);
-  void check_tensor(const Tensor& t, const char* param, const char* op) const;
-  void check_peer(int peer, const char* param, const char* op) const;
   std::shared_ptr<Work> post_p2p(bool is_send, const Tensor& t, int peer, int tag);
 
   const int rank_;
@@ -111,7 +112,6 @@ class GlooProcessGroup : public ProcessGroup,
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<::gloo::transport::Device> device_;  // null for a world of one
   std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
-  SelfMailbox self_;
   BufferPool pool_;  // after context_: its buffers go before the connections
   std::vector<std::pair<std::unique_ptr<::gloo::transport::UnboundBuffer>, Tensor>> parked_;
 

@@ -153,18 +153,6 @@ void MpiProcessGroup::run_collective(const std::string& op, std::vector<Tensor> 
   }
 }
 
-void MpiProcessGroup::check_tensor(const Tensor& t, const char* param, const char* op) const {
-  check_arg(t.defined(), "mpi", "{}: {} is an undefined tensor", op, param);
-  check_arg(t.device().is_cpu(), "mpi", "{}: {} is on {}; the mpi backend takes CPU tensors", op,
-            param, t.device().str());
-  check_arg(t.is_contiguous(), "mpi", "{}: {} must be contiguous ({})", op, param, t.str());
-}
-
-void MpiProcessGroup::check_peer(int peer, const char* param, const char* op) const {
-  check_arg(peer >= 0 && peer < size_, "mpi", "{}: {}={} is outside the group of {} ranks", op,
-            param, peer, size_);
-}
-
 int MpiProcessGroup::mpi_tag(int tag) const {
   // The top tag is the handshake's. MPI guarantees tags up to 32767 only;
   // OpenMPI's are wider. A larger tag is folded: two exchanges in flight
@@ -185,9 +173,7 @@ std::shared_ptr<Work> MpiProcessGroup::irecv(const Tensor& t, int src, int tag) 
 
 std::shared_ptr<Work> MpiProcessGroup::post_p2p(bool is_send, const Tensor& t, int peer, int tag) {
   const char* op = is_send ? "isend" : "irecv";
-  check_tensor(t, "t", op);
-  check_peer(peer, is_send ? "dst" : "src", op);
-  check_arg(tag >= 0, "mpi", "{}: tag={} must be >= 0", op, tag);
+  // The validating layer checked the arguments and keeps messages to this rank.
   if (t.nbytes() > static_cast<std::size_t>(INT_MAX))
     throw NotSupported(
         "mpi", fmt::format("{}: {} bytes are more than MPI's int counts hold", op, t.nbytes()));
@@ -219,7 +205,6 @@ std::shared_ptr<Work> MpiProcessGroup::post_p2p(bool is_send, const Tensor& t, i
 // ---- collectives ----
 
 void MpiProcessGroup::allreduce(Tensor& t, ReduceOp op) {
-  check_tensor(t, "t", "allreduce");
   const int n = element_count(t, "allreduce");
   if (size_ == 1 || n == 0) return;  // the reduction of one contribution is itself (Avg too)
   run_collective(
@@ -240,8 +225,6 @@ void MpiProcessGroup::allreduce(Tensor& t, ReduceOp op) {
 }
 
 void MpiProcessGroup::broadcast(Tensor& t, int root) {
-  check_tensor(t, "t", "broadcast");
-  check_peer(root, "root", "broadcast");
   if (size_ == 1 || t.nbytes() == 0) return;
   const int n = element_count(t, "broadcast");
   run_collective(fmt::format("broadcast(root {}, {} bytes)", root, t.nbytes()), {t},
@@ -258,18 +241,6 @@ void MpiProcessGroup::broadcast(Tensor& t, int root) {
 
 void MpiProcessGroup::allgather(const Tensor& in, Tensor& out,
                                 const std::vector<std::int64_t>& counts) {
-  check_tensor(in, "in", "allgather");
-  check_tensor(out, "out", "allgather");
-  check_arg(static_cast<int>(counts.size()) == size_, "mpi",
-            "allgather: counts has {} entries for a group of {} ranks", counts.size(), size_);
-  for (std::size_t q = 0; q < counts.size(); ++q)
-    check_arg(counts[q] >= 0, "mpi", "allgather: counts[{}]={} is negative", q, counts[q]);
-  check_arg(in.dtype() == out.dtype(), "mpi", "allgather: out is {} but in is {}",
-            dtype_name(out.dtype()), dtype_name(in.dtype()));
-  check_arg(in.numel() == counts[rank_], "mpi", "allgather: in has {} elements but counts[{}]={}",
-            in.numel(), rank_, counts[rank_]);
-  check_arg(out.numel() == sum(counts), "mpi",
-            "allgather: out has {} elements but the counts add up to {}", out.numel(), sum(counts));
   if (size_ == 1) {
     copy_bytes(out, in);
     return;
@@ -294,20 +265,6 @@ void MpiProcessGroup::allgather(const Tensor& in, Tensor& out,
 
 void MpiProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
                                      const std::vector<std::int64_t>& counts, ReduceOp op) {
-  check_tensor(in, "in", "reduce_scatter");
-  check_tensor(out, "out", "reduce_scatter");
-  check_arg(static_cast<int>(counts.size()) == size_, "mpi",
-            "reduce_scatter: counts has {} entries for a group of {} ranks", counts.size(), size_);
-  for (std::size_t q = 0; q < counts.size(); ++q)
-    check_arg(counts[q] >= 0, "mpi", "reduce_scatter: counts[{}]={} is negative", q, counts[q]);
-  check_arg(in.dtype() == out.dtype(), "mpi", "reduce_scatter: out is {} but in is {}",
-            dtype_name(out.dtype()), dtype_name(in.dtype()));
-  check_arg(in.numel() == sum(counts), "mpi",
-            "reduce_scatter: in has {} elements but the counts add up to {}", in.numel(),
-            sum(counts));
-  check_arg(out.numel() == counts[rank_], "mpi",
-            "reduce_scatter: out has {} elements but counts[{}]={}", out.numel(), rank_,
-            counts[rank_]);
   if (size_ == 1) {
     copy_bytes(out, in);
     return;
@@ -342,33 +299,6 @@ void MpiProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
 
 void MpiProcessGroup::all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts,
                                  Tensor& out, const std::vector<std::int64_t>& recv_counts) {
-  check_tensor(in, "in", "all_to_all");
-  check_tensor(out, "out", "all_to_all");
-  check_arg(static_cast<int>(send_counts.size()) == size_, "mpi",
-            "all_to_all: send_counts has {} entries for a group of {} ranks", send_counts.size(),
-            size_);
-  check_arg(static_cast<int>(recv_counts.size()) == size_, "mpi",
-            "all_to_all: recv_counts has {} entries for a group of {} ranks", recv_counts.size(),
-            size_);
-  for (int q = 0; q < size_; ++q) {
-    check_arg(send_counts[q] >= 0, "mpi", "all_to_all: send_counts[{}]={} is negative", q,
-              send_counts[q]);
-    check_arg(recv_counts[q] >= 0, "mpi", "all_to_all: recv_counts[{}]={} is negative", q,
-              recv_counts[q]);
-  }
-  check_arg(in.dtype() == out.dtype(), "mpi", "all_to_all: out is {} but in is {}",
-            dtype_name(out.dtype()), dtype_name(in.dtype()));
-  check_arg(in.numel() == sum(send_counts), "mpi",
-            "all_to_all: in has {} elements but send_counts add up to {}", in.numel(),
-            sum(send_counts));
-  check_arg(out.numel() == sum(recv_counts), "mpi",
-            "all_to_all: out has {} elements but recv_counts add up to {}", out.numel(),
-            sum(recv_counts));
-  check_arg(send_counts[rank_] == recv_counts[rank_], "mpi",
-            "all_to_all: send_counts[{0}]={1} but recv_counts[{0}]={2} (what a rank sends itself)",
-            rank_, send_counts[rank_], recv_counts[rank_]);
-  check_arg(!in.shares_storage_with(out) || in.nbytes() == 0, "mpi",
-            "all_to_all: in and out must not share storage");
   if (size_ == 1) {
     copy_bytes(out, in);
     return;
@@ -444,16 +374,7 @@ std::shared_ptr<MpiProcessGroup> MpiProcessGroup::adopt(MPI_Comm comm,
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::new_subgroup(const std::vector<int>& ranks) {
-  check_arg(!ranks.empty(), "mpi", "new_subgroup: ranks is empty");
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    check_arg(ranks[i] >= 0 && ranks[i] < size_, "mpi",
-              "new_subgroup: ranks[{}]={} is outside the group of {} ranks", i, ranks[i], size_);
-    check_arg(i == 0 || ranks[i] > ranks[i - 1], "mpi",
-              "new_subgroup: ranks must be strictly increasing, got [{}]", fmt::join(ranks, ", "));
-  }
-  check_arg(std::find(ranks.begin(), ranks.end(), rank_) != ranks.end(), "mpi",
-            "new_subgroup: rank {} is not in ranks [{}]; only the members call new_subgroup", rank_,
-            fmt::join(ranks, ", "));
+  // The validating layer checked `ranks` (validating_process_group.h).
   const std::string op = fmt::format("new_subgroup([{}])", fmt::join(ranks, ", "));
   check_usable(op);
   handshake(ranks, op);

@@ -13,6 +13,11 @@
 // MPI cannot cancel a collective, so the memory of whatever is still pending
 // stays parked with the group, and the job ends with MPI_Abort at exit
 // (mpi_runtime.h) instead of hanging in MPI_Finalize.
+//
+// Arguments are checked, and messages a rank sends to itself delivered, by
+// the validating layer every backend's groups are wrapped in
+// (core/detail/validating_process_group.h); only MPI's own limits (int
+// counts, the tag bound) are checked here.
 #pragma once
 
 #include <mpi.h>
@@ -78,8 +83,6 @@ class MpiProcessGroup : public ProcessGroup, public std::enable_shared_from_this
   void handshake(const std::vector<int>& ranks, const std::string& op);
   std::shared_ptr<MpiProcessGroup> adopt(MPI_Comm comm, const std::vector<int>& ranks);
   int mpi_tag(int tag) const;
-  void check_tensor(const Tensor& t, const char* param, const char* op) const;
-  void check_peer(int peer, const char* param, const char* op) const;
   std::shared_ptr<Work> post_p2p(bool is_send, const Tensor& t, int peer, int tag);
 
   MPI_Comm comm_;

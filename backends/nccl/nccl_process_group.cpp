@@ -1,5 +1,7 @@
 #include "backends/nccl/nccl_process_group.h"
 
+#include <algorithm>
+
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -179,12 +181,8 @@ void NcclProcessGroup::connect() {
   log::debug("nccl: group '{}' connected on cuda:{}", prefix_, comm_->device);
 }
 
-void NcclProcessGroup::check_tensor(const Tensor& t, const char* op, const char* name) const {
-  check_arg(t.defined(), "nccl", "{}: {} is undefined", op, name);
-  check_arg(t.device() == Device::cuda(comm_->device), "nccl",
-            "{}: {} is on {}; this nccl group works on cuda:{}", op, name, t.device().str(),
-            comm_->device);
-  check_arg(t.is_contiguous(), "nccl", "{}: {} must be contiguous", op, name);
+bool NcclProcessGroup::accepts_device(Device device) const {
+  return device == Device::cuda(comm_->device);
 }
 
 template <typename F>
@@ -209,8 +207,6 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& what, bool gro
 }
 
 std::shared_ptr<Work> NcclProcessGroup::isend(const Tensor& t, int dst, int /*tag*/) {
-  check_tensor(t, "isend", "tensor");
-  check_arg(dst >= 0 && dst < size_ && dst != rank_, "nccl", "isend: bad peer {}", dst);
   counters_.bytes_sent += t.nbytes();
   counters_.messages_sent += 1;
   return launch(fmt::format("isend to {}", dst), false,
@@ -223,8 +219,6 @@ std::shared_ptr<Work> NcclProcessGroup::isend(const Tensor& t, int dst, int /*ta
 }
 
 std::shared_ptr<Work> NcclProcessGroup::irecv(const Tensor& t, int src, int /*tag*/) {
-  check_tensor(t, "irecv", "tensor");
-  check_arg(src >= 0 && src < size_ && src != rank_, "nccl", "irecv: bad peer {}", src);
   counters_.bytes_received += t.nbytes();
   return launch(fmt::format("irecv from {}", src), false,
                 [&](cudaStream_t s) {
@@ -241,9 +235,6 @@ std::vector<std::shared_ptr<Work>> NcclProcessGroup::batch_isend_irecv(
   // whatever their order, and complete as one.
   std::vector<Tensor> keep;
   for (const auto& op : ops) {
-    check_tensor(op.tensor, "batch_isend_irecv", "tensor");
-    check_arg(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "nccl",
-              "batch_isend_irecv: bad peer {}", op.peer);
     keep.push_back(op.tensor);
     if (op.kind == P2POp::Kind::Send) {
       counters_.bytes_sent += op.tensor.nbytes();
@@ -270,7 +261,6 @@ std::vector<std::shared_ptr<Work>> NcclProcessGroup::batch_isend_irecv(
 }
 
 void NcclProcessGroup::allreduce(Tensor& t, ReduceOp op) {
-  check_tensor(t, "allreduce", "tensor");
   launch("allreduce", false,
          [&](cudaStream_t s) {
            check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<std::size_t>(t.numel()),
@@ -282,8 +272,6 @@ void NcclProcessGroup::allreduce(Tensor& t, ReduceOp op) {
 }
 
 void NcclProcessGroup::broadcast(Tensor& t, int root) {
-  check_tensor(t, "broadcast", "tensor");
-  check_arg(root >= 0 && root < size_, "nccl", "broadcast: bad root {}", root);
   launch("broadcast", false,
          [&](cudaStream_t s) {
            check_nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<std::size_t>(t.numel()),
@@ -315,16 +303,6 @@ static void issue_p2p(const P2PPlan& plan, const Tensor& in, const Tensor& out, 
 
 void NcclProcessGroup::allgather(const Tensor& in, Tensor& out,
                                  const std::vector<std::int64_t>& counts) {
-  check_tensor(in, "allgather", "input");
-  check_tensor(out, "allgather", "output");
-  check_arg(static_cast<int>(counts.size()) == size_, "nccl", "allgather: {} counts for {} ranks",
-            counts.size(), size_);
-  std::int64_t total = 0;
-  for (auto c : counts)
-    total += c;
-  check_arg(in.numel() == counts[static_cast<std::size_t>(rank_)] && out.numel() == total, "nccl",
-            "allgather: input of {} / output of {} elements do not match the counts", in.numel(),
-            out.numel());
   if (all_equal(counts)) {
     launch("allgather", false,
            [&](cudaStream_t s) {
@@ -345,13 +323,6 @@ void NcclProcessGroup::allgather(const Tensor& in, Tensor& out,
 
 void NcclProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
                                       const std::vector<std::int64_t>& counts, ReduceOp op) {
-  check_tensor(in, "reduce_scatter", "input");
-  check_tensor(out, "reduce_scatter", "output");
-  check_arg(static_cast<int>(counts.size()) == size_, "nccl",
-            "reduce_scatter: {} counts for {} ranks", counts.size(), size_);
-  check_arg(out.numel() == counts[static_cast<std::size_t>(rank_)], "nccl",
-            "reduce_scatter: output of {} elements, expected {}", out.numel(),
-            counts[static_cast<std::size_t>(rank_)]);
   const ReduceScatterPlan plan = plan_reduce_scatter(counts);
   const auto dt = nccl_dtype(in.dtype());
   launch("reduce_scatter", !plan.native,
@@ -377,11 +348,6 @@ void NcclProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
 
 void NcclProcessGroup::all_to_all(const Tensor& in, const std::vector<std::int64_t>& send_counts,
                                   Tensor& out, const std::vector<std::int64_t>& recv_counts) {
-  check_tensor(in, "all_to_all", "input");
-  check_tensor(out, "all_to_all", "output");
-  check_arg(static_cast<int>(send_counts.size()) == size_ &&
-                static_cast<int>(recv_counts.size()) == size_,
-            "nccl", "all_to_all: counts for {} ranks expected", size_);
   const P2PPlan plan = plan_all_to_all(rank_, send_counts, recv_counts);
   launch("all_to_all", true, [&](cudaStream_t s) { issue_p2p(plan, in, out, comm_->comm, s); },
          {in, out})
@@ -394,13 +360,8 @@ void NcclProcessGroup::barrier() {
 }
 
 std::shared_ptr<ProcessGroup> NcclProcessGroup::new_subgroup(const std::vector<int>& ranks) {
-  int me = -1;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    check_arg(ranks[i] >= 0 && ranks[i] < size_ && (i == 0 || ranks[i] > ranks[i - 1]), "nccl",
-              "new_subgroup: ranks must be strictly increasing ranks of this group");
-    if (ranks[i] == rank_) me = static_cast<int>(i);
-  }
-  check_arg(me >= 0, "nccl", "new_subgroup: rank {} is not a member", rank_);
+  // The validating layer checked `ranks` (validating_process_group.h).
+  const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
   // Only members call this, in the same order, so (member list, how many groups
   // of those members this rank made before) names the same group everywhere.
   const int n = subgroups_made_[ranks]++;

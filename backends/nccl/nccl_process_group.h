@@ -9,6 +9,9 @@
 // - All work runs on the library's stream of the group's device, so it is
 //   ordered with copies, kernels and cuDNN without extra synchronisation.
 // - NCCL has no tags: messages between two ranks match in posting order.
+// - Arguments are checked, and messages a rank sends to itself delivered, by
+//   the validating layer every backend's groups are wrapped in
+//   (core/detail/validating_process_group.h): this class assumes valid calls.
 #pragma once
 
 #include <nccl.h>
@@ -51,6 +54,8 @@ class NcclProcessGroup final : public ProcessGroup {
   std::string backend_name() const override { return "nccl"; }
   /// NCCL pairs sends with receives by their order on the communicator.
   bool matches_by_tag(DeviceType) const override { return false; }
+  /// This group's own GPU only.
+  bool accepts_device(Device device) const override;
   const std::vector<int>& global_ranks() const override { return global_ranks_; }
   std::chrono::milliseconds timeout() const override { return comm_->timeout; }
 
@@ -79,7 +84,6 @@ class NcclProcessGroup final : public ProcessGroup {
   NcclProcessGroup(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Store> store,
                    std::string prefix, std::shared_ptr<Comm> comm);
   void connect();
-  void check_tensor(const Tensor& t, const char* op, const char* name) const;
   /// Runs `issue` (NCCL calls, inside a group when `grouped`) on the stream and
   /// returns a handle on its completion.
   template <typename F>

@@ -119,7 +119,7 @@ class FaultMonitor {
   // Monitor-thread state.
   std::uint64_t beats_ = 0;
   std::chrono::steady_clock::time_point last_beat_{};
-  std::uint64_t neighbour_beats_ = 0;
+  std::string neighbour_last_beat_;  // the count its heartbeat key held when last read
   std::chrono::steady_clock::time_point neighbour_alive_at_, neighbour_probe_at_{};
   bool neighbour_watched_ = true;
   std::optional<int> neighbour_pid_;  // set when it runs on this host

@@ -17,28 +17,17 @@
 #include <string>
 
 #include "core/detail/fault_monitor.h"
+#include "core/detail/forwarding_process_group.h"
 #include "dtensor/core/process_group.h"
 
 namespace dtensor::detail {
 
-class MonitoredProcessGroup final : public ProcessGroup,
+class MonitoredProcessGroup final : public ForwardingProcessGroup,
                                     public std::enable_shared_from_this<MonitoredProcessGroup> {
  public:
   static std::shared_ptr<MonitoredProcessGroup> wrap(std::shared_ptr<ProcessGroup> inner,
                                                      std::shared_ptr<FaultMonitor> monitor,
                                                      bool is_world);
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string backend_name() const override { return inner_->backend_name(); }
-  const std::vector<int>& global_ranks() const override { return inner_->global_ranks(); }
-  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
-  bool matches_by_tag(DeviceType device) const override { return inner_->matches_by_tag(device); }
-  CommCounters& counters() override { return inner_->counters(); }
-  const CommCounters& counters() const override { return inner_->counters(); }
-  void abort(const std::string& reason) override { inner_->abort(reason); }
-  /// The backend's group it wraps (tests that look at the backend).
-  const std::shared_ptr<ProcessGroup>& inner() const { return inner_; }
 
   std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0) override;
   std::shared_ptr<Work> irecv(const Tensor& t, int src, int tag = 0) override;
@@ -73,7 +62,6 @@ class MonitoredProcessGroup final : public ProcessGroup,
                         bool is_world);
   std::shared_ptr<Work> wrap_work(std::shared_ptr<Work> inner, std::uint64_t id, std::string op);
 
-  const std::shared_ptr<ProcessGroup> inner_;
   const std::shared_ptr<FaultMonitor> monitor_;
   const bool is_world_;
   const std::string name_;  // "world", "g[0,1]": the group in recorder entries

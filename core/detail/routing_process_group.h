@@ -53,6 +53,8 @@ class RoutingProcessGroup final : public ProcessGroup {
   /// The answer of the group `device`'s tensors go through (staged CUDA
   /// tensors: the CPU group's).
   bool matches_by_tag(DeviceType device) const override;
+  /// The CPU group's devices, and CUDA devices: the CUDA group's, or any when staged.
+  bool accepts_device(Device device) const override;
   void abort(const std::string& reason) override;
 
   const std::shared_ptr<ProcessGroup>& cpu_group() const { return cpu_; }

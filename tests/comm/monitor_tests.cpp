@@ -287,6 +287,30 @@ TEST_CASE("monitor: a stopped rank is named within 30 s with the default setting
       opt);
 }
 
+TEST_CASE("monitor: heartbeats keep one store key per rank however long the job runs P=2",
+          "[comm][monitor]") {
+  RunOptions opt;
+  opt.env["DTENSOR_HEARTBEAT_INTERVAL"] = "0.05";
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        ctx.pg->barrier();
+        std::this_thread::sleep_for(1500ms);  // some 30 heartbeats per rank
+        ctx.pg->barrier();
+        const char* store = std::getenv("DTENSOR_STORE");
+        REQUIRE(store != nullptr);
+        REQUIRE(std::string(store).rfind("file:", 0) == 0);
+        // Keys are file names in a directory per job there, '/' written %2F.
+        int beat_keys = 0;
+        for (const auto& entry :
+             std::filesystem::recursive_directory_iterator(std::string(store).substr(5)))
+          if (entry.path().filename().string().find("%2Fhb%2F") != std::string::npos) ++beat_keys;
+        CHECK(beat_keys == 2);
+        ctx.pg->barrier();  // neither rank stops watching before both counted
+      },
+      opt);
+}
+
 TEST_CASE("monitor: full_tensor on one rank, convolution on the others: desync named P=4",
           "[comm][fault][monitor]") {
   RunOptions opt;

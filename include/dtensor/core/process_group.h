@@ -3,7 +3,9 @@
 //
 // All tensors passed to a ProcessGroup must be contiguous. Ranks are ranks of
 // this group (0 .. size()-1), never global ranks, so a group of a mesh
-// dimension is addressed exactly like the world.
+// dimension is addressed exactly like the world. The groups init_process_group
+// hands out check every argument the same way whatever the backend, and
+// deliver a message a rank sends to itself (docs/backends.md, "One contract").
 #pragma once
 
 #include <atomic>
@@ -108,6 +110,12 @@ class ProcessGroup {
   /// where this holds (docs/custom-operators.md). False unless a backend
   /// says otherwise: the safe answer for one that does not know.
   virtual bool matches_by_tag(DeviceType device) const;
+
+  /// Whether this group carries tensors on `device`. Every group a backend
+  /// factory makes is checked against it before the backend sees a tensor
+  /// (docs/backends.md, "One contract"). CPU only unless a backend says
+  /// otherwise.
+  virtual bool accepts_device(Device device) const;
 
   /// Makes every pending and later operation of this group fail promptly
   /// with CommError naming `reason` (the fault monitor calls it when another

@@ -1,12 +1,16 @@
-// The process-group conformance suite under mpirun: every collective and
-// point-to-point operation of the MPI backend against a naive oracle (the
-// values each rank contributes are a formula of rank and index, so every rank
-// computes every other's contribution in f64 loops), tags, self messages,
-// subgroups for mesh dims, the counters, and InvalidArgument on bad arguments.
+// The process-group conformance suite: the same test cases for every backend
+// (Gloo under dtensor-run, MPI under mpirun; DTENSOR_CONFORMANCE_BACKEND names
+// the one expected). Every collective and point-to-point operation against a
+// naive oracle (the values each rank contributes are a formula of rank and
+// index, so every rank computes every other's contribution in f64 loops),
+// tags, messages to oneself, subgroups for mesh dims, the counters, and the
+// contract's argument checks: InvalidArgument naming the parameter on every
+// rank, nothing posted, the group still usable.
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -73,7 +77,8 @@ std::string backend() {
 
 }  // namespace
 
-TEST_CASE("mpi: the world group is MPI's, started by mpirun alone", "[mpi][launch]") {
+TEST_CASE("mpi launch: the world group is MPI's, started by mpirun alone",
+          "[conformance][launch]") {
   auto g = pg();
   CHECK(g->backend_name() == "mpi");
   // mpirun's own variables name the launcher and the size.
@@ -87,7 +92,7 @@ TEST_CASE("mpi: the world group is MPI's, started by mpirun alone", "[mpi][launc
   CHECK(g->global_ranks() == expect);
 }
 
-TEST_CASE("mpi: allreduce every op and dtype equals the naive reduction", "[mpi]") {
+TEST_CASE("conformance: allreduce every op and dtype equals the naive reduction", "[conformance]") {
   auto g = pg();
   for (DType dt : kDTypes)
     for (ReduceOp op : kOps)
@@ -101,7 +106,7 @@ TEST_CASE("mpi: allreduce every op and dtype equals the naive reduction", "[mpi]
       }
 }
 
-TEST_CASE("mpi: broadcast from every root", "[mpi]") {
+TEST_CASE("conformance: broadcast from every root", "[conformance]") {
   auto g = pg();
   for (int root = 0; root < g->size(); ++root)
     for (DType dt : {DType::F64, DType::BF16}) {
@@ -111,7 +116,7 @@ TEST_CASE("mpi: broadcast from every root", "[mpi]") {
     }
 }
 
-TEST_CASE("mpi: allgather with uneven and zero counts, also in place", "[mpi]") {
+TEST_CASE("conformance: allgather with uneven and zero counts, also in place", "[conformance]") {
   auto g = pg();
   const auto counts = uneven_counts(g->size());
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
@@ -136,7 +141,7 @@ TEST_CASE("mpi: allgather with uneven and zero counts, also in place", "[mpi]") 
   REQUIRE(values(out) == expect);
 }
 
-TEST_CASE("mpi: reduce_scatter every op with uneven counts", "[mpi]") {
+TEST_CASE("conformance: reduce_scatter every op with uneven counts", "[conformance]") {
   auto g = pg();
   const auto counts = uneven_counts(g->size());
   const std::int64_t total = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
@@ -155,7 +160,7 @@ TEST_CASE("mpi: reduce_scatter every op with uneven counts", "[mpi]") {
     }
 }
 
-TEST_CASE("mpi: all_to_all with counts that differ per pair", "[mpi]") {
+TEST_CASE("conformance: all_to_all with counts that differ per pair", "[conformance]") {
   auto g = pg();
   const int P = g->size(), me = g->rank();
   // Rank r sends (r + q) % 3 elements to q, valued 1000 r + 10 q + i.
@@ -177,17 +182,18 @@ TEST_CASE("mpi: all_to_all with counts that differ per pair", "[mpi]") {
   REQUIRE(values(out) == expect);
 }
 
-TEST_CASE("mpi: barrier", "[mpi]") {
+TEST_CASE("conformance: barrier", "[conformance]") {
   pg()->barrier();
   pg()->barrier();
 }
 
-TEST_CASE("mpi: point to point ring, tags keep messages apart, self messages", "[mpi]") {
+TEST_CASE("conformance: point to point ring, tags keep messages apart, self messages",
+          "[conformance]") {
   auto g = pg();
   const int P = g->size(), me = g->rank();
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
   // Two messages to the same peer with different tags, received in the
-  // opposite order: MPI matches by tag, not by order. One tag is above 2^30,
+  // opposite order: the group matches by tag, not by order. One tag is above 2^30,
   // as the dispatcher's call-scoped tags are.
   const int tags[] = {3, (1 << 30) + 5};
   Tensor a = tensor_of(10, DType::F32, me, 0), b = tensor_of(20, DType::F32, me, 100);
@@ -208,7 +214,7 @@ TEST_CASE("mpi: point to point ring, tags keep messages apart, self messages", "
   REQUIRE(values(self_out) == values(self_in));
 }
 
-TEST_CASE("mpi: batch_isend_irecv exchanges with both neighbours", "[mpi]") {
+TEST_CASE("conformance: batch_isend_irecv exchanges with both neighbours", "[conformance]") {
   auto g = pg();
   const int P = g->size(), me = g->rank();
   const int next = (me + 1) % P, prev = (me + P - 1) % P;
@@ -222,7 +228,8 @@ TEST_CASE("mpi: batch_isend_irecv exchanges with both neighbours", "[mpi]") {
   REQUIRE(values(from_next) == values(tensor_of(8, DType::F64, next, 2)));
 }
 
-TEST_CASE("mpi: counters count the bytes a rank sends and receives point to point", "[mpi]") {
+TEST_CASE("conformance: counters count the bytes a rank sends and receives point to point",
+          "[conformance]") {
   auto g = pg();
   const int P = g->size(), me = g->rank();
   const auto sent0 = g->counters().bytes_sent.load();
@@ -235,7 +242,8 @@ TEST_CASE("mpi: counters count the bytes a rank sends and receives point to poin
   CHECK(g->counters().bytes_received.load() - recv0 == 16 * 8);
 }
 
-TEST_CASE("mpi: subgroups from new_subgroup and split_groups, and a 2x2 mesh's dims", "[mpi]") {
+TEST_CASE("conformance: subgroups from new_subgroup and split_groups, and a 2x2 mesh's dims",
+          "[conformance]") {
   auto g = pg();
   REQUIRE(g->size() == 4);
   const int me = g->rank();
@@ -278,7 +286,8 @@ TEST_CASE("mpi: subgroups from new_subgroup and split_groups, and a 2x2 mesh's d
   }
 }
 
-TEST_CASE("mpi: bad arguments raise InvalidArgument naming them on every rank", "[mpi][errors]") {
+TEST_CASE("conformance: bad arguments raise InvalidArgument naming them on every rank",
+          "[conformance][errors]") {
   auto g = pg();
   const int P = g->size();
   Tensor t = Tensor::zeros({4}, DType::F32);
@@ -305,8 +314,83 @@ TEST_CASE("mpi: bad arguments raise InvalidArgument naming them on every rank", 
   CHECK_THROWS_WITH(g->new_subgroup({}), Contains("ranks is empty"));
   CHECK_THROWS_WITH(g->new_subgroup({1, 0}), Contains("strictly increasing"));
   CHECK_THROWS_WITH(g->split_groups({{0, 0}}), Contains("groups"));
-  // The group still works: nothing above reached MPI.
+  // More of the contract, each naming its parameter.
+  Tensor undefined;
+  CHECK_THROWS_MATCHES(g->allreduce(undefined), InvalidArgument,
+                       Catch::Matchers::Message(fmt::format(
+                           "[dtensor.{}] allreduce: t is an undefined tensor", backend())));
+  CHECK_THROWS_WITH(g->broadcast(t, -1), Contains("broadcast: root=-1 is outside the group"));
+  Tensor wide_f32 = wide.to(DType::F32);
+  CHECK_THROWS_WITH(
+      g->allgather(t, wide_f32, std::vector<std::int64_t>(P, 3)),
+      Contains(fmt::format("allgather: in has 4 elements but counts[{}]=3", g->rank())));
+  Tensor three = Tensor::zeros({3}, DType::F32);
+  CHECK_THROWS_WITH(
+      g->reduce_scatter(wide_f32, three, std::vector<std::int64_t>(P, 4)),
+      Contains(fmt::format("reduce_scatter: out has 3 elements but counts[{}]=4", g->rank())));
+  std::vector<std::int64_t> send(P, 1), recv(P, 1);
+  recv[static_cast<std::size_t>(g->rank())] = 2;
+  Tensor a2a_in = Tensor::zeros({P}, DType::F32), a2a_out = Tensor::zeros({P + 1}, DType::F32);
+  CHECK_THROWS_WITH(g->all_to_all(a2a_in, send, a2a_out, recv),
+                    Contains("(what a rank sends itself)"));
+  CHECK_THROWS_WITH(g->all_to_all(a2a_in, std::vector<std::int64_t>(P + 1, 0), a2a_out, recv),
+                    Contains("send_counts has"));
+  CHECK_THROWS_WITH(g->new_subgroup({0, P}), Contains(fmt::format("ranks[1]={} is outside", P)));
+  const int other = (g->rank() + 1) % P;
+  CHECK_THROWS_WITH(g->new_subgroup({other}), Contains("only the members call new_subgroup"));
+  // The group still works: nothing above reached the backend.
   Tensor ok = Tensor::full({1}, 1, DType::F64);
   g->allreduce(ok);
   CHECK(values(ok)[0] == P);
+}
+
+TEST_CASE("conformance: messages to oneself, alone and inside batches, match by tag in order",
+          "[conformance]") {
+  auto g = pg();
+  const int P = g->size(), me = g->rank();
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  // A batch mixing a ring exchange with two messages to oneself on two tags;
+  // the receives listed before their sends.
+  Tensor ring_out = tensor_of(6, DType::F64, me, 7), ring_in = Tensor::empty({6}, DType::F64);
+  Tensor s1 = tensor_of(3, DType::F32, me, 1), s2 = tensor_of(5, DType::F32, me, 2);
+  Tensor r1 = Tensor::empty({3}, DType::F32), r2 = Tensor::empty({5}, DType::F32);
+  auto works = g->batch_isend_irecv({P2POp::recv(r2, me, 12), P2POp::recv(ring_in, prev, 11),
+                                     P2POp::recv(r1, me, 11), P2POp::send(s1, me, 11),
+                                     P2POp::send(ring_out, next, 11), P2POp::send(s2, me, 12)});
+  REQUIRE(works.size() == 6);
+  wait_all(works);
+  CHECK(values(r1) == values(s1));
+  CHECK(values(r2) == values(s2));
+  CHECK(values(ring_in) == values(tensor_of(6, DType::F64, prev, 7)));
+  // Two sends on one tag arrive in the order posted.
+  Tensor first = Tensor::full({2}, 1.0, DType::F64), second = Tensor::full({2}, 2.0, DType::F64);
+  auto w1 = g->isend(first, me, 40), w2 = g->isend(second, me, 40);
+  Tensor got1 = Tensor::empty({2}, DType::F64), got2 = Tensor::empty({2}, DType::F64);
+  g->irecv(got1, me, 40)->wait();
+  g->irecv(got2, me, 40)->wait();
+  w1->wait();
+  w2->wait();
+  CHECK(values(got1) == std::vector<double>{1, 1});
+  CHECK(values(got2) == std::vector<double>{2, 2});
+}
+
+TEST_CASE("conformance: a batch with one bad entry posts none of it", "[conformance][errors]") {
+  auto g = pg();
+  const int P = g->size(), me = g->rank();
+  const int next = (me + 1) % P, prev = (me + P - 1) % P;
+  // Had the receive below been posted, it would take the message meant for
+  // the receive after it, and that one would never complete.
+  Tensor stale = Tensor::zeros({4}, DType::F64), payload = tensor_of(4, DType::F64, me, 3);
+  CHECK_THROWS_WITH(
+      g->batch_isend_irecv({P2POp::recv(stale, prev, 21), P2POp::send(payload, P, 21)}),
+      Contains(fmt::format("batch_isend_irecv: dst={} is outside the group", P)));
+  Tensor strided = Tensor::zeros({4, 2}, DType::F64).narrow(1, 0, 1);
+  CHECK_THROWS_WITH(
+      g->batch_isend_irecv({P2POp::recv(stale, prev, 21), P2POp::send(strided, next, 21)}),
+      Contains("must be contiguous"));
+  Tensor fresh = Tensor::zeros({4}, DType::F64);
+  auto works = g->batch_isend_irecv({P2POp::recv(fresh, prev, 21), P2POp::send(payload, next, 21)});
+  wait_all(works, std::chrono::milliseconds(20000));
+  CHECK(values(fresh) == values(tensor_of(4, DType::F64, prev, 3)));
+  CHECK(values(stale) == std::vector<double>(4, 0.0));
 }

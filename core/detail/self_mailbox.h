@@ -1,6 +1,7 @@
-// Point-to-point messages a rank sends to itself. They never touch the
-// network: a send and a receive with the same tag are matched in posting
-// order and completed by a local copy. As with remote peers, dropping a
+// Point-to-point messages a rank sends to itself, for every backend (the
+// validating layer, core/detail/validating_process_group.h, routes them here).
+// They never reach the backend: a send and a receive with the same tag are
+// matched in posting order and completed by a local copy. As with remote peers, dropping a
 // handle does not cancel its operation: it stays posted (and keeps its
 // tensor alive) until matched.
 #pragma once
@@ -11,15 +12,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "dtensor/core/process_group.h"
 
-namespace dtensor::gloo_backend {
+namespace dtensor::detail {
 
 class SelfMailbox {
  public:
   /// `default_timeout` bounds a wait() called with a negative timeout.
-  explicit SelfMailbox(std::chrono::milliseconds default_timeout) : timeout_(default_timeout) {}
+  /// `backend` names the group's backend in errors, as its own messages do.
+  SelfMailbox(std::string backend, std::chrono::milliseconds default_timeout)
+      : backend_(std::move(backend)), timeout_(default_timeout) {}
 
   std::shared_ptr<Work> post_send(const Tensor& t, int self_rank, int tag);
   std::shared_ptr<Work> post_recv(const Tensor& t, int self_rank, int tag);
@@ -29,6 +33,7 @@ class SelfMailbox {
   class SelfWork;
   std::shared_ptr<Work> post(bool is_send, const Tensor& t, int self_rank, int tag);
 
+  std::string backend_;
   std::chrono::milliseconds timeout_;
   // Shared with the Work handles so that they stay valid after the group is gone.
   struct Shared {
@@ -39,4 +44,4 @@ class SelfMailbox {
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
-}  // namespace dtensor::gloo_backend
+}  // namespace dtensor::detail

@@ -1,7 +1,8 @@
-// Catch2's main for the tests that run under mpirun: every rank runs the same
+// Catch2's main for the suites that run as one job of ranks (under mpirun, or
+// dtensor-run for the conformance suite against Gloo): every rank runs the same
 // test cases in the same order, inside one world group that
-// init_process_group chooses from the MPI environment (no dtensor-run, no
-// store). A failed check on one rank leaves the others waiting at their next
+// init_process_group chooses from the launcher's environment (under mpirun:
+// backend mpi, no store). A failed check on one rank leaves the others waiting at their next
 // collective; the group's timeout (DTENSOR_TIMEOUT, set short by the ctest
 // entry) turns that into a TimeoutError there, so the job fails, never hangs.
 #define CATCH_CONFIG_RUNNER
