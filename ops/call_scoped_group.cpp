@@ -25,7 +25,7 @@ class ConfirmingWork final : public Work {
 
 CallScopedGroup::CallScopedGroup(std::shared_ptr<ProcessGroup> inner, PendingAgreement& agreement,
                                  int tag_base)
-    : inner_(std::move(inner)), agreement_(agreement), tag_base_(tag_base) {}
+    : ForwardingProcessGroup(std::move(inner)), agreement_(agreement), tag_base_(tag_base) {}
 
 int CallScopedGroup::call_tag(int tag) const {
   check_arg(tag >= 0 && tag < 8, "dispatch",

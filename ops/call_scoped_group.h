@@ -16,23 +16,16 @@
 
 #include <memory>
 
-#include "dtensor/core/process_group.h"
+#include "dtensor/core/forwarding_process_group.h"
 #include "dtensor/placement/rank_agreement.h"
 
 namespace dtensor {
 
-class CallScopedGroup final : public ProcessGroup {
+class CallScopedGroup final : public ForwardingProcessGroup {
  public:
   /// `agreement` must outlive the group and every Work it hands out (both
   /// belong to the OpCall).
   CallScopedGroup(std::shared_ptr<ProcessGroup> inner, PendingAgreement& agreement, int tag_base);
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string backend_name() const override { return inner_->backend_name(); }
-  const std::vector<int>& global_ranks() const override { return inner_->global_ranks(); }
-  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
-  bool matches_by_tag(DeviceType device) const override { return inner_->matches_by_tag(device); }
 
   std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0) override;
   std::shared_ptr<Work> irecv(const Tensor& t, int src, int tag = 0) override;
@@ -54,7 +47,6 @@ class CallScopedGroup final : public ProcessGroup {
   void confirm_unless_tags_separate(const Tensor& t);
   std::shared_ptr<Work> confirming(std::shared_ptr<Work> w);
 
-  std::shared_ptr<ProcessGroup> inner_;
   PendingAgreement& agreement_;
   int tag_base_;
 };

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "core/detail/fault_monitor.h"
-#include "core/detail/forwarding_process_group.h"
+#include "dtensor/core/forwarding_process_group.h"
 #include "dtensor/core/process_group.h"
 
 namespace dtensor::detail {

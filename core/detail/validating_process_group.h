@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "core/detail/forwarding_process_group.h"
 #include "core/detail/self_mailbox.h"
+#include "dtensor/core/forwarding_process_group.h"
 
 namespace dtensor::detail {
 

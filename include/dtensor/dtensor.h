@@ -8,6 +8,7 @@
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/fault.h"
+#include "dtensor/core/forwarding_process_group.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/core/process_group.h"
 #include "dtensor/core/shape.h"

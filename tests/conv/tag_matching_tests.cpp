@@ -49,16 +49,12 @@ class LoggedWait final : public Work {
 };
 
 // A Gloo group that answers matches_by_tag as told and logs what it carries.
-class LoggingGroup final : public ProcessGroup {
+class LoggingGroup final : public ForwardingProcessGroup {
  public:
   LoggingGroup(std::shared_ptr<ProcessGroup> inner, bool by_tag)
-      : inner_(std::move(inner)), by_tag_(by_tag) {}
+      : ForwardingProcessGroup(std::move(inner)), by_tag_(by_tag) {}
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   std::string backend_name() const override { return "logging-gloo"; }
-  const std::vector<int>& global_ranks() const override { return inner_->global_ranks(); }
-  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
   bool matches_by_tag(DeviceType) const override { return by_tag_; }
 
   std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag) override {
@@ -71,27 +67,16 @@ class LoggingGroup final : public ProcessGroup {
     if (tag == kAgreementTag) return std::make_shared<LoggedWait>(w);
     return w;
   }
-  void allreduce(Tensor& t, ReduceOp op) override { inner_->allreduce(t, op); }
-  void broadcast(Tensor& t, int root) override { inner_->broadcast(t, root); }
-  void allgather(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& c) override {
-    inner_->allgather(in, out, c);
+  // One message at a time, through the two above, so that each is logged.
+  std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops) override {
+    return ProcessGroup::batch_isend_irecv(ops);
   }
-  void reduce_scatter(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& c,
-                      ReduceOp op) override {
-    inner_->reduce_scatter(in, out, c, op);
-  }
-  void all_to_all(const Tensor& in, const std::vector<std::int64_t>& s, Tensor& out,
-                  const std::vector<std::int64_t>& r) override {
-    inner_->all_to_all(in, s, out, r);
-  }
-  void barrier() override { inner_->barrier(); }
   std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>& ranks) override {
     auto sub = inner_->new_subgroup(ranks);
     return sub ? std::make_shared<LoggingGroup>(sub, by_tag_) : nullptr;
   }
 
  private:
-  std::shared_ptr<ProcessGroup> inner_;
   bool by_tag_;
 };
 

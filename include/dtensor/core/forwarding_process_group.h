@@ -1,8 +1,9 @@
 // A process group that hands every call to the group it wraps: the base of
-// the layers that stand in front of a backend (the validating layer, the
-// fault monitor's), as c10d's ProcessGroupWrapper stands in front of a
-// group. A layer overrides only what it adds to; identity, counters, abort
-// and the rest pass through here.
+// the layers that stand in front of a group, as c10d's ProcessGroupWrapper
+// does — the library's own (the validating layer in front of every backend,
+// the fault monitor's, the call-scoped group a handler talks through) and a
+// user's (counting, logging, injecting faults in tests). A layer overrides
+// only what it adds to; identity, counters, abort and the rest pass through.
 #pragma once
 
 #include <memory>
@@ -12,13 +13,13 @@
 
 #include "dtensor/core/process_group.h"
 
-namespace dtensor::detail {
+namespace dtensor {
 
 class ForwardingProcessGroup : public ProcessGroup {
  public:
   explicit ForwardingProcessGroup(std::shared_ptr<ProcessGroup> inner) : inner_(std::move(inner)) {}
 
-  /// The group this one wraps (tests that look at the backend).
+  /// The group this one wraps.
   const std::shared_ptr<ProcessGroup>& inner() const { return inner_; }
 
   int rank() const override { return inner_->rank(); }
@@ -66,4 +67,4 @@ class ForwardingProcessGroup : public ProcessGroup {
   const std::shared_ptr<ProcessGroup> inner_;
 };
 
-}  // namespace dtensor::detail
+}  // namespace dtensor
