@@ -220,9 +220,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   // Every backend's group behind the one contract (validating_process_group.h).
   std::shared_ptr<ProcessGroup> pg = detail::ValidatingProcessGroup::wrap(cpu_factory(init));
   log::set_rank(pg->rank());
+  // The router gets a layer of its own in front: a batch mixing devices is
+  // then checked whole before either backend posts any of it.
   if (plan.routed())
-    pg = std::make_shared<detail::RoutingProcessGroup>(
-        pg, cuda_factory ? detail::ValidatingProcessGroup::wrap(cuda_factory(init)) : nullptr);
+    pg = detail::ValidatingProcessGroup::wrap(std::make_shared<detail::RoutingProcessGroup>(
+        pg, cuda_factory ? detail::ValidatingProcessGroup::wrap(cuda_factory(init)) : nullptr));
   pg = monitor_world(std::move(pg), r, config());
   log::info("initialised: rank {}/{} backend {} store {} job '{}'", pg->rank(), pg->size(),
             pg->backend_name(), r.store.empty() ? "(none)" : redact_store_url(r.store),

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/checkpoint/safetensors.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/core/distributed.h"

@@ -11,6 +11,7 @@
 #include "core/detail/device_ops.h"
 #include "core/detail/monitored_process_group.h"
 #include "core/detail/routing_process_group.h"
+#include "core/detail/validating_process_group.h"
 #include "dtensor/dtensor.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/reference_conv.h"
@@ -153,10 +154,13 @@ TEST_CASE("staging: collectives and p2p on CUDA tensors over Gloo", "[cuda][stag
       2,
       [](testing::RankContext& ctx) {
         install_fake_cuda();
-        // The world is the routing group, wrapped by the fault monitor.
+        // The world is the routing group behind its validating layer, wrapped
+        // by the fault monitor.
         auto* monitored = dynamic_cast<detail::MonitoredProcessGroup*>(ctx.pg.get());
         REQUIRE(monitored != nullptr);
-        auto* routing = dynamic_cast<detail::RoutingProcessGroup*>(monitored->inner().get());
+        auto* validating = dynamic_cast<detail::ValidatingProcessGroup*>(monitored->inner().get());
+        REQUIRE(validating != nullptr);
+        auto* routing = dynamic_cast<detail::RoutingProcessGroup*>(validating->inner().get());
         REQUIRE(routing != nullptr);
         CHECK(routing->cuda_group() == nullptr);
         CHECK(ctx.pg->backend_name() == "cpu:gloo,cuda:gloo");
@@ -190,6 +194,19 @@ TEST_CASE("staging: collectives and p2p on CUDA tensors over Gloo", "[cuda][stag
         // Mixed devices in one collective are refused, identically on every rank.
         Tensor host_out = Tensor::zeros({3}, DType::F64);
         CHECK_THROWS_AS(ctx.pg->allgather(in, host_out, {1, 2}), InvalidArgument);
+
+        // A batch whose CUDA entry is bad posts none of its CPU entries either
+        // (the validating layer in front of the router checks it whole).
+        Tensor stale = Tensor::zeros({1}, DType::F64);
+        CHECK_THROWS_WITH(ctx.pg->batch_isend_irecv(
+                              {P2POp::recv(stale, peer, 3), P2POp::send(send_d, peer + 2, 3)}),
+                          Catch::Contains("dst=") && Catch::Contains("is outside the group"));
+        Tensor fresh = Tensor::zeros({1}, DType::F64);
+        auto again =
+            ctx.pg->batch_isend_irecv({P2POp::recv(fresh, peer, 3), P2POp::send(send_h, peer, 3)});
+        wait_all(again, std::chrono::milliseconds(10000));
+        CHECK(fresh.item({0}) == 5.0 + peer);
+        CHECK(stale.item({0}) == 0.0);
       },
       staged());
 }

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/checkpoint/safetensors.h"
 #include "dtensor/dtensor.h"
 #include "tools/dtensor-train-unet/tensor_files.h"
 #include "tools/dtensor-train-unet/unet.h"
@@ -98,7 +99,12 @@ int run(const Options& o) {
   shape.out_ch = Y.shape()[1];
   std::map<std::string, Tensor> init;
   if (!o.init.empty()) {
-    init = read_safetensors(o.init);
+    try {
+      init = read_safetensors(o.init);  // the library's reader (dtensor/checkpoint/safetensors.h)
+    } catch (const Error& e) {
+      // Exit 2 naming the option, a corrupt file as much as a missing one.
+      throw InvalidArgument("--init", e.what());
+    }
     check_arg(init.count("enc1.conv1.weight") == 1, "--init",
               "{}: no enc1.conv1.weight (the U-Net's parameter names are in docs/training.md)",
               o.init);

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -64,31 +63,6 @@ Tensor read_npy(const std::string& path) {
   while (std::getline(dims, d, ','))
     if (d.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(d));
   return from_bytes(b.data() + at + header_len, b.size() - at - header_len, shape, dtype, path);
-}
-
-std::map<std::string, Tensor> read_safetensors(const std::string& path) {
-  const std::string b = slurp(path, "init");
-  check_arg(b.size() >= 8, "init", "{}: not a safetensors file", path);
-  std::uint64_t n;
-  std::memcpy(&n, b.data(), 8);
-  check_arg(n <= b.size() - 8, "init", "{}: header length {} past the end", path, n);
-  const auto header = nlohmann::json::parse(b.substr(8, n), nullptr, false);
-  check_arg(header.is_object(), "init", "{}: the header is not a JSON object", path);
-  std::map<std::string, Tensor> out;
-  const std::size_t base = 8 + n;
-  for (const auto& [name, e] : header.items()) {
-    if (name == "__metadata__") continue;
-    const std::string dt = e.at("dtype");
-    check_arg(dt == "F32" || dt == "F64", "init", "{}: {} is {} (F32 or F64 expected)", path, name,
-              dt);
-    Shape shape = e.at("shape").get<Shape>();
-    const auto off = e.at("data_offsets").get<std::vector<std::uint64_t>>();
-    check_arg(off.size() == 2 && off[0] <= off[1] && base + off[1] <= b.size(), "init",
-              "{}: {}'s data_offsets are outside the file", path, name);
-    out.emplace(name, from_bytes(b.data() + base + off[0], off[1] - off[0], shape,
-                                 dt == "F32" ? DType::F32 : DType::F64, path + ": " + name));
-  }
-  return out;
 }
 
 }  // namespace dtensor::train

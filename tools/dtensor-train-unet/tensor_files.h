@@ -1,8 +1,8 @@
-// The trainer's inputs: NumPy .npy arrays (little-endian f4/f8, C order) and
-// one safetensors file of whole tensors (F32/F64).
+// The trainer's data: NumPy .npy arrays (little-endian f4/f8, C order). Its
+// initial weights, one safetensors file, are read by the library
+// (dtensor/checkpoint/safetensors.h).
 #pragma once
 
-#include <map>
 #include <string>
 
 #include "dtensor/core/tensor.h"
@@ -11,6 +11,5 @@ namespace dtensor::train {
 
 /// InvalidArgument naming the file on anything it cannot read.
 Tensor read_npy(const std::string& path);
-std::map<std::string, Tensor> read_safetensors(const std::string& path);
 
 }  // namespace dtensor::train
