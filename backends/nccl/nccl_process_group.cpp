@@ -51,10 +51,10 @@ class NcclWork final : public Work {
             cudaGetLastError();
             return Poll{PollStatus::Failed, cudaGetErrorString(e)};
           }
-          ncclResult_t async = ncclSuccess;
-          ncclCommGetAsyncError(comm_->comm, &async);
-          if (async != ncclSuccess && async != ncclInProgress)
-            return Poll{PollStatus::Failed, ncclGetErrorString(async)};
+          // Not done on the GPU: done only when the event is; failed when the
+          // communicator is (an abort included).
+          Poll state = comm_->poll_state();
+          if (state.status == PollStatus::Failed) return state;
           return Poll{PollStatus::Pending, {}};
         },
         [&] { comm_->abort(what_ + " timed out or failed"); }, limit);
@@ -81,17 +81,19 @@ void Comm::abort(const std::string& reason) {
   ncclCommAbort(comm);
 }
 
+Poll Comm::poll_state() {
+  std::lock_guard lock(mu);
+  if (aborted) return Poll{PollStatus::Failed, "the communicator was aborted: " + abort_reason};
+  ncclResult_t r = ncclSuccess;
+  ncclCommGetAsyncError(comm, &r);
+  if (r == ncclInProgress) return Poll{PollStatus::Pending, {}};
+  if (r != ncclSuccess) return Poll{PollStatus::Failed, ncclGetErrorString(r)};
+  return Poll{PollStatus::Done, {}};
+}
+
 void Comm::settle(const std::string& what) {
   watch(
-      what,
-      [&] {
-        ncclResult_t r = ncclSuccess;
-        ncclCommGetAsyncError(comm, &r);
-        if (r == ncclInProgress) return Poll{PollStatus::Pending, {}};
-        if (r != ncclSuccess) return Poll{PollStatus::Failed, ncclGetErrorString(r)};
-        return Poll{PollStatus::Done, {}};
-      },
-      [&] { abort(what + " did not complete"); }, timeout);
+      what, [&] { return poll_state(); }, [&] { abort(what + " did not complete"); }, timeout);
 }
 
 void Comm::check_usable(const std::string& what) {
@@ -150,7 +152,9 @@ NcclProcessGroup::~NcclProcessGroup() {
   }
   try {
     comm_->settle("finalising " + prefix_);
-    ncclCommDestroy(comm_->comm);
+    std::lock_guard lock(comm_->mu);  // not after an abort, which freed it
+    if (!comm_->aborted) ncclCommDestroy(comm_->comm);
+    comm_->comm = nullptr;
   } catch (const std::exception& e) {
     log::warn("nccl: {}", e.what());
   }
@@ -181,6 +185,10 @@ void NcclProcessGroup::connect() {
   log::debug("nccl: group '{}' connected on cuda:{}", prefix_, comm_->device);
 }
 
+void NcclProcessGroup::abort(const std::string& reason) {
+  comm_->abort(reason);
+}
+
 bool NcclProcessGroup::accepts_device(Device device) const {
   return device == Device::cuda(comm_->device);
 }
@@ -188,17 +196,24 @@ bool NcclProcessGroup::accepts_device(Device device) const {
 template <typename F>
 std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& what, bool grouped, F&& issue,
                                                std::vector<Tensor> keep) {
-  comm_->check_usable(what);
   DeviceGuard guard(comm_->device);
   cudaStream_t s = stream_for(comm_->device);
-  if (grouped) check_nccl(ncclGroupStart(), what + " (ncclGroupStart)");
-  try {
-    issue(s);
-  } catch (...) {
-    if (grouped) ncclGroupEnd();
-    throw;
+  {
+    // Under the lock: an abort from the monitor's thread cannot free the
+    // communicator while the calls are being enqueued.
+    std::lock_guard lock(comm_->mu);
+    if (comm_->aborted)
+      throw CommError("nccl", fmt::format("{}: the communicator was aborted earlier ({})", what,
+                                          comm_->abort_reason));
+    if (grouped) check_nccl(ncclGroupStart(), what + " (ncclGroupStart)");
+    try {
+      issue(s);
+    } catch (...) {
+      if (grouped) ncclGroupEnd();
+      throw;
+    }
+    if (grouped) check_nccl(ncclGroupEnd(), what + " (ncclGroupEnd)");
   }
-  if (grouped) check_nccl(ncclGroupEnd(), what + " (ncclGroupEnd)");
   comm_->settle(what);
   cudaEvent_t ev = nullptr;
   check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");

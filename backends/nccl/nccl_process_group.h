@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/nccl/watchdog.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
 #include "dtensor/core/store.h"
@@ -29,6 +30,9 @@
 namespace dtensor::nccl_backend {
 
 /// The communicator and its abort state, shared with the Work handles.
+/// ncclCommAbort frees the communicator, and the fault monitor may call
+/// abort() from its own thread while another waits: every use of `comm`
+/// after initialisation therefore holds `mu` and looks at `aborted` first.
 struct Comm {
   ncclComm_t comm = nullptr;
   int device = 0;
@@ -37,6 +41,9 @@ struct Comm {
   bool aborted = false;
   std::string abort_reason;
   void abort(const std::string& reason);
+  /// The communicator's asynchronous state: Pending while a non-blocking
+  /// call is in progress, Failed with NCCL's error or the abort's reason.
+  Poll poll_state();
   /// Polls the communicator until a non-blocking call has been accepted.
   void settle(const std::string& what);
   void check_usable(const std::string& what);
@@ -58,6 +65,10 @@ class NcclProcessGroup final : public ProcessGroup {
   bool accepts_device(Device device) const override;
   const std::vector<int>& global_ranks() const override { return global_ranks_; }
   std::chrono::milliseconds timeout() const override { return comm_->timeout; }
+  /// Aborts the communicator (the fault monitor calls it when another rank
+  /// failed): pending and later waits fail at once with CommError naming
+  /// `reason`, instead of at their timeout.
+  void abort(const std::string& reason) override;
 
   std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0) override;
   std::shared_ptr<Work> irecv(const Tensor& t, int src, int tag = 0) override;
