@@ -96,8 +96,7 @@ void Comm::settle(const std::string& what) {
       what, [&] { return poll_state(); }, [&] { abort(what + " did not complete"); }, timeout);
 }
 
-void Comm::check_usable(const std::string& what) {
-  std::lock_guard lock(mu);
+void Comm::throw_if_aborted(const std::string& what) const {
   if (aborted)
     throw CommError(
         "nccl", fmt::format("{}: the communicator was aborted earlier ({})", what, abort_reason));
@@ -198,13 +197,9 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& what, bool gro
                                                std::vector<Tensor> keep) {
   DeviceGuard guard(comm_->device);
   cudaStream_t s = stream_for(comm_->device);
-  {
-    // Under the lock: an abort from the monitor's thread cannot free the
-    // communicator while the calls are being enqueued.
-    std::lock_guard lock(comm_->mu);
-    if (comm_->aborted)
-      throw CommError("nccl", fmt::format("{}: the communicator was aborted earlier ({})", what,
-                                          comm_->abort_reason));
+  // Under the lock: an abort from the monitor's thread cannot free the
+  // communicator while the calls are being enqueued.
+  comm_->use(what, [&] {
     if (grouped) check_nccl(ncclGroupStart(), what + " (ncclGroupStart)");
     try {
       issue(s);
@@ -213,7 +208,7 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& what, bool gro
       throw;
     }
     if (grouped) check_nccl(ncclGroupEnd(), what + " (ncclGroupEnd)");
-  }
+  });
   comm_->settle(what);
   cudaEvent_t ev = nullptr;
   check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
@@ -401,14 +396,14 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::split_groups(
   const int n = splits_made_++;
   const std::string what =
       fmt::format("ncclCommSplit of {} (color {}, key {})", prefix_, a.color, a.key);
-  comm_->check_usable(what);
   DeviceGuard guard(comm_->device);
   // Non-blocking like the parent, said explicitly rather than inherited
   // (config NULL would inherit it too).
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t child = nullptr;
-  check_nccl(ncclCommSplit(comm_->comm, a.color, a.key, &child, &config), what);
+  comm_->use(
+      what, [&] { check_nccl(ncclCommSplit(comm_->comm, a.color, a.key, &child, &config), what); });
   // ncclInProgress: the split completes asynchronously. The parent's state
   // says when this rank's part of the collective is done, the child's when the
   // new communicator is ready; both are polled under the watchdog (a peer that

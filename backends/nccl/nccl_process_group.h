@@ -46,7 +46,17 @@ struct Comm {
   Poll poll_state();
   /// Polls the communicator until a non-blocking call has been accepted.
   void settle(const std::string& what);
-  void check_usable(const std::string& what);
+  /// Runs `enqueue` (calls on `comm`) under the lock, or throws CommError
+  /// naming `what` when the communicator was aborted.
+  template <typename F>
+  void use(const std::string& what, F&& enqueue) {
+    std::lock_guard lock(mu);
+    throw_if_aborted(what);
+    enqueue();
+  }
+
+ private:
+  void throw_if_aborted(const std::string& what) const;
 };
 
 class NcclProcessGroup final : public ProcessGroup {
