@@ -7,30 +7,12 @@
 #include <catch2/catch.hpp>
 
 #include "tests/comm/comm_test_util.h"
+#include "tests/comm/killed_rank_check.h"
 #include "tests/support/multiprocess.h"
 
 using namespace dtensor;
 using namespace dtensor::testing;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Collects and checks a job in which `dead` killed itself with SIGKILL: every
-// other rank must finish on its own, within `prompt_s` of the death.
-void check_survivors(const JobResult& res, int dead, double prompt_s) {
-  INFO(res.report());
-  REQUIRE(!res.deadline_passed);
-  CHECK_THAT(res.ranks[dead].status, Catch::Contains("signal 9"));
-  for (int r = 0; r < static_cast<int>(res.ranks.size()); ++r) {
-    if (r == dead) continue;
-    INFO("rank " << r << " exited " << res.ranks[r].seconds << " s after start, the dead rank at "
-                 << res.ranks[dead].seconds << " s");
-    CHECK(res.ranks[r].ok);
-    CHECK(res.ranks[r].seconds - res.ranks[dead].seconds < prompt_s);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("stalled rank: allreduce times out within the group timeout P=2", "[comm][fault]") {
   RunOptions opt;

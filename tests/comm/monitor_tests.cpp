@@ -17,6 +17,7 @@
 
 #include "dtensor/dtensor.h"
 #include "tests/comm/comm_test_util.h"
+#include "tests/comm/killed_rank_check.h"
 #include "tests/support/multiprocess.h"
 
 using namespace dtensor;
@@ -24,21 +25,6 @@ using namespace dtensor::testing;
 using namespace std::chrono_literals;
 
 namespace {
-
-// The survivors of `victim` must exit on their own, successfully (each
-// checked its own error), within `prompt_s` of the victim's death.
-void check_killed_victim(const JobResult& res, int victim, double prompt_s) {
-  INFO(res.report());
-  REQUIRE(!res.deadline_passed);
-  CHECK_THAT(res.ranks[victim].status, Catch::Contains("signal 9"));
-  for (int r = 0; r < static_cast<int>(res.ranks.size()); ++r) {
-    if (r == victim) continue;
-    INFO("rank " << r << " exited at " << res.ranks[r].seconds << " s, the victim at "
-                 << res.ranks[victim].seconds << " s");
-    CHECK(res.ranks[r].ok);
-    CHECK(res.ranks[r].seconds - res.ranks[victim].seconds < prompt_s);
-  }
-}
 
 // Rank `victim` stops itself with SIGSTOP; a child process it forks wakes it
 // `after` later, so that the job can end (and check what the victim sees).
@@ -195,7 +181,7 @@ TEST_CASE("monitor: a rank killed with SIGKILL fails ranks not talking to it wit
       },
       opt);
   if (in_rank_process()) return;
-  check_killed_victim(res, 2, 2.0);
+  check_survivors(res, 2, 2.0);
 }
 
 TEST_CASE("monitor: a rank killed with SIGKILL mid-collective fails the others within 2 s P=4",
@@ -227,7 +213,7 @@ TEST_CASE("monitor: a rank killed with SIGKILL mid-collective fails the others w
       },
       opt);
   if (in_rank_process()) return;
-  check_killed_victim(res, 3, 2.0);
+  check_survivors(res, 3, 2.0);
 }
 
 TEST_CASE("monitor: a stopped rank is named within the heartbeat timeout P=3",
