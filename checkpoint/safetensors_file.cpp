@@ -1,8 +1,8 @@
 // read_safetensors / write_safetensors: one whole file on one process, on
 // the layout of safetensors_format.h.
-#include <cstring>
+#include <array>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -18,33 +18,38 @@ namespace {
   throw CheckpointCorrupt("checkpoint", fmt::format("{}: {}", path, why));
 }
 
-std::vector<char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  check_arg(static_cast<bool>(in), "checkpoint", "read_safetensors: cannot open '{}'", path);
-  const auto size = static_cast<std::size_t>(in.tellg());
-  std::vector<char> bytes(size);
-  in.seekg(0);
-  if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size)))
-    corrupt(path, "could not be read whole");
-  return bytes;
+// The layer's positional reader, with a file that cannot be opened reported
+// as the caller's mistake (a wrong path), like any other bad argument.
+std::unique_ptr<checkpoint::FileReader> open_file(const std::string& path) {
+  try {
+    return std::make_unique<checkpoint::FileReader>(path);
+  } catch (const Error&) {
+    throw InvalidArgument("checkpoint", fmt::format("read_safetensors: cannot open '{}'", path));
+  }
 }
 
 }  // namespace
 
 std::map<std::string, Tensor> read_safetensors(const std::string& path) {
-  const std::vector<char> b = read_file(path);
-  if (b.size() < 8) corrupt(path, fmt::format("{} bytes: not a safetensors file", b.size()));
+  // The header first, then each tensor's bytes straight into the tensor.
+  const auto file = open_file(path);
+  const auto size = static_cast<std::uint64_t>(file->size());
+  if (size < 8) corrupt(path, fmt::format("{} bytes: not a safetensors file", size));
+  std::array<unsigned char, 8> prefix{};
+  file->read_at(0, prefix.data(), 8);
   std::uint64_t n = 0;
-  for (int i = 7; i >= 0; --i)
-    n = (n << 8) | static_cast<unsigned char>(b[static_cast<std::size_t>(i)]);
-  if (n > b.size() - 8)
-    corrupt(path, fmt::format("a header of {} bytes runs past the end of the file ({} bytes)", n,
-                              b.size()));
-  const auto header = nlohmann::json::parse(
-      b.begin() + 8, b.begin() + 8 + static_cast<std::ptrdiff_t>(n), nullptr, false);
+  for (auto byte = prefix.rbegin(); byte != prefix.rend(); ++byte)
+    n = (n << 8) | *byte;
+  if (n > size - 8)
+    corrupt(path,
+            fmt::format("a header of {} bytes runs past the end of the file ({} bytes)", n, size));
+  std::string text(static_cast<std::size_t>(n), '\0');
+  if (file->read_at(8, text.data(), static_cast<std::int64_t>(n)) != static_cast<std::int64_t>(n))
+    corrupt(path, "could not be read whole");
+  const auto header = nlohmann::json::parse(text, nullptr, false);
   if (!header.is_object()) corrupt(path, "the header is not a JSON object");
-  const std::size_t base = 8 + static_cast<std::size_t>(n);
-  const std::size_t data_bytes = b.size() - base;
+  const std::uint64_t base = 8 + n;
+  const std::uint64_t data_bytes = size - base;
   std::map<std::string, Tensor> out;
   for (const auto& [name, e] : header.items()) {
     if (name == "__metadata__") continue;
@@ -86,7 +91,10 @@ std::map<std::string, Tensor> read_safetensors(const std::string& path) {
       corrupt(path, fmt::format("tensor '{}': {} bytes of data for shape {} of {} ({} expected)",
                                 name, end - begin, shape_str(shape), dtype_name(dtype), bytes));
     Tensor t = Tensor::empty(shape, dtype);
-    if (bytes > 0) std::memcpy(t.data_ptr(), b.data() + base + begin, bytes);
+    const auto want = static_cast<std::int64_t>(bytes);
+    if (want > 0 &&
+        file->read_at(static_cast<std::int64_t>(base + begin), t.data_ptr(), want) != want)
+      corrupt(path, fmt::format("tensor '{}' could not be read whole", name));
     out.emplace(name, std::move(t));
   }
   return out;
