@@ -124,7 +124,7 @@ void MpiProcessGroup::fail(const std::string& reason) {
     if (!failure_.empty()) return;
     failure_ = reason;
   }
-  record_job_failure(reason);
+  record_job_failure(reason, timeout_);
   log::debug("mpi: group broken: {}", reason);
 }
 

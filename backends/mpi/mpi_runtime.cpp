@@ -2,8 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -18,6 +21,7 @@ struct Runtime {
   std::mutex state_mutex;
   bool initialized_here = false;
   std::string failure;  // the first failure; empty while healthy
+  std::chrono::milliseconds grace{0};
 };
 
 // Never destroyed: the exit handler runs after other statics may be gone.
@@ -41,9 +45,11 @@ void make_libmpi_global() {
 void end_job_at_exit() {
   Runtime& r = runtime();
   std::string failure;
+  std::chrono::milliseconds grace{0};
   {
     std::lock_guard lock(r.state_mutex);
     failure = r.failure;
+    grace = r.grace;
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -51,10 +57,14 @@ void end_job_at_exit() {
   if (!failure.empty()) {
     // Printed here too: the process may have swallowed the exception.
     std::fprintf(stderr,
-                 "[dtensor.mpi] ending the MPI job with MPI_Abort after a communication "
-                 "failure: %s\n",
-                 failure.c_str());
+                 "[dtensor.mpi] ending the MPI job with MPI_Abort in %lld ms after a "
+                 "communication failure: %s\n",
+                 static_cast<long long>(grace.count()), failure.c_str());
     std::fflush(stderr);
+    // MPI_Abort stops every rank at once. The peers that waited on the same
+    // operation reach their own timeout about now; the grace lets each of
+    // them raise and print its own error before the job is ended.
+    std::this_thread::sleep_for(grace);
     MPI_Abort(MPI_COMM_WORLD, 1);
     return;
   }
@@ -114,10 +124,12 @@ std::unique_lock<std::mutex> mpi_lock() {
   return std::unique_lock(runtime().call_mutex);
 }
 
-void record_job_failure(const std::string& reason) {
+void record_job_failure(const std::string& reason, std::chrono::milliseconds timeout) {
   Runtime& r = runtime();
   std::lock_guard lock(r.state_mutex);
-  if (r.failure.empty()) r.failure = reason;
+  if (!r.failure.empty()) return;
+  r.failure = reason;
+  r.grace = std::clamp(timeout, std::chrono::milliseconds(0), kMaxAbortGrace);
 }
 
 bool mpi_usable() {

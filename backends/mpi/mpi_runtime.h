@@ -12,10 +12,14 @@
 // MPI_Finalize could wait for them for ever. The first failure is recorded;
 // at exit the job is then ended with MPI_Abort (after the failure was raised
 // to the caller and is printed once more here), otherwise MPI_Finalize runs.
+// MPI_Abort stops the peers too, so it waits a grace first (the failed
+// group's timeout, at most kMaxAbortGrace): peers stuck in the same operation
+// time out within it and report their own error.
 #pragma once
 
 #include <mpi.h>
 
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -34,8 +38,12 @@ void ensure_mpi_initialized();
 /// Held around every MPI call (MPI_THREAD_SERIALIZED).
 std::unique_lock<std::mutex> mpi_lock();
 
-/// Records the first communication failure: the job will end with MPI_Abort.
-void record_job_failure(const std::string& reason);
+/// The longest wait at exit before MPI_Abort after a failure.
+constexpr std::chrono::milliseconds kMaxAbortGrace{5000};
+
+/// Records the first communication failure: the job will end with MPI_Abort,
+/// after a grace of `timeout` (the failed group's), at most kMaxAbortGrace.
+void record_job_failure(const std::string& reason, std::chrono::milliseconds timeout);
 
 /// Whether MPI may still be called (initialised and not finalised).
 bool mpi_usable();
