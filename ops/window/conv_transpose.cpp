@@ -28,9 +28,8 @@
 #include "dtensor/ops/local_conv.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
-#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
-#include "ops/detail/placed_like_input.h"
+#include "ops/detail/weighted_op.h"
 #include "ops/window/conv_transpose_call.h"
 #include "ops/window/conv_transpose_strategies.h"
 
@@ -223,78 +222,23 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   }
   if (mask.bias) locals.push_back(channel_sums(gy.to_local()));
 
-  std::vector<DTensor> outs;
-  for (std::size_t i = 0; i < locals.size(); ++i) {
-    const DTensorSpec& spec = sharding.output_specs[i];
-    check_arg(locals[i].shape() == spec.local_shape(), kComponent,
-              "internal: gradient {} has local shape {} but {} needs {}", i,
-              shape_str(locals[i].shape()), spec.str(), shape_str(spec.local_shape()));
-    outs.emplace_back(locals[i], spec);
-  }
-  if (mask.input) outs[0] = detail::placed_like_input(outs[0], c.input);
-  return outs;
-}
-
-void validate_forward(const OpSchema& s) {
-  const ForwardCall c = ForwardCall::decode(s);
-  check_arg(c.weight.dtype() == c.input.dtype(), kComponent,
-            "weight: dtype {} differs from the input's {}", dtype_name(c.weight.dtype()),
-            dtype_name(c.input.dtype()));
-  std::optional<Shape> b;
-  if (c.has_bias) {
-    const DTensor& bias = s.dtensor(2);
-    b = bias.shape();
-    check_arg(bias.dtype() == c.input.dtype(), kComponent,
-              "bias: dtype {} differs from the input's {}", dtype_name(bias.dtype()),
-              dtype_name(c.input.dtype()));
-  } else {
-    check_arg(s.is_none(2), kComponent, "bias: expected a DTensor or None");
-  }
-  check_args(c.input.shape(), c.weight.shape(), b, c.params);
-}
-
-void validate_backward(const OpSchema& s) {
-  const BackwardCall c = BackwardCall::decode(s);
-  check_arg(
-      c.weight.dtype() == c.input.dtype() && c.grad_output.dtype() == c.input.dtype(), kComponent,
-      "grad_output: dtypes of grad_output ({}), input ({}) and weight ({}) must match",
-      dtype_name(c.grad_output.dtype()), dtype_name(c.input.dtype()), dtype_name(c.weight.dtype()));
-  check_args(c.input.shape(), c.weight.shape(), std::nullopt, c.params);
-  const Shape expect = output_shape(c.input.shape(), c.weight.shape(), c.params);
-  check_arg(c.grad_output.shape() == expect, kComponent,
-            "grad_output: shape {} but the transposed convolution's output is {}",
-            shape_str(c.grad_output.shape()), shape_str(expect));
+  return detail::weighted_gradients(kComponent, sharding.output_specs, locals, c.input, mask.input);
 }
 
 struct Registrar {
   Registrar() {
-    OpDef fwd;
-    fwd.name = kForwardOp;
-    fwd.validate = validate_forward;
-    fwd.output_meta = [](const OpSchema& s) {
-      const ForwardCall c = ForwardCall::decode(s);
-      return std::vector<TensorMeta>{
-          {output_shape(c.input.shape(), c.weight.shape(), c.params), c.input.dtype()}};
-    };
-    fwd.strategies = forward_strategies;
-    fwd.backward = autograd::detail::weighted_backward<ForwardCall, BackwardCall>(kBackwardOp);
-    register_op(fwd);
-    register_op_handler(kForwardOp, forward_handler, false, {.defers_agreement = true});
-
-    OpDef bwd;
-    bwd.name = kBackwardOp;
-    bwd.validate = validate_backward;
-    bwd.output_meta = [](const OpSchema& s) {
-      const BackwardCall c = BackwardCall::decode(s);
-      std::vector<TensorMeta> out;
-      if (c.mask.input) out.push_back({c.input.shape(), c.input.dtype()});
-      if (c.mask.weight) out.push_back({c.weight.shape(), c.input.dtype()});
-      if (c.mask.bias) out.push_back({{c.weight.shape()[1] * c.params.groups}, c.input.dtype()});
-      return out;
-    };
-    bwd.strategies = backward_strategies;
-    register_op(bwd);
-    register_op_handler(kBackwardOp, backward_handler, false, {.defers_agreement = true});
+    detail::register_weighted_op(detail::WeightedOp<ForwardCall, BackwardCall>{
+        .component = kComponent,
+        .forward_op = kForwardOp,
+        .backward_op = kBackwardOp,
+        .output_name = "the transposed convolution's output",
+        .check = check_args,
+        .output_shape = output_shape,
+        .forward_strategies = forward_strategies,
+        .backward_strategies = backward_strategies,
+        .forward_handler = forward_handler,
+        .backward_handler = backward_handler,
+    });
   }
 };
 const Registrar registrar;
