@@ -78,7 +78,7 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       meta["dilation"] = o.dilation;
       meta["groups"] = o.groups;
       meta["bias"] = o.bias;
-      meta["padding_mode"] = std::string(padding_mode_str(o.padding_mode));
+      meta["padding_mode"] = std::string(padding_mode_name(o.padding_mode));
       break;
     case OpKind::MaxPool:
     case OpKind::AvgPool:
@@ -98,7 +98,7 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       break;
     case OpKind::Pad:
       meta["padding"] = padding_pairs(o.padding);
-      meta["mode"] = std::string(pad_mode_str(o.mode));
+      meta["mode"] = std::string(pad_mode_name(o.mode));
       meta["value"] = o.value;
       break;
     case OpKind::Upsample:

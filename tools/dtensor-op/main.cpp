@@ -82,7 +82,7 @@ std::string params_line(const Options& o) {
                          list(o.kernel), list(o.stride), pads,
                          o.op == OpKind::ConvTranspose ? " output_padding=" + list(o.output_padding)
                                                        : std::string(),
-                         list(o.dilation), o.groups, padding_mode_str(o.padding_mode));
+                         list(o.dilation), o.groups, padding_mode_name(o.padding_mode));
     case OpKind::MaxPool:
       return fmt::format("kernel={} stride={} padding={} dilation={} ceil_mode={}", list(o.kernel),
                          list(o.stride), pads, list(o.dilation), o.ceil_mode);
@@ -95,7 +95,7 @@ std::string params_line(const Options& o) {
     case OpKind::AdaptiveMaxPool:
       return fmt::format("output_size={}", list(o.output_size));
     case OpKind::Pad:
-      return fmt::format("padding={} mode={} value={}", pads, pad_mode_str(o.mode), o.value);
+      return fmt::format("padding={} mode={} value={}", pads, pad_mode_name(o.mode), o.value);
     case OpKind::Upsample: {
       std::string scale;
       for (double v : o.scale)

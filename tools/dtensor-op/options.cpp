@@ -443,34 +443,6 @@ std::string_view op_name(OpKind op) {
   return "?";
 }
 
-std::string_view padding_mode_str(PaddingMode m) {
-  switch (m) {
-    case PaddingMode::Zeros:
-      return "zeros";
-    case PaddingMode::Reflect:
-      return "reflect";
-    case PaddingMode::Replicate:
-      return "replicate";
-    case PaddingMode::Circular:
-      return "circular";
-  }
-  return "?";
-}
-
-std::string_view pad_mode_str(PadMode m) {
-  switch (m) {
-    case PadMode::Constant:
-      return "constant";
-    case PadMode::Reflect:
-      return "reflect";
-    case PadMode::Replicate:
-      return "replicate";
-    case PadMode::Circular:
-      return "circular";
-  }
-  return "?";
-}
-
 bool Options::is_window() const {
   switch (op) {
     case OpKind::Conv:
@@ -810,7 +782,7 @@ Options parse_options(const std::vector<std::string>& args) {
     bool ok = false;
     for (PaddingMode m :
          {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate, PaddingMode::Circular})
-      if (v == padding_mode_str(m)) {
+      if (v == padding_mode_name(m)) {
         o.padding_mode = m;
         ok = true;
       }
@@ -830,7 +802,7 @@ Options parse_options(const std::vector<std::string>& args) {
     const std::string& v = value("--mode");
     bool ok = false;
     for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular})
-      if (v == pad_mode_str(m)) {
+      if (v == pad_mode_name(m)) {
         o.mode = m;
         ok = true;
       }
@@ -841,7 +813,7 @@ Options parse_options(const std::vector<std::string>& args) {
   if (has("--value")) {
     if (o.mode != PadMode::Constant)
       fail("--value",
-           fmt::format("only --mode constant takes a value (mode is {})", pad_mode_str(o.mode)));
+           fmt::format("only --mode constant takes a value (mode is {})", pad_mode_name(o.mode)));
     o.value = parse_double("--value", value("--value"));
   }
 

@@ -62,8 +62,6 @@ enum class OpKind {
 
 /// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
 std::string_view op_name(OpKind op);
-std::string_view padding_mode_str(PaddingMode m);  // "zeros", "reflect", ...
-std::string_view pad_mode_str(PadMode m);          // "constant", "reflect", ...
 
 struct Options {
   OpKind op = OpKind::Conv;
