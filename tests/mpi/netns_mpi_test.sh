@@ -14,49 +14,10 @@ set -uo pipefail
 mpiexec=${1:?usage: netns_mpi_test.sh MPIEXEC PROGRAM}
 prog=${2:?usage: netns_mpi_test.sh MPIEXEC PROGRAM}
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-
-[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+# shellcheck source=../support/netns_pair.sh
+source "$(dirname "$0")/../support/netns_pair.sh"
 command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
-
-id=$$
-ns_a=dtmpi-a-$id
-ns_b=dtmpi-b-$id
-veth_a=dtma$((id % 100000))
-veth_b=dtmb$((id % 100000))
-subnet=$((id % 250 + 1))
-addr_a=10.232.$subnet.1
-addr_b=10.232.$subnet.2
-work=$(mktemp -d "${TMPDIR:-/tmp}/dtensor-netns-mpi-XXXXXX")
-
-cleanup() {
-  local rc=$?
-  for ns in "$ns_a" "$ns_b"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-  done
-  ip netns del "$ns_a" 2>/dev/null
-  ip netns del "$ns_b" 2>/dev/null
-  ip link del "$veth_a" 2>/dev/null
-  rm -rf "$work"
-  if ip netns list 2>/dev/null | grep -q "dtmpi-[ab]-$id"; then echo "cleanup: namespaces left"; rc=1; fi
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ip netns add "$ns_a" 2>"$work/err" || skip "cannot create a network namespace: $(cat "$work/err")"
-ip netns add "$ns_b" || fail "second namespace"
-ip link add "$veth_a" type veth peer name "$veth_b" 2>"$work/err" ||
-  skip "cannot create a veth pair: $(cat "$work/err")"
-ip link set "$veth_a" netns "$ns_a" || fail "move veth a"
-ip link set "$veth_b" netns "$ns_b" || fail "move veth b"
-ip -n "$ns_a" addr add "$addr_a/24" dev "$veth_a" || fail "address a"
-ip -n "$ns_b" addr add "$addr_b/24" dev "$veth_b" || fail "address b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up || fail "lo up"; done
-ip -n "$ns_a" link set "$veth_a" up || fail "veth a up"
-ip -n "$ns_b" link set "$veth_b" up || fail "veth b up"
+netns_pair_setup mpi 10.232
 
 # The rsh agent: mpirun calls it as `AGENT HOST COMMAND...`, the command
 # written for a remote shell. Each "host" also gets its own host name (a UTS

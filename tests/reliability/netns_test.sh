@@ -14,56 +14,15 @@ set -uo pipefail
 run=${1:?usage: netns_test.sh DTENSOR_RUN FAULT_PROGRAM}
 prog=${2:?usage: netns_test.sh DTENSOR_RUN FAULT_PROGRAM}
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-
-[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+# shellcheck source=../support/netns_pair.sh
+source "$(dirname "$0")/../support/netns_pair.sh"
 command -v redis-server >/dev/null || skip "redis-server is not installed (scripts/install-deps.sh)"
-
-# Unique names per run, so that parallel runs never collide. Interface names
-# are limited to 15 characters.
-id=$$
-ns_a=dtrel-a-$id
-ns_b=dtrel-b-$id
-veth_a=dtra$((id % 100000))
-veth_b=dtrb$((id % 100000))
-subnet=$((id % 250 + 1))
-addr_a=10.231.$subnet.1
-addr_b=10.231.$subnet.2
-port=$((20000 + id % 20000))
-work=$(mktemp -d "${TMPDIR:-/tmp}/dtensor-netns-XXXXXX")
 redis_pid=
-
-cleanup() {
-  local rc=$?
+netns_before_cleanup() {
   [[ -n $redis_pid ]] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  # Any rank or launcher still running in our namespaces.
-  for ns in "$ns_a" "$ns_b"; do
-    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-  done
-  ip netns del "$ns_a" 2>/dev/null   # takes its end of the veth pair (and so both) with it
-  ip netns del "$ns_b" 2>/dev/null
-  ip link del "$veth_a" 2>/dev/null
-  rm -rf "$work"
-  # Leftovers would be a bug of this script: say so.
-  if ip netns list 2>/dev/null | grep -q "dtrel-[ab]-$id"; then echo "cleanup: namespaces left"; rc=1; fi
-  exit $rc
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-ip netns add "$ns_a" 2>"$work/err" || skip "cannot create a network namespace: $(cat "$work/err")"
-ip netns add "$ns_b" || fail "second namespace"
-ip link add "$veth_a" type veth peer name "$veth_b" 2>"$work/err" ||
-  skip "cannot create a veth pair: $(cat "$work/err")"
-ip link set "$veth_a" netns "$ns_a" || fail "move veth a"
-ip link set "$veth_b" netns "$ns_b" || fail "move veth b"
-ip -n "$ns_a" addr add "$addr_a/24" dev "$veth_a" || fail "address a"
-ip -n "$ns_b" addr add "$addr_b/24" dev "$veth_b" || fail "address b"
-for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up || fail "lo up"; done
-ip -n "$ns_a" link set "$veth_a" up || fail "veth a up"
-ip -n "$ns_b" link set "$veth_b" up || fail "veth b up"
+netns_pair_setup rel 10.231
+port=$((20000 + $$ % 20000))
 
 ip netns exec "$ns_a" redis-server --bind "$addr_a" --port "$port" --save '' --appendonly no \
   --dir "$work" --protected-mode no >"$work/redis.log" 2>&1 &
