@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include <unistd.h>
@@ -13,24 +12,17 @@
 #include "core/detail/device_module.h"
 #include "core/detail/device_module_search.h"
 #include "dtensor/dtensor.h"
+#include "tests/support/mapped_files.h"
 #include "tests/support/multiprocess.h"
 
 using namespace dtensor;
 using Catch::Contains;
+using dtensor::testing::mapped_files;
 using dtensor::testing::run_ranks;
 
 namespace {
 
 constexpr const char* kModule = "libdtensor-cuda.so";
-
-// The shared objects mapped into this process: an independent view of what
-// the dynamic loader did.
-std::string mapped_files() {
-  std::ifstream maps("/proc/self/maps");
-  std::stringstream s;
-  s << maps.rdbuf();
-  return s.str();
-}
 
 }  // namespace
 
