@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,18 @@ inline std::vector<pid_t> pids_in(const std::string& output) {
   for (std::sregex_iterator it(output.begin(), output.end(), re), end; it != end; ++it)
     out.push_back(static_cast<pid_t>(std::stol((*it)[1])));
   return out;
+}
+
+/// Whether some line of `text` has a match of `pattern` (regex_search per
+/// line). Not one regex over the whole text such as "(.|\n)*...":
+/// libstdc++'s matcher recurses once per character and overflows the stack
+/// on a long output (it did under ASan).
+inline bool has_line_matching(const std::string& text, const std::string& pattern) {
+  const std::regex re(pattern);
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, re)) return true;
+  return false;
 }
 
 }  // namespace dtensor::testing
