@@ -9,6 +9,7 @@ resume with an unbroken run.
 import argparse
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,25 @@ def case_cli_errors(a, tmp):
         (ok[:4] + ok[6:], "--groups"),
         (ok + ["--mesh", "3"], "--mesh"),
     ]
+    # Damaged .npy headers: each is an error naming the file, exit 2 (a
+    # megabyte of blanks crashed a std::regex matcher, a bad extent threw an
+    # untyped std::stoll error).
+    bad_headers = {
+        "blanks": "{'descr':" + " " * 1000000 + "'<f9', 'fortran_order': False, 'shape': (1,), }",
+        "extent": "{'descr': '<f8', 'fortran_order': False, 'shape': (a, 2), }",
+        "negative": "{'descr': '<f8', 'fortran_order': False, 'shape': (-1,), }",
+        "overflow": "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+        "descr": "{'descr': '', 'fortran_order': False, 'shape': (1,), }",
+        "big-endian": "{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }",
+    }
+    for name, header in bad_headers.items():
+        d = os.path.join(tmp, "bad-" + name)
+        os.makedirs(d)
+        raw = header.encode("latin1") + b"\n"
+        for f in ("x.npy", "y.npy"):
+            with open(os.path.join(d, f), "wb") as out:
+                out.write(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(raw)) + raw + bytes(8))
+        cases.append((["--data", d] + ok[2:], d + "/x.npy"))
     for args, named in cases:
         r = subprocess.run([a.run, "-n", "2", "--", a.trainer] + args, capture_output=True,
                            text=True, timeout=120)

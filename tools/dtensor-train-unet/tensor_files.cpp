@@ -1,9 +1,10 @@
 #include "tools/dtensor-train-unet/tensor_files.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
-#include <regex>
 #include <sstream>
+#include <string_view>
 
 #include "dtensor/core/errors.h"
 
@@ -16,6 +17,51 @@ std::string slurp(const std::string& path, const char* what) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The value of `key` in a .npy header (a Python dict literal), from its
+// first non-blank character. Parsed by hand, not with std::regex: libstdc++'s
+// matcher recurses once per character, and a header may be 4 GiB.
+std::string_view value_of(std::string_view header, std::string_view key, const std::string& path) {
+  const std::string k = "'" + std::string(key) + "':";
+  const std::size_t at = header.find(k);
+  check_arg(at != std::string_view::npos, "data", "{}: no {} in the header", path, key);
+  const std::string_view rest = header.substr(at + k.size());
+  const std::size_t start = rest.find_first_not_of(" \t");
+  check_arg(start != std::string_view::npos, "data", "{}: no value for {} in the header", path,
+            key);
+  return rest.substr(start);
+}
+
+// The text between the quotes that `v` starts with.
+std::string_view quoted(std::string_view v, const std::string& path) {
+  const std::size_t end = v.size() > 1 && v[0] == '\'' ? v.find('\'', 1) : std::string_view::npos;
+  check_arg(end != std::string_view::npos, "data", "{}: descr is not a quoted string", path);
+  return v.substr(1, end - 1);
+}
+
+// "(2, 3, 4)" (a Python tuple of extents, "(5,)" or "()" too) as a Shape.
+Shape tuple_of_extents(std::string_view v, const std::string& path) {
+  const std::size_t end = v.empty() || v[0] != '(' ? std::string_view::npos : v.find(')');
+  check_arg(end != std::string_view::npos, "data", "{}: shape is not a tuple", path);
+  const std::string_view inner = v.substr(1, end - 1);
+  Shape shape;
+  std::size_t from = 0;
+  while (from <= inner.size()) {
+    const std::size_t comma = std::min(inner.find(',', from), inner.size());
+    std::string_view item = inner.substr(from, comma - from);
+    const std::size_t a = item.find_first_not_of(" \t"), z = item.find_last_not_of(" \t");
+    item = a == std::string_view::npos ? std::string_view() : item.substr(a, z - a + 1);
+    if (!item.empty()) {
+      std::int64_t e = -1;
+      const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), e);
+      check_arg(ec == std::errc() && ptr == item.data() + item.size() && e >= 0, "data",
+                "{}: shape ({}) is not a tuple of non-negative integers", path, inner);
+      shape.push_back(e);
+    }
+    from = comma + 1;
+  }
+  return shape;
 }
 
 Tensor from_bytes(const char* data, std::size_t n, const Shape& shape, DType dtype,
@@ -46,22 +92,16 @@ Tensor read_npy(const std::string& path) {
     at = 12;
   }
   check_arg(at + header_len <= b.size(), "data", "{}: truncated header", path);
-  const std::string h = b.substr(at, header_len);
-  std::smatch m;
-  check_arg(std::regex_search(h, m, std::regex("'descr':\\s*'([<|=]?)([fi])(\\d)'")), "data",
-            "{}: no descr in the header", path);
-  check_arg(m[2] == "f" && (m[3] == "4" || m[3] == "8"), "data", "{}: dtype {}{} is not f4 or f8",
-            path, m[2].str(), m[3].str());
-  const DType dtype = m[3] == "4" ? DType::F32 : DType::F64;
-  check_arg(h.find("'fortran_order': False") != std::string::npos, "data",
+  const std::string_view h(b.data() + at, header_len);
+  const std::string_view descr = quoted(value_of(h, "descr", path), path);
+  // Little-endian (or byte-order-free) f4 / f8: "<f8", "=f4", "|f8", "f4".
+  std::string_view kind = descr;
+  if (!kind.empty() && (kind[0] == '<' || kind[0] == '=' || kind[0] == '|')) kind.remove_prefix(1);
+  check_arg(kind == "f4" || kind == "f8", "data", "{}: dtype {} is not f4 or f8", path, descr);
+  const DType dtype = kind == "f4" ? DType::F32 : DType::F64;
+  check_arg(value_of(h, "fortran_order", path).substr(0, 5) == "False", "data",
             "{}: Fortran order is not supported", path);
-  check_arg(std::regex_search(h, m, std::regex("'shape':\\s*\\(([^)]*)\\)")), "data",
-            "{}: no shape in the header", path);
-  Shape shape;
-  std::stringstream dims(m[1].str());
-  std::string d;
-  while (std::getline(dims, d, ','))
-    if (d.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(d));
+  const Shape shape = tuple_of_extents(value_of(h, "shape", path), path);
   return from_bytes(b.data() + at + header_len, b.size() - at - header_len, shape, dtype, path);
 }
 
