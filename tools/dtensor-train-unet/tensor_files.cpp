@@ -1,5 +1,6 @@
 #include "tools/dtensor-train-unet/tensor_files.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fstream>
