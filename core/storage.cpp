@@ -2,6 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -29,28 +32,51 @@ constexpr std::size_t kLargeBlock = std::size_t{1} << 20;
 constexpr std::size_t kPage = 4096;
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
+// Freed blocks by size. A request takes the smallest cached block that is
+// at least as large and at most kSlack larger (a training step asks for the
+// same sizes again, and for sizes a few pages apart: the shards of uneven
+// splits, a window one halo larger), so most requests after the first step
+// are served from here. Over the cap, the largest blocks go back to the
+// system first: the cache keeps what is reused most, the many mid-size ones.
 class BlockCache {
  public:
-  void* take(std::size_t bytes) {
+  struct Block {
+    void* p = nullptr;
+    std::size_t bytes = 0;
+  };
+  Block take(std::size_t bytes) {
     std::lock_guard lock(mutex_);
-    auto it = free_.find(bytes);
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > bytes + slack(bytes)) return {};
+    Block b{it->second.back(), it->first};
     it->second.pop_back();
-    cached_ -= bytes;
-    return p;
+    if (it->second.empty()) free_.erase(it);
+    cached_ -= b.bytes;
+    return b;
   }
-  // Keeps the block for reuse unless that would pass the cap.
+  // Keeps the block for reuse, making room under the cap by giving back the
+  // largest blocks; a block larger than the cap itself is freed.
   void give(void* p, std::size_t bytes) {
+    std::vector<void*> evicted;
     {
       std::lock_guard lock(mutex_);
-      if (cached_ + bytes <= cap_bytes()) {
+      const std::size_t cap = cap_bytes();
+      if (bytes > cap) {
+        evicted.push_back(p);
+      } else {
+        while (cached_ + bytes > cap && !free_.empty()) {
+          auto last = std::prev(free_.end());
+          evicted.push_back(last->second.back());
+          cached_ -= last->first;
+          last->second.pop_back();
+          if (last->second.empty()) free_.erase(last);
+        }
         free_[bytes].push_back(p);
         cached_ += bytes;
-        return;
       }
     }
-    std::free(p);
+    for (void* q : evicted)
+      std::free(q);
   }
   std::size_t release() {
     std::lock_guard lock(mutex_);
@@ -68,6 +94,11 @@ class BlockCache {
   }
 
  private:
+  // How much larger than asked a reused block may be: an eighth, at least
+  // one 2 MiB unit for large blocks (which are rounded to 2 MiB anyway).
+  static std::size_t slack(std::size_t bytes) {
+    return bytes >= kLargeBlock ? std::max(bytes / 8, kHugePage) : bytes / 8;
+  }
   static std::size_t cap_bytes() {
     static const std::size_t cap = [] {
       try {
@@ -91,18 +122,43 @@ BlockCache& cached_blocks() {
 std::shared_ptr<Storage> allocate_cached_cpu(std::size_t nbytes, Device device) {
   const std::size_t unit = nbytes >= kLargeBlock ? kHugePage : kPage;
   const std::size_t rounded = (nbytes + unit - 1) / unit * unit;
-  void* p = cached_blocks().take(rounded);
-  if (!p) {
-    p = std::aligned_alloc(unit, rounded);
-    if (!p) throw std::bad_alloc();
+  BlockCache::Block b = cached_blocks().take(rounded);
+  if (!b.p) {
+    b.bytes = rounded;
+    b.p = std::aligned_alloc(unit, rounded);
+    if (!b.p) {  // under pressure the cache goes back to the system first
+      cached_blocks().release();
+      b.p = std::aligned_alloc(unit, rounded);
+    }
+    if (!b.p) throw std::bad_alloc();
     // A hint, ignored where THP is off, and only for the huge pages this
     // buffer fills: advised, the partly used last one would be faulted in
     // whole (a 1.1 MiB buffer held 2 MiB resident).
     if (const std::size_t whole = nbytes / kHugePage * kHugePage; whole > 0)
-      madvise(p, whole, MADV_HUGEPAGE);
+      madvise(b.p, whole, MADV_HUGEPAGE);
   }
-  return std::make_shared<Storage>(p, nbytes, device,
-                                   [rounded](void* q) { cached_blocks().give(q, rounded); });
+  return std::make_shared<Storage>(b.p, nbytes, device,
+                                   [bytes = b.bytes](void* q) { cached_blocks().give(q, bytes); });
+}
+
+// Bytes held by live storages that Storage::allocate made, per device type.
+struct Usage {
+  std::atomic<std::size_t> current{0}, peak{0};
+};
+std::array<Usage, 2>& usage() {
+  static std::array<Usage, 2> u;
+  return u;
+}
+Usage& usage_of(DeviceType type) {
+  return usage().at(static_cast<std::size_t>(type));
+}
+
+void count_allocation(DeviceType type, std::size_t bytes) {
+  Usage& u = usage_of(type);
+  const std::size_t now = u.current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::size_t peak = u.peak.load(std::memory_order_relaxed);
+  while (now > peak && !u.peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
 }
 
 std::mutex& allocator_mutex() {
@@ -120,10 +176,18 @@ Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<vo
     : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 
 Storage::~Storage() {
+  if (counted_) usage_of(device_.type).current.fetch_sub(nbytes_, std::memory_order_relaxed);
   if (deleter_) deleter_(data_);
 }
 
 std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
+  std::shared_ptr<Storage> s = allocate_uncounted(nbytes, device);
+  s->counted_ = true;
+  count_allocation(device.type, nbytes);
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::allocate_uncounted(std::size_t nbytes, Device device) {
   if (device.is_cpu() && nbytes >= kCachedBlock) return allocate_cached_cpu(nbytes, device);
   if (device.is_cpu()) {
     // Round up: aligned_alloc wants a multiple of the alignment; keep 0-byte
@@ -153,6 +217,20 @@ std::size_t release_cached_cpu_memory() {
 }
 std::size_t cached_cpu_memory() {
   return cached_blocks().cached();
+}
+
+MemoryStats memory_stats(DeviceType device) {
+  MemoryStats m;
+  const Usage& u = usage_of(device);
+  m.allocated_bytes = u.current.load(std::memory_order_relaxed);
+  m.peak_allocated_bytes = u.peak.load(std::memory_order_relaxed);
+  if (device == DeviceType::CPU) m.cached_bytes = cached_cpu_memory();
+  return m;
+}
+
+void reset_peak_memory_stats(DeviceType device) {
+  Usage& u = usage_of(device);
+  u.peak.store(u.current.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 void Storage::set_device_allocator(DeviceType type, DeviceAllocator alloc) {

@@ -1,5 +1,6 @@
 // Definitions and sharding strategies of the element-wise operators and the
-// reductions to a scalar. Their CPU kernels live in backends/eigen/.
+// reductions to a scalar. Their CPU kernels live in backends/cpu/elementwise_kernels.cpp
+// (sum and mean in backends/eigen/).
 //
 // Partial(sum) is allowed exactly where the maths is linear in that input:
 // add(P, P), mul(P, R), scale(P), relu_backward(P, R), sum(P); relu is not

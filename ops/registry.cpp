@@ -4,20 +4,31 @@
 
 #include <map>
 #include <mutex>
+#include <typeindex>
 
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/ops/kernel.h"
 #include "ops/detail/registry_snapshot.h"
 
 namespace dtensor {
 namespace {
 
+// One kernel of any slot: the function, and the arguments type it was
+// registered with (a lookup with another type is refused, not cast).
+struct TypedKernel {
+  std::type_index args = std::type_index(typeid(void));
+  std::shared_ptr<const void> fn;
+};
+
 // Entries are created by whichever registration comes first (the op's
 // definition, a kernel or a handler), so static registrars in different
-// translation units may run in any order.
+// translation units may run in any order. A kernel slot ("norm.moments") is
+// an entry with kernels only; an operator's default-path kernels are typed
+// LocalKernel.
 struct OpEntry {
   std::shared_ptr<OpDef> def;
-  std::map<std::pair<DeviceType, DType>, LocalKernel> kernels;
+  std::map<std::pair<DeviceType, DType>, TypedKernel> kernels;
   std::shared_ptr<OpHandler> handler;
   HandlerOptions handler_options;
 };
@@ -69,20 +80,62 @@ void register_op(OpDef def, bool override_existing) {
 
 void register_kernel(const std::string& op, DeviceType device, DType dtype, LocalKernel kernel,
                      bool override_existing) {
-  check_name(op);
   check_arg(static_cast<bool>(kernel), "registry", "register_kernel: empty kernel for '{}'", op);
+  detail::register_typed_kernel(op, device, dtype, std::type_index(typeid(LocalKernel)),
+                                std::make_shared<const LocalKernel>(std::move(kernel)),
+                                override_existing);
+}
+
+namespace detail {
+
+void register_typed_kernel(const std::string& name, DeviceType device, DType dtype,
+                           std::type_index args, std::shared_ptr<const void> fn,
+                           bool override_existing) {
+  check_name(name);
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  auto& slot = r.ops[op].kernels[{device, dtype}];
+  auto& slot = r.ops[name].kernels[{device, dtype}];
   check_arg(
-      !slot || override_existing, "registry",
-      "register_kernel: '{}' already has a {} {} kernel (pass override_existing to replace it)", op,
-      device_type_name(device), dtype_name(dtype));
-  if (slot)
-    log::warn("register_kernel: replacing the {} {} kernel of operator '{}'",
-              device_type_name(device), dtype_name(dtype), op);
-  slot = std::move(kernel);
+      !slot.fn || override_existing, "registry",
+      "register_kernel: '{}' already has a {} {} kernel (pass override_existing to replace it)",
+      name, device_type_name(device), dtype_name(dtype));
+  check_arg(!slot.fn || slot.args == args, "registry",
+            "register_kernel: '{}' takes other arguments than the kernel given for {} {}", name,
+            device_type_name(device), dtype_name(dtype));
+  if (slot.fn)
+    log::warn("register_kernel: replacing the {} {} kernel of '{}'", device_type_name(device),
+              dtype_name(dtype), name);
+  slot = TypedKernel{args, std::move(fn)};
 }
+
+const void* typed_kernel(const std::string& name, DeviceType device, DType dtype,
+                         std::type_index args) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(name);
+  if (it != r.ops.end()) {
+    auto k = it->second.kernels.find({device, dtype});
+    if (k != it->second.kernels.end() && k->second.fn) {
+      check_arg(k->second.args == args, "registry",
+                "kernel '{}' for {} {} was registered with other arguments", name,
+                device_type_name(device), dtype_name(dtype));
+      return k->second.fn.get();
+    }
+  }
+  throw NotSupported("dispatch", fmt::format("'{}' has no kernel for {} {} tensors", name,
+                                             device_type_name(device), dtype_name(dtype)));
+}
+
+bool has_typed_kernel(const std::string& name, DeviceType device, DType dtype) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.ops.find(name);
+  if (it == r.ops.end()) return false;
+  auto k = it->second.kernels.find({device, dtype});
+  return k != it->second.kernels.end() && k->second.fn;
+}
+
+}  // namespace detail
 
 void register_op_handler(const std::string& op, OpHandler handler, bool override_existing,
                          HandlerOptions options) {
@@ -141,15 +194,13 @@ const OpDef* find_op_def(const std::string& op) {
 }
 
 const LocalKernel& op_kernel(const std::string& op, DeviceType device, DType dtype) {
-  auto& r = registry();
-  std::lock_guard lock(r.mutex);
-  auto it = r.ops.find(op);
-  if (it != r.ops.end()) {
-    auto k = it->second.kernels.find({device, dtype});
-    if (k != it->second.kernels.end()) return k->second;
+  try {
+    return *static_cast<const LocalKernel*>(
+        detail::typed_kernel(op, device, dtype, std::type_index(typeid(LocalKernel))));
+  } catch (const NotSupported&) {
+    throw NotSupported("dispatch", fmt::format("operator '{}' has no kernel for {} {} tensors", op,
+                                               device_type_name(device), dtype_name(dtype)));
   }
-  throw NotSupported("dispatch", fmt::format("operator '{}' has no kernel for {} {} tensors", op,
-                                             device_type_name(device), dtype_name(dtype)));
 }
 
 const OpHandler* find_handler(const std::string& op) {

@@ -14,7 +14,7 @@
 #include "ops/detail/local_result.h"
 #include "ops/detail/placed_like_input.h"
 #include "ops/norm/norm_call.h"
-#include "ops/norm/norm_kernels.h"
+#include "ops/norm/norm_stats.h"
 #include "ops/norm/norm_strategies.h"
 #include "ops/norm/stat_reduction.h"
 
@@ -43,12 +43,15 @@ struct Placed {
   }
 };
 
-std::vector<double> values_of(const DTensor* t) {
-  return t ? to_doubles(t->to_local()) : std::vector<double>{};
+// The local tensor of an optional argument, contiguous; undefined: none.
+Tensor local_of(const DTensor* t) {
+  return t ? t->to_local().contiguous() : Tensor();
 }
 
-DTensor wrap(const std::vector<double>& v, const DTensorSpec& spec) {
-  return DTensor(from_doubles(v, spec.local_shape(), spec.dtype()), spec);
+// A small f64 host result (statistics, parameter gradients) as the output
+// `spec` describes: its dtype, on the mesh's device.
+DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec) {
+  return DTensor(f64.view(spec.local_shape()).to(spec.dtype()).to(spec.mesh().device()), spec);
 }
 
 // The most statistics any rank of the mesh holds (for the padded all-gather
@@ -60,8 +63,7 @@ std::int64_t max_local_stats(const NormCall& c, const DTensorSpec& spec,
   std::int64_t most = 0;
   std::vector<std::int64_t> coord(static_cast<std::size_t>(mesh.ndim()), 0);
   while (true) {
-    const LocalLayout L =
-        LocalLayout::of(c.op.kind, spec.local_shape_at(coord), spec.shape()[1], c.num_groups);
+    const auto L = layout_of(c.op.kind, spec.local_shape_at(coord), spec.shape()[1], c.num_groups);
     most = std::max(most, L.stats());
     std::int64_t m = mesh.ndim() - 1;
     for (; m >= 0; --m) {
@@ -72,46 +74,70 @@ std::int64_t max_local_stats(const NormCall& c, const DTensorSpec& spec,
   }
 }
 
+// The local block of a call and what its kernels are chosen by.
+struct Block {
+  Tensor x;
+  kernels::NormLayout layout;
+  DeviceType device;
+  DType dtype;
+
+  Block(const NormCall& c, const DTensor& input)
+      : x(input.to_local().contiguous()),
+        layout(layout_of(c.op.kind, x.shape(), input.shape()[1], c.num_groups)),
+        device(x.device().type),
+        dtype(x.dtype()) {}
+};
+
 // The statistics the call normalises with: the batch's (one collective when
 // a reduced dim is sharded) or batch_norm's running ones (none). `moments`
 // gets the merged moments when the batch's are used.
-Stats statistics(OpCall& call, const NormCall& c, const Placed& p, const LocalLayout& L,
-                 const std::vector<double>& x, Tensor* moments) {
+Stats statistics(OpCall& call, const NormCall& c, const Placed& p, const Block& b,
+                 Tensor* moments) {
   if (!c.uses_batch_stats())
-    return stats_from_running(values_of(p.running_mean), values_of(p.running_var), c.eps);
-  Tensor m = local_moments(x, L);
+    return stats_from_running(p.running_mean->to_local(), p.running_var->to_local(), c.eps);
+  Tensor m = Tensor::empty({b.layout.stats(), 3}, DType::F64);
+  run_kernel(kernels::kNormMoments, b.device, b.dtype, {b.x, b.layout, m});
   const ReductionPlan plan = plan_reduction(c.op.kind, p.input->mesh(), p.input->placements());
   merge_moments(call, plan, m, max_local_stats(c, p.input->spec(), plan));
   if (moments) *moments = m;
-  return stats_from_moments(m, c.eps);
+  return stats_from_moments(m, 3, c.eps);
 }
 
 std::vector<DTensor> forward(OpCall& call, const NormOp& op) {
   const NormCall c = NormCall::decode(call.schema(), op, false);
   const auto inputs = call.redistributed_inputs();
   const Placed p = Placed::of(c, inputs);
-  detail::require_cpu(*p.input, op.name);
   const auto& out_specs = call.sharding().output_specs;
-  const LocalLayout L =
-      LocalLayout::of(op.kind, p.input->to_local().shape(), p.input->shape()[1], c.num_groups);
-  const std::vector<double> x = to_doubles(p.input->to_local());
+  const Block b(c, *p.input);
   Tensor moments;
-  const Stats st = statistics(call, c, p, L, x, &moments);
+  const Stats st = statistics(call, c, p, b, &moments);
+  kernels::NormApplyArgs apply;
+  apply.x = b.x;
+  apply.layout = b.layout;
+  apply.mean = st.mean;
+  apply.invstd = st.invstd;
+  apply.weight = local_of(p.weight);
+  apply.bias = local_of(p.bias);
+  apply.y = Tensor::empty(b.x.shape(), b.dtype, b.x.device());
+  run_kernel(kernels::kNormApply, b.device, b.dtype, apply);
   std::vector<DTensor> out;
-  out.push_back(wrap(normalize(x, L, st, values_of(p.weight), values_of(p.bias)), out_specs[0]));
+  out.emplace_back(apply.y, out_specs[0]);
   if (c.updates_running_stats()) {
     // r = (1 - momentum) r + momentum s, with the unbiased variance; a
     // channel with no elements (an empty batch) keeps its running values.
-    std::vector<double> rm = values_of(p.running_mean), rv = values_of(p.running_var);
+    const Tensor rm = p.running_mean->to_local().to(Device::cpu()).to(DType::F64);
+    const Tensor rv = p.running_var->to_local().to(Device::cpu()).to(DType::F64);
     const double* r = moments.data<double>();
-    for (std::size_t ch = 0; ch < rm.size(); ++ch) {
+    for (std::int64_t ch = 0; ch < rm.numel(); ++ch) {
       const double n = r[3 * ch];
       if (n == 0) continue;
-      rm[ch] = (1 - c.momentum) * rm[ch] + c.momentum * r[3 * ch + 1];
-      rv[ch] = (1 - c.momentum) * rv[ch] + c.momentum * r[3 * ch + 2] / (n - 1);
+      double& mean = rm.data<double>()[ch];
+      double& var = rv.data<double>()[ch];
+      mean = (1 - c.momentum) * mean + c.momentum * r[3 * ch + 1];
+      var = (1 - c.momentum) * var + c.momentum * r[3 * ch + 2] / (n - 1);
     }
-    out.push_back(wrap(rm, out_specs[1]));
-    out.push_back(wrap(rv, out_specs[2]));
+    out.push_back(wrap_small(rm, out_specs[1]));
+    out.push_back(wrap_small(rv, out_specs[2]));
   }
   return out;
 }
@@ -120,70 +146,50 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   const NormCall c = NormCall::decode(call.schema(), op, true);
   const auto inputs = call.redistributed_inputs();
   const Placed p = Placed::of(c, inputs);
-  detail::require_cpu(*p.input, op.backward_name);
   const auto& out_specs = call.sharding().output_specs;
-  const LocalLayout L =
-      LocalLayout::of(op.kind, p.input->to_local().shape(), p.input->shape()[1], c.num_groups);
-  const std::vector<double> x = to_doubles(p.input->to_local());
-  const std::vector<double> dy = to_doubles(p.grad_output->to_local());
-  const std::vector<double> w = values_of(p.weight);
+  const Block b(c, *p.input);
+  const Tensor dy = p.grad_output->to_local().contiguous();
+  const Tensor w = local_of(p.weight);
+  kernels::NormBackwardApplyArgs args;
+  args.grad_output = dy;
+  args.x = b.x;
+  args.layout = b.layout;
+  args.weight = w;
   // One collective per pass: with batch statistics and an input gradient,
   // the moments and the two gradient sums travel together (the sums taken
   // around each rank's own mean, shifted to the merged one after); otherwise
   // the statistics alone, or none.
-  const bool fused = c.mask.input && c.uses_batch_stats();
   Stats st;
-  Tensor sums;
-  if (fused) {
-    const Tensor moments = local_moments(x, L);
-    const Stats local = stats_from_moments(moments, 0.0);
-    Stats centred = local;  // sum(g * (x - local mean)): invstd 1
-    std::fill(centred.invstd.begin(), centred.invstd.end(), 1.0);
-    const Tensor local_sums = grad_sums(dy, x, L, centred, w);
-    const std::int64_t k = moments.size(0);
+  if (c.mask.input && c.uses_batch_stats()) {
+    const std::int64_t k = b.layout.stats();
     Tensor packed = Tensor::empty({k, 5}, DType::F64);
-    for (std::int64_t s = 0; s < k; ++s) {
-      double* o = packed.data<double>() + 5 * s;
-      for (int j = 0; j < 3; ++j)
-        o[j] = moments.data<double>()[3 * s + j];
-      o[3] = local_sums.data<double>()[2 * s];
-      o[4] = local_sums.data<double>()[2 * s + 1];
-    }
+    run_kernel(kernels::kNormBackwardReduce, b.device, b.dtype, {dy, b.x, b.layout, w, packed});
     const ReductionPlan plan = plan_reduction(op.kind, p.input->mesh(), p.input->placements());
     merge_moments_and_grad_sums(call, plan, packed, max_local_stats(c, p.input->spec(), plan));
-    Tensor merged = Tensor::empty({k, 3}, DType::F64);
-    sums = Tensor::empty({k, 2}, DType::F64);
+    st = stats_from_moments(packed, 5, c.eps);
+    // The means over each statistic's elements of g and g * xhat.
+    args.mean_g = Tensor::empty({k}, DType::F64);
+    args.mean_gxhat = Tensor::empty({k}, DType::F64);
     for (std::int64_t s = 0; s < k; ++s) {
       const double* r = packed.data<double>() + 5 * s;
-      for (int j = 0; j < 3; ++j)
-        merged.data<double>()[3 * s + j] = r[j];
-    }
-    st = stats_from_moments(merged, c.eps);
-    for (std::int64_t s = 0; s < k; ++s) {
-      const double* r = packed.data<double>() + 5 * s;
-      sums.data<double>()[2 * s] = r[3];
-      sums.data<double>()[2 * s + 1] = r[4] * st.invstd[static_cast<std::size_t>(s)];
+      const double n = r[0] > 0 ? r[0] : 1.0;
+      args.mean_g.data<double>()[s] = r[3] / n;
+      args.mean_gxhat.data<double>()[s] = r[4] * st.invstd.data<double>()[s] / n;
     }
   } else {
-    st = statistics(call, c, p, L, x, nullptr);
+    st = statistics(call, c, p, b, nullptr);
   }
+  args.mean = st.mean;
+  args.invstd = st.invstd;
+  if (c.mask.input) args.grad_input = Tensor::empty(b.x.shape(), b.dtype, b.x.device());
+  if (c.mask.weight) args.grad_weight = Tensor::empty({b.layout.params()}, DType::F64);
+  if (c.mask.bias) args.grad_bias = Tensor::empty({b.layout.params()}, DType::F64);
+  run_kernel(kernels::kNormBackwardApply, b.device, b.dtype, args);
   std::vector<DTensor> out;
   std::size_t next = 0;
-  if (c.mask.input) {
-    std::vector<double> gx;
-    if (fused) {
-      gx = grad_input_batch_stats(dy, x, L, st, w, sums);
-    } else {
-      gx = grad_input_fixed_stats(dy, L, st, w);
-    }
-    out.push_back(wrap(gx, out_specs[next++]));
-  }
-  if (c.mask.weight || c.mask.bias) {
-    std::vector<double> gw, gb;
-    param_grads(dy, x, L, st, c.mask.weight ? &gw : nullptr, c.mask.bias ? &gb : nullptr);
-    if (c.mask.weight) out.push_back(wrap(gw, out_specs[next++]));
-    if (c.mask.bias) out.push_back(wrap(gb, out_specs[next++]));
-  }
+  if (c.mask.input) out.emplace_back(args.grad_input, out_specs[next++]);
+  if (c.mask.weight) out.push_back(wrap_small(args.grad_weight, out_specs[next++]));
+  if (c.mask.bias) out.push_back(wrap_small(args.grad_bias, out_specs[next++]));
   return out;
 }
 

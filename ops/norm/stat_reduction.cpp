@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dtensor/ops/kernels/norm.h"
+
 namespace dtensor::norm {
 namespace {
 
@@ -76,16 +78,7 @@ ReductionPlan plan_reduction(NormKind kind, const DeviceMesh& mesh, const Placem
 }
 
 void chan_merge(double* a, const double* b) {
-  const double n = a[0] + b[0];
-  if (b[0] == 0) return;
-  if (a[0] == 0) {
-    std::copy(b, b + 3, a);
-    return;
-  }
-  const double delta = b[1] - a[1];
-  a[1] += delta * (b[0] / n);
-  a[2] += b[2] + delta * delta * (a[0] * b[0] / n);
-  a[0] = n;
+  kernels::merge_moments_into(a, b);
 }
 
 void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments,

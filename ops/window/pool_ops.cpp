@@ -1,7 +1,8 @@
 // max_pool, avg_pool, adaptive_avg_pool and adaptive_max_pool, forward and
 // backward, on the window engine. Each call is decoded once into a PoolCall;
 // the engine gathers each rank's window (halos from the ranks that own
-// them), the local loops (pool_kernels.h) compute in global coordinates,
+// them), the local kernels (dtensor/ops/kernels/pool.h) reduce over taps planned in
+// global coordinates (pool_taps.h),
 // and the backward returns the window's gradient to its owners.
 //
 // Argument layouts (docs/operators.md):
@@ -19,7 +20,7 @@
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
-#include "ops/window/pool_kernels.h"
+#include "ops/window/pool_taps.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor::window {
@@ -180,13 +181,19 @@ std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
   const PoolCall c = PoolCall::decode(call.schema(), op, false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
-  detail::require_cpu(x, op.name);
   const auto dims = c.dims(op);
   WindowExchange engine(call, x.spec(), dims);
-  const Tensor window = engine.gather(x.to_local());
-  const auto taps = taps_of(engine, dims, x.shape());
-  const Tensor y = op.reduce == Reduce::Max ? max_pool_forward(window, taps)
-                                            : avg_pool_forward(window, taps, divisor_of(c, op));
+  const Tensor window = engine.gather(x.to_local()).contiguous();
+  auto taps = taps_of(engine, dims, x.shape());
+  Tensor y = Tensor::empty(kernels::pool_output_shape(window.shape(), taps), window.dtype(),
+                           window.device());
+  const DeviceType device = window.device().type;
+  if (op.reduce == Reduce::Max) {
+    run_kernel(kernels::kMaxPoolForward, device, window.dtype(), {window, std::move(taps), y});
+  } else {
+    run_kernel(kernels::kAvgPoolForward, device, window.dtype(),
+               {window, std::move(taps), divisor_of(c, op), y});
+  }
   return {detail::wrap_checked(y, call.sharding().output_specs[0], op.name)};
 }
 
@@ -195,16 +202,20 @@ std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
-  detail::require_cpu(x, op.name);
   const auto dims = c.dims(op);
   WindowExchange engine(call, x.spec(), dims);
-  const auto taps = taps_of(engine, dims, x.shape());
-  Tensor grad_window;
+  auto taps = taps_of(engine, dims, x.shape());
+  const Tensor grad_output = gy.to_local().contiguous();
+  const DeviceType device = grad_output.device().type;
+  Tensor grad_window =
+      Tensor::empty(engine.local_window_shape(), grad_output.dtype(), grad_output.device());
   if (op.reduce == Reduce::Max) {
-    grad_window = max_pool_backward(engine.gather(x.to_local()), gy.to_local(), taps);
+    const Tensor window = engine.gather(x.to_local()).contiguous();
+    run_kernel(kernels::kMaxPoolBackward, device, grad_output.dtype(),
+               {window, grad_output, std::move(taps), grad_window});
   } else {  // the values are not needed: only where the window lies
-    grad_window =
-        avg_pool_backward(gy.to_local(), engine.local_window_shape(), taps, divisor_of(c, op));
+    run_kernel(kernels::kAvgPoolBackward, device, grad_output.dtype(),
+               {grad_output, std::move(taps), divisor_of(c, op), grad_window});
   }
   return {detail::wrap_checked(engine.scatter_add(grad_window), call.sharding().output_specs[0],
                                op.name)};

@@ -46,3 +46,50 @@ TEST_CASE("storage cache: small buffers are not kept and large ones are 2 MiB al
   auto medium = Storage::allocate(std::size_t{200} << 10, Device::cpu());
   CHECK(reinterpret_cast<std::uintptr_t>(medium->data()) % 4096 == 0);
 }
+
+TEST_CASE("storage cache: a request takes a kept block at most an eighth larger",
+          "[core][storage]") {
+  release_cached_cpu_memory();
+  void* first = nullptr;
+  { first = Storage::allocate(std::size_t{400} << 10, Device::cpu())->data(); }
+  {
+    // 380 KiB fits the 400 KiB block (within an eighth): reused.
+    auto near = Storage::allocate(std::size_t{380} << 10, Device::cpu());
+    CHECK(near->data() == first);
+  }
+  {
+    // 200 KiB would waste half of it: a fresh block.
+    auto far = Storage::allocate(std::size_t{200} << 10, Device::cpu());
+    CHECK(far->data() != first);
+  }
+  release_cached_cpu_memory();
+}
+
+TEST_CASE("memory_stats: allocated, peak and cached bytes; reset_peak_memory_stats",
+          "[core][storage]") {
+  release_cached_cpu_memory();
+  const MemoryStats before = memory_stats(DeviceType::CPU);
+  reset_peak_memory_stats(DeviceType::CPU);
+  CHECK(memory_stats(DeviceType::CPU).peak_allocated_bytes == before.allocated_bytes);
+  {
+    auto a = Storage::allocate(std::size_t{3} << 20, Device::cpu());
+    auto b = Storage::allocate(1000, Device::cpu());
+    const MemoryStats now = memory_stats(DeviceType::CPU);
+    CHECK(now.allocated_bytes == before.allocated_bytes + (std::size_t{3} << 20) + 1000);
+    CHECK(now.peak_allocated_bytes == now.allocated_bytes);
+    CHECK(now.cached_bytes == 0);
+  }
+  const MemoryStats after = memory_stats(DeviceType::CPU);
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(after.peak_allocated_bytes == before.allocated_bytes + (std::size_t{3} << 20) + 1000);
+  // The 3 MiB block is kept (rounded to 2 MiB units), the small one is not.
+  CHECK(after.cached_bytes == (std::size_t{4} << 20));
+  reset_peak_memory_stats(DeviceType::CPU);
+  CHECK(memory_stats(DeviceType::CPU).peak_allocated_bytes == before.allocated_bytes);
+  // Memory wrapped from elsewhere is not the allocator's: not counted.
+  static char outside[64];
+  { Storage wrapped(outside, sizeof outside, Device::cpu(), nullptr); }
+  CHECK(memory_stats(DeviceType::CPU).allocated_bytes == before.allocated_bytes);
+  release_cached_cpu_memory();
+  CHECK(memory_stats(DeviceType::CPU).cached_bytes == 0);
+}

@@ -29,6 +29,8 @@ class Storage {
   static void set_device_allocator(DeviceType type, DeviceAllocator alloc);
 
  private:
+  static std::shared_ptr<Storage> allocate_uncounted(std::size_t nbytes, Device device);
+  bool counted_ = false;  // made by allocate(): counted in memory_stats()
   void* data_;
   std::size_t nbytes_;
   Device device_;
@@ -37,8 +39,24 @@ class Storage {
 
 /// CPU buffers of 64 KiB or more freed by tensors are kept for reuse, up to
 /// DTENSOR_CPU_CACHE_MB (default 512; 0 disables): a reused buffer skips the
-/// page faults of fresh memory. These return the cache to the system / report its size.
+/// page faults of fresh memory. A request takes the smallest kept buffer that
+/// is at most an eighth larger; over the cap the largest go back first.
+/// These return the cache to the system / report its size.
 std::size_t release_cached_cpu_memory();
 std::size_t cached_cpu_memory();
+
+/// Memory of one device type, as torch.cuda.memory_stats() reports it.
+struct MemoryStats {
+  /// Bytes held by live tensors (every Storage::allocate not yet freed).
+  std::size_t allocated_bytes = 0;
+  /// The most allocated_bytes has been since the start or the last reset.
+  std::size_t peak_allocated_bytes = 0;
+  /// Freed bytes the caching allocator keeps for reuse (CPU; CUDA memory is
+  /// pooled by the CUDA runtime's stream-ordered allocator, not counted here).
+  std::size_t cached_bytes = 0;
+};
+MemoryStats memory_stats(DeviceType device = DeviceType::CPU);
+/// Starts peak_allocated_bytes again from the current allocated_bytes.
+void reset_peak_memory_stats(DeviceType device = DeviceType::CPU);
 
 }  // namespace dtensor

@@ -1,0 +1,240 @@
+// CPU kernels of the normalisations (dtensor/ops/kernels/norm.h) for f32,
+// f64, bf16 and f16: the block is walked row by row (norm_rows.h does a
+// row's arithmetic, vectorised, in the data's own precision: f32 lanes for
+// f32 and the 16-bit types, widened one row at a time; f64 for f64), rows in
+// parallel on the rank's OpenMP threads, and the rows' results merged into
+// statistics in row order, so the result does not depend on the thread count.
+#include <omp.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "backends/cpu/norm_rows.h"
+#include "dtensor/ops/kernels/norm.h"
+
+namespace dtensor::cpu {
+namespace {
+
+using kernels::NormLayout;
+
+// Blocks smaller than this run on one thread: a parallel region costs more.
+constexpr std::int64_t kParallelElements = std::int64_t{1} << 15;
+
+template <typename T>
+using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// A thread's buffers for the 16-bit types' widened rows.
+struct Scratch {
+  std::vector<float> in0, in1, out;
+};
+
+template <typename T>
+const Compute<T>* widen(const T* p, std::int64_t s, std::vector<float>& buf) {
+  if constexpr (std::is_same_v<T, Compute<T>>) {
+    return p;
+  } else {
+    buf.resize(static_cast<std::size_t>(s));
+    for (std::int64_t j = 0; j < s; ++j)
+      buf[static_cast<std::size_t>(j)] = static_cast<float>(p[j]);
+    return buf.data();
+  }
+}
+
+// Where a row's result is computed: in place for f32 / f64, else in `buf`,
+// narrowed into the tensor by narrow_row.
+template <typename T>
+Compute<T>* out_row(T* p, std::int64_t s, std::vector<float>& buf) {
+  if constexpr (std::is_same_v<T, Compute<T>>) {
+    return p;
+  } else {
+    buf.resize(static_cast<std::size_t>(s));
+    return buf.data();
+  }
+}
+template <typename T>
+void narrow_row(T* p, std::int64_t s, const std::vector<float>& buf) {
+  if constexpr (!std::is_same_v<T, Compute<T>>)
+    for (std::int64_t j = 0; j < s; ++j)
+      p[j] = T(buf[static_cast<std::size_t>(j)]);
+}
+
+// A parameter tensor ([params], the data's dtype) in the compute type; empty: none.
+template <typename T>
+std::vector<Compute<T>> params_of(const Tensor& t) {
+  std::vector<Compute<T>> out;
+  if (!t.defined()) return out;
+  const T* p = t.data<T>();
+  out.resize(static_cast<std::size_t>(t.numel()));
+  for (std::size_t k = 0; k < out.size(); ++k)
+    out[k] = static_cast<Compute<T>>(p[k]);
+  return out;
+}
+
+// Runs f(row, scratch) for every row in [0, rows), in parallel when it pays.
+template <typename F>
+void for_rows(std::int64_t rows, std::int64_t s, F&& f) {
+  const bool parallel = rows > 1 && rows * s >= kParallelElements && omp_get_max_threads() > 1;
+#pragma omp parallel if (parallel)
+  {
+    Scratch scratch;
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r)
+      f(r, scratch);
+  }
+}
+
+const double* f64(const Tensor& t) {
+  return t.defined() ? t.data<double>() : nullptr;
+}
+
+template <typename T>
+void moments(const kernels::NormMomentsArgs& a) {
+  const NormLayout& L = a.layout;
+  const std::int64_t rows = L.n * L.c, s = L.s;
+  std::vector<double> mean(static_cast<std::size_t>(rows)), m2(mean.size());
+  const T* x = a.x.data<T>();
+  for_rows(rows, s, [&](std::int64_t r, Scratch& sc) {
+    const auto k = static_cast<std::size_t>(r);
+    row_moments(widen(x + r * s, s, sc.in0), s, mean[k], m2[k]);
+  });
+  double* out = a.moments.data<double>();
+  std::fill(out, out + 3 * L.stats(), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    const double row[3] = {static_cast<double>(s), mean[k], m2[k]};
+    kernels::merge_moments_into(out + 3 * L.stat(r / L.c, r % L.c), row);
+  }
+}
+
+template <typename T>
+void apply(const kernels::NormApplyArgs& a) {
+  const NormLayout& L = a.layout;
+  const std::int64_t rows = L.n * L.c, s = L.s;
+  const auto w = params_of<T>(a.weight), b = params_of<T>(a.bias);
+  const double *mean = f64(a.mean), *invstd = f64(a.invstd);
+  const T* x = a.x.data<T>();
+  T* y = a.y.data<T>();
+  for_rows(rows, s, [&](std::int64_t r, Scratch& sc) {
+    const std::int64_t ch = r % L.c, st = L.stat(r / L.c, ch);
+    const auto* xr = widen(x + r * s, s, sc.in0);
+    auto* yr = out_row(y + r * s, s, sc.out);
+    if (L.elementwise_affine) {
+      row_affine_elementwise(xr, yr, s, mean[st], invstd[st], w.empty() ? nullptr : &w[ch * s],
+                             b.empty() ? nullptr : &b[ch * s], a.relu);
+    } else {
+      RowAffine f;
+      f.m = mean[st];
+      f.a = invstd[st] * (w.empty() ? 1.0 : static_cast<double>(w[ch]));
+      f.b = b.empty() ? 0.0 : static_cast<double>(b[ch]);
+      f.relu = a.relu;
+      row_affine(xr, yr, s, f);
+    }
+    narrow_row(y + r * s, s, sc.out);
+  });
+}
+
+template <typename T>
+void backward_reduce(const kernels::NormBackwardReduceArgs& a) {
+  const NormLayout& L = a.layout;
+  const std::int64_t rows = L.n * L.c, s = L.s;
+  const auto w = params_of<T>(a.weight);
+  const T *dy = a.grad_output.data<T>(), *x = a.x.data<T>();
+  std::vector<RowReduce> red(static_cast<std::size_t>(rows));
+  for_rows(rows, s, [&](std::int64_t r, Scratch& sc) {
+    const std::int64_t ch = r % L.c;
+    const double wch = w.empty() || L.elementwise_affine ? 1.0 : static_cast<double>(w[ch]);
+    const auto* w_elem = L.elementwise_affine && !w.empty() ? &w[ch * s] : nullptr;
+    red[static_cast<std::size_t>(r)] = row_backward_reduce(
+        widen(dy + r * s, s, sc.in0), widen(x + r * s, s, sc.in1), s, wch, w_elem);
+  });
+  // The moments first, then each row's H shifted to its statistic's mean.
+  double* out = a.packed.data<double>();
+  std::fill(out, out + 5 * L.stats(), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const RowReduce& q = red[static_cast<std::size_t>(r)];
+    const double row[3] = {static_cast<double>(s), q.mean, q.m2};
+    kernels::merge_moments_into(out + 5 * L.stat(r / L.c, r % L.c), row);
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const RowReduce& q = red[static_cast<std::size_t>(r)];
+    double* o = out + 5 * L.stat(r / L.c, r % L.c);
+    o[3] += q.g;
+    o[4] += q.h + (q.mean - o[1]) * q.g;
+  }
+}
+
+template <typename T>
+void backward_apply(const kernels::NormBackwardApplyArgs& a) {
+  const NormLayout& L = a.layout;
+  const std::int64_t rows = L.n * L.c, s = L.s;
+  const auto w = params_of<T>(a.weight);
+  const double *mean = f64(a.mean), *invstd = f64(a.invstd);
+  const double *mg = f64(a.mean_g), *mgx = f64(a.mean_gxhat);
+  const T *dy = a.grad_output.data<T>(), *x = a.x.data<T>();
+  T* gx = a.grad_input.defined() ? a.grad_input.data<T>() : nullptr;
+  double* gw = a.grad_weight.defined() ? a.grad_weight.data<double>() : nullptr;
+  double* gb = a.grad_bias.defined() ? a.grad_bias.data<double>() : nullptr;
+  if (gw) std::fill(gw, gw + L.params(), 0.0);
+  if (gb) std::fill(gb, gb + L.params(), 0.0);
+  if (L.elementwise_affine) {
+    // Parameters per element: the samples add into the same sums, so the
+    // channels run in parallel and the samples one after another.
+    for (std::int64_t i = 0; i < L.n; ++i)
+      for_rows(L.c, s, [&](std::int64_t ch, Scratch& sc) {
+        const std::int64_t r = i * L.c + ch, st = L.stat(i, ch);
+        auto* gr = gx ? out_row(gx + r * s, s, sc.out) : nullptr;
+        row_backward_apply_elementwise(
+            widen(dy + r * s, s, sc.in0), widen(x + r * s, s, sc.in1), gr, s, mean[st], invstd[st],
+            w.empty() ? nullptr : &w[ch * s], mg ? mg[st] : 0.0, mgx ? mgx[st] : 0.0,
+            gw ? gw + ch * s : nullptr, gb ? gb + ch * s : nullptr);
+        if (gx) narrow_row(gx + r * s, s, sc.out);
+      });
+    return;
+  }
+  std::vector<RowSums> sums(static_cast<std::size_t>(rows));
+  for_rows(rows, s, [&](std::int64_t r, Scratch& sc) {
+    const std::int64_t ch = r % L.c, st = L.stat(r / L.c, ch);
+    const double inv = invstd[st];
+    RowBackward f;
+    f.m = mean[st];
+    f.a = inv * (w.empty() ? 1.0 : static_cast<double>(w[ch]));
+    f.b = mgx ? -inv * inv * mgx[st] : 0.0;
+    f.c = mg ? -inv * mg[st] : 0.0;
+    auto* gr = gx ? out_row(gx + r * s, s, sc.out) : nullptr;
+    sums[static_cast<std::size_t>(r)] =
+        row_backward_apply(widen(dy + r * s, s, sc.in0), widen(x + r * s, s, sc.in1), gr, s, f);
+    if (gx) narrow_row(gx + r * s, s, sc.out);
+  });
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t ch = r % L.c, st = L.stat(r / L.c, ch);
+    const RowSums& q = sums[static_cast<std::size_t>(r)];
+    if (gw) gw[ch] += q.dy_xc * invstd[st];
+    if (gb) gb[ch] += q.dy;
+  }
+}
+
+template <typename T>
+void register_for() {
+  constexpr DType dt = dtype_of<T>::value;
+  register_kernel(kernels::kNormMoments, DeviceType::CPU, dt,
+                  KernelFunction<kernels::NormMomentsArgs>(moments<T>));
+  register_kernel(kernels::kNormApply, DeviceType::CPU, dt,
+                  KernelFunction<kernels::NormApplyArgs>(apply<T>));
+  register_kernel(kernels::kNormBackwardReduce, DeviceType::CPU, dt,
+                  KernelFunction<kernels::NormBackwardReduceArgs>(backward_reduce<T>));
+  register_kernel(kernels::kNormBackwardApply, DeviceType::CPU, dt,
+                  KernelFunction<kernels::NormBackwardApplyArgs>(backward_apply<T>));
+}
+
+struct Registrar {
+  Registrar() {
+    register_for<float>();
+    register_for<double>();
+    register_for<BFloat16>();
+    register_for<Float16>();
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+}  // namespace dtensor::cpu

@@ -1,0 +1,78 @@
+// The kernel slots of the pooling operators (max, avg and their adaptive
+// forms), forward and backward. ops/window plans, per spatial dim, which
+// window positions each local output reads (PoolTaps, in kernel order; a
+// pure function of the global shape and the rank's window), gathers the
+// window and scatters its gradient back; these reduce over the taps.
+//
+// Because every tap is named by its global input position, the edge rules
+// (what is padding, count_include_pad's divisor, which of equal maxima wins)
+// come out as on one process. Tensors are contiguous [N, C, spatial...] of
+// the slot's dtype and device; outputs are allocated by the caller.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/ops/kernel.h"
+
+namespace dtensor::kernels {
+
+/// One spatial dim of a pool, for this rank's outputs.
+struct PoolTaps {
+  /// Window indices each local output reads, in kernel order (in range only).
+  std::vector<std::vector<std::int64_t>> taps;
+  /// Sliding avg_pool: the window's size counting the padding inside
+  /// [-pl, L + pr), PyTorch's divisor with count_include_pad.
+  std::vector<std::int64_t> padded_size;
+};
+
+/// avg_pool's divisor rule.
+struct AvgDivisor {
+  bool count_include_pad = true;
+  std::optional<std::int64_t> divisor_override = std::nullopt;
+};
+
+/// output [N, C, outputs...] = max over each output's taps of `window`
+/// [N, C, window...]: the first maximum in kernel order; NaN wins (the last).
+struct MaxPoolForwardArgs {
+  Tensor window;
+  std::vector<PoolTaps> dims;
+  Tensor output;  // out
+};
+/// grad_window (the window's shape) = each output's gradient added at the
+/// tap the forward picked; zero elsewhere.
+struct MaxPoolBackwardArgs {
+  Tensor window, grad_output;
+  std::vector<PoolTaps> dims;
+  Tensor grad_window;  // out
+};
+struct AvgPoolForwardArgs {
+  Tensor window;
+  std::vector<PoolTaps> dims;
+  AvgDivisor rule;
+  Tensor output;  // out
+};
+/// grad_window = each output's gradient / its divisor, added at every tap.
+struct AvgPoolBackwardArgs {
+  Tensor grad_output;
+  std::vector<PoolTaps> dims;
+  AvgDivisor rule;
+  Tensor grad_window;  // out, [N, C, window...]
+};
+
+inline constexpr KernelSlot<MaxPoolForwardArgs> kMaxPoolForward{"pool.max_forward"};
+inline constexpr KernelSlot<MaxPoolBackwardArgs> kMaxPoolBackward{"pool.max_backward"};
+inline constexpr KernelSlot<AvgPoolForwardArgs> kAvgPoolForward{"pool.avg_forward"};
+inline constexpr KernelSlot<AvgPoolBackwardArgs> kAvgPoolBackward{"pool.avg_backward"};
+
+/// The output shape of a pool over `window_shape` with these taps.
+inline Shape pool_output_shape(const Shape& window_shape, const std::vector<PoolTaps>& dims) {
+  Shape s{window_shape.at(0), window_shape.at(1)};
+  for (const auto& d : dims)
+    s.push_back(static_cast<std::int64_t>(d.taps.size()));
+  return s;
+}
+
+}  // namespace dtensor::kernels

@@ -1,0 +1,59 @@
+#include "ops/norm/norm_stats.h"
+
+#include <cmath>
+
+namespace dtensor::norm {
+
+kernels::NormLayout layout_of(NormKind kind, const Shape& local, std::int64_t channels,
+                              std::int64_t num_groups) {
+  kernels::NormLayout L;
+  L.n = local.at(0);
+  L.c = local.at(1);
+  L.s = 1;
+  for (std::size_t d = 2; d < local.size(); ++d)
+    L.s *= local[d];
+  switch (kind) {
+    case NormKind::Batch:
+      break;  // one statistic per channel, shared by the samples
+    case NormKind::Instance:
+      L.stats_per_sample = L.c;
+      break;
+    case NormKind::Group:
+      // Channel shards hold whole groups (norm_strategies.h).
+      L.group_size = channels / num_groups;
+      L.stats_per_sample = L.c / L.group_size;
+      break;
+    case NormKind::Layer:
+      L.stats_per_sample = 1;
+      L.group_size = L.c;
+      L.elementwise_affine = true;
+      break;
+  }
+  return L;
+}
+
+Stats stats_from_moments(const Tensor& moments, std::int64_t width, double eps) {
+  const std::int64_t k = moments.size(0);
+  const double* r = moments.data<double>();
+  Stats st{Tensor::empty({k}, DType::F64), Tensor::empty({k}, DType::F64),
+           Tensor::empty({k}, DType::F64)};
+  for (std::int64_t i = 0; i < k; ++i) {
+    const double n = r[width * i], var = n > 0 ? r[width * i + 2] / n : 0.0;
+    st.count.data<double>()[i] = n;
+    st.mean.data<double>()[i] = r[width * i + 1];
+    st.invstd.data<double>()[i] = 1.0 / std::sqrt(var + eps);
+  }
+  return st;
+}
+
+Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps) {
+  const Tensor m = mean.to(Device::cpu()).to(DType::F64);
+  const Tensor v = var.to(Device::cpu()).to(DType::F64);
+  const std::int64_t k = m.numel();
+  Stats st{m, Tensor::empty({k}, DType::F64), Tensor::zeros({k}, DType::F64)};
+  for (std::int64_t i = 0; i < k; ++i)
+    st.invstd.data<double>()[i] = 1.0 / std::sqrt(v.data<double>()[i] + eps);
+  return st;
+}
+
+}  // namespace dtensor::norm

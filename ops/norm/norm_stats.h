@@ -1,0 +1,31 @@
+// What a normalisation normalises with, on the ops side of the kernel line:
+// the layout of a rank's block for the kernels (dtensor/ops/kernels/norm.h),
+// and the per-statistic mean and 1 / sqrt(var + eps) from merged moments or
+// from batch_norm's running statistics. Statistics are few (one per channel,
+// group or sample), f64 on the host; the elements never pass through here.
+#pragma once
+
+#include <cstdint>
+
+#include "dtensor/ops/kernels/norm.h"
+#include "ops/norm/norm_call.h"
+
+namespace dtensor::norm {
+
+/// The kernels' view of a local block of `local` shape ([n, c, spatial...]);
+/// `channels` and `num_groups` are the global call's.
+kernels::NormLayout layout_of(NormKind kind, const Shape& local, std::int64_t channels,
+                              std::int64_t num_groups);
+
+/// Per statistic: [stats] f64 host tensors, and the element count of each.
+struct Stats {
+  Tensor mean, invstd, count;
+};
+
+/// From merged moments: rows of `width` doubles (count, mean, M2, ...), the
+/// variance biased (M2 / count), as the normalisation uses it.
+Stats stats_from_moments(const Tensor& moments, std::int64_t width, double eps);
+/// From running statistics (batch_norm in eval mode): any dtype and device.
+Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps);
+
+}  // namespace dtensor::norm

@@ -1,0 +1,250 @@
+// The typed kernel table (dtensor/ops/kernel.h) and the CPU backend's
+// normalisation kernels (dtensor/ops/kernels/norm.h), run directly on local
+// tensors of every dtype against naive f64 loops written here: two-pass
+// statistics per (sample, group), the closed forms of docs/operators.md.
+#include <omp.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/kernel.h"
+#include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/registry.h"
+
+using namespace dtensor;
+using kernels::NormLayout;
+
+namespace {
+
+struct Toy {
+  int value = 0;
+};
+struct OtherToy {
+  double value = 0;
+};
+constexpr KernelSlot<Toy> kToy{"test.toy_kernel"};
+constexpr KernelSlot<OtherToy> kToyWrongArgs{"test.toy_kernel"};
+
+std::vector<double> values(const Tensor& t) {
+  const Tensor d = t.to(DType::F64);
+  return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+// A group_norm-shaped block [n, c, s] with `groups` statistics per sample.
+NormLayout group_layout(std::int64_t n, std::int64_t c, std::int64_t s, std::int64_t groups) {
+  NormLayout L;
+  L.n = n;
+  L.c = c;
+  L.s = s;
+  L.stats_per_sample = groups;
+  L.group_size = c / groups;
+  return L;
+}
+
+struct RefStats {
+  std::vector<double> count, mean, var;
+};
+RefStats ref_stats(const std::vector<double>& x, const NormLayout& L) {
+  RefStats r;
+  const auto k = static_cast<std::size_t>(L.stats());
+  r.count.assign(k, 0);
+  r.mean.assign(k, 0);
+  r.var.assign(k, 0);
+  for (std::int64_t i = 0; i < L.n; ++i)
+    for (std::int64_t ch = 0; ch < L.c; ++ch)
+      for (std::int64_t sp = 0; sp < L.s; ++sp) {
+        const auto st = static_cast<std::size_t>(L.stat(i, ch));
+        r.count[st] += 1;
+        r.mean[st] += x[static_cast<std::size_t>((i * L.c + ch) * L.s + sp)];
+      }
+  for (std::size_t st = 0; st < k; ++st)
+    r.mean[st] /= r.count[st];
+  for (std::int64_t i = 0; i < L.n; ++i)
+    for (std::int64_t ch = 0; ch < L.c; ++ch)
+      for (std::int64_t sp = 0; sp < L.s; ++sp) {
+        const auto st = static_cast<std::size_t>(L.stat(i, ch));
+        const double d = x[static_cast<std::size_t>((i * L.c + ch) * L.s + sp)] - r.mean[st];
+        r.var[st] += d * d / r.count[st];
+      }
+  return r;
+}
+
+Tensor f64_of(const std::vector<double>& v) {
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(v.size())}, DType::F64);
+  for (std::size_t k = 0; k < v.size(); ++k)
+    t.data<double>()[k] = v[k];
+  return t;
+}
+
+// Forward and backward of group_norm with batch statistics on one block, in
+// `dtype`, against the f64 oracle; `offset` moves the mean far from zero.
+void check_group_norm(DType dtype, double offset, double tol) {
+  INFO("dtype " << dtype_name(dtype) << " offset " << offset);
+  const NormLayout L = group_layout(2, 6, 301, 3);
+  const Shape shape{L.n, L.c, L.s};
+  Tensor X = Tensor::rand(shape, DType::F64, 3);
+  for (std::int64_t k = 0; k < X.numel(); ++k)
+    X.data<double>()[k] = X.data<double>()[k] * 2.0 + offset;
+  X = X.to(dtype);
+  const Tensor DY = Tensor::rand(shape, dtype, 4), W = Tensor::rand({L.c}, dtype, 5),
+               B = Tensor::rand({L.c}, dtype, 6);
+  const auto x = values(X), dy = values(DY), w = values(W), b = values(B);
+  const RefStats ref = ref_stats(x, L);
+  const double eps = 1e-5;
+
+  Tensor moments = Tensor::empty({L.stats(), 3}, DType::F64);
+  run_kernel(kernels::kNormMoments, DeviceType::CPU, dtype, {X, L, moments});
+  std::vector<double> mean, invstd;
+  for (std::int64_t st = 0; st < L.stats(); ++st) {
+    const auto k = static_cast<std::size_t>(st);
+    const double* m = moments.data<double>() + 3 * st;
+    CHECK(m[0] == ref.count[k]);
+    CHECK(std::abs(m[1] - ref.mean[k]) <= 1e-6 * std::max(1.0, std::abs(offset)));
+    CHECK(std::abs(m[2] / m[0] - ref.var[k]) <= 1e-6 * ref.var[k] + 1e-12);
+    mean.push_back(ref.mean[k]);
+    invstd.push_back(1.0 / std::sqrt(ref.var[k] + eps));
+  }
+
+  kernels::NormApplyArgs apply;
+  apply.x = X;
+  apply.layout = L;
+  apply.mean = f64_of(mean);
+  apply.invstd = f64_of(invstd);
+  apply.weight = W;
+  apply.bias = B;
+  apply.relu = true;
+  apply.y = Tensor::empty(shape, dtype);
+  run_kernel(kernels::kNormApply, DeviceType::CPU, dtype, apply);
+  const auto y = values(apply.y);
+
+  kernels::NormBackwardApplyArgs back;
+  back.grad_output = DY;
+  back.x = X;
+  back.layout = L;
+  back.mean = apply.mean;
+  back.invstd = apply.invstd;
+  back.weight = W;
+  // Oracle: mean of g and of g * xhat per statistic.
+  std::vector<double> mg(mean.size()), mgx(mean.size()), gw(6), gb(6);
+  for (std::int64_t i = 0; i < L.n; ++i)
+    for (std::int64_t ch = 0; ch < L.c; ++ch)
+      for (std::int64_t sp = 0; sp < L.s; ++sp) {
+        const auto at = static_cast<std::size_t>((i * L.c + ch) * L.s + sp);
+        const auto st = static_cast<std::size_t>(L.stat(i, ch));
+        const double xhat = (x[at] - mean[st]) * invstd[st];
+        const double g = dy[at] * w[static_cast<std::size_t>(ch)];
+        mg[st] += g / ref.count[st];
+        mgx[st] += g * xhat / ref.count[st];
+        gw[static_cast<std::size_t>(ch)] += dy[at] * xhat;
+        gb[static_cast<std::size_t>(ch)] += dy[at];
+      }
+  back.mean_g = f64_of(mg);
+  back.mean_gxhat = f64_of(mgx);
+  back.grad_input = Tensor::empty(shape, dtype);
+  back.grad_weight = Tensor::empty({L.c}, DType::F64);
+  back.grad_bias = Tensor::empty({L.c}, DType::F64);
+  run_kernel(kernels::kNormBackwardApply, DeviceType::CPU, dtype, back);
+  const auto gx = values(back.grad_input);
+
+  for (std::int64_t i = 0; i < L.n; ++i)
+    for (std::int64_t ch = 0; ch < L.c; ++ch)
+      for (std::int64_t sp = 0; sp < L.s; ++sp) {
+        const auto at = static_cast<std::size_t>((i * L.c + ch) * L.s + sp);
+        const auto st = static_cast<std::size_t>(L.stat(i, ch));
+        const auto c = static_cast<std::size_t>(ch);
+        const double xhat = (x[at] - mean[st]) * invstd[st];
+        const double want_y = std::max(0.0, xhat * w[c] + b[c]);
+        REQUIRE(std::abs(y[at] - want_y) <= tol * std::max(1.0, std::abs(want_y)));
+        const double want_gx = invstd[st] * (dy[at] * w[c] - mg[st] - xhat * mgx[st]);
+        REQUIRE(std::abs(gx[at] - want_gx) <= tol * std::max(1.0, std::abs(want_gx)));
+      }
+  for (std::size_t c = 0; c < 6; ++c) {
+    REQUIRE(std::abs(back.grad_weight.data<double>()[c] - gw[c]) <=
+            tol * std::max(1.0, std::abs(gw[c])) * 10);
+    REQUIRE(std::abs(back.grad_bias.data<double>()[c] - gb[c]) <=
+            tol * std::max(1.0, std::abs(gb[c])) * 10);
+  }
+
+  // The backward's first pass: the moments again, and sum(g), sum(g (x - m)).
+  Tensor packed = Tensor::empty({L.stats(), 5}, DType::F64);
+  run_kernel(kernels::kNormBackwardReduce, DeviceType::CPU, dtype, {DY, X, L, W, packed});
+  for (std::int64_t st = 0; st < L.stats(); ++st) {
+    const auto k = static_cast<std::size_t>(st);
+    const double* r = packed.data<double>() + 5 * st;
+    double g = 0, h = 0;
+    for (std::int64_t i = 0; i < L.n; ++i)
+      for (std::int64_t ch = 0; ch < L.c; ++ch)
+        for (std::int64_t sp = 0; sp < L.s; ++sp) {
+          if (L.stat(i, ch) != st) continue;
+          const auto at = static_cast<std::size_t>((i * L.c + ch) * L.s + sp);
+          const double gg = dy[at] * w[static_cast<std::size_t>(ch)];
+          g += gg;
+          h += gg * (x[at] - r[1]);
+        }
+    REQUIRE(std::abs(r[1] - ref.mean[k]) <= 1e-6 * std::max(1.0, std::abs(offset)));
+    REQUIRE(std::abs(r[3] - g) <= tol * std::max(1.0, std::abs(g)) * 10);
+    REQUIRE(std::abs(r[4] - h) <= tol * std::max(1.0, std::abs(h)) * 10);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("typed kernels: registered per device and dtype, looked up by their arguments type",
+          "[ops][kernels]") {
+  int seen = 0;
+  register_kernel(kToy, DeviceType::CPU, DType::F32,
+                  KernelFunction<Toy>([&](const Toy& t) { seen = t.value; }));
+  run_kernel(kToy, DeviceType::CPU, DType::F32, Toy{7});
+  REQUIRE(seen == 7);
+  REQUIRE(has_kernel(kToy, DeviceType::CPU, DType::F32));
+  REQUIRE_FALSE(has_kernel(kToy, DeviceType::CPU, DType::F64));
+  // Twice needs override_existing; then the new one runs.
+  REQUIRE_THROWS_AS(
+      register_kernel(kToy, DeviceType::CPU, DType::F32, KernelFunction<Toy>([](const Toy&) {})),
+      InvalidArgument);
+  register_kernel(kToy, DeviceType::CPU, DType::F32,
+                  KernelFunction<Toy>([&](const Toy& t) { seen = 2 * t.value; }), true);
+  run_kernel(kToy, DeviceType::CPU, DType::F32, Toy{7});
+  REQUIRE(seen == 14);
+  // Missing: NotSupported naming the slot, the device and the dtype.
+  try {
+    run_kernel(kToy, DeviceType::CPU, DType::BF16, Toy{1});
+    FAIL("no error");
+  } catch (const NotSupported& e) {
+    REQUIRE_THAT(e.what(), Catch::Contains("test.toy_kernel") && Catch::Contains("bf16"));
+  }
+  // The same name with another arguments type is refused, not cast.
+  REQUIRE_THROWS_AS(run_kernel(kToyWrongArgs, DeviceType::CPU, DType::F32, OtherToy{1.0}),
+                    InvalidArgument);
+  REQUIRE_THROWS_AS(register_kernel(kToyWrongArgs, DeviceType::CPU, DType::F32,
+                                    KernelFunction<OtherToy>([](const OtherToy&) {}), true),
+                    InvalidArgument);
+  unregister_op(kToy.name);
+  REQUIRE_FALSE(has_kernel(kToy, DeviceType::CPU, DType::F32));
+}
+
+TEST_CASE("norm kernels: every CPU dtype against f64 loops", "[ops][kernels][norm]") {
+  check_group_norm(DType::F64, 0.0, 1e-12);
+  check_group_norm(DType::F64, 1e4, 1e-10);
+  check_group_norm(DType::F32, 0.0, 2e-6);
+  // A mean far from zero: f32 data stays accurate to its own rounding.
+  check_group_norm(DType::F32, 300.0, 2e-5);
+  check_group_norm(DType::BF16, 0.0, 1e-2);
+  check_group_norm(DType::F16, 0.0, 2e-3);
+}
+
+TEST_CASE("norm kernels: the result does not depend on the thread count", "[ops][kernels][norm]") {
+  const NormLayout L = group_layout(4, 8, 4099, 4);
+  const Tensor X = Tensor::rand({L.n, L.c, L.s}, DType::F32, 9);
+  auto moments_with = [&](int threads) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    Tensor m = Tensor::empty({L.stats(), 3}, DType::F64);
+    run_kernel(kernels::kNormMoments, DeviceType::CPU, DType::F32, {X, L, m});
+    omp_set_num_threads(before);
+    return values(m);
+  };
+  REQUIRE(moments_with(1) == moments_with(3));
+}
