@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The trainer's U-Net step against PyTorch's on the same cores, timed from
+outside as a user would: the wall-clock difference between whole runs of
+different --steps (so start-up, reading the data and the first step's
+allocations cancel), the two programs interleaved run by run, medians.
+
+  python3 bench/unet_vs_torch.py --build build --python /path/to/venv/bin/python3 \
+      [--sizes 2x8x128x128,2x8x256x256,1x16x512x512] [--steps 3,13] [--reps 3] [--json out.json]
+
+Rows, each side by side in the same run (f32, SGD momentum 0.9, --base 16
+--groups 4, y with one channel):
+  1 rank, 1 thread (taskset on one core)     vs PyTorch, 1 process, 1 thread
+  P = 2, H sharded (--placements S2) under dtensor-run -n 2 --bind-cores,
+  OMP_NUM_THREADS=1                          vs PyTorch, 1 process, 2 threads (NCHW and
+                                                channels_last), and DDP on 2 ranks
+and minor page faults per step of the 1-rank run (the same difference of
+whole runs, from the kernel's count for the child: getrusage).
+--python names the interpreter with PyTorch (a venv; it is not a dependency
+of the project); its version is printed with the results.
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def make_data(root, shape):
+    import numpy as np
+
+    n, c, h, w = shape
+    d = os.path.join(root, "x".join(str(v) for v in shape))
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(0)
+    np.save(os.path.join(d, "x.npy"), rng.standard_normal((n, c, h, w)).astype(np.float32))
+    np.save(os.path.join(d, "y.npy"), rng.standard_normal((n, 1, h, w)).astype(np.float32))
+    return d
+
+
+def timed(cmd, env):
+    """Wall seconds and minor page faults of one whole run (children included)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+    t = time.perf_counter()
+    r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    p.add_argument("--python", required=True, help="an interpreter with PyTorch")
+    p.add_argument("--sizes", default="2x8x128x128,2x8x256x256,1x16x512x512")
+    p.add_argument("--one-rank-size", default="1x8x256x256")
+    p.add_argument("--steps", default="3,13", help="the two step counts whose difference is timed")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--json")
+    a = p.parse_args()
+    lo, hi = (int(v) for v in a.steps.split(","))
+    cores = sorted(os.sched_getaffinity(0))
+    bin_ = os.path.join(a.build, "bin")
+    torch_script = os.path.join(HERE, "torch_unet_train.py")
+    env1 = dict(os.environ, OMP_NUM_THREADS="1")
+    env2 = dict(os.environ, OMP_NUM_THREADS="2")
+    common = ["--base", "16", "--groups", "4"]
+    version = subprocess.run([a.python, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+
+    def ours(data, steps, ranks):
+        prog = [os.path.join(bin_, "dtensor-train-unet"), "--data", data, *common, "--steps",
+                str(steps), "--optimizer", "sgd", "--lr", "1e-3", "--momentum", "0.9", "--json"]
+        if ranks == 1:
+            return ["taskset", "-c", str(cores[0])] + prog
+        return [os.path.join(bin_, "dtensor-run"), "-n", str(ranks), "--bind-cores", "--",
+                *prog, "--placements", "S2"]
+
+    def theirs(data, steps, threads, extra=()):
+        cmd = [a.python, torch_script, "--data", data, *common, "--steps", str(steps),
+               "--threads", str(threads), *extra]
+        if threads == 1 and not extra:
+            cmd = ["taskset", "-c", str(cores[0])] + cmd
+        return cmd
+
+    def step_time(make_cmd, env):
+        """Median over reps of (wall(hi) - wall(lo)) / (hi - lo), and faults per step."""
+        times, faults = [], []
+        for _ in range(a.reps):
+            w_lo, f_lo = timed(make_cmd(lo), env)
+            w_hi, f_hi = timed(make_cmd(hi), env)
+            times.append((w_hi - w_lo) / (hi - lo))
+            faults.append((f_hi - f_lo) / (hi - lo))
+        return statistics.median(times) * 1e3, statistics.median(faults)
+
+    results = {"torch": version, "steps": [lo, hi], "reps": a.reps, "rows": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        shape = tuple(int(v) for v in a.one_rank_size.split("x"))
+        data = make_data(tmp, shape)
+        # Interleaved: each rep runs ours then theirs at both step counts.
+        ms, fl = [], []
+        mt = []
+        for _ in range(a.reps):
+            o = step_time(lambda s: ours(data, s, 1), env1)
+            t = step_time(lambda s: theirs(data, s, 1), env1)
+            ms.append(o[0])
+            fl.append(o[1])
+            mt.append(t[0])
+        row = {"size": a.one_rank_size, "setup": "1 rank, 1 thread", "dtensor_ms":
+               statistics.median(ms), "torch_1proc_ms": statistics.median(mt),
+               "dtensor_minor_faults_per_step": statistics.median(fl)}
+        results["rows"].append(row)
+        print(json.dumps(row), flush=True)
+        if len(cores) >= 2:
+            for size in a.sizes.split(","):
+                shape = tuple(int(v) for v in size.split("x"))
+                data = make_data(tmp, shape)
+                o = step_time(lambda s: ours(data, s, 2), env1)
+                nchw = step_time(lambda s: theirs(data, s, 2), env2)
+                cl = step_time(lambda s: theirs(data, s, 2, ("--channels-last",)), env2)
+                ddp = step_time(lambda s: theirs(data, s, 1, ("--ddp", "2")), env1) \
+                    if shape[0] % 2 == 0 else (None, None)
+                row = {"size": size, "setup": "P=2 bound, 1 thread per rank",
+                       "dtensor_ms": o[0], "torch_2threads_nchw_ms": nchw[0],
+                       "torch_2threads_channels_last_ms": cl[0], "torch_ddp2_ms": ddp[0]}
+                results["rows"].append(row)
+                print(json.dumps(row), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
