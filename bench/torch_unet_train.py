@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The peer of dtensor-train-unet for benchmarks: the same U-Net (the
+trainer's model, docs/training.md), f32, SGD with momentum, trained in
+PyTorch on DIR/x.npy and DIR/y.npy for --steps steps.
+
+  python3 bench/torch_unet_train.py --data DIR --base 16 --groups 4 --steps 10 \
+      --threads 2 [--channels-last] [--ddp 2]
+
+A step is timed from outside, as the trainer's is: the wall-clock difference
+between runs of different --steps (bench/unet_vs_torch.py does that, side by
+side with dtensor-train-unet). --ddp N runs N processes (gloo) each with 1/N
+of the batch, as DistributedDataParallel does. --json prints the losses.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class DoubleConv(nn.Module):
+    def __init__(self, a, b, groups):
+        super().__init__()
+        self.conv1 = nn.Conv2d(a, b, 3, padding=1)
+        self.norm1 = nn.GroupNorm(groups, b)
+        self.conv2 = nn.Conv2d(b, b, 3, padding=1)
+        self.norm2 = nn.GroupNorm(groups, b)
+
+    def forward(self, x):
+        x = F.relu(self.norm1(self.conv1(x)))
+        return F.relu(self.norm2(self.conv2(x)))
+
+
+class UNet(nn.Module):
+    def __init__(self, in_ch, out_ch, base, groups):
+        super().__init__()
+        self.enc1 = DoubleConv(in_ch, base, groups)
+        self.enc2 = DoubleConv(base, 2 * base, groups)
+        self.up = nn.ConvTranspose2d(2 * base, base, 2, stride=2)
+        self.dec1 = DoubleConv(2 * base, base, groups)
+        self.head = nn.Conv2d(base, out_ch, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(F.max_pool2d(e1, 2, 2))
+        return self.head(self.dec1(torch.cat([self.up(e2), e1], 1)))
+
+
+def train(a, rank=0, world=1):
+    torch.set_num_threads(a.threads)
+    x = torch.from_numpy(np.load(f"{a.data}/x.npy")).float()
+    y = torch.from_numpy(np.load(f"{a.data}/y.npy")).float()
+    if world > 1:
+        x = x.chunk(world, 0)[rank]
+        y = y.chunk(world, 0)[rank]
+    torch.manual_seed(a.seed)
+    model = UNet(x.shape[1], y.shape[1], a.base, a.groups)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    x = x.contiguous(memory_format=fmt)
+    y = y.contiguous(memory_format=fmt)
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    losses = []
+    for _ in range(a.steps):
+        opt.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+    if a.json and rank == 0:
+        print(json.dumps({"losses": losses, "steps": a.steps}))
+
+
+def ddp_worker(rank, a):
+    import torch.distributed as dist
+
+    if a.cores:
+        os.sched_setaffinity(0, {a.cores[rank % len(a.cores)]})
+    dist.init_process_group("gloo", rank=rank, world_size=a.ddp)
+    train(a, rank, a.ddp)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", required=True)
+    p.add_argument("--base", type=int, default=16)
+    p.add_argument("--groups", type=int, default=4)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--ddp", type=int, default=0, help="ranks (gloo), each bound to one core")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    a.cores = sorted(os.sched_getaffinity(0))
+    if a.ddp:
+        import torch.multiprocessing as mp
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        mp.spawn(ddp_worker, args=(a,), nprocs=a.ddp)
+    else:
+        train(a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
