@@ -1,9 +1,15 @@
 // What goes wrong is named: a missing tensor, a shape or dtype that differs,
 // a truncated or corrupted file (the tensor and the file), a rank whose save
 // fails (an error on every rank, the previous checkpoint intact).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/save_hooks.h"
 #include "dtensor/testing.h"
@@ -34,6 +40,32 @@ std::string rank1_file(const std::string& dir) {
     if (sh.file.ends_with("-rank1.safetensors")) return sh.file;
   FAIL("no shard file of rank 1");
   return {};
+}
+
+// Rank 0 rewrites the index through `edit`; every rank waits for it.
+template <typename F>
+void edit_index(const SharedTempDir& dir, F&& edit) {
+  world()->barrier();
+  if (get_rank() == 0) {
+    std::ifstream in(dir / "index.json");
+    auto j = nlohmann::ordered_json::parse(in);
+    edit(j);
+    std::ofstream(dir / "index.json") << j.dump(1);
+  }
+  world()->barrier();
+}
+
+// Runs `fn` on a thread: a read that blocks (a FIFO opened without
+// O_NONBLOCK) fails the test instead of hanging it. The thread is then left
+// to the process's end: nothing else can unblock it.
+template <typename F>
+void require_returns_within_5s(F&& fn) {
+  auto done = std::async(std::launch::async, std::forward<F>(fn));
+  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    FAIL_CHECK("still blocked after 5 s");
+    std::_Exit(1);  // the blocked thread would keep the test from ending
+  }
+  done.get();
 }
 
 }  // namespace
@@ -171,4 +203,96 @@ DTENSOR_TEST_CASE("a malformed index is an error naming the index P=1", "[checkp
   std::ofstream(dir / "index.json") << text.substr(0, text.size() / 2);
   REQUIRE_THROWS_WITH(load_checkpoint(dir.path(), replicated_target(mesh)),
                       Contains("index.json") && Contains("malformed"));
+}
+
+DTENSOR_TEST_CASE("an index whose shards overlap and leave a gap is refused P=2",
+                  "[checkpoint][mp]", 2) {
+  SharedTempDir dir("overlap");
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  // Rank 1's shard (rows 32-63) moved up to rows 16-47: rows 16-31 twice,
+  // rows 48-63 never, the element count unchanged.
+  edit_index(dir, [](nlohmann::ordered_json& j) {
+    for (auto& sh : j["tensors"][0]["shards"])
+      if (sh["offsets"][0] == 32) sh["offsets"][0] = 16;
+  });
+  REQUIRE_THROWS_AS(read_checkpoint_index(dir.path()), CheckpointCorrupt);
+  REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                      Contains("index.json") && Contains("'encoder.weight'") &&
+                          Contains("overlap") && Contains("[16, 0]"));
+  REQUIRE_THROWS_AS(load_checkpoint(dir.path(), replicated_target(mesh)), CheckpointCorrupt);
+  REQUIRE_THROWS_WITH(
+      load_checkpoint(dir.path(), replicated_target(mesh)),
+      Contains("index.json") && Contains("'encoder.weight'") && Contains("overlap"));
+  if (get_rank() == 0) {
+    REQUIRE_THROWS_AS(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                      CheckpointCorrupt);
+    REQUIRE_FALSE(std::filesystem::exists(dir / "whole.safetensors"));
+  }
+  // Two shards of the same rows side by side: overlap in dim 0 alone is not enough.
+  edit_index(dir, [](nlohmann::ordered_json& j) {
+    auto& shards = j["tensors"][0]["shards"];
+    shards[0]["offsets"] = {0, 0};
+    shards[1]["offsets"] = {32, 0};
+  });
+  REQUIRE(read_checkpoint_index(dir.path())[0].shards.size() == 2);
+  require_bit_exact("encoder.weight",
+                    load_checkpoint(dir.path(), replicated_target(mesh))[0].second, 1);
+}
+
+DTENSOR_TEST_CASE("an index naming a file outside the checkpoint is refused P=1",
+                  "[checkpoint][mp]", 1) {
+  SharedTempDir dir("outside");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  const std::string file = read_checkpoint_index(dir.path())[0].shards[0].file;
+  // A copy of the real shard file one level up: it would load the right values.
+  const std::string outside = "dtensor-ckpt-outside-" + std::to_string(::getpid()) + ".safetensors";
+  std::filesystem::copy_file(dir / file, dir / ("../" + outside));
+  for (const std::string& bad :
+       {"../" + outside, std::string("/etc/passwd"), std::string("."), std::string(".."),
+        std::string("sub/") + file, file + std::string(1, '\0') + "x", std::string()}) {
+    INFO("file name: " << bad);
+    edit_index(dir, [&](nlohmann::ordered_json& j) {
+      auto& files = j["files"];
+      const auto bytes = files.begin().value();
+      files = nlohmann::ordered_json::object();
+      files[bad] = bytes;
+      j["tensors"][0]["shards"][0]["file"] = bad;
+    });
+    REQUIRE_THROWS_AS(read_checkpoint_index(dir.path()), CheckpointCorrupt);
+    REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                        Contains("index.json") && Contains("not a plain file name"));
+    REQUIRE_THROWS_AS(load_checkpoint(dir.path(), replicated_target(mesh)), CheckpointCorrupt);
+  }
+  std::filesystem::remove(dir / ("../" + outside));
+}
+
+DTENSOR_TEST_CASE("a FIFO in place of the index or a shard file is refused, not waited on P=1",
+                  "[checkpoint][mp]", 1) {
+  SharedTempDir dir("fifo");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  const std::string file = read_checkpoint_index(dir.path())[0].shards[0].file;
+  std::filesystem::rename(dir / file, dir / (file + ".saved"));
+  REQUIRE(::mkfifo((dir / file).c_str(), 0600) == 0);
+  require_returns_within_5s([&] {
+    REQUIRE_THROWS_WITH(load_checkpoint(dir.path(), replicated_target(mesh)),
+                        Contains(file) && Contains("not a regular file"));
+    REQUIRE_THROWS_AS(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                      CheckpointCorrupt);
+    REQUIRE_THROWS_AS(read_safetensors(dir / file), InvalidArgument);
+  });
+  std::filesystem::rename(dir / "index.json", dir / "index.json.saved");
+  REQUIRE(::mkfifo((dir / "index.json").c_str(), 0600) == 0);
+  require_returns_within_5s([&] {
+    REQUIRE_THROWS_AS(read_checkpoint_index(dir.path()), CheckpointCorrupt);
+    REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                        Contains("index.json") && Contains("not a regular file"));
+    REQUIRE_THROWS_AS(load_checkpoint(dir.path(), replicated_target(mesh)), CheckpointCorrupt);
+  });
+  // A directory in its place is refused the same way.
+  std::filesystem::remove(dir / "index.json");
+  std::filesystem::create_directory(dir / "index.json");
+  REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()), Contains("not a regular file"));
 }
