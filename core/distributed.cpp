@@ -48,10 +48,32 @@ std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, co
   detail::MonitorSettings settings;
   settings.heartbeat_interval = cfg.heartbeat_interval;
   settings.heartbeat_timeout = cfg.heartbeat_timeout;
+  // A stopped rank is named only if its watcher sees the heartbeats missing
+  // before the others' calls time out; else every rank reports its own
+  // timeout and the cause is lost. So the heartbeat timeout is at most half
+  // of DTENSOR_TIMEOUT, with at least four beats in it.
+  if (settings.heartbeat_timeout > r.timeout / 2) {
+    settings.heartbeat_timeout = r.timeout / 2;
+    settings.heartbeat_interval =
+        std::min(settings.heartbeat_interval, settings.heartbeat_timeout / 4);
+    log::info(
+        "DTENSOR_TIMEOUT={:g} s is short: heartbeat timeout {:g} s and interval {:g} s "
+        "(instead of {:g} s and {:g} s), so that a stopped rank is named before calls time "
+        "out",
+        r.timeout.count() / 1000.0, settings.heartbeat_timeout.count() / 1000.0,
+        settings.heartbeat_interval.count() / 1000.0, cfg.heartbeat_timeout.count() / 1000.0,
+        cfg.heartbeat_interval.count() / 1000.0);
+  }
   settings.desync_delay = cfg.desync_check_delay;
   settings.recorder_dir = cfg.flight_recorder_dir;
+  // Its store calls are bounded by a heartbeat interval (at least 1 s), not
+  // DTENSOR_TIMEOUT: a frozen store must be noticed, and the job ended,
+  // within the heartbeat timeout, not after a minute-long call.
+  const auto monitor_timeout = std::min(
+      r.timeout,
+      std::max<std::chrono::milliseconds>(settings.heartbeat_interval, std::chrono::seconds(1)));
   auto monitor = detail::FaultMonitor::start(
-      open_store(r.store, r.timeout), r.rank, r.world_size,
+      open_store(r.store, monitor_timeout), r.rank, r.world_size,
       "dtensor.monitor/world" + std::to_string(g_world_generation++), settings);
   detail::set_fault_monitor(monitor);
   return detail::MonitoredProcessGroup::wrap(std::move(pg), std::move(monitor), true);
@@ -151,6 +173,12 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   else if (cfg.timeout)
     r.timeout = *cfg.timeout;
   check_arg(r.timeout.count() > 0, "init", "timeout must be positive");
+  // A heartbeat timeout of one interval or less reports healthy ranks as
+  // stalled: every job would die within seconds of its start.
+  check_arg(cfg.heartbeat_timeout > cfg.heartbeat_interval, "init",
+            "DTENSOR_HEARTBEAT_TIMEOUT={:g} must be greater than DTENSOR_HEARTBEAT_INTERVAL={:g} "
+            "(a few intervals: a rank is reported stalled when it misses the heartbeat timeout)",
+            cfg.heartbeat_timeout.count() / 1000.0, cfg.heartbeat_interval.count() / 1000.0);
 
   r.hostname = o.hostname.value_or(cfg.hostname.value_or(""));
   r.iface = o.iface.value_or(cfg.ifname.value_or(""));

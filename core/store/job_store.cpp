@@ -66,6 +66,18 @@ void JobStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   await(keys, Clock::now() + timeout, timeout);
 }
 
+bool JobStore::check(const std::vector<std::string>& keys) {
+  const auto deadline = Clock::now() + timeout_;
+  for (const auto& k : keys) {
+    const auto stored = backend_->try_get(prefix_ + k, deadline);
+    if (!stored) return false;
+    const Seal s = open_sealed(job_.token, job_key(k), *stored).seal;
+    if (s == Seal::TokenMissing) refuse(k);
+    if (s != Seal::Valid) return false;  // not the job's value: as if absent
+  }
+  return true;
+}
+
 std::vector<std::string> JobStore::await(const std::vector<std::string>& keys,
                                          Clock::time_point deadline,
                                          std::chrono::milliseconds waited_for) {

@@ -36,6 +36,9 @@ class JobStore : public Store {
   void set(const std::string& key, const std::vector<char>& value) override;
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  /// One look per key, no waiting; a store that does not answer throws
+  /// (the fault monitor must tell a lost store from a missing key).
+  bool check(const std::vector<std::string>& keys) override;
   std::string url() const override { return url_; }
 
  private:

@@ -18,6 +18,7 @@
 #include "dtensor/dtensor.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/killed_rank_check.h"
+#include "tests/comm/redis_server.h"
 #include "tests/support/multiprocess.h"
 
 using namespace dtensor;
@@ -244,6 +245,112 @@ TEST_CASE("monitor: a stopped rank is named within the heartbeat timeout P=3",
           CHECK_THAT(std::string(e.what()), Catch::Contains("rank 1 failed: no heartbeat"));
           CHECK(s >= 1.5);
           CHECK(s < 2.0 + 1.5);
+        }
+      },
+      opt);
+}
+
+namespace {
+
+// The store dies (SIGKILL) or freezes (SIGSTOP) mid-job, then rank 1 stops.
+// Without the store no rank can be named from its heartbeats; what must not
+// happen is that the others wait out their 60 s timeout without a word. They
+// must warn within seconds naming the store, and end within the heartbeat
+// timeout (2 s) of the loss with an error naming the lost store.
+void store_lost_case(int store_signal) {
+  std::unique_ptr<RedisServer> redis;
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  opt.grace_after_failure = 20s;
+  opt.env["DTENSOR_HEARTBEAT_INTERVAL"] = "0.2";
+  opt.env["DTENSOR_HEARTBEAT_TIMEOUT"] = "2";
+  if (!in_rank_process()) {
+    redis = std::make_unique<RedisServer>();
+    opt.env["DTENSOR_STORE"] = redis->url();
+    opt.env["TEST_REDIS_PID"] = std::to_string(redis->pid());
+    opt.env["TEST_REDIS_SIGNAL"] = std::to_string(store_signal);
+  }
+  const JobResult res = run_ranks_collect(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();
+        std::this_thread::sleep_for(500ms);  // a few healthy heartbeats
+        pg.barrier();
+        if (ctx.rank == 0)
+          REQUIRE(kill(std::stoi(std::getenv("TEST_REDIS_PID")),
+                       std::stoi(std::getenv("TEST_REDIS_SIGNAL"))) == 0);
+        if (ctx.rank == 1) {
+          stop_for(8000ms);
+          CHECK_THROWS_AS(pg.barrier(), CommError);
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          pg.barrier();
+          FAIL("a barrier with a stopped rank returned");
+        } catch (const CommError& e) {
+          const double s = seconds_since(t0);
+          std::printf("rank %d: %s after %.2f s\n", ctx.rank, e.what(), s);
+          CHECK_THAT(std::string(e.what()),
+                     Catch::Contains("the store redis://127.0.0.1:") && Catch::Contains("is lost"));
+          CHECK(s < 2.0 + 2.0);
+        }
+      },
+      opt);
+  if (in_rank_process()) return;
+  if (store_signal == SIGSTOP) redis->signal(SIGCONT);
+  for (int r : {0, 2}) {
+    INFO("rank " << r << ":\n" << res.ranks[r].output);
+    CHECK(res.ranks[r].ok);
+    // The warning came first, naming the store and what happens next.
+    const std::string& out = res.ranks[r].output;
+    const auto warned = out.find("the store " + redis->url() + " does not answer");
+    CHECK(warned != std::string::npos);
+    CHECK(warned < out.find("is lost"));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("monitor: a store killed mid-job ends the job naming it within 4 s P=3",
+          "[comm][fault][monitor][redis]") {
+  store_lost_case(SIGKILL);
+}
+
+TEST_CASE("monitor: a store frozen mid-job ends the job naming it within 4 s P=3",
+          "[comm][fault][monitor][redis]") {
+  store_lost_case(SIGSTOP);
+}
+
+TEST_CASE(
+    "monitor: a stopped rank is named when DTENSOR_TIMEOUT is below the heartbeat timeout P=3",
+    "[comm][fault][monitor]") {
+  // The default heartbeat timeout (20 s) is far above the 4 s timeout: were
+  // it kept, every rank would only report its own barrier timing out.
+  RunOptions opt;
+  opt.comm_timeout = 4s;
+  opt.deadline = 40s;
+  run_ranks(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();
+        if (ctx.rank == 1) {
+          stop_for(8000ms);
+          CHECK_THROWS_AS(pg.barrier(), CommError);
+          return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          pg.barrier();
+          FAIL("a barrier with a stopped rank returned");
+        } catch (const CommError& e) {
+          const double s = seconds_since(t0);
+          INFO(e.what() << " after " << s << " s");
+          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 1 failed: no heartbeat"));
+          CHECK(s < 4.0);
         }
       },
       opt);
