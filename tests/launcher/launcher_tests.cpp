@@ -116,6 +116,10 @@ Finished run(const Args& args) {
   return Launcher(args).finish();
 }
 
+Finished run_with_env(const Args& args, const std::map<std::string, std::string>& env) {
+  return Launcher(args, false, env).finish();
+}
+
 Args fixture(std::initializer_list<std::string> steps) {
   Args a{kFixture};
   a.insert(a.end(), steps);
@@ -314,6 +318,27 @@ TEST_CASE("launcher: nnodes and node-rank give global ranks and the world size",
   CHECK(f.code == 0);
   CHECK(contains(f.output, "[2] rank=2 world=4 local=0 store=redis://localhost:6379 "));
   CHECK(contains(f.output, "[3] rank=3 world=4 local=1 store=redis://localhost:6379 "));
+}
+
+TEST_CASE("launcher: the store from DTENSOR_STORE or --store-file reaches the ranks",
+          "[launcher]") {
+  // The ranks are not started (nothing listens there): the fixture only prints
+  // what it got. A password in either place never appears on dtensor-run's
+  // command line, which is what `ps` shows every user.
+  const std::string url = "redis://:s3cret@localhost:6379";
+  Finished f = run_with_env(concat({"-n", "2", "--nnodes", "2"}, fixture({"env"})),
+                            {{"DTENSOR_STORE", url}});
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK(contains(f.output, "[1] rank=1 world=4 local=1 store=" + url + " "));
+  dtensor::launch::TempDir scratch("dtensor-launcher-store-file");
+  const std::string file = scratch.path() + "/store";
+  std::ofstream(file) << "redis://:other@localhost:6380\n";
+  f = run_with_env(concat({"-n", "1", "--store-file", file}, fixture({"env"})),
+                   {{"DTENSOR_STORE", url}});
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK(contains(f.output, "[0] rank=0 world=1 local=0 store=redis://:other@localhost:6380 "));
 }
 
 TEST_CASE("launcher: usage errors exit 2 naming the argument and start nothing", "[launcher]") {
