@@ -404,6 +404,38 @@ TEST_CASE("monitor: heartbeats keep one store key per rank however long the job 
       opt);
 }
 
+TEST_CASE("monitor: a stray unsealed abort key is ignored and logged once P=2", "[comm][monitor]") {
+  const JobResult res = run_ranks_collect(
+      2,
+      [](RankContext& ctx) {
+        ctx.pg->barrier();
+        if (ctx.rank == 0) {
+          // A value written by some other process where the job's abort key
+          // lives (file store: DIR/JOB/KEY with '/' as %2F); it lacks the seal.
+          const std::string store = std::getenv("DTENSOR_STORE");
+          REQUIRE(store.rfind("file:", 0) == 0);
+          std::ofstream(store.substr(5) + "/" + config().job_id +
+                        "/dtensor.monitor%2Fworld0%2Fabort")
+              << "rank 9 failed: not really";
+        }
+        ctx.pg->barrier();
+        std::this_thread::sleep_for(1500ms);  // some 15 monitor ticks
+        ctx.pg->barrier();                    // the job goes on
+      },
+      RunOptions{});
+  if (in_rank_process()) return;
+  for (const auto& r : res.ranks) {
+    INFO(r.output);
+    CHECK(r.ok);
+    int warnings = 0;
+    for (auto at = r.output.find("ignoring key"); at != std::string::npos;
+         at = r.output.find("ignoring key", at + 1))
+      ++warnings;
+    CHECK(warnings == 1);
+    CHECK_THAT(r.output, Catch::Contains("abort"));
+  }
+}
+
 TEST_CASE("monitor: full_tensor on one rank, convolution on the others: desync named P=4",
           "[comm][fault][monitor]") {
   RunOptions opt;
