@@ -24,6 +24,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/core/store_url.h"
+#include "dtensor/core/temp_dirs.h"
 
 namespace dtensor {
 namespace {
@@ -32,6 +33,14 @@ std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_world;
 int g_local_rank = 0;
 std::filesystem::path g_private_store_dir;  // created for a launcher-less single process
+// A program that returns from main without destroy_process_group still
+// removes its private store.
+struct PrivateStoreRemover {
+  ~PrivateStoreRemover() {
+    std::error_code ec;
+    if (!g_private_store_dir.empty()) std::filesystem::remove_all(g_private_store_dir, ec);
+  }
+} g_private_store_remover;
 constexpr const char* kNcclBackend = "nccl";
 constexpr const char* kMpiBackend = "mpi";
 int g_world_generation = 0;  // every rank counts its worlds alike: fresh monitor keys per world
@@ -42,6 +51,7 @@ std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, co
                                             const Config& cfg) {
   detail::reset_call_numbers();
   detail::FlightRecorder::configure(static_cast<std::size_t>(cfg.flight_recorder_size), r.rank);
+  detail::FlightRecorder::write_on_sigusr1(cfg.flight_recorder_dir);
   // One rank has no peer to watch; a job without a store (backend mpi) is
   // watched by its MPI launcher, which ends the whole job when a rank fails.
   if (r.world_size == 1 || r.store.empty()) return pg;
@@ -229,12 +239,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   // (a device module loaded later picks it when it registers).
   detail::set_device_local_rank(r.local_rank);
   if (r.store.empty() && !wants_mpi) {
-    // One process started without a launcher: a private store it removes at exit.
-    // Under $TMPDIR like the launcher's and the harness's directories.
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dtensor-solo-XXXXXX";
+    // One process started without a launcher: a private store it removes at
+    // exit. Under $TMPDIR like the launcher's and the harness's directories,
+    // with its owner recorded: what a killed or crashed one left behind is
+    // removed by the next launch (this one first).
+    temp_dirs::remove_abandoned();
+    std::string tmpl = temp_dirs::temp_root() + "/dtensor-solo-XXXXXX";
     if (!mkdtemp(tmpl.data()))
       throw CommError("init", fmt::format("cannot create a temporary store directory {}", tmpl));
+    temp_dirs::claim(tmpl);
     g_private_store_dir = tmpl;
     r.store = "file:" + tmpl;
   }

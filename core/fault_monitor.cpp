@@ -37,26 +37,6 @@ Holder& holder() {
   return h;
 }
 
-volatile std::sig_atomic_t g_dump_requested = 0;
-extern "C" void on_sigusr1(int) {
-  g_dump_requested = 1;
-}
-
-// SIGUSR1 asks every rank for its flight recorder; an application that
-// installed its own handler keeps it.
-void handle_sigusr1_unless_handled() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction current {};
-    if (sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
-    struct sigaction sa {};
-    sa.sa_handler = on_sigusr1;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, nullptr);
-  });
-}
-
 std::string host_name() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
@@ -132,7 +112,6 @@ FaultMonitor::FaultMonitor(std::shared_ptr<Store> store, int rank, int size, std
   neighbour_alive_at_ = store_ok_at_ = Clock::now();
   store_->set(key(fmt::format("pid/{}", rank_)),
               to_bytes(fmt::format("{} {}", host_name(), getpid())));
-  handle_sigusr1_unless_handled();
 }
 
 std::shared_ptr<FaultMonitor> FaultMonitor::start(std::shared_ptr<Store> store, int rank, int size,
@@ -295,10 +274,6 @@ void FaultMonitor::run() {
         }
       }
       return;
-    }
-    if (g_dump_requested) {
-      g_dump_requested = 0;
-      dump("SIGUSR1");
     }
     try {
       step();

@@ -15,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "dtensor/core/temp_dirs.h"
 #include "dtensor/dtensor.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/killed_rank_check.h"
@@ -514,4 +515,58 @@ TEST_CASE("monitor: SIGUSR1 writes each rank's flight recorder P=2", "[comm][mon
       opt);
   if (in_rank_process()) return;
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("monitor: a one-rank program writes its recorder on SIGUSR1, its leftovers are swept P=1",
+          "[comm][monitor]") {
+  RunOptions opt;
+  opt.init_process_group = false;
+  run_ranks(
+      1,
+      [](RankContext&) {
+        // A program started alone, in a TMPDIR of its own.
+        std::string tmpl =
+            std::filesystem::temp_directory_path().string() + "/dtensor-solo-test-XXXXXX";
+        REQUIRE(mkdtemp(tmpl.data()));
+        const std::filesystem::path tmp = tmpl;
+        for (const char* v : {"DTENSOR_STORE", "DTENSOR_RANK", "DTENSOR_WORLD_SIZE",
+                              "DTENSOR_LOCAL_RANK", "DTENSOR_FLIGHT_RECORDER_DIR"})
+          unsetenv(v);
+        setenv("TMPDIR", tmp.c_str(), 1);
+        // What killed launchers and programs left: owners gone (no such pid;
+        // pid 1 with another start time: a reused pid), and one still running.
+        const std::string me = std::to_string(getpid()) + " " +
+                               temp_dirs::process_start_time(static_cast<long>(getpid()));
+        const std::map<std::string, std::string> leftovers = {{"dtensor-run-gone", "999999999 1"},
+                                                              {"dtensor-solo-reused", "1 0"},
+                                                              {"dtensor-run-alive", me},
+                                                              {"dtensor-run-no-record", ""}};
+        for (const auto& [name, owner] : leftovers) {
+          std::filesystem::create_directories(tmp / name / "store");
+          if (!owner.empty()) std::ofstream(tmp / name / "owner") << owner << "\n";
+        }
+        init_process_group();
+        CHECK_FALSE(std::filesystem::exists(tmp / "dtensor-run-gone"));
+        CHECK_FALSE(std::filesystem::exists(tmp / "dtensor-solo-reused"));
+        CHECK(std::filesystem::exists(tmp / "dtensor-run-alive"));
+        CHECK(std::filesystem::exists(tmp / "dtensor-run-no-record"));
+        // Its own private store records it as the owner.
+        std::filesystem::path solo;
+        for (const auto& e : std::filesystem::directory_iterator(tmp))
+          if (e.path().filename().string().rfind("dtensor-solo-", 0) == 0) solo = e.path();
+        REQUIRE_FALSE(solo.empty());
+        CHECK(read_text((solo / "owner").string()) == me + "\n");
+
+        world()->barrier();
+        const std::string file = (tmp / "dtensor-flight-rank0.txt").string();
+        raise(SIGUSR1);  // the default action would end the process here
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!std::filesystem::exists(file) && seconds_since(t0) < 3)
+          std::this_thread::sleep_for(20ms);
+        CHECK(std::filesystem::exists(file));
+        destroy_process_group();
+        CHECK_FALSE(std::filesystem::exists(solo));
+        std::filesystem::remove_all(tmp);
+      },
+      opt);
 }

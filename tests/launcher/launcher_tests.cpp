@@ -289,6 +289,25 @@ TEST_CASE("launcher: killed by SIGKILL it leaves no rank and no store behind", "
   CHECK_FALSE(fs::exists(job_dir_of(f.stores[0])));
 }
 
+TEST_CASE("launcher: what a killed launcher or program left behind is removed by the next one",
+          "[launcher]") {
+  // A whole process group killed takes dtensor-run's cleanup helper with it,
+  // and a program run alone cannot clean up after SIGKILL: their directories
+  // record their owner, and a launch removes those whose owner is gone.
+  dtensor::launch::TempDir tmp("dtensor-launcher-tmpdir");
+  for (const char* name : {"dtensor-run-gone", "dtensor-solo-gone", "dtensor-run-no-record"})
+    fs::create_directories(tmp.path() + "/" + name + "/store");
+  std::ofstream(tmp.path() + "/dtensor-run-gone/owner") << "999999999 1\n";
+  std::ofstream(tmp.path() + "/dtensor-solo-gone/owner") << "1 0\n";  // pid 1, started later
+  const Finished f =
+      Launcher(concat({"-n", "1"}, fixture({"env"})), false, {{"TMPDIR", tmp.path()}}).finish();
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK_FALSE(fs::exists(tmp.path() + "/dtensor-run-gone"));
+  CHECK_FALSE(fs::exists(tmp.path() + "/dtensor-solo-gone"));
+  CHECK(fs::exists(tmp.path() + "/dtensor-run-no-record"));  // not known to be abandoned
+}
+
 TEST_CASE("launcher: deadline stops the job with exit code 124", "[launcher]") {
   const Finished f =
       run(concat({"--deadline", "1", "-n", "2"}, fixture({"env", "pid", "sleep", "60"})));
