@@ -46,6 +46,24 @@ void stop_for(std::chrono::milliseconds after) {
   waitpid(waker, nullptr, 0);
 }
 
+// A barrier that a stopped rank never joins: it must end with a CommError
+// (whose message and time the caller checks), never return.
+struct Ended {
+  std::string what;
+  double seconds = 0;
+};
+Ended barrier_until_failed(ProcessGroup& pg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pg.barrier();
+  } catch (const CommError& e) {
+    std::printf("rank %d: %s after %.2f s\n", pg.rank(), e.what(), seconds_since(t0));
+    return {e.what(), seconds_since(t0)};
+  }
+  FAIL("a barrier with a stopped rank returned");
+  return {};
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -236,17 +254,10 @@ TEST_CASE("monitor: a stopped rank is named within the heartbeat timeout P=3",
           CHECK_THROWS_WITH(pg.barrier(), Catch::Contains("rank 1 failed: no heartbeat"));
           return;
         }
-        const auto t0 = std::chrono::steady_clock::now();
-        try {
-          pg.barrier();
-          FAIL("a barrier with a stopped rank returned");
-        } catch (const CommError& e) {
-          const double s = seconds_since(t0);
-          INFO(e.what() << " after " << s << " s");
-          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 1 failed: no heartbeat"));
-          CHECK(s >= 1.5);
-          CHECK(s < 2.0 + 1.5);
-        }
+        const Ended e = barrier_until_failed(pg);
+        CHECK_THAT(e.what, Catch::Contains("rank 1 failed: no heartbeat"));
+        CHECK(e.seconds >= 1.5);
+        CHECK(e.seconds < 2.0 + 1.5);
       },
       opt);
 }
@@ -287,17 +298,10 @@ void store_lost_case(int store_signal) {
           CHECK_THROWS_AS(pg.barrier(), CommError);
           return;
         }
-        const auto t0 = std::chrono::steady_clock::now();
-        try {
-          pg.barrier();
-          FAIL("a barrier with a stopped rank returned");
-        } catch (const CommError& e) {
-          const double s = seconds_since(t0);
-          std::printf("rank %d: %s after %.2f s\n", ctx.rank, e.what(), s);
-          CHECK_THAT(std::string(e.what()),
-                     Catch::Contains("the store redis://127.0.0.1:") && Catch::Contains("is lost"));
-          CHECK(s < 2.0 + 2.0);
-        }
+        const Ended e = barrier_until_failed(pg);
+        CHECK_THAT(e.what,
+                   Catch::Contains("the store redis://127.0.0.1:") && Catch::Contains("is lost"));
+        CHECK(e.seconds < 2.0 + 2.0);
       },
       opt);
   if (in_rank_process()) return;
@@ -343,16 +347,9 @@ TEST_CASE(
           CHECK_THROWS_AS(pg.barrier(), CommError);
           return;
         }
-        const auto t0 = std::chrono::steady_clock::now();
-        try {
-          pg.barrier();
-          FAIL("a barrier with a stopped rank returned");
-        } catch (const CommError& e) {
-          const double s = seconds_since(t0);
-          INFO(e.what() << " after " << s << " s");
-          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 1 failed: no heartbeat"));
-          CHECK(s < 4.0);
-        }
+        const Ended e = barrier_until_failed(pg);
+        CHECK_THAT(e.what, Catch::Contains("rank 1 failed: no heartbeat"));
+        CHECK(e.seconds < 4.0);
       },
       opt);
 }
