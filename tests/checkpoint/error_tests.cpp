@@ -184,6 +184,28 @@ DTENSOR_TEST_CASE("a save that fails on one rank fails on every rank and keeps t
                     load_checkpoint(dir.path(), replicated_target(mesh))[0].second, 1);
 }
 
+DTENSOR_TEST_CASE("a save whose index cannot be renamed into place leaves no shard file P=2",
+                  "[checkpoint][mp]", 2) {
+  SharedTempDir dir("rename");
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  // A non-empty directory named index.json: rename(2) onto it fails, for
+  // root too (permission bits would not stop root).
+  if (get_rank() == 0) {
+    std::filesystem::create_directories(dir / "index.json");
+    std::ofstream(std::filesystem::path(dir / "index.json") / "keep") << "x";
+  }
+  world()->barrier();
+  REQUIRE_THROWS_WITH(save_checkpoint(weights(mesh, 1), dir.path()),
+                      Contains("rank 0") && Contains("index.json"));
+  world()->barrier();
+  std::vector<std::string> names;
+  for (const auto& f : std::filesystem::directory_iterator(dir.path()))
+    names.push_back(f.path().filename().string());
+  INFO(fmt::format("{}", fmt::join(names, ", ")));
+  REQUIRE(names == std::vector<std::string>{"index.json"});
+  world()->barrier();
+}
+
 DTENSOR_TEST_CASE("a malformed index is an error naming the index P=1", "[checkpoint][mp]", 1) {
   SharedTempDir dir("malformed");
   DeviceMesh mesh(DeviceType::CPU, {1});
