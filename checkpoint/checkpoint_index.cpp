@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 #include "checkpoint/block_checksum.h"
 #include "checkpoint/box.h"
@@ -115,6 +117,30 @@ void check_entry(const CheckpointEntry& e, const CheckpointIndex& index, const s
   check_disjoint(e, path);
 }
 
+// No two shards share bytes of a file (a save writes each once): with every
+// shard inside its file, the bytes the index promises are then bytes the
+// files hold, and a buffer sized from it is bounded by their size.
+void check_no_shared_bytes(const CheckpointIndex& index, const std::string& path) {
+  struct Range {
+    std::int64_t begin, end;
+    const std::string* tensor;
+  };
+  std::map<std::string, std::vector<Range>> by_file;
+  for (const auto& e : index.tensors)
+    for (const auto& s : e.shards)
+      if (s.byte_length > 0)
+        by_file[s.file].push_back({s.byte_offset, s.byte_offset + s.byte_length, &e.name});
+  for (auto& [file, ranges] : by_file) {
+    std::sort(ranges.begin(), ranges.end(),
+              [](const Range& a, const Range& b) { return a.begin < b.begin; });
+    for (std::size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].begin < ranges[i - 1].end)
+        malformed(path, fmt::format("file '{}': shards of '{}' and of '{}' share bytes [{}, {})",
+                                    file, *ranges[i - 1].tensor, *ranges[i].tensor, ranges[i].begin,
+                                    std::min(ranges[i].end, ranges[i - 1].end)));
+  }
+}
+
 }  // namespace
 
 std::string index_to_json(const CheckpointIndex& index) {
@@ -196,6 +222,7 @@ CheckpointIndex parse_index(const std::string& text, const std::string& path) {
       malformed(path, fmt::format("tensor '{}': {}", e.name, ex.what()));
     }
   }
+  check_no_shared_bytes(index, path);
   return index;
 }
 

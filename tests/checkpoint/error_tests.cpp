@@ -262,6 +262,40 @@ DTENSOR_TEST_CASE("an index whose shards overlap and leave a gap is refused P=2"
                     load_checkpoint(dir.path(), replicated_target(mesh))[0].second, 1);
 }
 
+DTENSOR_TEST_CASE("an index promising more bytes than its files hold allocates nothing P=1",
+                  "[checkpoint][mp]", 1) {
+  SharedTempDir dir("promise");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  const auto saved = read_checkpoint_index(dir.path())[0].shards[0];
+  // 2^40 rows of 1024 f32 (4 PiB) in one shard, consistent in itself: one
+  // checksum block, the file listed as that long. Consolidating sized its
+  // buffer from this and threw std::bad_alloc.
+  const std::int64_t rows = std::int64_t{1} << 40, bytes = rows * 1024 * 4;
+  edit_index(dir, [&](nlohmann::ordered_json& j) {
+    auto& t = j["tensors"][0];
+    t["shape"] = {rows, 1024};
+    t["shards"][0]["extents"] = {rows, 1024};
+    t["shards"][0]["byte_length"] = bytes;
+    t["shards"][0]["crc32"] = {saved.crc32[0]};
+    j["checksum"]["block_bytes"] = bytes;
+    j["files"][saved.file]["bytes"] = saved.byte_offset + bytes;
+  });
+  REQUIRE_THROWS_AS(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                    CheckpointCorrupt);
+  REQUIRE_THROWS_WITH(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                      Contains(saved.file) && Contains("truncated"));
+  // Two shards on the same bytes of one file: refused when the index is read.
+  save_checkpoint({{"a", seeded(mesh, {Replicate()}, {4}, DType::F32, 1)},
+                   {"b", seeded(mesh, {Replicate()}, {4}, DType::F32, 2)}},
+                  dir.path());
+  edit_index(dir, [](nlohmann::ordered_json& j) {
+    j["tensors"][1]["shards"][0]["byte_offset"] = j["tensors"][0]["shards"][0]["byte_offset"];
+  });
+  REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                      Contains("index.json") && Contains("share bytes"));
+}
+
 DTENSOR_TEST_CASE("an index naming a file outside the checkpoint is refused P=1",
                   "[checkpoint][mp]", 1) {
   SharedTempDir dir("outside");
