@@ -194,7 +194,7 @@ TEST_CASE("launcher fault: a job starts while an outsider keeps connecting to it
   // loopback only, while the job starts, but for at most 3 s after its first
   // connection. Each job must start anyway, within DTENSOR_TIMEOUT. Before,
   // every rank exited 3 within 0.1 s when the outsider won three attempts in
-  // a row (about 3 jobs in 5 here): five jobs make that near certain.
+  // a row (3 jobs in 5 in one measurement): five jobs make that near certain.
   int total = 0;
   for (int job = 0; job < 5; ++job) {
     PrivateTmp tmp(/*set_env=*/false);

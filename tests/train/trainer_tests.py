@@ -245,6 +245,9 @@ def case_cli_errors(a, tmp):
         write_npy(f"{d}/x.npy", (n, 2, h, 12), [])
         write_npy(f"{d}/y.npy", (n, 1, h, 12), [])
         cases.append((["--data", d] + ok[2:], d + "/x.npy"))
+    # A model past any address space (the first weight alone: 7e14 bytes):
+    # was std::bad_alloc, exit 3.
+    cases.append(([o if o != "4" else "10000000000000" for o in ok], "--base 10000000000000"))
     # Adam has no momentum: it was ignored.
     cases.append(([o if o != "sgd" else "adam" for o in ok] + ["--momentum", "0.9"], "--momentum"))
     for args, named in cases:
