@@ -27,6 +27,9 @@ void consolidate_checkpoint(const std::string& dir, const std::string& out_file)
   ShardReader reader(dir, index);
   for (const auto& e : index.tensors) {
     const Box whole{Shape(e.shape.size(), 0), e.shape};
+    // The size comes from the index: allocate it only once the files are
+    // known to hold it (an edited index could promise petabytes).
+    reader.open_files(e);
     std::vector<char> bytes(
         static_cast<std::size_t>(safetensors_item_bytes({e.name, e.dtype, e.shape})));
     for (const auto& s : e.shards)

@@ -68,12 +68,18 @@ void fsync_directory(const std::string& dir) {
 }
 
 FileReader::FileReader(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; it changes nothing for a regular file, the only kind accepted.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) fail("cannot open", path);
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
     ::close(fd_);
     fail("cannot stat", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw Error("checkpoint", fmt::format("'{}' is not a regular file", path));
   }
   size_ = st.st_size;
 }

@@ -138,12 +138,25 @@ void remove_unreferenced(const std::string& dir, const CheckpointIndex& index) {
 }
 
 void commit_index(const std::string& dir, const CheckpointIndex& index) {
-  fsync_directory(dir);  // the shard files' renames first
-  DurableWriter out((fs::path(dir) / kIndexFileName).string());
-  const std::string text = index_to_json(index);
-  out.write(text.data(), static_cast<std::int64_t>(text.size()));
-  run_save_hook(SavePhase::IndexWritten);
-  out.commit();
+  try {
+    fsync_directory(dir);  // the shard files' renames first
+    DurableWriter out((fs::path(dir) / kIndexFileName).string());
+    const std::string text = index_to_json(index);
+    out.write(text.data(), static_cast<std::int64_t>(text.size()));
+    run_save_hook(SavePhase::IndexWritten);
+    out.commit();
+  } catch (...) {
+    // The index was not renamed into place (a full disk, index.json a
+    // directory), so no index refers to this save's shard files, and every
+    // rank's is written by now (the outcomes were gathered): remove them
+    // here, as no later save would unless it committed. The directory is
+    // one that every rank sees. After the rename they are the checkpoint.
+    for (const auto& [name, bytes] : index.file_bytes) {
+      std::error_code ec;
+      fs::remove(fs::path(dir) / name, ec);
+    }
+    throw;
+  }
   fsync_directory(dir);
   run_save_hook(SavePhase::IndexCommitted);
   remove_unreferenced(dir, index);

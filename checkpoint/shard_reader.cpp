@@ -37,6 +37,11 @@ const FileReader& ShardReader::open(const CheckpointEntry& e, const std::string&
   return *slot;
 }
 
+void ShardReader::open_files(const CheckpointEntry& e) {
+  for (const auto& s : e.shards)
+    open(e, s.file);
+}
+
 // One shard being read: what the helpers below share.
 struct ShardReader::Job {
   const CheckpointEntry& e;

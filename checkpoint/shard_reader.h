@@ -27,6 +27,11 @@ class ShardReader {
   /// missing, shorter than the index says, or a block's checksum differs.
   void read_region(const CheckpointEntry& e, const CheckpointShard& s, const Box& region,
                    const Box& dst_box, void* dst);
+  /// Opens the files of every shard of `e`, each checked against the size
+  /// the index gives (the same CheckpointCorrupt as read_region): a buffer
+  /// sized from the index is then one that the files can fill (the index's
+  /// shards lie inside their files and share no bytes).
+  void open_files(const CheckpointEntry& e);
   /// Bytes read from files so far (what the tests and benchmarks look at).
   std::int64_t bytes_read() const { return bytes_read_; }
 

@@ -24,6 +24,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/core/store_url.h"
+#include "dtensor/core/temp_dirs.h"
 
 namespace dtensor {
 namespace {
@@ -32,6 +33,14 @@ std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_world;
 int g_local_rank = 0;
 std::filesystem::path g_private_store_dir;  // created for a launcher-less single process
+// A program that returns from main without destroy_process_group still
+// removes its private store.
+struct PrivateStoreRemover {
+  ~PrivateStoreRemover() {
+    std::error_code ec;
+    if (!g_private_store_dir.empty()) std::filesystem::remove_all(g_private_store_dir, ec);
+  }
+} g_private_store_remover;
 constexpr const char* kNcclBackend = "nccl";
 constexpr const char* kMpiBackend = "mpi";
 int g_world_generation = 0;  // every rank counts its worlds alike: fresh monitor keys per world
@@ -42,16 +51,39 @@ std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, co
                                             const Config& cfg) {
   detail::reset_call_numbers();
   detail::FlightRecorder::configure(static_cast<std::size_t>(cfg.flight_recorder_size), r.rank);
+  detail::FlightRecorder::write_on_sigusr1(cfg.flight_recorder_dir);
   // One rank has no peer to watch; a job without a store (backend mpi) is
   // watched by its MPI launcher, which ends the whole job when a rank fails.
   if (r.world_size == 1 || r.store.empty()) return pg;
   detail::MonitorSettings settings;
   settings.heartbeat_interval = cfg.heartbeat_interval;
   settings.heartbeat_timeout = cfg.heartbeat_timeout;
+  // A stopped rank is named only if its watcher sees the heartbeats missing
+  // before the others' calls time out; else every rank reports its own
+  // timeout and the cause is lost. So the heartbeat timeout is at most half
+  // of DTENSOR_TIMEOUT, with at least four beats in it.
+  if (settings.heartbeat_timeout > r.timeout / 2) {
+    settings.heartbeat_timeout = r.timeout / 2;
+    settings.heartbeat_interval =
+        std::min(settings.heartbeat_interval, settings.heartbeat_timeout / 4);
+    log::info(
+        "DTENSOR_TIMEOUT={:g} s is short: heartbeat timeout {:g} s and interval {:g} s "
+        "(instead of {:g} s and {:g} s), so that a stopped rank is named before calls time "
+        "out",
+        r.timeout.count() / 1000.0, settings.heartbeat_timeout.count() / 1000.0,
+        settings.heartbeat_interval.count() / 1000.0, cfg.heartbeat_timeout.count() / 1000.0,
+        cfg.heartbeat_interval.count() / 1000.0);
+  }
   settings.desync_delay = cfg.desync_check_delay;
   settings.recorder_dir = cfg.flight_recorder_dir;
+  // Its store calls are bounded by a heartbeat interval (at least 1 s), not
+  // DTENSOR_TIMEOUT: a frozen store must be noticed, and the job ended,
+  // within the heartbeat timeout, not after a minute-long call.
+  const auto monitor_timeout = std::min(
+      r.timeout,
+      std::max<std::chrono::milliseconds>(settings.heartbeat_interval, std::chrono::seconds(1)));
   auto monitor = detail::FaultMonitor::start(
-      open_store(r.store, r.timeout), r.rank, r.world_size,
+      open_store(r.store, monitor_timeout), r.rank, r.world_size,
       "dtensor.monitor/world" + std::to_string(g_world_generation++), settings);
   detail::set_fault_monitor(monitor);
   return detail::MonitoredProcessGroup::wrap(std::move(pg), std::move(monitor), true);
@@ -151,6 +183,12 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   else if (cfg.timeout)
     r.timeout = *cfg.timeout;
   check_arg(r.timeout.count() > 0, "init", "timeout must be positive");
+  // A heartbeat timeout of one interval or less reports healthy ranks as
+  // stalled: every job would die within seconds of its start.
+  check_arg(cfg.heartbeat_timeout > cfg.heartbeat_interval, "init",
+            "DTENSOR_HEARTBEAT_TIMEOUT={:g} must be greater than DTENSOR_HEARTBEAT_INTERVAL={:g} "
+            "(a few intervals: a rank is reported stalled when it misses the heartbeat timeout)",
+            cfg.heartbeat_timeout.count() / 1000.0, cfg.heartbeat_interval.count() / 1000.0);
 
   r.hostname = o.hostname.value_or(cfg.hostname.value_or(""));
   r.iface = o.iface.value_or(cfg.ifname.value_or(""));
@@ -201,12 +239,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   // (a device module loaded later picks it when it registers).
   detail::set_device_local_rank(r.local_rank);
   if (r.store.empty() && !wants_mpi) {
-    // One process started without a launcher: a private store it removes at exit.
-    // Under $TMPDIR like the launcher's and the harness's directories.
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/dtensor-solo-XXXXXX";
+    // One process started without a launcher: a private store it removes at
+    // exit. Under $TMPDIR like the launcher's and the harness's directories,
+    // with its owner recorded: what a killed or crashed one left behind is
+    // removed by the next launch (this one first).
+    temp_dirs::remove_abandoned();
+    std::string tmpl = temp_dirs::temp_root() + "/dtensor-solo-XXXXXX";
     if (!mkdtemp(tmpl.data()))
       throw CommError("init", fmt::format("cannot create a temporary store directory {}", tmpl));
+    temp_dirs::claim(tmpl);
     g_private_store_dir = tmpl;
     r.store = "file:" + tmpl;
   }

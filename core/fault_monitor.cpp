@@ -15,6 +15,7 @@
 #include "dtensor/core/comm_scope.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/core/store_url.h"
 
 namespace dtensor::detail {
 namespace {
@@ -34,26 +35,6 @@ struct Holder {
 Holder& holder() {
   static Holder h;
   return h;
-}
-
-volatile std::sig_atomic_t g_dump_requested = 0;
-extern "C" void on_sigusr1(int) {
-  g_dump_requested = 1;
-}
-
-// SIGUSR1 asks every rank for its flight recorder; an application that
-// installed its own handler keeps it.
-void handle_sigusr1_unless_handled() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction current {};
-    if (sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
-    struct sigaction sa {};
-    sa.sa_handler = on_sigusr1;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, nullptr);
-  });
 }
 
 std::string host_name() {
@@ -128,10 +109,9 @@ FaultMonitor::FaultMonitor(std::shared_ptr<Store> store, int rank, int size, std
       // Often enough that a failure travels in well under a second, and never
       // slower than a tenth of the heartbeat interval.
       tick_(std::clamp(settings_.heartbeat_interval / 10, milliseconds(20), milliseconds(100))) {
-  neighbour_alive_at_ = Clock::now();
+  neighbour_alive_at_ = store_ok_at_ = Clock::now();
   store_->set(key(fmt::format("pid/{}", rank_)),
               to_bytes(fmt::format("{} {}", host_name(), getpid())));
-  handle_sigusr1_unless_handled();
 }
 
 std::shared_ptr<FaultMonitor> FaultMonitor::start(std::shared_ptr<Store> store, int rank, int size,
@@ -295,17 +275,57 @@ void FaultMonitor::run() {
       }
       return;
     }
-    if (g_dump_requested) {
-      g_dump_requested = 0;
-      dump("SIGUSR1");
-    }
     try {
       step();
+      store_answered();
     } catch (const std::exception& e) {
       // A store that hiccups must not end the monitor: try again next tick.
-      log::debug("monitor: {}", e.what());
+      store_failed(e.what());
     }
   }
+}
+
+void FaultMonitor::store_answered() {
+  const auto now = Clock::now();
+  if (store_warned_) {
+    log::warn("monitor: the store {} answers again after {:.1f} s; failure detection goes on",
+              redact_store_url(store_->url()),
+              std::chrono::duration<double>(now - store_ok_at_).count());
+    store_warned_ = false;
+    // Its heartbeats could not be read meanwhile: the outage is not its silence.
+    neighbour_alive_at_ = now;
+  }
+  store_ok_at_ = now;
+}
+
+void FaultMonitor::store_failed(const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_) return;  // the job has failed already; nothing is left to detect
+  }
+  const auto silent = Clock::now() - store_ok_at_;
+  const double timeout_s = std::chrono::duration<double>(settings_.heartbeat_timeout).count();
+  const std::string store = redact_store_url(store_->url());
+  if (!store_warned_) {
+    store_warned_ = true;
+    log::warn(
+        "monitor: the store {} does not answer ({}); no failure of another rank can be "
+        "detected without it: the job ends unless it answers within {:g} s "
+        "(DTENSOR_HEARTBEAT_TIMEOUT)",
+        store, why, timeout_s);
+  }
+  // A neighbour on this host that died is still seen, and named.
+  const std::string dead = dead_neighbour_verdict();
+  if (!dead.empty()) {
+    adopt(dead, true);
+    return;
+  }
+  if (silent > settings_.heartbeat_timeout)
+    adopt(fmt::format("the store {} is lost: no answer for {:.1f} s ({}); a failed or stopped "
+                      "rank cannot be detected without it, so the job ends "
+                      "(DTENSOR_HEARTBEAT_TIMEOUT={:g})",
+                      store, std::chrono::duration<double>(silent).count(), why, timeout_s),
+          true);
 }
 
 void FaultMonitor::publish_pending() {
@@ -355,11 +375,7 @@ void FaultMonitor::watch_neighbour() {
       if (host == host_name() && pid > 0) neighbour_pid_ = pid;
       log::debug("monitor: rank {} is pid {} on {}", neighbour_, pid, host);
     }
-    if (neighbour_pid_ && !process_alive(*neighbour_pid_))
-      verdict = fmt::format(
-          "rank {} failed: its process (pid {}) ended without reporting an error (killed by a "
-          "signal, or it exited without destroy_process_group)",
-          neighbour_, *neighbour_pid_);
+    verdict = dead_neighbour_verdict();
     // Heartbeats: looked for twice an interval, more often once late.
     if (verdict.empty() && now - neighbour_probe_at_ >= settings_.heartbeat_interval / 2) {
       neighbour_probe_at_ = now;
@@ -385,6 +401,14 @@ void FaultMonitor::watch_neighbour() {
     }
   }
   if (!verdict.empty()) publish_failure(verdict, true);
+}
+
+std::string FaultMonitor::dead_neighbour_verdict() const {
+  if (!neighbour_watched_ || !neighbour_pid_ || process_alive(*neighbour_pid_)) return "";
+  return fmt::format(
+      "rank {} failed: its process (pid {}) ended without reporting an error (killed by a "
+      "signal, or it exited without destroy_process_group)",
+      neighbour_, *neighbour_pid_);
 }
 
 void FaultMonitor::check_desync() {

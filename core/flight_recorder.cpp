@@ -1,13 +1,17 @@
 #include "core/detail/flight_recorder.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -164,6 +168,65 @@ std::string FlightRecorder::write_to(const std::string& dir) {
 
 std::string flight_recorder_file_name(int rank) {
   return fmt::format("dtensor-flight-rank{}.txt", rank);
+}
+
+}  // namespace dtensor::detail
+
+namespace dtensor::detail {
+namespace {
+
+// The handler may only do async-signal-safe things: it writes a byte to a
+// pipe, and a thread waiting on it writes the recorder.
+int g_sigusr1_fd = -1;
+std::mutex g_sigusr1_mutex;
+std::string g_sigusr1_dir;  // under g_sigusr1_mutex
+
+extern "C" void on_sigusr1(int) {
+  const int saved = errno;
+  const char b = 1;
+  (void)!write(g_sigusr1_fd, &b, 1);
+  errno = saved;
+}
+
+void write_on_request(int read_fd) {
+  char b;
+  while (true) {
+    const ssize_t n = read(read_fd, &b, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    std::string dir;
+    {
+      std::lock_guard lock(g_sigusr1_mutex);
+      dir = g_sigusr1_dir;
+    }
+    const std::string path = FlightRecorder::write_to(dir);
+    if (!path.empty()) log::warn("flight recorder written to {} (SIGUSR1)", path);
+  }
+}
+
+}  // namespace
+
+void FlightRecorder::write_on_sigusr1(const std::string& dir) {
+  {
+    std::lock_guard lock(g_sigusr1_mutex);
+    g_sigusr1_dir = dir;
+  }
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
+        (current.sa_flags & SA_SIGINFO))
+      return;
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return;
+    g_sigusr1_fd = fds[1];
+    std::thread(write_on_request, fds[0]).detach();
+    struct sigaction sa {};
+    sa.sa_handler = on_sigusr1;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, nullptr);
+  });
 }
 
 }  // namespace dtensor::detail

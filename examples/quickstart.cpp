@@ -3,7 +3,7 @@
 #include <dtensor/dtensor.h>
 using namespace dtensor;
 
-int main() {
+int run() {
   init_process_group();                      // rank, world size, store: from dtensor-run
   DeviceMesh mesh(DeviceType::CPU, {2, 2});  // 4 ranks as a 2x2 grid
   // Seeded, so every rank can make the same tensors; rank 0's copy is the one sent.
@@ -24,4 +24,14 @@ int main() {
                 shape_str(rows.to_local().shape()).c_str(),
                 placements_str(rows.placements()).c_str(), m);
   destroy_process_group();
+  return 0;
+}
+
+int main() {
+  try {
+    return run();
+  } catch (const std::exception& e) {  // a bad setting, the store, a failed peer: named in e.what()
+    std::fprintf(stderr, "quickstart: %s\n", e.what());
+    return 1;
+  }
 }

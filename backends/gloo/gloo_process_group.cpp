@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
@@ -151,12 +152,20 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendIn
 }
 
 void GlooProcessGroup::connect() {
-  // Under heavy load a Gloo TCP pair can end up connected on one side while
-  // the other side saw its socket closed (the connecting side gave up on a
-  // first socket and retried with a second; measured: ~1 in 40 creations of
-  // a 2x2 mesh with the machine loaded 6x). So every member reports how its
-  // rendezvous went through the store, and if any failed, all retry under a
-  // fresh prefix (fresh pairs). A timeout is not retried: it already waited.
+  // A rendezvous attempt can fail without any rank being at fault, so every
+  // member reports how its attempt went through the store, and if any
+  // failed, all retry under a fresh prefix (fresh pairs, fresh ports):
+  //  - under heavy load a Gloo TCP pair can end up connected on one side
+  //    while the other side saw its socket closed (the connecting side gave
+  //    up on a first socket and retried with a second; measured: ~1 in 40
+  //    creations of a 2x2 mesh with the machine loaded 6x);
+  //  - a Gloo pair takes the first connection to its listening port as its
+  //    peer, with no handshake: any local process that connects there first
+  //    (a port scanner, or one that keeps connecting on purpose) breaks the
+  //    pair on both sides (docs/security.md). Three quick attempts let such
+  //    a process stop every job from starting, so attempts go on, with a
+  //    growing pause, for as long as DTENSOR_TIMEOUT allows.
+  // A timeout is not retried: it already waited.
   //
   // DTENSOR_TIMEOUT bounds the whole rendezvous, retries included: each step
   // gets what is left of it (a peer that died mid-rendezvous must not keep
@@ -172,9 +181,18 @@ void GlooProcessGroup::connect() {
                         deadline - std::chrono::steady_clock::now()),
                     std::chrono::milliseconds(1));
   };
-  constexpr int kAttempts = 3;
+  // The pause before attempt N+1: 10 ms doubling up to 1 s. Another attempt
+  // is made only if it would still have a tenth of the timeout (at least
+  // 100 ms) after the pause, on every rank: each rank's vote travels with
+  // its outcome, so all decide alike and none waits for one that gave up.
+  const auto pause = [](int attempt) {
+    return std::min(std::chrono::milliseconds(10 << std::min(attempt, 7)),
+                    std::chrono::milliseconds(1000));
+  };
+  const auto least_attempt = std::max(timeout_ / 10, std::chrono::milliseconds(100));
   std::shared_ptr<::gloo::rendezvous::Context> ctx;
   std::string prefix = prefix_;
+  std::string last_error;
   for (int attempt = 0;; ++attempt) {
     prefix = attempt == 0 ? prefix_ : fmt::format("{}~retry{}", prefix_, attempt);
     ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
@@ -192,23 +210,46 @@ void GlooProcessGroup::connect() {
     } catch (const CommError& e) {
       error = e.what();
     }
+    const bool can_retry = budget() >= pause(attempt) + least_attempt;
     StoreAdapter outcomes(store_, prefix, budget());
-    outcomes.set("outcome/" + std::to_string(rank_), std::vector<char>{error.empty() ? '1' : '0'});
+    outcomes.set("outcome/" + std::to_string(rank_),
+                 std::vector<char>{error.empty() ? '1' : '0', can_retry ? 'r' : 's'});
     int failed_peer = -1;
+    bool all_can_retry = true;
     for (int peer = 0; peer < size_; ++peer) {
       std::vector<char> v;
       translate_errors("rendezvous of group '" + prefix + "'",
                        [&] { v = outcomes.get("outcome/" + std::to_string(peer)); });
       if (v.empty() || v[0] != '1') failed_peer = peer;
+      if (v.size() < 2 || v[1] != 'r') all_can_retry = false;
     }
-    if (failed_peer < 0) break;
-    if (attempt + 1 == kAttempts)
-      throw CommError("gloo", error.empty() ? fmt::format("rendezvous of group '{}': rank {} "
-                                                          "failed to connect {} times",
-                                                          prefix_, failed_peer, kAttempts)
-                                            : error);
-    log::warn("gloo: rendezvous of group '{}' failed on rank {} ({}); retrying", prefix,
-              failed_peer, error.empty() ? "reported by the peer" : error);
+    if (failed_peer < 0) {
+      if (attempt > 0)
+        log::warn("gloo: group '{}' connected at attempt {} (the earlier ones failed)", prefix_,
+                  attempt + 1);
+      break;
+    }
+    if (!error.empty()) last_error = error;
+    if (!all_can_retry)
+      throw CommError(
+          "gloo",
+          fmt::format("rendezvous of group '{}': failed {} times within DTENSOR_TIMEOUT "
+                      "({} s); the last failure: {} (another process connecting to "
+                      "the job's listening ports makes every attempt fail: see "
+                      "docs/security.md, \"Gloo's TCP pairs\")",
+                      prefix_, attempt + 1, timeout_.count() / 1000.0,
+                      last_error.empty() ? fmt::format("rank {} could not connect", failed_peer)
+                                         : last_error));
+    // The first failure is worth a warning; a run of them (an outsider
+    // connecting again and again) would flood the log.
+    const std::string why = error.empty() ? "reported by the peer" : error;
+    if (attempt == 0)
+      log::warn("gloo: rendezvous of group '{}' failed on rank {} ({}); retrying", prefix,
+                failed_peer, why);
+    else
+      log::debug("gloo: rendezvous of group '{}' failed on rank {} ({}); retrying", prefix,
+                 failed_peer, why);
+    std::this_thread::sleep_for(pause(attempt));
   }
   ctx->setTimeout(timeout_);
   StoreAdapter store(store_, prefix, timeout_);

@@ -22,6 +22,13 @@
 // Only the monitor thread touches the store: a store that stops answering
 // (the network to Redis cut) blocks that thread, never a caller's error
 // path, and the thread is detached when it does not stop in time.
+//
+// Without the store the monitor can detect nothing (but a neighbour's death
+// on this host), so losing it is never silent: the first failed tick is a
+// warning naming the store, and a store that has not answered for the
+// heartbeat timeout ends the job on every rank with an error naming it
+// (every rank's monitor sees the same store gone), rather than leave a
+// stopped rank to be found only at DTENSOR_TIMEOUT.
 #pragma once
 
 #include "dtensor/core/fault.h"
@@ -96,6 +103,12 @@ class FaultMonitor {
   void adopt(const std::string& message, bool remote);
   void heartbeat();
   void watch_neighbour();
+  /// "rank N failed: its process ... ended" when the neighbour ran on this
+  /// host and is gone (seen through /proc, without the store); else "".
+  std::string dead_neighbour_verdict() const;
+  /// After each tick: the store answered, or it did not (`why`).
+  void store_answered();
+  void store_failed(const std::string& why);
   void check_desync();
   /// The desync message once every rank waits in a call and they differ; else "".
   std::string desync_verdict();
@@ -127,6 +140,8 @@ class FaultMonitor {
   std::uint64_t desync_posts_ = 0;
   std::optional<std::uint64_t> desync_posted_call_;
   std::chrono::steady_clock::time_point desync_compared_at_{};
+  std::chrono::steady_clock::time_point store_ok_at_;  // the last tick the store answered
+  bool store_warned_ = false;                          // this outage was logged
   std::map<int, std::uint64_t> peer_posts_seen_;
   std::map<int, std::string> peer_state_;
 

@@ -28,6 +28,10 @@ class FlightRecorder {
   /// Writes text() to `dir`/dtensor-flight-rank<R>.txt; returns the path, or
   /// "" when it could not be written (logged).
   static std::string write_to(const std::string& dir);
+  /// From now on SIGUSR1 writes the recorder to `dir` (the latest one given),
+  /// in every world, one rank alone included: the handler wakes a thread
+  /// that writes it. A program that installed its own handler keeps it.
+  static void write_on_sigusr1(const std::string& dir);
 };
 
 /// The file name a rank's recorder is written to (dtensor-run reads it back).

@@ -66,6 +66,30 @@ void JobStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   await(keys, Clock::now() + timeout, timeout);
 }
 
+void JobStore::note_ignored(const std::string& key, Seal seal) {
+  {
+    std::lock_guard lock(ignored_mutex_);
+    if (!ignored_.emplace(key, seal).second) return;
+  }
+  log::warn("store {}: ignoring key '{}' of job '{}': it holds {} (logged once)", shown_, key,
+            job_.id, describe(seal));
+}
+
+bool JobStore::check(const std::vector<std::string>& keys) {
+  const auto deadline = Clock::now() + timeout_;
+  for (const auto& k : keys) {
+    const auto stored = backend_->try_get(prefix_ + k, deadline);
+    if (!stored) return false;
+    const Seal s = open_sealed(job_.token, job_key(k), *stored).seal;
+    if (s == Seal::TokenMissing) refuse(k);
+    if (s != Seal::Valid) {  // not the job's value: as if absent
+      note_ignored(k, s);
+      return false;
+    }
+  }
+  return true;
+}
+
 std::vector<std::string> JobStore::await(const std::vector<std::string>& keys,
                                          Clock::time_point deadline,
                                          std::chrono::milliseconds waited_for) {
@@ -86,9 +110,7 @@ std::vector<std::string> JobStore::await(const std::vector<std::string>& keys,
           continue;
         }
         if (o.seal == Seal::TokenMissing) refuse(keys[i]);
-        if (ignored[i] != o.seal)
-          log::warn("store {}: ignoring key '{}' of job '{}': it holds {}", shown_, keys[i],
-                    job_.id, describe(o.seal));
+        note_ignored(keys[i], o.seal);
         ignored[i] = o.seal;
       }
       all = false;

@@ -8,8 +8,11 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/store/kv_backend.h"
@@ -36,6 +39,9 @@ class JobStore : public Store {
   void set(const std::string& key, const std::vector<char>& value) override;
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  /// One look per key, no waiting; a store that does not answer throws
+  /// (the fault monitor must tell a lost store from a missing key).
+  bool check(const std::vector<std::string>& keys) override;
   std::string url() const override { return url_; }
 
  private:
@@ -45,12 +51,17 @@ class JobStore : public Store {
                                  std::chrono::milliseconds waited_for);
   std::string job_key(const std::string& key) const { return job_.id + "/" + key; }
   [[noreturn]] void refuse(const std::string& key) const;
+  // Logs a key that holds a value not the job's, once per key and kind: the
+  // fault monitor looks at its keys ten times a second.
+  void note_ignored(const std::string& key, Seal seal);
 
   std::unique_ptr<KvBackend> backend_;
   std::string prefix_;
   JobIdentity job_;
   std::string url_, shown_;
   std::chrono::milliseconds timeout_;
+  std::mutex ignored_mutex_;
+  std::set<std::pair<std::string, Seal>> ignored_;  // logged already
 };
 
 }  // namespace dtensor::store_detail

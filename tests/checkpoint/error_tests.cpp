@@ -1,9 +1,15 @@
 // What goes wrong is named: a missing tensor, a shape or dtype that differs,
 // a truncated or corrupted file (the tensor and the file), a rank whose save
 // fails (an error on every rank, the previous checkpoint intact).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/save_hooks.h"
 #include "dtensor/testing.h"
@@ -34,6 +40,32 @@ std::string rank1_file(const std::string& dir) {
     if (sh.file.ends_with("-rank1.safetensors")) return sh.file;
   FAIL("no shard file of rank 1");
   return {};
+}
+
+// Rank 0 rewrites the index through `edit`; every rank waits for it.
+template <typename F>
+void edit_index(const SharedTempDir& dir, F&& edit) {
+  world()->barrier();
+  if (get_rank() == 0) {
+    std::ifstream in(dir / "index.json");
+    auto j = nlohmann::ordered_json::parse(in);
+    edit(j);
+    std::ofstream(dir / "index.json") << j.dump(1);
+  }
+  world()->barrier();
+}
+
+// Runs `fn` on a thread: a read that blocks (a FIFO opened without
+// O_NONBLOCK) fails the test instead of hanging it. The thread is then left
+// to the process's end: nothing else can unblock it.
+template <typename F>
+void require_returns_within_5s(F&& fn) {
+  auto done = std::async(std::launch::async, std::forward<F>(fn));
+  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    FAIL_CHECK("still blocked after 5 s");
+    std::_Exit(1);  // the blocked thread would keep the test from ending
+  }
+  done.get();
 }
 
 }  // namespace
@@ -152,6 +184,28 @@ DTENSOR_TEST_CASE("a save that fails on one rank fails on every rank and keeps t
                     load_checkpoint(dir.path(), replicated_target(mesh))[0].second, 1);
 }
 
+DTENSOR_TEST_CASE("a save whose index cannot be renamed into place leaves no shard file P=2",
+                  "[checkpoint][mp]", 2) {
+  SharedTempDir dir("rename");
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  // A non-empty directory named index.json: rename(2) onto it fails, for
+  // root too (permission bits would not stop root).
+  if (get_rank() == 0) {
+    std::filesystem::create_directories(dir / "index.json");
+    std::ofstream(std::filesystem::path(dir / "index.json") / "keep") << "x";
+  }
+  world()->barrier();
+  REQUIRE_THROWS_WITH(save_checkpoint(weights(mesh, 1), dir.path()),
+                      Contains("rank 0") && Contains("index.json"));
+  world()->barrier();
+  std::vector<std::string> names;
+  for (const auto& f : std::filesystem::directory_iterator(dir.path()))
+    names.push_back(f.path().filename().string());
+  INFO(fmt::format("{}", fmt::join(names, ", ")));
+  REQUIRE(names == std::vector<std::string>{"index.json"});
+  world()->barrier();
+}
+
 DTENSOR_TEST_CASE("a malformed index is an error naming the index P=1", "[checkpoint][mp]", 1) {
   SharedTempDir dir("malformed");
   DeviceMesh mesh(DeviceType::CPU, {1});
@@ -171,4 +225,130 @@ DTENSOR_TEST_CASE("a malformed index is an error naming the index P=1", "[checkp
   std::ofstream(dir / "index.json") << text.substr(0, text.size() / 2);
   REQUIRE_THROWS_WITH(load_checkpoint(dir.path(), replicated_target(mesh)),
                       Contains("index.json") && Contains("malformed"));
+}
+
+DTENSOR_TEST_CASE("an index whose shards overlap and leave a gap is refused P=2",
+                  "[checkpoint][mp]", 2) {
+  SharedTempDir dir("overlap");
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  // Rank 1's shard (rows 32-63) moved up to rows 16-47: rows 16-31 twice,
+  // rows 48-63 never, the element count unchanged.
+  edit_index(dir, [](nlohmann::ordered_json& j) {
+    for (auto& sh : j["tensors"][0]["shards"])
+      if (sh["offsets"][0] == 32) sh["offsets"][0] = 16;
+  });
+  REQUIRE_THROWS_AS(read_checkpoint_index(dir.path()), CheckpointCorrupt);
+  REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                      Contains("index.json") && Contains("'encoder.weight'") &&
+                          Contains("overlap") && Contains("[16, 0]"));
+  REQUIRE_THROWS_AS(load_checkpoint(dir.path(), replicated_target(mesh)), CheckpointCorrupt);
+  REQUIRE_THROWS_WITH(
+      load_checkpoint(dir.path(), replicated_target(mesh)),
+      Contains("index.json") && Contains("'encoder.weight'") && Contains("overlap"));
+  if (get_rank() == 0) {
+    REQUIRE_THROWS_AS(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                      CheckpointCorrupt);
+    REQUIRE_FALSE(std::filesystem::exists(dir / "whole.safetensors"));
+  }
+  // Two shards of the same rows side by side: overlap in dim 0 alone is not enough.
+  edit_index(dir, [](nlohmann::ordered_json& j) {
+    auto& shards = j["tensors"][0]["shards"];
+    shards[0]["offsets"] = {0, 0};
+    shards[1]["offsets"] = {32, 0};
+  });
+  REQUIRE(read_checkpoint_index(dir.path())[0].shards.size() == 2);
+  require_bit_exact("encoder.weight",
+                    load_checkpoint(dir.path(), replicated_target(mesh))[0].second, 1);
+}
+
+DTENSOR_TEST_CASE("an index promising more bytes than its files hold allocates nothing P=1",
+                  "[checkpoint][mp]", 1) {
+  SharedTempDir dir("promise");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  const auto saved = read_checkpoint_index(dir.path())[0].shards[0];
+  // 2^40 rows of 1024 f32 (4 PiB) in one shard, consistent in itself: one
+  // checksum block, the file listed as that long. Consolidating sized its
+  // buffer from this and threw std::bad_alloc.
+  const std::int64_t rows = std::int64_t{1} << 40, bytes = rows * 1024 * 4;
+  edit_index(dir, [&](nlohmann::ordered_json& j) {
+    auto& t = j["tensors"][0];
+    t["shape"] = {rows, 1024};
+    t["shards"][0]["extents"] = {rows, 1024};
+    t["shards"][0]["byte_length"] = bytes;
+    t["shards"][0]["crc32"] = {saved.crc32[0]};
+    j["checksum"]["block_bytes"] = bytes;
+    j["files"][saved.file]["bytes"] = saved.byte_offset + bytes;
+  });
+  REQUIRE_THROWS_AS(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                    CheckpointCorrupt);
+  REQUIRE_THROWS_WITH(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                      Contains(saved.file) && Contains("truncated"));
+  // Two shards on the same bytes of one file: refused when the index is read.
+  save_checkpoint({{"a", seeded(mesh, {Replicate()}, {4}, DType::F32, 1)},
+                   {"b", seeded(mesh, {Replicate()}, {4}, DType::F32, 2)}},
+                  dir.path());
+  edit_index(dir, [](nlohmann::ordered_json& j) {
+    j["tensors"][1]["shards"][0]["byte_offset"] = j["tensors"][0]["shards"][0]["byte_offset"];
+  });
+  REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                      Contains("index.json") && Contains("share bytes"));
+}
+
+DTENSOR_TEST_CASE("an index naming a file outside the checkpoint is refused P=1",
+                  "[checkpoint][mp]", 1) {
+  SharedTempDir dir("outside");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  const std::string file = read_checkpoint_index(dir.path())[0].shards[0].file;
+  // A copy of the real shard file one level up: it would load the right values.
+  const std::string outside = "dtensor-ckpt-outside-" + std::to_string(::getpid()) + ".safetensors";
+  std::filesystem::copy_file(dir / file, dir / ("../" + outside));
+  for (const std::string& bad :
+       {"../" + outside, std::string("/etc/passwd"), std::string("."), std::string(".."),
+        std::string("sub/") + file, file + std::string(1, '\0') + "x", std::string()}) {
+    INFO("file name: " << bad);
+    edit_index(dir, [&](nlohmann::ordered_json& j) {
+      auto& files = j["files"];
+      const auto bytes = files.begin().value();
+      files = nlohmann::ordered_json::object();
+      files[bad] = bytes;
+      j["tensors"][0]["shards"][0]["file"] = bad;
+    });
+    REQUIRE_THROWS_AS(read_checkpoint_index(dir.path()), CheckpointCorrupt);
+    REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                        Contains("index.json") && Contains("not a plain file name"));
+    REQUIRE_THROWS_AS(load_checkpoint(dir.path(), replicated_target(mesh)), CheckpointCorrupt);
+  }
+  std::filesystem::remove(dir / ("../" + outside));
+}
+
+DTENSOR_TEST_CASE("a FIFO in place of the index or a shard file is refused, not waited on P=1",
+                  "[checkpoint][mp]", 1) {
+  SharedTempDir dir("fifo");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  save_checkpoint(weights(mesh, 1), dir.path());
+  const std::string file = read_checkpoint_index(dir.path())[0].shards[0].file;
+  std::filesystem::rename(dir / file, dir / (file + ".saved"));
+  REQUIRE(::mkfifo((dir / file).c_str(), 0600) == 0);
+  require_returns_within_5s([&] {
+    REQUIRE_THROWS_WITH(load_checkpoint(dir.path(), replicated_target(mesh)),
+                        Contains(file) && Contains("not a regular file"));
+    REQUIRE_THROWS_AS(consolidate_checkpoint(dir.path(), dir / "whole.safetensors"),
+                      CheckpointCorrupt);
+    REQUIRE_THROWS_AS(read_safetensors(dir / file), InvalidArgument);
+  });
+  std::filesystem::rename(dir / "index.json", dir / "index.json.saved");
+  REQUIRE(::mkfifo((dir / "index.json").c_str(), 0600) == 0);
+  require_returns_within_5s([&] {
+    REQUIRE_THROWS_AS(read_checkpoint_index(dir.path()), CheckpointCorrupt);
+    REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()),
+                        Contains("index.json") && Contains("not a regular file"));
+    REQUIRE_THROWS_AS(load_checkpoint(dir.path(), replicated_target(mesh)), CheckpointCorrupt);
+  });
+  // A directory in its place is refused the same way.
+  std::filesystem::remove(dir / "index.json");
+  std::filesystem::create_directory(dir / "index.json");
+  REQUIRE_THROWS_WITH(read_checkpoint_index(dir.path()), Contains("not a regular file"));
 }

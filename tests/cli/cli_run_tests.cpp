@@ -202,6 +202,27 @@ TEST_CASE("cli run: a bad argument fails on every rank at once", "[cli][run]") {
   }
 }
 
+TEST_CASE("cli run: sizes beyond memory and a failed init are named, with the rank", "[cli][run]") {
+  // 10^14 f32 elements: past any address space (so refused whatever the
+  // kernel's overcommit policy), yet no int64 overflow. Was std::bad_alloc,
+  // exit 3, naming nothing.
+  const Ran big = run_conv(2, {"--input", "100000,1000,1000,1000"});
+  INFO("output:\n" << big.output);
+  CHECK(big.code == 2);
+  CHECK(big.output.find("dtensor-conv: rank 1: out of memory: the tensors of --input "
+                        "100000,1000,1000,1000") != std::string::npos);
+  // init fails (nothing listens on loopback port 1): the rank is the
+  // launcher's, not "rank 0" on every rank.
+  const Ran init = run_program({kConv}, 20s,
+                               {{"DTENSOR_RANK", "1"},
+                                {"DTENSOR_WORLD_SIZE", "2"},
+                                {"DTENSOR_STORE", "redis://127.0.0.1:1"}});
+  INFO("output:\n" << init.output);
+  CHECK(init.code == 3);
+  CHECK(init.output.find("dtensor-conv: rank 1: [dtensor.store] redis://127.0.0.1:1") !=
+        std::string::npos);
+}
+
 TEST_CASE("cli run: dump writes every tensor and meta.json and check_dump.py agrees",
           "[cli][run]") {
   dtensor::launch::TempDir dir("dtensor-cli-dump");

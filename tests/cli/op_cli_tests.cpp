@@ -319,6 +319,24 @@ TEST_CASE("op cli run: a bad argument fails on every rank at once", "[cli][op][r
     CHECK(help.output.find(op) != std::string::npos);
 }
 
+TEST_CASE("op cli run: sizes beyond memory and a failed init are named, with the rank",
+          "[cli][op][run]") {
+  // As dtensor-conv's test: 10^14 elements, then an init that cannot reach its store.
+  const Ran big = run_op(2, {"relu", "--input", "100000,1000,1000,1000"});
+  INFO("output:\n" << big.output);
+  CHECK(big.code == 2);
+  CHECK(big.output.find("dtensor-op: rank 1: out of memory: the tensors of --input "
+                        "100000,1000,1000,1000") != std::string::npos);
+  const Ran init = run_program({kOp, "relu"}, 20s,
+                               {{"DTENSOR_RANK", "1"},
+                                {"DTENSOR_WORLD_SIZE", "2"},
+                                {"DTENSOR_STORE", "redis://127.0.0.1:1"}});
+  INFO("output:\n" << init.output);
+  CHECK(init.code == 3);
+  CHECK(init.output.find("dtensor-op: rank 1: [dtensor.store] redis://127.0.0.1:1") !=
+        std::string::npos);
+}
+
 TEST_CASE("op cli run: a bad U-Net operator argument fails on every rank, naming it",
           "[cli][op][run][nn]") {
   const std::vector<std::pair<Args, std::string>> bad{

@@ -15,9 +15,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "dtensor/core/temp_dirs.h"
 #include "dtensor/dtensor.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/killed_rank_check.h"
+#include "tests/comm/redis_server.h"
 #include "tests/support/multiprocess.h"
 
 using namespace dtensor;
@@ -42,6 +44,24 @@ void stop_for(std::chrono::milliseconds after) {
   }
   raise(SIGSTOP);
   waitpid(waker, nullptr, 0);
+}
+
+// A barrier that a stopped rank never joins: it must end with a CommError
+// (whose message and time the caller checks), never return.
+struct Ended {
+  std::string what;
+  double seconds = 0;
+};
+Ended barrier_until_failed(ProcessGroup& pg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    pg.barrier();
+  } catch (const CommError& e) {
+    std::printf("rank %d: %s after %.2f s\n", pg.rank(), e.what(), seconds_since(t0));
+    return {e.what(), seconds_since(t0)};
+  }
+  FAIL("a barrier with a stopped rank returned");
+  return {};
 }
 
 std::string read_text(const std::string& path) {
@@ -234,17 +254,102 @@ TEST_CASE("monitor: a stopped rank is named within the heartbeat timeout P=3",
           CHECK_THROWS_WITH(pg.barrier(), Catch::Contains("rank 1 failed: no heartbeat"));
           return;
         }
-        const auto t0 = std::chrono::steady_clock::now();
-        try {
-          pg.barrier();
-          FAIL("a barrier with a stopped rank returned");
-        } catch (const CommError& e) {
-          const double s = seconds_since(t0);
-          INFO(e.what() << " after " << s << " s");
-          CHECK_THAT(std::string(e.what()), Catch::Contains("rank 1 failed: no heartbeat"));
-          CHECK(s >= 1.5);
-          CHECK(s < 2.0 + 1.5);
+        const Ended e = barrier_until_failed(pg);
+        CHECK_THAT(e.what, Catch::Contains("rank 1 failed: no heartbeat"));
+        CHECK(e.seconds >= 1.5);
+        CHECK(e.seconds < 2.0 + 1.5);
+      },
+      opt);
+}
+
+namespace {
+
+// The store dies (SIGKILL) or freezes (SIGSTOP) mid-job, then rank 1 stops.
+// Without the store no rank can be named from its heartbeats; what must not
+// happen is that the others wait out their 60 s timeout without a word. They
+// must warn within seconds naming the store, and end within the heartbeat
+// timeout (2 s) of the loss with an error naming the lost store.
+void store_lost_case(int store_signal) {
+  std::unique_ptr<RedisServer> redis;
+  RunOptions opt;
+  opt.comm_timeout = 60s;
+  opt.deadline = 40s;
+  opt.grace_after_failure = 20s;
+  opt.env["DTENSOR_HEARTBEAT_INTERVAL"] = "0.2";
+  opt.env["DTENSOR_HEARTBEAT_TIMEOUT"] = "2";
+  if (!in_rank_process()) {
+    redis = std::make_unique<RedisServer>();
+    opt.env["DTENSOR_STORE"] = redis->url();
+    opt.env["TEST_REDIS_PID"] = std::to_string(redis->pid());
+    opt.env["TEST_REDIS_SIGNAL"] = std::to_string(store_signal);
+  }
+  const JobResult res = run_ranks_collect(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();
+        std::this_thread::sleep_for(500ms);  // a few healthy heartbeats
+        pg.barrier();
+        if (ctx.rank == 0)
+          REQUIRE(kill(std::stoi(std::getenv("TEST_REDIS_PID")),
+                       std::stoi(std::getenv("TEST_REDIS_SIGNAL"))) == 0);
+        if (ctx.rank == 1) {
+          stop_for(8000ms);
+          CHECK_THROWS_AS(pg.barrier(), CommError);
+          return;
         }
+        const Ended e = barrier_until_failed(pg);
+        CHECK_THAT(e.what,
+                   Catch::Contains("the store redis://127.0.0.1:") && Catch::Contains("is lost"));
+        CHECK(e.seconds < 2.0 + 2.0);
+      },
+      opt);
+  if (in_rank_process()) return;
+  if (store_signal == SIGSTOP) redis->signal(SIGCONT);
+  for (int r : {0, 2}) {
+    INFO("rank " << r << ":\n" << res.ranks[r].output);
+    CHECK(res.ranks[r].ok);
+    // The warning came first, naming the store and what happens next.
+    const std::string& out = res.ranks[r].output;
+    const auto warned = out.find("the store " + redis->url() + " does not answer");
+    CHECK(warned != std::string::npos);
+    CHECK(warned < out.find("is lost"));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("monitor: a store killed mid-job ends the job naming it within 4 s P=3",
+          "[comm][fault][monitor][redis]") {
+  store_lost_case(SIGKILL);
+}
+
+TEST_CASE("monitor: a store frozen mid-job ends the job naming it within 4 s P=3",
+          "[comm][fault][monitor][redis]") {
+  store_lost_case(SIGSTOP);
+}
+
+TEST_CASE(
+    "monitor: a stopped rank is named when DTENSOR_TIMEOUT is below the heartbeat timeout P=3",
+    "[comm][fault][monitor]") {
+  // The default heartbeat timeout (20 s) is far above the 4 s timeout: were
+  // it kept, every rank would only report its own barrier timing out.
+  RunOptions opt;
+  opt.comm_timeout = 4s;
+  opt.deadline = 40s;
+  run_ranks(
+      3,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        pg.barrier();
+        if (ctx.rank == 1) {
+          stop_for(8000ms);
+          CHECK_THROWS_AS(pg.barrier(), CommError);
+          return;
+        }
+        const Ended e = barrier_until_failed(pg);
+        CHECK_THAT(e.what, Catch::Contains("rank 1 failed: no heartbeat"));
+        CHECK(e.seconds < 4.0);
       },
       opt);
 }
@@ -295,6 +400,38 @@ TEST_CASE("monitor: heartbeats keep one store key per rank however long the job 
         ctx.pg->barrier();  // neither rank stops watching before both counted
       },
       opt);
+}
+
+TEST_CASE("monitor: a stray unsealed abort key is ignored and logged once P=2", "[comm][monitor]") {
+  const JobResult res = run_ranks_collect(
+      2,
+      [](RankContext& ctx) {
+        ctx.pg->barrier();
+        if (ctx.rank == 0) {
+          // A value written by some other process where the job's abort key
+          // lives (file store: DIR/JOB/KEY with '/' as %2F); it lacks the seal.
+          const std::string store = std::getenv("DTENSOR_STORE");
+          REQUIRE(store.rfind("file:", 0) == 0);
+          std::ofstream(store.substr(5) + "/" + config().job_id +
+                        "/dtensor.monitor%2Fworld0%2Fabort")
+              << "rank 9 failed: not really";
+        }
+        ctx.pg->barrier();
+        std::this_thread::sleep_for(1500ms);  // some 15 monitor ticks
+        ctx.pg->barrier();                    // the job goes on
+      },
+      RunOptions{});
+  if (in_rank_process()) return;
+  for (const auto& r : res.ranks) {
+    INFO(r.output);
+    CHECK(r.ok);
+    int warnings = 0;
+    for (auto at = r.output.find("ignoring key"); at != std::string::npos;
+         at = r.output.find("ignoring key", at + 1))
+      ++warnings;
+    CHECK(warnings == 1);
+    CHECK_THAT(r.output, Catch::Contains("abort"));
+  }
 }
 
 TEST_CASE("monitor: full_tensor on one rank, convolution on the others: desync named P=4",
@@ -375,4 +512,58 @@ TEST_CASE("monitor: SIGUSR1 writes each rank's flight recorder P=2", "[comm][mon
       opt);
   if (in_rank_process()) return;
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("monitor: a one-rank program writes its recorder on SIGUSR1, its leftovers are swept P=1",
+          "[comm][monitor]") {
+  RunOptions opt;
+  opt.init_process_group = false;
+  run_ranks(
+      1,
+      [](RankContext&) {
+        // A program started alone, in a TMPDIR of its own.
+        std::string tmpl =
+            std::filesystem::temp_directory_path().string() + "/dtensor-solo-test-XXXXXX";
+        REQUIRE(mkdtemp(tmpl.data()));
+        const std::filesystem::path tmp = tmpl;
+        for (const char* v : {"DTENSOR_STORE", "DTENSOR_RANK", "DTENSOR_WORLD_SIZE",
+                              "DTENSOR_LOCAL_RANK", "DTENSOR_FLIGHT_RECORDER_DIR"})
+          unsetenv(v);
+        setenv("TMPDIR", tmp.c_str(), 1);
+        // What killed launchers and programs left: owners gone (no such pid;
+        // pid 1 with another start time: a reused pid), and one still running.
+        const std::string me = std::to_string(getpid()) + " " +
+                               temp_dirs::process_start_time(static_cast<long>(getpid()));
+        const std::map<std::string, std::string> leftovers = {{"dtensor-run-gone", "999999999 1"},
+                                                              {"dtensor-solo-reused", "1 0"},
+                                                              {"dtensor-run-alive", me},
+                                                              {"dtensor-run-no-record", ""}};
+        for (const auto& [name, owner] : leftovers) {
+          std::filesystem::create_directories(tmp / name / "store");
+          if (!owner.empty()) std::ofstream(tmp / name / "owner") << owner << "\n";
+        }
+        init_process_group();
+        CHECK_FALSE(std::filesystem::exists(tmp / "dtensor-run-gone"));
+        CHECK_FALSE(std::filesystem::exists(tmp / "dtensor-solo-reused"));
+        CHECK(std::filesystem::exists(tmp / "dtensor-run-alive"));
+        CHECK(std::filesystem::exists(tmp / "dtensor-run-no-record"));
+        // Its own private store records it as the owner.
+        std::filesystem::path solo;
+        for (const auto& e : std::filesystem::directory_iterator(tmp))
+          if (e.path().filename().string().rfind("dtensor-solo-", 0) == 0) solo = e.path();
+        REQUIRE_FALSE(solo.empty());
+        CHECK(read_text((solo / "owner").string()) == me + "\n");
+
+        world()->barrier();
+        const std::string file = (tmp / "dtensor-flight-rank0.txt").string();
+        raise(SIGUSR1);  // the default action would end the process here
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!std::filesystem::exists(file) && seconds_since(t0) < 3)
+          std::this_thread::sleep_for(20ms);
+        CHECK(std::filesystem::exists(file));
+        destroy_process_group();
+        CHECK_FALSE(std::filesystem::exists(solo));
+        std::filesystem::remove_all(tmp);
+      },
+      opt);
 }

@@ -68,6 +68,7 @@ class RedisServer {
   /// E.g. SIGSTOP to freeze the server, SIGCONT to let it go on.
   void signal(int sig) { procs_.signal_all(sig); }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return procs_.pid(0); }
 
  private:
   launch::TempDir dir_;

@@ -103,6 +103,16 @@ TEST_CASE("quickstart runs on 4 ranks", "[examples][mp]") {
                       "[4, 16, 64, 64] as S(0),R; mean") != std::string::npos);
 }
 
+TEST_CASE("quickstart: a store that cannot be reached ends it with the message, not an abort",
+          "[examples]") {
+  // Port 1 on loopback: nothing listens there, the connection is refused at once.
+  const Output out = run("DTENSOR_RANK=1 DTENSOR_WORLD_SIZE=4 DTENSOR_STORE=redis://127.0.0.1:1 " +
+                         std::string(DTENSOR_QUICKSTART));
+  INFO(out.text);
+  CHECK(out.status == 1);  // an uncaught exception was 134 (SIGABRT)
+  CHECK(out.text.find("quickstart: [dtensor.store] redis://127.0.0.1:1") != std::string::npos);
+}
+
 TEST_CASE("custom_op: a strategy+kernel operator and a handler operator on 4 ranks",
           "[examples][mp]") {
   const Output out = run(launch(4, DTENSOR_CUSTOM_OP));

@@ -116,6 +116,10 @@ Finished run(const Args& args) {
   return Launcher(args).finish();
 }
 
+Finished run_with_env(const Args& args, const std::map<std::string, std::string>& env) {
+  return Launcher(args, false, env).finish();
+}
+
 Args fixture(std::initializer_list<std::string> steps) {
   Args a{kFixture};
   a.insert(a.end(), steps);
@@ -285,6 +289,25 @@ TEST_CASE("launcher: killed by SIGKILL it leaves no rank and no store behind", "
   CHECK_FALSE(fs::exists(job_dir_of(f.stores[0])));
 }
 
+TEST_CASE("launcher: what a killed launcher or program left behind is removed by the next one",
+          "[launcher]") {
+  // A whole process group killed takes dtensor-run's cleanup helper with it,
+  // and a program run alone cannot clean up after SIGKILL: their directories
+  // record their owner, and a launch removes those whose owner is gone.
+  dtensor::launch::TempDir tmp("dtensor-launcher-tmpdir");
+  for (const char* name : {"dtensor-run-gone", "dtensor-solo-gone", "dtensor-run-no-record"})
+    fs::create_directories(tmp.path() + "/" + name + "/store");
+  std::ofstream(tmp.path() + "/dtensor-run-gone/owner") << "999999999 1\n";
+  std::ofstream(tmp.path() + "/dtensor-solo-gone/owner") << "1 0\n";  // pid 1, started later
+  const Finished f =
+      Launcher(concat({"-n", "1"}, fixture({"env"})), false, {{"TMPDIR", tmp.path()}}).finish();
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK_FALSE(fs::exists(tmp.path() + "/dtensor-run-gone"));
+  CHECK_FALSE(fs::exists(tmp.path() + "/dtensor-solo-gone"));
+  CHECK(fs::exists(tmp.path() + "/dtensor-run-no-record"));  // not known to be abandoned
+}
+
 TEST_CASE("launcher: deadline stops the job with exit code 124", "[launcher]") {
   const Finished f =
       run(concat({"--deadline", "1", "-n", "2"}, fixture({"env", "pid", "sleep", "60"})));
@@ -314,6 +337,27 @@ TEST_CASE("launcher: nnodes and node-rank give global ranks and the world size",
   CHECK(f.code == 0);
   CHECK(contains(f.output, "[2] rank=2 world=4 local=0 store=redis://localhost:6379 "));
   CHECK(contains(f.output, "[3] rank=3 world=4 local=1 store=redis://localhost:6379 "));
+}
+
+TEST_CASE("launcher: the store from DTENSOR_STORE or --store-file reaches the ranks",
+          "[launcher]") {
+  // The ranks are not started (nothing listens there): the fixture only prints
+  // what it got. A password in either place never appears on dtensor-run's
+  // command line, which is what `ps` shows every user.
+  const std::string url = "redis://:s3cret@localhost:6379";
+  Finished f = run_with_env(concat({"-n", "2", "--nnodes", "2"}, fixture({"env"})),
+                            {{"DTENSOR_STORE", url}});
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK(contains(f.output, "[1] rank=1 world=4 local=1 store=" + url + " "));
+  dtensor::launch::TempDir scratch("dtensor-launcher-store-file");
+  const std::string file = scratch.path() + "/store";
+  std::ofstream(file) << "redis://:other@localhost:6380\n";
+  f = run_with_env(concat({"-n", "1", "--store-file", file}, fixture({"env"})),
+                   {{"DTENSOR_STORE", url}});
+  INFO(f.output);
+  CHECK(f.code == 0);
+  CHECK(contains(f.output, "[0] rank=0 world=1 local=0 store=redis://:other@localhost:6380 "));
 }
 
 TEST_CASE("launcher: usage errors exit 2 naming the argument and start nothing", "[launcher]") {

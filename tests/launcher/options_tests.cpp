@@ -1,5 +1,10 @@
 // Unit tests of dtensor-run's command-line parser: no process is started.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 #include "tests/launcher/usage_cases.h"
 #include "tools/dtensor-run/core_binding.h"
@@ -200,4 +205,50 @@ TEST_CASE("store URLs with credentials are accepted, never echoed", "[launcher][
   } catch (const UsageError& e) {
     CHECK(std::string(e.what()).find("secretpw") == std::string::npos);
   }
+}
+
+TEST_CASE("parser: the store from --store-file or DTENSOR_STORE, the password off the command line",
+          "[launcher][options]") {
+  const std::string url = "redis://:s3cret@h.example:6379";
+  const auto env = [&](const char* name) -> const char* {
+    return std::string(name) == "DTENSOR_STORE" ? url.c_str() : nullptr;
+  };
+  const auto no_env = [](const char*) -> const char* { return nullptr; };
+  // DTENSOR_STORE when neither option is given; --store wins over it.
+  CHECK(parse_options({"-n", "2", "p"}, env).store == url);
+  CHECK(parse_options({"-n", "2", "p"}, no_env).store.empty());
+  CHECK(parse_options({"-n", "2", "--store", "file:/s", "p"}, env).store == "file:/s");
+  CHECK(parse_options({"-n", "2", "--nnodes", "2", "p"}, env).store == url);
+  // --store-file: the first line, a trailing CR dropped; it wins over DTENSOR_STORE.
+  const std::string file = std::filesystem::temp_directory_path().string() +
+                           "/dtensor-store-file-" + std::to_string(::getpid());
+  std::ofstream(file) << "redis://:other@h.example:6380\r\nignored\n";
+  CHECK(parse_options({"-n", "2", "--store-file", file, "p"}, env).store ==
+        "redis://:other@h.example:6380");
+  // Every mistake names where the store came from, never the password.
+  auto refused = [](const Args& args, const dtensor::run::EnvLookup& e) {
+    try {
+      parse_options(args, e);
+    } catch (const UsageError& ex) {
+      return std::string(ex.what());
+    }
+    return std::string("accepted");
+  };
+  const auto bad_env = [](const char* name) -> const char* {
+    return std::string(name) == "DTENSOR_STORE" ? "redis://:s3cret@h.example" : nullptr;
+  };
+  CHECK_THAT(refused({"-n", "2", "p"}, bad_env),
+             Catch::Contains("DTENSOR_STORE") && !Catch::Contains("s3cret"));
+  CHECK_THAT(
+      refused({"-n", "2", "--store", "file:/s", "--store-file", file, "p"}, no_env),
+      Catch::Contains("--store-file and --store") || Catch::Contains("--store and --store-file"));
+  CHECK_THAT(refused({"-n", "2", "--store-file", file + ".missing", "p"}, no_env),
+             Catch::Contains("--store-file") && Catch::Contains(".missing"));
+  std::ofstream(file) << "redis://:s3cret@h.example\n";
+  CHECK_THAT(refused({"-n", "2", "--store-file", file, "p"}, no_env),
+             Catch::Contains("--store-file") && !Catch::Contains("s3cret"));
+  std::ofstream(file) << "\n";
+  CHECK_THAT(refused({"-n", "2", "--store-file", file, "p"}, no_env),
+             Catch::Contains("--store-file") && Catch::Contains("empty"));
+  std::filesystem::remove(file);
 }

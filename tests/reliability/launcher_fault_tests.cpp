@@ -3,9 +3,19 @@
 // launcher must exit non-zero naming the rank, promptly, and leave nothing
 // behind: no rank process, nothing in its temporary directory (the private
 // store). Repeated DTENSOR_FAULT_REPEAT times (default 1).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "tests/reliability/reliability_util.h"
 #include "tools/launch/process_set.h"
@@ -24,9 +34,10 @@ struct Launch {
   std::string output;
 };
 
-// Runs dtensor-run with `args` (TMPDIR = `tmp`), killing it after `limit`.
+// Runs dtensor-run with `args` (TMPDIR = `tmp`, and `env`), killing it after `limit`.
 Launch launch(const std::vector<std::string>& args, const PrivateTmp& tmp,
-              std::chrono::seconds limit = 40s) {
+              std::chrono::seconds limit = 40s,
+              const std::map<std::string, std::string>& env = {}) {
   dtensor::launch::TempDir out_dir("dtensor-relout");  // not in `tmp`: not a leftover
   dtensor::launch::ProcessSpec spec;
   spec.argv = {kRun};
@@ -34,6 +45,8 @@ Launch launch(const std::vector<std::string>& args, const PrivateTmp& tmp,
   spec.output_file = out_dir.path() + "/output";
   spec.env["TMPDIR"] = tmp.path();
   spec.env["OMP_NUM_THREADS"] = "1";
+  for (const auto& [k, v] : env)
+    spec.env[k] = v;
   dtensor::launch::ProcessSet set;
   const auto t0 = std::chrono::steady_clock::now();
   set.start(spec);
@@ -137,4 +150,89 @@ TEST_CASE("launcher: after a clean job nothing is left in TMPDIR", "[reliability
   CHECK_THAT(l.output, Catch::Contains("conv-check max_err"));
   CHECK(pids_in(l.output).size() == 3);
   check_clean(l, tmp, 3);
+}
+
+namespace {
+
+// The TCP ports on 127.0.0.1 on which one of `pids` listens: its socket
+// inodes (/proc/PID/fd) matched against /proc/net/tcp, as any local user can.
+std::vector<int> listening_ports(const std::vector<pid_t>& pids) {
+  std::set<std::string> inodes;
+  for (const pid_t pid : pids) {
+    std::error_code ec;
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code ec2;
+      const std::string target = std::filesystem::read_symlink(it->path(), ec2).string();
+      if (!ec2 && target.rfind("socket:[", 0) == 0)
+        inodes.insert(target.substr(8, target.size() - 9));
+    }
+  }
+  std::vector<int> ports;
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+    fields >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+    // 0100007F: 127.0.0.1; 0A: LISTEN.
+    if (state == "0A" && local.rfind("0100007F:", 0) == 0 && inodes.count(inode))
+      ports.push_back(std::stoi(local.substr(9), nullptr, 16));
+  }
+  return ports;
+}
+
+}  // namespace
+
+TEST_CASE("launcher fault: a job starts while an outsider keeps connecting to its ports",
+          "[reliability][launcher]") {
+  // Gloo's TCP pairs accept the first connection on their listening port as
+  // the peer, with no handshake: a local process that connects there first
+  // breaks that pair. The outsider here finds the job's listening ports as
+  // any local user can, and connects to each and closes, over and over, on
+  // loopback only, while the job starts, but for at most 3 s after its first
+  // connection. Each job must start anyway, within DTENSOR_TIMEOUT. Before,
+  // every rank exited 3 within 0.1 s when the outsider won three attempts in
+  // a row (3 jobs in 5 in one measurement): five jobs make that near certain.
+  int total = 0;
+  for (int job = 0; job < 5; ++job) {
+    PrivateTmp tmp(/*set_env=*/false);
+    std::atomic<bool> stop{false};
+    std::atomic<int> connections{0};
+    std::thread outsider([&] {
+      auto until = std::chrono::steady_clock::now() + 60s;
+      std::vector<pid_t> pids;
+      auto looked = std::chrono::steady_clock::now();
+      while (!stop && std::chrono::steady_clock::now() < until) {
+        // The job's processes, looked up now and then once found (that
+        // reads every process's environment); their ports in a tight loop.
+        if (pids.empty() || std::chrono::steady_clock::now() - looked > 50ms) {
+          pids = processes_with_env("TMPDIR=" + tmp.path());
+          looked = std::chrono::steady_clock::now();
+        }
+        for (const int port : listening_ports(pids)) {
+          const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+          sockaddr_in addr{};
+          addr.sin_family = AF_INET;
+          addr.sin_port = htons(static_cast<std::uint16_t>(port));
+          addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+          if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 &&
+              connections++ == 0)
+            until = std::chrono::steady_clock::now() + 3s;
+          ::close(fd);
+        }
+      }
+    });
+    const Launch l = launch({"-n", "3", kProgram, "conv-check", "--width", "100"}, tmp, 60s,
+                            {{"DTENSOR_TIMEOUT", "40"}});
+    stop = true;
+    outsider.join();
+    total += connections;
+    INFO("job " << job << ": the outsider connected " << connections << " times\n" << l.output);
+    REQUIRE(l.code == 0);
+    CHECK_THAT(l.output, Catch::Contains("conv-check max_err"));
+    check_clean(l, tmp, 3);
+  }
+  CHECK(total > 0);  // else the test proved nothing
 }

@@ -9,6 +9,7 @@ resume with an unbroken run.
 import argparse
 import json
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -74,7 +75,8 @@ def case_torch(a, tmp, ranks, mesh_args, optimizer, lr, momentum, consolidate):
     ckpt = os.path.join(tmp, "ckpt")
     got = train(a, ranks, tmp, mesh_args + [
         "--init", f"{tmp}/init.safetensors", "--groups", "2", "--steps", "4", "--optimizer",
-        optimizer, "--lr", str(lr), "--momentum", str(momentum), "--save", ckpt])
+        optimizer, "--lr", str(lr), "--save", ckpt] +
+        (["--momentum", str(momentum)] if optimizer == "sgd" else []))
     close(got, want, 1e-10, "losses vs PyTorch")
     if consolidate:
         sys.path.insert(0, HERE)
@@ -123,11 +125,78 @@ def case_resume(a, tmp):
     return 0
 
 
+def write_npy_raw(path, header, data):
+    raw = header.encode("latin1") + b"\n"
+    with open(path, "wb") as out:
+        out.write(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(raw)) + raw + data)
+
+
+def write_npy(path, shape, values):
+    """A little-endian f8 .npy file, without numpy (these cases run without it)."""
+    dims = "".join(f"{e}, " for e in shape)
+    write_npy_raw(path, "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % dims,
+                  struct.pack(f"<{len(values)}d", *values))
+
+
+def plain_data(tmp, n=2, cin=2, cout=1, h=16, w=12, seed=3):
+    rng = random.Random(seed)
+    write_npy(f"{tmp}/x.npy", (n, cin, h, w), [rng.gauss(0, 1) for _ in range(n * cin * h * w)])
+    write_npy(f"{tmp}/y.npy", (n, cout, h, w), [rng.gauss(0, 1) for _ in range(n * cout * h * w)])
+
+
+def read_safetensors_raw(path):
+    """name -> (dtype, shape, bytes), without numpy's help for bf16."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    return {name: (e["dtype"], e["shape"], blob[8 + n + e["data_offsets"][0]:
+                                                 8 + n + e["data_offsets"][1]])
+            for name, e in header.items() if name != "__metadata__"}
+
+
+def write_safetensors_raw(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def case_init_bf16(a, tmp):
+    """bf16 --init tensors are converted exactly: the losses equal those of
+    the same values given as f64."""
+    plain_data(tmp)
+    common = ["--groups", "2", "--optimizer", "adam", "--lr", "0.01"]
+    ck = os.path.join(tmp, "ck")
+    train(a, 1, tmp, common + ["--base", "4", "--seed", "5", "--steps", "0", "--save", ck])
+    run([a.ckpt, "consolidate", ck, f"{tmp}/all.safetensors"])
+    f64, bf16 = {}, {}
+    for name, (dtype, shape, data) in read_safetensors_raw(f"{tmp}/all.safetensors").items():
+        if name.startswith("optim."):
+            continue
+        assert dtype == "F64", (name, dtype)
+        # Each value cut to bf16 (the top 16 bits of its f32), and the same value in f64.
+        values = struct.unpack(f"<{len(data) // 8}d", data)
+        top = [struct.unpack("<I", struct.pack("<f", v))[0] >> 16 for v in values]
+        bf16[name] = ("BF16", shape, struct.pack(f"<{len(top)}H", *top))
+        cut = [struct.unpack("<f", struct.pack("<I", t << 16))[0] for t in top]
+        f64[name] = ("F64", shape, struct.pack(f"<{len(cut)}d", *cut))
+    write_safetensors_raw(f"{tmp}/init64.safetensors", f64)
+    write_safetensors_raw(f"{tmp}/init16.safetensors", bf16)
+    want = train(a, 2, tmp, common + ["--init", f"{tmp}/init64.safetensors", "--steps", "3"])
+    got = train(a, 2, tmp, common + ["--init", f"{tmp}/init16.safetensors", "--steps", "3"])
+    assert got == want, f"bf16 init {got} != f64 init {want}"
+    return 0
+
+
 def case_cli_errors(a, tmp):
     """Bad options and inputs: exit 2 with the option named, before any rank waits."""
-    if not have("numpy"):
-        return SKIP
-    numpy_data(tmp)
+    plain_data(tmp)
     ok = ["--data", tmp, "--base", "4", "--groups", "2", "--steps", "1", "--optimizer", "sgd",
           "--lr", "0.1"]
     cases = [
@@ -148,14 +217,39 @@ def case_cli_errors(a, tmp):
         "descr": "{'descr': '', 'fortran_order': False, 'shape': (1,), }",
         "big-endian": "{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }",
     }
+    # A shape header promising more than the file holds (~800 TB here; 8e20
+    # bytes overflow 64 bits): an error naming the file before anything is
+    # allocated (it was std::bad_alloc, exit 3, naming nothing).
+    bad_headers["huge"] = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000, 1000, 100), }"
+    bad_headers["huge-overflow"] = \
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000, 100000, 100000), }"
     for name, header in bad_headers.items():
         d = os.path.join(tmp, "bad-" + name)
         os.makedirs(d)
-        raw = header.encode("latin1") + b"\n"
         for f in ("x.npy", "y.npy"):
-            with open(os.path.join(d, f), "wb") as out:
-                out.write(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(raw)) + raw + bytes(8))
+            write_npy_raw(os.path.join(d, f), header, bytes(8))
         cases.append((["--data", d] + ok[2:], d + "/x.npy"))
+    # Two 'shape' keys, the bytes matching the first: NumPy would read the
+    # second, this trainer read the first and trained on it.
+    d = os.path.join(tmp, "bad-two-shapes")
+    os.makedirs(d)
+    for f, c in (("x.npy", 2), ("y.npy", 1)):
+        header = ("{'descr': '<f8', 'fortran_order': False, 'shape': (2, %d, 16, 12), "
+                  "'shape': (2, %d, 8, 12), }" % (c, c))
+        write_npy_raw(os.path.join(d, f), header, bytes(8 * 2 * c * 16 * 12))
+    cases.append((["--data", d] + ok[2:], d + "/x.npy"))
+    # Empty batches (N = 0, H = 0): the mean loss was 0/0, printed as NaN, exit 0.
+    for name, (n, h) in {"n0": (0, 16), "h0": (2, 0)}.items():
+        d = os.path.join(tmp, "empty-" + name)
+        os.makedirs(d)
+        write_npy(f"{d}/x.npy", (n, 2, h, 12), [])
+        write_npy(f"{d}/y.npy", (n, 1, h, 12), [])
+        cases.append((["--data", d] + ok[2:], d + "/x.npy"))
+    # A model past any address space (the first weight alone: 7e14 bytes):
+    # was std::bad_alloc, exit 3.
+    cases.append(([o if o != "4" else "10000000000000" for o in ok], "--base 10000000000000"))
+    # Adam has no momentum: it was ignored.
+    cases.append(([o if o != "sgd" else "adam" for o in ok] + ["--momentum", "0.9"], "--momentum"))
     for args, named in cases:
         r = subprocess.run([a.run, "-n", "2", "--", a.trainer] + args, capture_output=True,
                            text=True, timeout=120)
@@ -182,6 +276,8 @@ def main():
             return case_torch(a, tmp, 2, [], "adam", 0.01, 0, False)
         if a.case == "ranks-4-vs-1":
             return case_ranks(a, tmp)
+        if a.case == "init-bf16":
+            return case_init_bf16(a, tmp)
         if a.case == "cli-errors":
             return case_cli_errors(a, tmp)
         if a.case == "resume-resharded":

@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
@@ -24,6 +26,7 @@
 #include "tools/dtensor-conv/bench.h"
 #include "tools/dtensor-conv/check.h"
 #include "tools/dtensor-conv/dump.h"
+#include "tools/dtensor-conv/failure.h"
 #include "tools/dtensor-conv/json.h"
 #include "tools/dtensor-conv/memory.h"
 #include "tools/dtensor-conv/options.h"
@@ -288,10 +291,12 @@ int main(int argc, char** argv) {
   }
   try {
     return run(o);
+  } catch (const std::bad_alloc&) {
+    fail_now(error_prefix("dtensor-conv") +
+                 out_of_memory(fmt::format("--input {} (with --out-channels and --kernel)",
+                                           fmt::join(o.input, ","))),
+             exit_code::kUsage);
   } catch (const std::exception& e) {
-    std::cerr << "dtensor-conv: rank " << (dtensor::is_initialized() ? dtensor::get_rank() : 0)
-              << ": " << e.what() << std::endl;
-    std::fflush(nullptr);
-    std::_Exit(exit_code::kError);
+    fail_now(error_prefix("dtensor-conv") + e.what(), exit_code::kError);
   }
 }

@@ -14,15 +14,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/cuda.h"
+#include "tools/dtensor-conv/failure.h"
 #include "tools/dtensor-conv/memory.h"
 #include "tools/dtensor-op/bench.h"
 #include "tools/dtensor-op/check.h"
@@ -257,6 +260,8 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   using namespace dtensor::op_cli;
+  using dtensor::conv_cli::error_prefix, dtensor::conv_cli::fail_now,
+      dtensor::conv_cli::out_of_memory;
   Options o;
   try {
     o = parse_options(std::vector<std::string>(argv + 1, argv + argc));
@@ -274,20 +279,19 @@ int main(int argc, char** argv) {
   } catch (const dtensor::Error& e) {
     return usage_error(e.what());  // e.g. a malformed DTENSOR_WORLD_SIZE
   }
-  const auto who = [] { return dtensor::is_initialized() ? dtensor::get_rank() : 0; };
   try {
     return run(o);
   } catch (const dtensor::InvalidArgument& e) {
     // Raised alike on every rank from the same global shapes: an argument the
     // checks above let through.
-    std::cerr << "dtensor-op: rank " << who() << ": invalid " << op_name(o.op) << ": " << e.what()
-              << "\n"
-              << usage_line() << std::endl;
-    std::fflush(nullptr);
-    std::_Exit(exit_code::kUsage);
+    fail_now(fmt::format("{}invalid {}: {}\n{}", error_prefix("dtensor-op"), op_name(o.op),
+                         e.what(), usage_line()),
+             exit_code::kUsage);
+  } catch (const std::bad_alloc&) {
+    fail_now(error_prefix("dtensor-op") +
+                 out_of_memory(fmt::format("--input {}", fmt::join(o.input, ","))),
+             exit_code::kUsage);
   } catch (const std::exception& e) {
-    std::cerr << "dtensor-op: rank " << who() << ": " << e.what() << std::endl;
-    std::fflush(nullptr);
-    std::_Exit(exit_code::kError);
+    fail_now(error_prefix("dtensor-op") + e.what(), exit_code::kError);
   }
 }

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 
+#include "dtensor/core/temp_dirs.h"
 #include "tools/dtensor-run/core_binding.h"
 #include "tools/dtensor-run/flight_summary.h"
 #include "tools/dtensor-run/job_identity.h"
@@ -136,7 +137,11 @@ int run_job(const Options& o) {
   // The job's private directory: the store unless one was given, and the
   // ranks' flight recorders unless the user chose a directory for them.
   std::optional<launch::TempDir> job_dir;
+  // What killed launchers and solo programs left behind goes first; ours
+  // records its owner so that the next launch can tell the same of it.
+  temp_dirs::remove_abandoned();
   job_dir.emplace("dtensor-run");
+  temp_dirs::claim(job_dir->path());
   remove_when_we_exit(job_dir->path());
   std::map<std::string, std::string> recorder_env;
   const std::string recorder_dir = point_flight_recorders(job_dir->path(), recorder_env);

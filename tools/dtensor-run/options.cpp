@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -78,10 +79,30 @@ void check_store(const std::string& name, const std::string& url) {
                    "' is not a store (expected file:DIR or redis://HOST:PORT)");
 }
 
+// --store-file FILE: the URL on its first line (a trailing '\r' dropped).
+std::string read_store_file(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  if (!in || !std::getline(in, line))
+    throw UsageError("--store-file: cannot read '" + file + "'" + (in ? "" : " (no such file?)"));
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty())
+    throw UsageError("--store-file: the first line of '" + file +
+                     "' is empty (it must be the "
+                     "store URL)");
+  check_store("--store-file", line);
+  return line;
+}
+
 }  // namespace
 
 Options parse_options(const std::vector<std::string>& args) {
+  return parse_options(args, [](const char* name) { return std::getenv(name); });
+}
+
+Options parse_options(const std::vector<std::string>& args, const EnvLookup& env) {
   Options o;
+  std::optional<std::string> store_from;  // the option that gave the store
   std::optional<std::string> nproc_name;  // as spelled, for messages
   bool node_rank_given = false;
 
@@ -125,8 +146,17 @@ Options parse_options(const std::vector<std::string>& args) {
     o.node_rank = parse_count("--node-rank", v, 0, kMaxNodes - 1);
   });
   with_value("--store", [&](const std::string& v) {
+    if (store_from && *store_from != "--store")
+      throw UsageError("--store and " + *store_from + ": give one of them");
     check_store("--store", v);
     o.store = v;
+    store_from = "--store";
+  });
+  with_value("--store-file", [&](const std::string& v) {
+    if (store_from && *store_from != "--store-file")
+      throw UsageError("--store-file and " + *store_from + ": give one of them");
+    o.store = read_store_file(v);
+    store_from = "--store-file";
   });
   with_value("--timeout", [&](const std::string& v) {
     parse_seconds("--timeout", v);
@@ -200,6 +230,12 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   if (first_error) throw *first_error;
 
+  if (!store_from) {
+    if (const char* v = env("DTENSOR_STORE"); v && *v) {
+      check_store("DTENSOR_STORE", v);
+      o.store = v;
+    }
+  }
   if (!nproc_name) throw UsageError("missing -n P: the number of processes to start");
   if (o.command.empty()) throw UsageError("missing PROGRAM: the program each rank runs");
   if (o.node_rank >= o.nnodes)
@@ -211,7 +247,8 @@ Options parse_options(const std::vector<std::string>& args) {
         "--nnodes " + std::to_string(o.nnodes) +
         ": the ranks on all nodes need one store they can all reach, and the default one is "
         "private to this node: pass --store redis://HOST:PORT (or --store file:DIR with DIR on a "
-        "shared file system)");
+        "shared file system; with a password, --store-file FILE or DTENSOR_STORE keep it off the "
+        "command line)");
   return o;
 }
 
@@ -228,7 +265,8 @@ std::map<std::string, std::string> rank_environment(const Options& o, int local_
 }
 
 std::string usage_line() {
-  return "usage: dtensor-run -n P [--store file:DIR|redis://HOST:PORT] [--timeout S] "
+  return "usage: dtensor-run -n P [--store file:DIR|redis://HOST:PORT | --store-file FILE] "
+         "[--timeout S] "
          "[--deadline S] [--nnodes N --node-rank R] [--job-id ID] [--bind-cores] [--] PROGRAM "
          "[ARGS...]";
 }
@@ -245,7 +283,11 @@ Options:
                           system) or redis://HOST:PORT. Default: a fresh private
                           directory, /tmp/dtensor-run-XXXXXX/store, removed when
                           the job ends. A file:DIR of your own is kept;
-                          use a fresh one per job
+                          use a fresh one per job. Without --store and
+                          --store-file: DTENSOR_STORE of our environment
+  --store-file FILE       the store URL on FILE's first line: a Redis
+                          password given there (or in DTENSOR_STORE) stays
+                          off the command line, which every user sees (ps)
   --timeout S             communication timeout of the ranks, in seconds
                           (sets DTENSOR_TIMEOUT). Default: the ranks keep
                           the DTENSOR_TIMEOUT of dtensor-run's environment,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -27,7 +28,10 @@ struct Options {
   int nproc = 0;      // -n: processes started on this node
   int nnodes = 1;     // --nnodes
   int node_rank = 0;  // --node-rank
-  /// --store as given; empty: a private file store per job, removed at the end.
+  /// The store: --store, else the first line of --store-file, else
+  /// DTENSOR_STORE of our environment (the last two keep a Redis password
+  /// off the command line, which `ps` shows to every user); empty: a private
+  /// file store per job, removed at the end.
   std::string store;
   /// --timeout as the user wrote it (validated); becomes DTENSOR_TIMEOUT.
   std::optional<std::string> timeout;
@@ -50,8 +54,13 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Parses the arguments after argv[0]. Throws UsageError. With --help the
+/// An environment variable's value, or null when unset.
+using EnvLookup = std::function<const char*(const char*)>;
+
+/// Parses the arguments after argv[0], with `env` for DTENSOR_STORE (the
+/// process's environment by default). Throws UsageError. With --help the
 /// other rules are not checked (help.help is set and nothing else matters).
+Options parse_options(const std::vector<std::string>& args, const EnvLookup& env);
 Options parse_options(const std::vector<std::string>& args);
 
 /// The environment of one local rank. `store_url` is the store actually used

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -91,6 +92,10 @@ int run(const Options& o) {
                 X.shape()[2] == Y.shape()[2] && X.shape()[3] == Y.shape()[3],
             "--data", "x.npy {} and y.npy {} must be [N, C, H, W] with equal N, H and W",
             shape_str(X.shape()), shape_str(Y.shape()));
+  // An empty batch trains nothing: its mean loss is 0/0, printed as NaN.
+  for (const auto& [file, t] : {std::pair{"x.npy", &X}, std::pair{"y.npy", &Y}})
+    check_arg(t->numel() > 0, "--data", "{}/{}: shape {} is empty (N, C, H and W must be >= 1)",
+              o.data, file, shape_str(t->shape()));
   check_arg(X.shape()[2] % 2 == 0 && X.shape()[3] % 2 == 0, "--data",
             "H and W must be even (the U-Net pools by 2 and upsamples by 2), got {}",
             shape_str(X.shape()));
@@ -133,6 +138,8 @@ int run(const Options& o) {
   model.distribute(mesh);
   if (!init.empty()) {
     nn::NamedDTensors state;
+    // Any dtype the reader returns (f32, f64, bf16, f16) becomes the run's:
+    // bf16 and f16 values are all f32 values, so only f64 -> f32 rounds.
     for (const auto& [name, t] : init)
       state.emplace_back(
           name, distribute_tensor(t.to(dtype), mesh, Placements(placements.size(), Replicate())));
@@ -233,6 +240,10 @@ int main(int argc, char** argv) {
     if (o.init.empty() && !o.base && o.resume.empty())
       throw CLI::ValidationError("--init", "give --init FILE or --base B (or --resume DIR)");
     if (o.base && *o.base < 1) throw CLI::ValidationError("--base", "must be at least 1");
+    // Adam has no momentum parameter: ignoring one would run another
+    // optimiser than the user asked for.
+    if (o.optimizer == "adam" && app.count("--momentum") > 0)
+      throw CLI::ValidationError("--momentum", "is SGD's; --optimizer adam takes none");
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
@@ -241,6 +252,19 @@ int main(int argc, char** argv) {
   } catch (const dtensor::InvalidArgument& e) {
     std::cerr << "dtensor-train-unet: " << e.what() << std::endl;
     return 2;
+  } catch (const std::bad_alloc&) {
+    // The file sizes are checked as they are read, so what remains is the
+    // user's: a batch or a model that this machine cannot hold.
+    std::cerr << fmt::format(
+                     "dtensor-train-unet: out of memory: the batch of --data {} and the "
+                     "model ({}) need more memory than this process can get",
+                     o.data,
+                     o.base           ? fmt::format("--base {}", *o.base)
+                     : o.init.empty() ? fmt::format("--resume {}", o.resume)
+                                      : fmt::format("--init {}", o.init))
+              << std::endl;
+    std::fflush(nullptr);
+    std::_Exit(2);  // as below: peers may be stuck
   } catch (const std::exception& e) {
     std::cerr << "dtensor-train-unet: " << e.what() << std::endl;
     std::fflush(nullptr);

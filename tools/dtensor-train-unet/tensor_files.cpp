@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <new>
 #include <string_view>
 
 #include "dtensor/core/errors.h"
@@ -13,11 +14,25 @@ namespace dtensor::train {
 namespace {
 
 std::string slurp(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  check_arg(std::filesystem::exists(status), what, "{}: cannot open", path);
+  // A directory's or a FIFO's "size" is no length to read (and a FIFO blocks).
+  check_arg(std::filesystem::is_regular_file(status), what, "{}: not a regular file", path);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   check_arg(static_cast<bool>(in), what, "{}: cannot open", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  const std::streamoff size = in.tellg();
+  check_arg(size >= 0, what, "{}: cannot tell its size", path);
+  std::string s;
+  try {
+    s.resize(static_cast<std::size_t>(size));
+  } catch (const std::bad_alloc&) {
+    // The user's file, too large for this process: say which.
+    throw InvalidArgument(what, fmt::format("{}: its {} bytes do not fit in memory", path, size));
+  }
+  in.seekg(0);
+  check_arg(static_cast<bool>(in.read(s.data(), size)), what, "{}: cannot be read whole", path);
+  return s;
 }
 
 // The value of `key` in a .npy header (a Python dict literal), from its
@@ -27,6 +42,10 @@ std::string_view value_of(std::string_view header, std::string_view key, const s
   const std::string k = "'" + std::string(key) + "':";
   const std::size_t at = header.find(k);
   check_arg(at != std::string_view::npos, "data", "{}: no {} in the header", path, key);
+  // NumPy's own reader keeps the last of two equal keys, this one the first:
+  // a header with two is ambiguous, not a choice to make silently.
+  check_arg(header.find(k, at + k.size()) == std::string_view::npos, "data",
+            "{}: the header has more than one {}", path, key);
   const std::string_view rest = header.substr(at + k.size());
   const std::size_t start = rest.find_first_not_of(" \t");
   check_arg(start != std::string_view::npos, "data", "{}: no value for {} in the header", path,
@@ -67,9 +86,16 @@ Shape tuple_of_extents(std::string_view v, const std::string& path) {
 
 Tensor from_bytes(const char* data, std::size_t n, const Shape& shape, DType dtype,
                   const std::string& path) {
+  // The size the header claims is checked against the bytes the file holds
+  // before anything is allocated: a header may promise exabytes.
+  std::uint64_t want = dtype_size(dtype);
+  for (const std::int64_t e : shape)
+    check_arg(!__builtin_mul_overflow(want, static_cast<std::uint64_t>(e), &want), "data",
+              "{}: shape {} has more bytes than 64 bits count ({} bytes of data follow)", path,
+              shape_str(shape), n);
+  check_arg(n == want, "data", "{}: {} bytes for shape {} ({} expected)", path, n, shape_str(shape),
+            want);
   Tensor t = Tensor::empty(shape, dtype);
-  check_arg(n == t.nbytes(), "data", "{}: {} bytes for shape {} ({} expected)", path, n,
-            shape_str(shape), t.nbytes());
   if (n) std::memcpy(t.data_ptr(), data, n);
   return t;
 }
