@@ -24,7 +24,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/core/store_url.h"
-#include "dtensor/core/temp_dirs.h"
+#include "core/detail/temp_dirs.h"
 
 namespace dtensor {
 namespace {

@@ -15,7 +15,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "dtensor/core/temp_dirs.h"
+#include "core/detail/temp_dirs.h"
 #include "dtensor/dtensor.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/killed_rank_check.h"

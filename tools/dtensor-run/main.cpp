@@ -16,7 +16,7 @@
 #include <sstream>
 #include <string>
 
-#include "dtensor/core/temp_dirs.h"
+#include "core/detail/temp_dirs.h"
 #include "tools/dtensor-run/core_binding.h"
 #include "tools/dtensor-run/flight_summary.h"
 #include "tools/dtensor-run/job_identity.h"

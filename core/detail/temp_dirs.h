@@ -2,8 +2,9 @@
 // a program run alone ($TMPDIR/dtensor-solo-XXXXXX) record the process that
 // owns them, so that whatever a SIGKILL, a crash or an uncaught exception
 // left behind is removed by the next launch on the host: a directory whose
-// owner is gone is garbage. Header-only, like store_url.h: dtensor-run uses
-// it without linking the library.
+// owner is gone is garbage. Header-only and internal (not installed: it
+// needs POSIX headers): the library and dtensor-run, which does not link the
+// library, include it from the source tree.
 #pragma once
 
 #include <sys/stat.h>
