@@ -26,33 +26,37 @@ namespace {
 // Elements below this run on one thread.
 constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
 
-// sum((x - t)^2) over one block, and g = s * (x - t). Plain functions per
-// type, as in elementwise_kernels.cpp, carry the AVX2 / AVX-512 clones.
-DTENSOR_SIMD_CLONES float squared_error(const float* x, const float* t, std::int64_t n) {
-  float acc = 0;
+// sum((x - t)^2) over one block, and g = s * (x - t): one body each,
+// inlined into plain functions per type that carry the AVX2 / AVX-512 clones
+// (as norm_rows.cpp does).
+template <typename C>
+[[gnu::always_inline]] inline C squared_error_body(const C* x, const C* t, std::int64_t n) {
+  C acc = 0;
 #pragma omp simd reduction(+ : acc)
   for (std::int64_t j = 0; j < n; ++j)
     acc += (x[j] - t[j]) * (x[j] - t[j]);
   return acc;
 }
-DTENSOR_SIMD_CLONES double squared_error(const double* x, const double* t, std::int64_t n) {
-  double acc = 0;
-#pragma omp simd reduction(+ : acc)
+template <typename C>
+[[gnu::always_inline]] inline void scaled_error_body(const C* x, const C* t, C s, C* g,
+                                                     std::int64_t n) {
+#pragma omp simd
   for (std::int64_t j = 0; j < n; ++j)
-    acc += (x[j] - t[j]) * (x[j] - t[j]);
-  return acc;
+    g[j] = s * (x[j] - t[j]);
+}
+DTENSOR_SIMD_CLONES float squared_error(const float* x, const float* t, std::int64_t n) {
+  return squared_error_body(x, t, n);
+}
+DTENSOR_SIMD_CLONES double squared_error(const double* x, const double* t, std::int64_t n) {
+  return squared_error_body(x, t, n);
 }
 DTENSOR_SIMD_CLONES void scaled_error(const float* x, const float* t, float s, float* g,
                                       std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t j = 0; j < n; ++j)
-    g[j] = s * (x[j] - t[j]);
+  scaled_error_body(x, t, s, g, n);
 }
 DTENSOR_SIMD_CLONES void scaled_error(const double* x, const double* t, double s, double* g,
                                       std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t j = 0; j < n; ++j)
-    g[j] = s * (x[j] - t[j]);
+  scaled_error_body(x, t, s, g, n);
 }
 
 // The elementwise gradient over the whole tensor, in parallel blocks when it pays.

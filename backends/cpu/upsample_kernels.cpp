@@ -27,32 +27,40 @@ constexpr std::int64_t kParallelOutputs = std::int64_t{1} << 14;
 
 // y[c] += w * w0[c] x[i0[c]] (nearest) and y[c] += w * (w0[c] x[i0[c]] + w1[c] x[i1[c]])
 // (linear) over one row of outputs; x is the plane shifted by the row's base.
-// Plain functions per type, as in elementwise_kernels.cpp, carry the clones.
-DTENSOR_SIMD_CLONES void nearest_row(const float* x, float w, const std::int64_t* i0,
-                                     const float* w0, float* y, std::int64_t n) {
+// One body per loop, inlined into plain functions per type that carry the
+// AVX2 / AVX-512 clones (as norm_rows.cpp does).
+template <typename C>
+[[gnu::always_inline]] inline void nearest_body(const C* x, C w, const std::int64_t* i0,
+                                                const C* w0, C* y, std::int64_t n) {
 #pragma omp simd
   for (std::int64_t c = 0; c < n; ++c)
     y[c] += w * (w0[c] * x[i0[c]]);
+}
+template <typename C>
+[[gnu::always_inline]] inline void linear_body(const C* x, C w, const std::int64_t* i0,
+                                               const std::int64_t* i1, const C* w0, const C* w1,
+                                               C* y, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < n; ++c)
+    y[c] += w * (w0[c] * x[i0[c]] + w1[c] * x[i1[c]]);
+}
+DTENSOR_SIMD_CLONES void nearest_row(const float* x, float w, const std::int64_t* i0,
+                                     const float* w0, float* y, std::int64_t n) {
+  nearest_body(x, w, i0, w0, y, n);
+}
+DTENSOR_SIMD_CLONES void nearest_row(const double* x, double w, const std::int64_t* i0,
+                                     const double* w0, double* y, std::int64_t n) {
+  nearest_body(x, w, i0, w0, y, n);
 }
 DTENSOR_SIMD_CLONES void linear_row(const float* x, float w, const std::int64_t* i0,
                                     const std::int64_t* i1, const float* w0, const float* w1,
                                     float* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t c = 0; c < n; ++c)
-    y[c] += w * (w0[c] * x[i0[c]] + w1[c] * x[i1[c]]);
-}
-DTENSOR_SIMD_CLONES void nearest_row(const double* x, double w, const std::int64_t* i0,
-                                     const double* w0, double* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t c = 0; c < n; ++c)
-    y[c] += w * (w0[c] * x[i0[c]]);
+  linear_body(x, w, i0, i1, w0, w1, y, n);
 }
 DTENSOR_SIMD_CLONES void linear_row(const double* x, double w, const std::int64_t* i0,
                                     const std::int64_t* i1, const double* w0, const double* w1,
                                     double* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t c = 0; c < n; ++c)
-    y[c] += w * (w0[c] * x[i0[c]] + w1[c] * x[i1[c]]);
+  linear_body(x, w, i0, i1, w0, w1, y, n);
 }
 
 // One (offset in the plane, weight) of a row's outer taps.

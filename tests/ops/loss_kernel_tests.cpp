@@ -12,26 +12,13 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernel.h"
 #include "dtensor/ops/kernels/loss.h"
+#include "tests/ops/kernel_oracle.h"
 
 using namespace dtensor;
+using testing_kernels::tolerance;
+using testing_kernels::values;
 
 namespace {
-
-std::vector<double> values(const Tensor& t) {
-  const Tensor d = t.to(DType::F64);
-  return {d.data<double>(), d.data<double>() + d.numel()};
-}
-
-double tolerance(DType dt) {
-  switch (dt) {
-    case DType::F64:
-      return 1e-12;
-    case DType::F32:
-      return 1e-5;
-    default:
-      return 3e-2;  // the gradient's one bf16 / f16 rounding
-  }
-}
 
 bool close(double got, double want, DType dt) {
   return std::abs(got - want) <= tolerance(dt) * std::max(1.0, std::abs(want));

@@ -14,16 +14,14 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernel.h"
 #include "dtensor/ops/kernels/upsample.h"
+#include "tests/ops/kernel_oracle.h"
 
 using namespace dtensor;
 using kernels::ResampleTaps;
+using testing_kernels::tolerance;
+using testing_kernels::values;
 
 namespace {
-
-std::vector<double> values(const Tensor& t) {
-  const Tensor d = t.to(DType::F64);
-  return {d.data<double>(), d.data<double>() + d.numel()};
-}
 
 ResampleTaps random_taps(std::mt19937& rng, std::int64_t window, std::int64_t outputs, int taps) {
   std::uniform_int_distribution<std::int64_t> pos(0, window - 1);
@@ -67,17 +65,6 @@ void for_each_tap(const Shape& window, const std::vector<ResampleTaps>& dims, Fn
               for (auto [ic, wc] : taps_of(d[2], c))
                 fn(p, ((p * out[0] + a) * out[1] + b) * out[2] + c,
                    ((p * win[0] + ia) * win[1] + ib) * win[2] + ic, wa * wb * wc);
-}
-
-double tolerance(DType dt) {
-  switch (dt) {
-    case DType::F64:
-      return 1e-12;
-    case DType::F32:
-      return 1e-5;
-    default:
-      return 5e-2;  // one bf16 / f16 rounding of each input and of the result
-  }
 }
 
 void check_upsample(DType dt, const Shape& window, const std::vector<std::int64_t>& outputs,
