@@ -10,13 +10,11 @@
 // Replicate -> Replicate; backward Shard(d) -> Shard(d), Replicate ->
 // Replicate. cross_entropy never shards dim 1 (its log_softmax runs over it).
 // No Partial input row: neither loss is linear. The forward front ends reduce
-// the Partial scalar to Replicate.
-#include <algorithm>
-#include <cmath>
-#include <limits>
-
+// the Partial scalar to Replicate. The arithmetic on each rank's shard is the
+// kernels of dtensor/ops/kernels/loss.h.
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/kernels/loss.h"
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/pointwise.h"
 #include "ops/autograd/backward_helpers.h"
@@ -92,79 +90,32 @@ std::vector<ShardingSignature> loss_signatures(const OpSchema& s) {
   return sigs;
 }
 
-// The local part, in f64: the partial sum (forward) or the gradient.
-Tensor mse_local(const LossCall& c, const Tensor& x_, const Tensor& t_) {
-  const Tensor x = x_.to(DType::F64), t = t_.to(DType::F64);
-  const double* px = x.data<double>();
-  const double* pt = t.data<double>();
-  const std::int64_t n = x.numel();
+// The local part: this shard's sum over the mean's denominator (forward)
+// or the gradient, by the loss's kernels (dtensor/ops/kernels/loss.h).
+Tensor loss_local(const LossCall& c, const Tensor& x, const Tensor& t) {
+  const DeviceType device = x.device().type;
   const double denom = c.denominator();
   if (!c.backward) {
-    double s = 0;
-    for (std::int64_t i = 0; i < n; ++i)
-      s += (px[i] - pt[i]) * (px[i] - pt[i]);
-    return Tensor::full({}, s / denom, x_.dtype());
+    Tensor sum = Tensor::empty({}, DType::F64);
+    if (c.loss == Loss::Mse)
+      run_kernel(kernels::kMseLoss, device, x.dtype(), {x, t, sum});
+    else
+      run_kernel(kernels::kCrossEntropy, device, x.dtype(), {x, t, sum});
+    return Tensor::full({}, sum.item_flat(0) / denom, x.dtype());
   }
-  Tensor g = Tensor::empty(x.shape(), DType::F64);
-  double* pg = g.data<double>();
-  const double k = 2.0 * c.grad / denom;
-  for (std::int64_t i = 0; i < n; ++i)
-    pg[i] = k * (px[i] - pt[i]);
-  return g.to(x_.dtype());
-}
-
-Tensor cross_entropy_local(const LossCall& c, const Tensor& x_, const Tensor& t_) {
-  const Tensor x = x_.to(DType::F64), t = t_.to(DType::F64);
-  const double* px = x.data<double>();
-  const double* pt = t.data<double>();
-  const Shape& shape = x.shape();
-  const std::int64_t N = shape[0], C = shape[1],
-                     S = shape_numel(shape) / std::max<std::int64_t>(N * C, 1);
-  const double denom = c.denominator();
-  Tensor g;
-  double* pg = nullptr;
-  if (c.backward) {
-    g = Tensor::empty(shape, DType::F64);
-    pg = g.data<double>();
-  }
-  double total = 0;
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t s = 0; s < S; ++s) {
-      const std::int64_t base = n * C * S + s;
-      double m = -std::numeric_limits<double>::infinity();
-      for (std::int64_t k = 0; k < C; ++k)
-        m = std::max(m, px[base + k * S]);
-      double z = 0;
-      for (std::int64_t k = 0; k < C; ++k)
-        z += std::exp(px[base + k * S] - m);
-      const double lse = m + std::log(z);
-      if (!c.backward) {
-        for (std::int64_t k = 0; k < C; ++k)
-          total -= pt[base + k * S] * (px[base + k * S] - lse);
-        continue;
-      }
-      double tsum = 0;
-      for (std::int64_t k = 0; k < C; ++k)
-        tsum += pt[base + k * S];
-      const double scale = c.grad / denom;
-      for (std::int64_t k = 0; k < C; ++k) {
-        const std::int64_t i = base + k * S;
-        pg[i] = scale * (std::exp(px[i] - lse) * tsum - pt[i]);
-      }
-    }
-  if (!c.backward) return Tensor::full({}, total / denom, x_.dtype());
-  return g.to(x_.dtype());
+  Tensor g = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (c.loss == Loss::Mse)
+    run_kernel(kernels::kMseLossBackward, device, x.dtype(), {x, t, 2.0 * c.grad / denom, g});
+  else
+    run_kernel(kernels::kCrossEntropyBackward, device, x.dtype(), {x, t, c.grad / denom, g});
+  return g;
 }
 
 std::vector<DTensor> loss_handler(OpCall& call) {
   const LossCall c = LossCall::decode(call.schema());
   const auto inputs = call.redistributed_inputs();
-  const Tensor& x = inputs[0].to_local();
-  const Tensor& t = inputs[1].to_local();
-  check_arg(x.device().type == DeviceType::CPU, call.schema().op(),
-            "input: {} runs on CPU tensors (this one is on {})", call.schema().op(),
-            x.device().str());
-  const Tensor out = c.loss == Loss::Mse ? mse_local(c, x, t) : cross_entropy_local(c, x, t);
+  const Tensor out =
+      loss_local(c, inputs[0].to_local().contiguous(), inputs[1].to_local().contiguous());
   return {DTensor(out, call.sharding().output_specs[0])};
 }
 

@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/compute_type.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/pool.h"
 
@@ -151,21 +152,6 @@ void pick_row(const T* plane, const Geometry& g, const std::vector<std::int64_t>
   }
 }
 
-// Data in the compute type: f64 as it is, everything else as f32.
-DType compute_dtype(DType d) {
-  return d == DType::F64 ? DType::F64 : DType::F32;
-}
-Tensor in_compute(const Tensor& t) {
-  return t.dtype() == compute_dtype(t.dtype()) ? t.contiguous() : t.to(compute_dtype(t.dtype()));
-}
-// Writes `result` (compute type) into `out` (the slot's dtype).
-void store(Tensor& out, const Tensor& result) {
-  if (!result.shares_storage_with(out)) out.copy_(result);
-}
-Tensor compute_buffer(const Tensor& out) {
-  return out.dtype() == compute_dtype(out.dtype()) ? out : Tensor::empty(out.shape(), DType::F32);
-}
-
 template <typename T>
 void max_forward(const Tensor& window, Tensor& output, const Geometry& g) {
   const T* x = window.data<T>();
@@ -220,15 +206,6 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
             static_cast<T>(static_cast<double>(gy[p * g.out_plane + o]) / g.divisor(r, a, b, c));
         g.for_each_tap(a, b, c, [&](std::int64_t off) { plane[off] += share; });
       });
-}
-
-// Runs body<T>() with T the compute type of `dtype`.
-template <typename Body>
-void in_type(DType dtype, Body&& body) {
-  if (compute_dtype(dtype) == DType::F64)
-    body(double{});
-  else
-    body(float{});
 }
 
 void run_max_forward(const kernels::MaxPoolForwardArgs& a) {

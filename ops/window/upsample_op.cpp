@@ -1,9 +1,10 @@
 // upsample (F.interpolate), nearest and linear, forward and backward, on the
 // window engine. Each call is decoded once into an UpsampleCall; the engine
 // gathers each rank's window (the inputs its outputs read, from the ranks
-// that own them: WindowDim::Kind::Resample), the local loops
-// (upsample_kernels.h) interpolate in global coordinates, and the backward
-// returns the window's gradient to its owners with scatter_add.
+// that own them: WindowDim::Kind::Resample), resample_taps.h plans which
+// window positions each local output reads in global coordinates, the
+// kernels (dtensor/ops/kernels/upsample.h) interpolate over them, and the
+// backward returns the window's gradient to its owners with scatter_add.
 //
 // Argument layouts (docs/operators.md):
 //   upsample:          input, mode ("nearest" | "linear"), output_size (one per
@@ -17,13 +18,14 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/kernels/upsample.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
 #include "ops/detail/placed_like_input.h"
-#include "ops/window/upsample_kernels.h"
+#include "ops/window/resample_taps.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor::window {
@@ -93,9 +95,10 @@ void check_upsample(const UpsampleCall& c) {
   }
 }
 
-std::vector<ResampleTaps> taps_of(const WindowExchange& engine, const std::vector<WindowDim>& dims,
-                                  const Shape& input, bool backward) {
-  std::vector<ResampleTaps> out;
+std::vector<kernels::ResampleTaps> taps_of(const WindowExchange& engine,
+                                           const std::vector<WindowDim>& dims, const Shape& input,
+                                           bool backward) {
+  std::vector<kernels::ResampleTaps> out;
   for (std::size_t i = 0; i < dims.size(); ++i)
     out.push_back(resample_taps(dims[i], input[i + 2], engine.spans()[i], backward));
   return out;
@@ -105,11 +108,14 @@ std::vector<DTensor> forward(OpCall& call) {
   const UpsampleCall c = UpsampleCall::decode(call.schema(), false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
-  detail::require_cpu(x, kOp);
   const auto dims = c.dims();
   WindowExchange engine(call, x.spec(), dims);
-  const Tensor window = engine.gather(x.to_local());
-  const Tensor y = upsample_forward(window, taps_of(engine, dims, x.shape(), false));
+  const Tensor window = engine.gather(x.to_local()).contiguous();
+  auto taps = taps_of(engine, dims, x.shape(), false);
+  Tensor y = Tensor::empty(kernels::resample_output_shape(window.shape(), taps), window.dtype(),
+                           window.device());
+  run_kernel(kernels::kUpsampleForward, window.device().type, window.dtype(),
+             {window, std::move(taps), y});
   return {detail::wrap_checked(y, call.sharding().output_specs[0], kOp)};
 }
 
@@ -118,11 +124,12 @@ std::vector<DTensor> backward(OpCall& call) {
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
-  detail::require_cpu(gy, kOp);
   const auto dims = c.dims();
   WindowExchange engine(call, x.spec(), dims);
-  const Tensor gw = upsample_backward(gy.to_local(), engine.local_window_shape(),
-                                      taps_of(engine, dims, x.shape(), true));
+  const Tensor grad_output = gy.to_local().contiguous();
+  Tensor gw = Tensor::empty(engine.local_window_shape(), grad_output.dtype(), grad_output.device());
+  run_kernel(kernels::kUpsampleBackward, grad_output.device().type, grad_output.dtype(),
+             {grad_output, taps_of(engine, dims, x.shape(), true), gw});
   return {detail::wrap_checked(engine.scatter_add(gw), call.sharding().output_specs[0], kOp)};
 }
 

@@ -1,0 +1,36 @@
+// The CPU kernels' compute types: f32 and f64 data are computed in their own
+// type; bf16 and f16 are widened to f32 once per call and the result rounded
+// once on the way out, so a kernel is written for float and double only.
+#pragma once
+
+#include "dtensor/core/tensor.h"
+
+namespace dtensor::cpu {
+
+/// The type a kernel computes `d` in: f64 as it is, everything else as f32.
+inline DType compute_dtype(DType d) {
+  return d == DType::F64 ? DType::F64 : DType::F32;
+}
+/// `t` contiguous in its compute type (no copy when it is already).
+inline Tensor in_compute(const Tensor& t) {
+  return t.dtype() == compute_dtype(t.dtype()) ? t.contiguous() : t.to(compute_dtype(t.dtype()));
+}
+/// Where to compute the output `out`: `out` itself when it is of its compute
+/// type, else an f32 buffer of its shape.
+inline Tensor compute_buffer(const Tensor& out) {
+  return out.dtype() == compute_dtype(out.dtype()) ? out : Tensor::empty(out.shape(), DType::F32);
+}
+/// Writes `result` (a compute_buffer) into `out` (the slot's dtype).
+inline void store(Tensor& out, const Tensor& result) {
+  if (!result.shares_storage_with(out)) out.copy_(result);
+}
+/// Runs body(T{}) with T the compute type (float or double) of `dtype`.
+template <typename Body>
+void in_type(DType dtype, Body&& body) {
+  if (compute_dtype(dtype) == DType::F64)
+    body(double{});
+  else
+    body(float{});
+}
+
+}  // namespace dtensor::cpu

@@ -1,0 +1,49 @@
+// The kernel slots of the losses (mse_loss and cross_entropy with class
+// probability targets), forward and backward. ops/ plans the placements,
+// divides by the mean's denominator and reduces the ranks' partial sums;
+// these do the arithmetic on one rank's shard.
+//
+// input and target are contiguous, of one shape, of the slot's dtype and
+// device. A forward's result is this shard's sum as a 0-d f64 CPU tensor
+// whatever the dtype and device (one number, reduced across ranks on the
+// host), summed in the data's type in blocks and across blocks in f64, so a
+// long f32 sum stays as exact as a short one.
+#pragma once
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/ops/kernel.h"
+
+namespace dtensor::kernels {
+
+/// sum = sum over elements of (input - target)^2.
+struct MseLossArgs {
+  Tensor input, target;
+  Tensor sum;  // out, 0-d f64 CPU
+};
+/// grad_input = scale * (input - target) (scale: 2 * grad / denominator).
+struct MseLossBackwardArgs {
+  Tensor input, target;
+  double scale = 1.0;
+  Tensor grad_input;  // out
+};
+/// input and target [N, C, d1, ...], classes along dim 1:
+/// sum = -sum target * log_softmax(input, dim 1).
+struct CrossEntropyArgs {
+  Tensor input, target;
+  Tensor sum;  // out, 0-d f64 CPU
+};
+/// grad_input = scale * (softmax(input, dim 1) * sum_c target - target)
+/// (scale: grad / denominator).
+struct CrossEntropyBackwardArgs {
+  Tensor input, target;
+  double scale = 1.0;
+  Tensor grad_input;  // out
+};
+
+inline constexpr KernelSlot<MseLossArgs> kMseLoss{"loss.mse"};
+inline constexpr KernelSlot<MseLossBackwardArgs> kMseLossBackward{"loss.mse_backward"};
+inline constexpr KernelSlot<CrossEntropyArgs> kCrossEntropy{"loss.cross_entropy"};
+inline constexpr KernelSlot<CrossEntropyBackwardArgs> kCrossEntropyBackward{
+    "loss.cross_entropy_backward"};
+
+}  // namespace dtensor::kernels
