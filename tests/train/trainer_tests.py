@@ -34,8 +34,8 @@ def run(cmd, **kw):
     return r.stdout
 
 
-def train(a, ranks, data, extra):
-    out = run([a.run, "-n", str(ranks), "--", a.trainer, "--data", data, "--dtype", "f64",
+def train(a, ranks, data, extra, dtype="f64"):
+    out = run([a.run, "-n", str(ranks), "--", a.trainer, "--data", data, "--dtype", dtype,
                "--json"] + extra)
     last = out.strip().splitlines()[-1]
     j = json.loads(last[last.index("{"):])  # after dtensor-run's "[0] " prefix
@@ -67,7 +67,7 @@ def numpy_data(tmp, shape=(2, 2, 1, 16, 12), seed=3):
     np.save(f"{tmp}/y.npy", rng.standard_normal((n, cout, h, w)))
 
 
-def case_torch(a, tmp, ranks, mesh_args, optimizer, lr, momentum, consolidate):
+def case_torch(a, tmp, ranks, mesh_args, optimizer, lr, momentum, consolidate, dtype="f64"):
     if not have("torch"):
         print("SKIPPED: python3 cannot import torch")
         return SKIP
@@ -76,8 +76,14 @@ def case_torch(a, tmp, ranks, mesh_args, optimizer, lr, momentum, consolidate):
     got = train(a, ranks, tmp, mesh_args + [
         "--init", f"{tmp}/init.safetensors", "--groups", "2", "--steps", "4", "--optimizer",
         optimizer, "--lr", str(lr), "--save", ckpt] +
-        (["--momentum", str(momentum)] if optimizer == "sgd" else []))
-    close(got, want, 1e-10, "losses vs PyTorch")
+        (["--momentum", str(momentum)] if optimizer == "sgd" else []), dtype)
+    # f32 arithmetic (the kernels in the data's own precision) against
+    # PyTorch's f64: the losses agree to f32's accumulated rounding.
+    close(got, want, 1e-10 if dtype == "f64" else 1e-4, f"{dtype} losses vs PyTorch f64")
+    if dtype != "f64":
+        # Not f64 to the last bits: a check that the f32 path really ran.
+        assert any(g != w for g, w in zip(got, want)), "f32 losses equal f64's exactly"
+        return 0
     if consolidate:
         sys.path.insert(0, HERE)
         from unet_torch_reference import read_safetensors
@@ -272,6 +278,8 @@ def main():
         if a.case == "torch-2x2-sgd-consolidate":
             return case_torch(a, tmp, 4, ["--mesh", "2x2", "--placements", "S2,S3"], "sgd", 0.05,
                               0.9, True)
+        if a.case == "torch-2-sgd-f32":
+            return case_torch(a, tmp, 2, [], "sgd", 0.05, 0.9, False, "f32")
         if a.case == "torch-2-adam":
             return case_torch(a, tmp, 2, [], "adam", 0.01, 0, False)
         if a.case == "ranks-4-vs-1":
