@@ -8,10 +8,13 @@
 #include <cmath>
 #include <vector>
 
+#include "dtensor/core/device_mesh.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernel.h"
 #include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/normalization.h"
 #include "dtensor/ops/registry.h"
+#include "tests/support/multiprocess.h"
 
 using namespace dtensor;
 using kernels::NormLayout;
@@ -247,4 +250,32 @@ TEST_CASE("norm kernels: the result does not depend on the thread count", "[ops]
     return values(m);
   };
   REQUIRE(moments_with(1) == moments_with(3));
+}
+
+TEST_CASE("a user kernel registered for a built-in slot runs inside the built-in operator P=2",
+          "[ops][kernels][norm][mp]") {
+  dtensor::testing::run_ranks(2, [](dtensor::testing::RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2});
+    const Tensor X = Tensor::rand({2, 4, 6, 5}, DType::F64, 11);
+    const DTensor x = distribute_tensor(X, mesh, {Shard(2)});
+    const Tensor before = group_norm(x, 2, std::nullopt, std::nullopt, 1e-5).full_tensor();
+    // The override writes a constant: group_norm must return it everywhere,
+    // with the statistics still merged across the ranks by the operator.
+    int calls = 0;
+    const auto builtin = find_kernel(kernels::kNormApply, DeviceType::CPU, DType::F64);
+    register_kernel(kernels::kNormApply, DeviceType::CPU, DType::F64,
+                    KernelFunction<kernels::NormApplyArgs>([&](const kernels::NormApplyArgs& a) {
+                      ++calls;
+                      REQUIRE(a.layout.stats() == 4);  // 2 samples x 2 groups
+                      Tensor y = a.y;
+                      y.fill_(7.0);
+                    }),
+                    true);
+    const Tensor got = group_norm(x, 2, std::nullopt, std::nullopt, 1e-5).full_tensor();
+    register_kernel(kernels::kNormApply, DeviceType::CPU, DType::F64, builtin, true);
+    REQUIRE(calls == 1);
+    REQUIRE(max_abs_diff(got, Tensor::full(X.shape(), 7.0, DType::F64)) == 0.0);
+    REQUIRE(max_abs_diff(group_norm(x, 2, std::nullopt, std::nullopt, 1e-5).full_tensor(),
+                         before) == 0.0);
+  });
 }
