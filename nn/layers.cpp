@@ -134,7 +134,7 @@ GroupNorm::GroupNorm(std::int64_t groups, std::int64_t c, double eps, bool affin
 }
 
 DTensor GroupNorm::forward(const DTensor& x) {
-  return group_norm(x, groups_, value_if(weight_), value_if(bias_), eps_);
+  return group_norm(x, groups_, value_if(weight_), value_if(bias_), eps_, activation_);
 }
 
 InstanceNorm::InstanceNorm(std::int64_t c, double eps, bool affine, DType dtype) : eps_(eps) {

@@ -58,8 +58,10 @@ NormCall NormCall::decode(const OpSchema& s, const NormOp& op, bool backward) {
     }
     return 0;
   }();
-  check_arg(s.size() == expected, op.name, "{}: expected {} arguments, got {}", s.op(), expected,
-            s.size());
+  // The fused activation: an optional last argument of the forwards but batch_norm's.
+  const bool may_fuse = !backward && op.kind != NormKind::Batch;
+  check_arg(s.size() == expected || (may_fuse && s.size() == expected + 1), op.name,
+            "{}: expected {} arguments, got {}", s.op(), expected, s.size());
   if (backward) c.grad_output = &s.dtensor(at++);
   c.input = &s.dtensor(at++);
   if (op.kind == NormKind::Group) c.num_groups = s.int_value(at++);
@@ -73,6 +75,11 @@ NormCall NormCall::decode(const OpSchema& s, const NormOp& op, bool backward) {
   }
   c.eps = s.scalar(at++);
   if (backward) c.mask = decode_mask(s, at++);
+  if (at < s.size()) {
+    const std::string& act = s.text(at++);
+    check_arg(act == "relu", op.name, "activation: expected \"relu\", got \"{}\"", act);
+    c.relu = true;
+  }
   return c;
 }
 
@@ -188,12 +195,14 @@ std::vector<OpArg> encode_batch_norm_backward(const DTensor& grad_output, const 
 
 std::vector<OpArg> encode_norm(const DTensor& input, std::optional<std::int64_t> num_groups,
                                const std::optional<DTensor>& weight,
-                               const std::optional<DTensor>& bias, double eps) {
+                               const std::optional<DTensor>& bias, double eps,
+                               NormActivation activation) {
   std::vector<OpArg> args{input};
   if (num_groups) args.emplace_back(*num_groups);
   args.push_back(optional_arg(weight));
   args.push_back(optional_arg(bias));
   args.emplace_back(eps);
+  if (activation == NormActivation::ReLU) args.emplace_back(std::string("relu"));
   return args;
 }
 

@@ -13,6 +13,9 @@
 //   instance_norm_backward:  grad_output, input, weight|None, eps, mask
 //   layer_norm_backward:     grad_output, input, weight|None, eps, mask
 //
+// group_norm, instance_norm and layer_norm take one more, optional, last
+// argument: the activation fused into the output, "relu" (absent: none).
+//
 // mask is {input, weight, bias} as 0/1 ints. Outputs: the forward gives the
 // output, then (batch_norm training with running statistics) the updated
 // running_mean and running_var; the backward gives the gradients the mask
@@ -56,6 +59,7 @@ struct NormCall {
   double eps = 1e-5;
   std::int64_t num_groups = 1;  // group_norm only
   NormOutputMask mask;          // backward only
+  bool relu = false;            // forward: the output is relu(norm(x))
 
   static NormCall decode(const OpSchema& s, const NormOp& op, bool backward);
 
@@ -86,7 +90,8 @@ std::vector<OpArg> encode_batch_norm_backward(const DTensor& grad_output, const 
 /// group_norm (num_groups given) and instance_norm / layer_norm (num_groups nullopt).
 std::vector<OpArg> encode_norm(const DTensor& input, std::optional<std::int64_t> num_groups,
                                const std::optional<DTensor>& weight,
-                               const std::optional<DTensor>& bias, double eps);
+                               const std::optional<DTensor>& bias, double eps,
+                               NormActivation activation = NormActivation::None);
 std::vector<OpArg> encode_norm_backward(const DTensor& grad_output, const DTensor& input,
                                         std::optional<std::int64_t> num_groups,
                                         const std::optional<DTensor>& weight, double eps,

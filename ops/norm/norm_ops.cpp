@@ -10,6 +10,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/normalization.h"
+#include "dtensor/ops/pointwise.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/local_result.h"
 #include "ops/detail/placed_like_input.h"
@@ -118,6 +119,7 @@ std::vector<DTensor> forward(OpCall& call, const NormOp& op) {
   apply.invstd = st.invstd;
   apply.weight = local_of(p.weight);
   apply.bias = local_of(p.bias);
+  apply.relu = c.relu;
   apply.y = Tensor::empty(b.x.shape(), b.dtype, b.x.device());
   run_kernel(kernels::kNormApply, b.device, b.dtype, apply);
   std::vector<DTensor> out;
@@ -211,7 +213,10 @@ std::vector<std::optional<DTensor>> autograd_backward(const ::dtensor::BackwardC
   mask.bias = b && c.needs_input_grad.at(*b);
   std::vector<std::optional<DTensor>> out(pos.size());
   if (!mask.input && !mask.weight && !mask.bias) return out;
-  const DTensor& g = autograd::detail::grad_of_output(c);
+  // A fused relu: its gradient first, masked by the output (relu(y) > 0
+  // exactly where y > 0), then the normalisation's.
+  const DTensor g = f.relu ? relu_backward(autograd::detail::grad_of_output(c), c.outputs.at(0))
+                           : autograd::detail::grad_of_output(c);
   auto opt = [](const DTensor* t) { return t ? std::optional<DTensor>(*t) : std::nullopt; };
   NormGrads grads;
   switch (op.kind) {
@@ -313,8 +318,9 @@ NormGrads batch_norm_backward(const DTensor& grad_output, const DTensor& input,
 
 DTensor group_norm(const DTensor& input, std::int64_t num_groups,
                    const std::optional<DTensor>& weight, const std::optional<DTensor>& bias,
-                   double eps) {
-  return dispatch(kGroupNorm.name, encode_norm(input, num_groups, weight, bias, eps)).at(0);
+                   double eps, NormActivation activation) {
+  return dispatch(kGroupNorm.name, encode_norm(input, num_groups, weight, bias, eps, activation))
+      .at(0);
 }
 
 NormGrads group_norm_backward(const DTensor& grad_output, const DTensor& input,
@@ -326,8 +332,10 @@ NormGrads group_norm_backward(const DTensor& grad_output, const DTensor& input,
 }
 
 DTensor instance_norm(const DTensor& input, const std::optional<DTensor>& weight,
-                      const std::optional<DTensor>& bias, double eps) {
-  return dispatch(kInstanceNorm.name, encode_norm(input, std::nullopt, weight, bias, eps)).at(0);
+                      const std::optional<DTensor>& bias, double eps, NormActivation activation) {
+  return dispatch(kInstanceNorm.name,
+                  encode_norm(input, std::nullopt, weight, bias, eps, activation))
+      .at(0);
 }
 
 NormGrads instance_norm_backward(const DTensor& grad_output, const DTensor& input,
@@ -340,8 +348,9 @@ NormGrads instance_norm_backward(const DTensor& grad_output, const DTensor& inpu
 }
 
 DTensor layer_norm(const DTensor& input, const std::optional<DTensor>& weight,
-                   const std::optional<DTensor>& bias, double eps) {
-  return dispatch(kLayerNorm.name, encode_norm(input, std::nullopt, weight, bias, eps)).at(0);
+                   const std::optional<DTensor>& bias, double eps, NormActivation activation) {
+  return dispatch(kLayerNorm.name, encode_norm(input, std::nullopt, weight, bias, eps, activation))
+      .at(0);
 }
 
 NormGrads layer_norm_backward(const DTensor& grad_output, const DTensor& input,

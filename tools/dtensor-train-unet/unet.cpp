@@ -17,16 +17,18 @@ nn::ConvOptions same_3x3(DType dtype) {
 
 DoubleConv::DoubleConv(std::int64_t in, std::int64_t out, std::int64_t groups, DType dtype) {
   conv1_ = register_module("conv1", std::make_shared<nn::Conv2d>(in, out, 3, same_3x3(dtype)));
+  // relu(norm(conv(x))) with the relu fused into the norm's pass.
   norm1_ =
       register_module("norm1", std::make_shared<nn::GroupNorm>(groups, out, 1e-5, true, dtype));
+  norm1_->fuse_activation(NormActivation::ReLU);
   conv2_ = register_module("conv2", std::make_shared<nn::Conv2d>(out, out, 3, same_3x3(dtype)));
   norm2_ =
       register_module("norm2", std::make_shared<nn::GroupNorm>(groups, out, 1e-5, true, dtype));
+  norm2_->fuse_activation(NormActivation::ReLU);
 }
 
 DTensor DoubleConv::forward(const DTensor& x) {
-  const DTensor h = relu((*norm1_)((*conv1_)(x)));
-  return relu((*norm2_)((*conv2_)(h)));
+  return (*norm2_)((*conv2_)((*norm1_)((*conv1_)(x))));
 }
 
 UNet::UNet(const UNetShape& s, DType dtype) {

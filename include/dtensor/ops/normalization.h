@@ -78,6 +78,11 @@ NormGrads batch_norm_backward(const DTensor& grad_output, const DTensor& input,
                               const std::optional<DTensor>& running_var, bool training,
                               double eps = 1e-5, const NormOutputMask& mask = {});
 
+/// An activation applied to the normalised output in the same pass (one
+/// read and one write of the tensor fewer than norm then relu); its
+/// gradient is taken in the operator's backward. Equal to relu(norm(x)).
+enum class NormActivation { None, ReLU };
+
 /// F.group_norm: statistics per (sample, group) over the group's C /
 /// num_groups channels and every spatial dim. input [N, C, spatial...]
 /// (0 to 3 spatial dims), C divisible by num_groups; weight, bias [C].
@@ -85,7 +90,8 @@ NormGrads batch_norm_backward(const DTensor& grad_output, const DTensor& input,
 /// boundary; otherwise the channels are gathered first.
 DTensor group_norm(const DTensor& input, std::int64_t num_groups,
                    const std::optional<DTensor>& weight = std::nullopt,
-                   const std::optional<DTensor>& bias = std::nullopt, double eps = 1e-5);
+                   const std::optional<DTensor>& bias = std::nullopt, double eps = 1e-5,
+                   NormActivation activation = NormActivation::None);
 NormGrads group_norm_backward(const DTensor& grad_output, const DTensor& input,
                               std::int64_t num_groups, const std::optional<DTensor>& weight,
                               double eps = 1e-5, const NormOutputMask& mask = {});
@@ -95,7 +101,8 @@ NormGrads group_norm_backward(const DTensor& grad_output, const DTensor& input,
 /// spatial...] with 1 to 3 spatial dims of more than one element in all;
 /// weight, bias [C].
 DTensor instance_norm(const DTensor& input, const std::optional<DTensor>& weight = std::nullopt,
-                      const std::optional<DTensor>& bias = std::nullopt, double eps = 1e-5);
+                      const std::optional<DTensor>& bias = std::nullopt, double eps = 1e-5,
+                      NormActivation activation = NormActivation::None);
 NormGrads instance_norm_backward(const DTensor& grad_output, const DTensor& input,
                                  const std::optional<DTensor>& weight, double eps = 1e-5,
                                  const NormOutputMask& mask = {});
@@ -105,7 +112,8 @@ NormGrads instance_norm_backward(const DTensor& grad_output, const DTensor& inpu
 /// spatial dims); weight, bias of shape [C, spatial...], sharded like the
 /// input's dims 1.. (a replicated weight is sliced to them, locally).
 DTensor layer_norm(const DTensor& input, const std::optional<DTensor>& weight = std::nullopt,
-                   const std::optional<DTensor>& bias = std::nullopt, double eps = 1e-5);
+                   const std::optional<DTensor>& bias = std::nullopt, double eps = 1e-5,
+                   NormActivation activation = NormActivation::None);
 NormGrads layer_norm_backward(const DTensor& grad_output, const DTensor& input,
                               const std::optional<DTensor>& weight, double eps = 1e-5,
                               const NormOutputMask& mask = {});
