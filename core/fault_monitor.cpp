@@ -357,8 +357,9 @@ void FaultMonitor::watch_neighbour() {
     }
     if (neighbour_pid_ && !process_alive(*neighbour_pid_))
       verdict = fmt::format(
-          "rank {} failed: its process (pid {}) ended without reporting an error (killed by a "
-          "signal, or it exited without destroy_process_group)",
+          "rank {} failed: its process (pid {}) ended without telling the other ranks why "
+          "(killed by a signal, or it exited without destroy_process_group; its own output "
+          "says more)",
           neighbour_, *neighbour_pid_);
     // Heartbeats: looked for twice an interval, more often once late.
     if (verdict.empty() && now - neighbour_probe_at_ >= settings_.heartbeat_interval / 2) {

@@ -25,10 +25,10 @@ namespace dtensor::nn {
 struct ConvPadding : std::vector<std::int64_t> {
   enum class Rule { Explicit, Same, Valid };
   using std::vector<std::int64_t>::vector;
-  ConvPadding(std::vector<std::int64_t> values)  // NOLINT(google-explicit-constructor)
-      : std::vector<std::int64_t>(std::move(values)) {}
+  // Implicit, both: `.padding = values` and `.padding = "same"` read as PyTorch's.
+  ConvPadding(std::vector<std::int64_t> values) : std::vector<std::int64_t>(std::move(values)) {}
   /// "same" or "valid"; anything else is an InvalidArgument naming `padding`.
-  ConvPadding(const char* rule);  // NOLINT(google-explicit-constructor)
+  ConvPadding(const char* rule);
   Rule rule = Rule::Explicit;
 };
 
