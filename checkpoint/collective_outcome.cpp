@@ -66,13 +66,27 @@ std::vector<std::string> allgather_strings(ProcessGroup& group, const std::strin
   return out;
 }
 
+namespace {
+
+// A rank's message as the re-raised error carries it: without the
+// "[dtensor.checkpoint] " the re-raised error adds again, nor the "<what>: "
+// it is put after. An error of another component keeps its own prefix.
+std::string unprefixed(std::string message, const std::string& what) {
+  for (const std::string& prefix : {std::string("[dtensor.checkpoint] "), what + ": "})
+    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+  return message;
+}
+
+}  // namespace
+
 std::vector<std::string> gather_outcomes(ProcessGroup& group, std::exception_ptr error,
                                          const std::string& payload, const std::string& what) {
   auto all = allgather_strings(group, encode(error, payload));
   for (std::size_t q = 0; q < all.size(); ++q)
     if (all[q].empty() || all[q][0] != kOk)
       raise(all[q].empty() ? kOther : all[q][0],
-            fmt::format("{}: rank {}: {}", what, group.global_ranks()[q], all[q].substr(1)));
+            fmt::format("{}: rank {}: {}", what, group.global_ranks()[q],
+                        unprefixed(all[q].substr(1), what)));
   for (auto& s : all)
     s.erase(0, 1);
   return all;

@@ -4,6 +4,8 @@
 // rank's failure into the same error everywhere.
 #include <algorithm>
 
+#include <fmt/ranges.h>
+
 #include "checkpoint/checkpoint_index.h"
 #include "checkpoint/collective_outcome.h"
 #include "checkpoint/coordinating_group.h"
@@ -17,19 +19,33 @@ namespace {
 
 using namespace checkpoint;
 
-const CheckpointEntry& matching_entry(const CheckpointIndex& index, const CheckpointTarget& t,
-                                      const std::string& dir) {
-  auto it = std::find_if(index.tensors.begin(), index.tensors.end(),
-                         [&](const CheckpointEntry& e) { return e.name == t.name; });
-  check_arg(it != index.tensors.end(), "checkpoint",
-            "load_checkpoint: tensor '{}' is not in the checkpoint '{}'", t.name, dir);
-  check_arg(it->shape == t.spec.shape(), "checkpoint",
-            "load_checkpoint: tensor '{}': the checkpoint holds shape {}, the target asks for {}",
-            t.name, shape_str(it->shape), shape_str(t.spec.shape()));
-  check_arg(it->dtype == t.spec.dtype(), "checkpoint",
-            "load_checkpoint: tensor '{}': the checkpoint holds {}, the target asks for {}", t.name,
-            dtype_name(it->dtype), dtype_name(t.spec.dtype()));
-  return *it;
+// Each target's index entry. Every target that does not match (not in the
+// checkpoint, another shape or dtype) is named in one InvalidArgument, as
+// PyTorch's load_state_dict lists every missing key and size mismatch: a
+// user fixing a model learns of all of them at once.
+std::vector<const CheckpointEntry*> matching_entries(const CheckpointIndex& index,
+                                                     const std::vector<CheckpointTarget>& targets,
+                                                     const std::string& dir) {
+  std::vector<const CheckpointEntry*> out;
+  std::vector<std::string> problems;
+  for (const auto& t : targets) {
+    auto it = std::find_if(index.tensors.begin(), index.tensors.end(),
+                           [&](const CheckpointEntry& e) { return e.name == t.name; });
+    if (it == index.tensors.end())
+      problems.push_back(fmt::format("tensor '{}' is not in the checkpoint", t.name));
+    else if (it->shape != t.spec.shape())
+      problems.push_back(
+          fmt::format("tensor '{}': the checkpoint holds shape {}, the target asks for {}", t.name,
+                      shape_str(it->shape), shape_str(t.spec.shape())));
+    else if (it->dtype != t.spec.dtype())
+      problems.push_back(fmt::format("tensor '{}': the checkpoint holds {}, the target asks for {}",
+                                     t.name, dtype_name(it->dtype), dtype_name(t.spec.dtype())));
+    out.push_back(it == index.tensors.end() ? nullptr : &*it);
+  }
+  check_arg(problems.empty(), "checkpoint",
+            "{} of {} target(s) do not match the checkpoint '{}': {}", problems.size(),
+            targets.size(), dir, fmt::join(problems, "; "));
+  return out;
 }
 
 // Partial(sum) holds the value on index 0 of its mesh dim and zeros elsewhere
@@ -84,9 +100,7 @@ NamedDTensors load_checkpoint(const std::string& dir,
   std::exception_ptr error;
   try {
     const CheckpointIndex index = read_index(dir);
-    std::vector<const CheckpointEntry*> entries;
-    for (const auto& t : targets)
-      entries.push_back(&matching_entry(index, t, dir));
+    const auto entries = matching_entries(index, targets, dir);
     ShardReader reader(dir, index);
     for (std::size_t i = 0; i < targets.size(); ++i)
       out.emplace_back(targets[i].name, load_one(*entries[i], targets[i].spec, reader));

@@ -192,6 +192,16 @@ Config Config::from(const Lookup& lookup) {
   c.local_rank =
       first_int(lookup, {"DTENSOR_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
                          "MPI_LOCALRANKID", "SLURM_LOCALID"});
+  c.local_world_size = first_int(lookup, {"DTENSOR_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"});
+  if (const char* omp = lookup("OMP_NUM_THREADS")) {
+    // "8" or "8,4" (per nesting level): the first level is what a rank runs.
+    int threads = 0;
+    const char* end = omp + std::strlen(omp);
+    const auto [p, ec] = std::from_chars(omp, end, threads);
+    if (ec == std::errc() && p != omp && (p == end || *p == ',') && threads > 0)
+      c.omp_num_threads = threads;
+  }
   read_job(lookup, c);
   c.stdout_buffering = choice(lookup, "DTENSOR_STDOUT_BUFFERING",
                               {{"auto", Config::StdoutBuffering::Auto},

@@ -22,6 +22,8 @@ struct DeviceMesh::Impl {
   std::optional<std::vector<std::int64_t>> coord;
   std::vector<std::shared_ptr<ProcessGroup>> dim_groups;
   std::shared_ptr<ProcessGroup> mesh_group;
+  int world_rank = -1;  // this process, for the message of a rank outside the mesh
+  int world_size = 0;
 };
 
 namespace {
@@ -129,6 +131,8 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
   impl->shape = shape;
   impl->ranks = ranks;
   const int me = world_group->rank();
+  impl->world_rank = me;
+  impl->world_size = world_group->size();
   auto it = std::find(ranks.begin(), ranks.end(), me);
   if (it != ranks.end()) {
     std::int64_t flat = it - ranks.begin();
@@ -202,18 +206,26 @@ const std::optional<std::vector<std::int64_t>>& DeviceMesh::get_coordinate() con
 }
 
 std::int64_t DeviceMesh::get_local_rank(std::int64_t dim) const {
-  check_arg(impl_->coord.has_value(), "mesh", "get_local_rank: this rank is not in {}", str());
+  require_member("get_local_rank");
   return (*impl_->coord)[normalize_dim(dim, ndim(), "mesh dim")];
 }
 
 std::shared_ptr<ProcessGroup> DeviceMesh::get_group(std::int64_t dim) const {
-  check_arg(impl_->coord.has_value(), "mesh", "get_group: this rank is not in {}", str());
+  require_member("get_group");
   return impl_->dim_groups[normalize_dim(dim, ndim(), "mesh dim")];
 }
 
 std::shared_ptr<ProcessGroup> DeviceMesh::get_mesh_group() const {
-  check_arg(impl_->coord.has_value(), "mesh", "get_mesh_group: this rank is not in {}", str());
+  require_member("get_mesh_group");
   return impl_->mesh_group;
+}
+
+void DeviceMesh::require_member(const std::string& what) const {
+  check_arg(impl_->coord.has_value(), "mesh",
+            "{}: rank {} is not in {} (a mesh of {} of the world's {} ranks): a rank outside a "
+            "mesh cannot use it; build the mesh over every rank, or skip its calls where "
+            "contains_this_rank() is false",
+            what, impl_->world_rank, str(), impl_->ranks.size(), impl_->world_size);
 }
 
 int DeviceMesh::rank_at(const std::vector<std::int64_t>& c) const {

@@ -18,6 +18,8 @@
 #include "core/detail/monitored_process_group.h"
 #include "core/detail/output_on_stop.h"
 #include "core/detail/routing_process_group.h"
+#include "core/detail/thread_oversubscription.h"
+#include "core/detail/uncaught_failure.h"
 #include "core/detail/validating_process_group.h"
 #include "dtensor/core/comm_scope.h"
 #include "dtensor/core/config.h"
@@ -86,12 +88,41 @@ std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, co
       open_store(r.store, monitor_timeout), r.rank, r.world_size,
       "dtensor.monitor/world" + std::to_string(g_world_generation++), settings);
   detail::set_fault_monitor(monitor);
+  detail::publish_uncaught_exceptions();
   return detail::MonitoredProcessGroup::wrap(std::move(pg), std::move(monitor), true);
 }
 
 std::map<std::string, ProcessGroupFactory>& factories() {
   static std::map<std::string, ProcessGroupFactory> f;
   return f;
+}
+
+// A backend name nobody registered: the message names where it came from
+// and every backend this installation can load, the modules' included
+// (loaded here to know: nccl with the CUDA module, mpi with the MPI module).
+// Before the factories are looked up under g_mutex, which a module's
+// registration takes.
+void check_backends_known(const detail::BackendPlan& plan, const char* source,
+                          const std::string& spec) {
+  const auto registered = [](const std::string& name) {
+    std::lock_guard lock(g_mutex);
+    return factories().count(name) > 0;
+  };
+  for (const std::string& name : {plan.cpu, plan.cuda}) {
+    if (name.empty() || name == kNcclBackend || name == kMpiBackend || registered(name)) continue;
+    detail::load_device_module(DeviceType::CUDA);
+    detail::load_module(detail::Module::Mpi);
+    std::string names;
+    {
+      std::lock_guard lock(g_mutex);
+      for (const auto& [n, factory] : factories())
+        names += (names.empty() ? "" : ", ") + n;
+    }
+    throw InvalidArgument("init", fmt::format("{}='{}': unknown backend '{}' (this installation "
+                                              "can load: {}; or a plan such as "
+                                              "cpu:gloo,cuda:nccl, or auto)",
+                                              source, spec, name, names));
+  }
 }
 
 }  // namespace
@@ -211,6 +242,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   // Backend mpi is the MPI module's, loaded the same way.
   const bool wants_mpi = plan.cpu == kMpiBackend || plan.cuda == kMpiBackend;
   if (wants_mpi) detail::load_module(detail::Module::Mpi);
+  check_backends_known(plan,
+                       options.backend    ? "InitOptions::backend"
+                       : config().backend ? "DTENSOR_BACKEND"
+                                          : "the default backend",
+                       r.backend);
   ProcessGroupFactory cpu_factory, cuda_factory;
   {
     std::lock_guard lock(g_mutex);
@@ -223,13 +259,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
       if (it == factories().end() && name == kMpiBackend)
         throw NotSupported(
             "init", fmt::format("backend mpi: {}", detail::module_error(detail::Module::Mpi)));
-      check_arg(it != factories().end(), "init",
-                "backend: unknown backend '{}' (this build has: {})", name, [] {
-                  std::string names;
-                  for (auto& [n, _] : factories())
-                    names += (names.empty() ? "" : ", ") + n;
-                  return names;
-                }());
+      check_arg(it != factories().end(), "init", "backend: unknown backend '{}'", name);
       return it->second;
     };
     cpu_factory = find(plan.cpu);
@@ -253,6 +283,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
   }
   if (r.rank >= 0) log::set_rank(r.rank);
   log::reload_level_from_env();
+  detail::warn_if_oversubscribed(config());
   // MPI needs no store; one named anyway is opened (and so checked).
   auto store = r.store.empty()
                    ? nullptr

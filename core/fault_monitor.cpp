@@ -406,8 +406,9 @@ void FaultMonitor::watch_neighbour() {
 std::string FaultMonitor::dead_neighbour_verdict() const {
   if (!neighbour_watched_ || !neighbour_pid_ || process_alive(*neighbour_pid_)) return "";
   return fmt::format(
-      "rank {} failed: its process (pid {}) ended without reporting an error (killed by a "
-      "signal, or it exited without destroy_process_group)",
+      "rank {} failed: its process (pid {}) ended without telling the other ranks why "
+      "(killed by a signal, or it exited without destroy_process_group; its own output "
+      "says more)",
       neighbour_, *neighbour_pid_);
 }
 

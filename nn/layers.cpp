@@ -1,6 +1,9 @@
 #include "dtensor/nn/layers.h"
 
 #include <cmath>
+#include <string>
+
+#include <fmt/ranges.h>
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/convolution.h"
@@ -30,7 +33,37 @@ Tensor fan_in_uniform(const Shape& shape, std::int64_t fan_in, DType dtype) {
   return uniform(shape, -bound, bound, dtype);
 }
 
+// PyTorch's padding="same": the kernel's extent minus one, split with the
+// odd one on the right (torch.nn.functional's _conv_forward), stride 1 only.
+ConvParams::Padding resolved_padding(const ConvPadding& padding, const std::vector<std::int64_t>& k,
+                                     const std::vector<std::int64_t>& stride,
+                                     const std::vector<std::int64_t>& dilation, std::int64_t n) {
+  using Rule = ConvPadding::Rule;
+  if (padding.rule == Rule::Explicit)
+    return ConvParams::symmetric_padding(expand(padding, n, "padding"));
+  ConvParams::Padding out;
+  for (std::size_t d = 0; d < static_cast<std::size_t>(n); ++d) {
+    if (padding.rule == Rule::Valid) {
+      out.emplace_back(0, 0);
+      continue;
+    }
+    check_arg(stride[d] == 1, "nn",
+              "padding='same': needs stride 1 in every dim (as PyTorch), stride is [{}]",
+              fmt::join(stride, ", "));
+    const std::int64_t total = dilation[d] * (k[d] - 1);
+    out.emplace_back(total / 2, total - total / 2);
+  }
+  return out;
+}
+
 }  // namespace
+
+ConvPadding::ConvPadding(const char* rule) {
+  const std::string r = rule ? rule : "";
+  check_arg(r == "same" || r == "valid", "nn",
+            "padding: '{}' is neither \"same\" nor \"valid\" (or give the values)", r);
+  this->rule = r == "same" ? Rule::Same : Rule::Valid;
+}
 
 Conv::Conv(std::int64_t n, std::int64_t in, std::int64_t out, std::vector<std::int64_t> k,
            const ConvOptions& o) {
@@ -39,8 +72,8 @@ Conv::Conv(std::int64_t n, std::int64_t in, std::int64_t out, std::vector<std::i
             "Conv: groups {} must divide in_channels {} and out_channels {}", o.groups, in, out);
   k = expand(k, n, "kernel_size");
   params_.stride = expand(o.stride, n, "stride");
-  params_.padding = ConvParams::symmetric_padding(expand(o.padding, n, "padding"));
   params_.dilation = expand(o.dilation, n, "dilation");
+  params_.padding = resolved_padding(o.padding, k, params_.stride, params_.dilation, n);
   params_.groups = o.groups;
   params_.padding_mode = o.padding_mode;
   Shape w{out, in / o.groups};

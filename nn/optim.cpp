@@ -54,10 +54,18 @@ void Optimizer::step() {
 }
 
 NamedDTensors Optimizer::state_dict() const {
+  // Every state tensor the optimiser's settings give a parameter, zeros where
+  // no step has created it yet: a fresh optimiser's state_dict() then names
+  // everything a checkpoint holds for it, so
+  // load_checkpoint(dir, checkpoint_targets(opt.state_dict())) restores the
+  // moments and momentum buffers, not only the step count.
   NamedDTensors out;
   for (const auto& s : params_)
-    for (const auto& [n, b] : s.buffers)
-      if (b) out.emplace_back("optim." + s.name + "." + n, *b);
+    for (const auto& n : state_names()) {
+      const auto it = s.buffers.find(n);
+      out.emplace_back("optim." + s.name + "." + n,
+                       it != s.buffers.end() && it->second ? *it->second : zeros_like(*s.param));
+    }
   if (!params_.empty()) {
     const DTensor& p = *params_.front().param;
     const Placements r(static_cast<std::size_t>(p.mesh().ndim()), Replicate());
@@ -69,36 +77,63 @@ NamedDTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const NamedDTensors& state) {
-  std::set<std::string> used;
-  for (auto& s : params_) {
-    s.buffers.clear();
+  std::map<std::string, const DTensor*> by_name;
+  for (const auto& [k, v] : state)
+    by_name[k] = &v;
+  std::string unexpected, missing;
+  const auto list = [](std::string& to, const std::string& name) {
+    to += (to.empty() ? "" : ", ") + name;
+  };
+  std::set<std::string> known;
+  std::int64_t steps = steps_;
+  if (!params_.empty()) {
+    known.insert("optim.step");
+    const auto it = by_name.find("optim.step");
+    if (it == by_name.end()) {
+      list(missing, "optim.step");
+    } else {
+      const DTensor& v = *it->second;
+      const Placements r(static_cast<std::size_t>(v.mesh().ndim()), Replicate());
+      steps = static_cast<std::int64_t>(std::llround(
+          (v.placements() == r ? v : v.redistribute(v.mesh(), r)).to_local().item_flat(0)));
+    }
+  }
+  // Before the first step every state tensor is its initial value (absent:
+  // SGD's first step copies the gradient into a new momentum buffer), so
+  // entries saved at step 0 are not needed and not kept; after it, a step
+  // without them would silently restart the moments, so they are required.
+  std::vector<std::map<std::string, std::optional<DTensor>>> loaded(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const ParamState& s = params_[i];
     for (const auto& n : state_names()) {
       const std::string key = "optim." + s.name + "." + n;
-      for (const auto& [k, v] : state)
-        if (k == key) {
-          check_arg(v.shape() == s.param->shape() && v.dtype() == s.param->dtype(), "optim",
-                    "{}: shape {} {}, the parameter is {} {}", key, shape_str(v.shape()),
-                    dtype_name(v.dtype()), shape_str(s.param->shape()),
-                    dtype_name(s.param->dtype()));
-          const DTensor placed = v.placements() == s.param->placements()
-                                     ? v
-                                     : v.redistribute(v.mesh(), s.param->placements());
-          buffer(s, n) = DTensor(placed.to_local().clone(), placed.spec());
-          used.insert(key);
-        }
+      known.insert(key);
+      const auto it = by_name.find(key);
+      if (it == by_name.end()) {
+        if (steps > 0) list(missing, key);
+        continue;
+      }
+      const DTensor& v = *it->second;
+      check_arg(v.shape() == s.param->shape() && v.dtype() == s.param->dtype(), "optim",
+                "{}: shape {} {}, the parameter is {} {}", key, shape_str(v.shape()),
+                dtype_name(v.dtype()), shape_str(s.param->shape()), dtype_name(s.param->dtype()));
+      if (steps == 0) continue;
+      const DTensor placed = v.placements() == s.param->placements()
+                                 ? v
+                                 : v.redistribute(v.mesh(), s.param->placements());
+      loaded[i][n] = DTensor(placed.to_local().clone(), placed.spec());
     }
   }
-  std::string unexpected;
-  for (const auto& [k, v] : state) {
-    if (k == "optim.step") {
-      const Placements r(static_cast<std::size_t>(v.mesh().ndim()), Replicate());
-      steps_ = static_cast<std::int64_t>(std::llround(
-          (v.placements() == r ? v : v.redistribute(v.mesh(), r)).to_local().item_flat(0)));
-      continue;
-    }
-    if (!used.count(k)) unexpected += (unexpected.empty() ? "" : ", ") + k;
-  }
+  for (const auto& [k, v] : state)
+    if (!known.count(k)) list(unexpected, k);
   check_arg(unexpected.empty(), "optim", "load_state_dict: unexpected [{}]", unexpected);
+  check_arg(missing.empty(), "optim",
+            "load_state_dict: missing [{}] (after step {} these settings need them: a step "
+            "without them would restart from zero state)",
+            missing, steps);
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    params_[i].buffers = std::move(loaded[i]);
+  steps_ = steps;
 }
 
 // ---- SGD ----

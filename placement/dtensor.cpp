@@ -242,11 +242,19 @@ Tensor DTensor::full_tensor() const {
   return redistribute(mesh(), Placements(mesh().ndim(), Replicate())).to_local();
 }
 
+double DTensor::item() const {
+  // Checked before any communication: the global shape is the same on every
+  // rank, so every rank raises alike.
+  check_arg(shape_numel(shape()) == 1, "dtensor",
+            "item: the tensor has numel {} (shape {}); item() needs exactly one element",
+            shape_numel(shape()), shape_str(shape()));
+  return full_tensor().to(Device::cpu()).item_flat(0);
+}
+
 DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
                           const Placements& placements, int src) {
   detail::CommScope scope("distribute_tensor");
-  const auto& coord = mesh.get_coordinate();
-  check_arg(coord.has_value(), "dtensor", "distribute_tensor: this rank is not in {}", mesh.str());
+  mesh.require_member("distribute_tensor");
   check_arg(mesh.coordinate_of(src).has_value(), "dtensor",
             "distribute_tensor: src rank {} is not in {}", src, mesh.str());
   auto group = mesh.get_mesh_group();

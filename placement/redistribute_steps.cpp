@@ -136,8 +136,8 @@ Tensor all_to_all(const Tensor& local, const StepContext& s, ProcessGroup& g, st
 
 Tensor apply_redistribute_step(const Tensor& local, const DTensorSpec& from, const DTensorSpec& to,
                                const RedistributeStep& step) {
+  from.mesh().require_member("redistribute");
   const auto& coord = from.mesh().get_coordinate();
-  check_arg(coord.has_value(), "redistribute", "this rank is not in {}", from.mesh().str());
   StepContext s{from, to, step.mesh_dim, *coord, from.mesh().size(step.mesh_dim)};
   auto group = from.mesh().get_group(step.mesh_dim);
   using K = RedistributeStep::Kind;

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Configures and builds libdtensor in build/ (or $DTENSOR_BUILD_DIR) with Ninja.
 # Extra arguments go to cmake, e.g. -DDTENSOR_SANITIZE=address,undefined.
+# DTENSOR_TARGETS: the ninja targets to build (default: all of them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DTENSOR_BUILD_DIR:-$root/build}
 jobs=${DTENSOR_JOBS:-$(nproc)}
 cmake -S "$root" -B "$build" -G Ninja "$@" >/dev/null
-ninja -C "$build" -j "$jobs"
+# shellcheck disable=SC2086 # a list of target names, split on purpose
+ninja -C "$build" -j "$jobs" ${DTENSOR_TARGETS:-}

@@ -1,15 +1,21 @@
+// Catch2's AssertionResult (what a failed REQUIRE said), for the message a
+// failing rank sends its peers.
+#define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include "testing/multiprocess.h"
 
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
+#include "dtensor/core/fault.h"
 #include "tools/launch/process_set.h"
+#include "tools/launch/thread_share.h"
 
 namespace dtensor::testing {
 namespace {
@@ -36,12 +42,13 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// The lines Catch2's console reporter starts a rank's output with (the test
-// spec, its banner): the same for every rank, and they would bury the lines
-// that say why the rank failed.
-bool is_catch_preamble(const std::string& line) {
+// The lines of Catch2's console reporter that say nothing about why a rank
+// failed: its preamble (the test spec, its banner), the rules around the
+// case's name and every blank line. The same for every rank, they would bury
+// the lines that matter.
+bool is_catch_decoration(const std::string& line) {
   return line.empty() || line.rfind("Filters: ", 0) == 0 ||
-         line.find_first_not_of('~') == std::string::npos ||
+         line.find_first_not_of("~-.=") == std::string::npos ||
          line.find(" is a Catch v") != std::string::npos || line == "Run with -? for options";
 }
 
@@ -65,6 +72,61 @@ int next_call_index() {
   return counter++;
 }
 
+// What failed a rank's body, in a line: the exception's message, or for a
+// failed assertion where it is and its expression as Catch2 prints them.
+std::string failure_of_body(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return std::string("the test case's body threw: ") + x.what();
+  } catch (...) {
+  }
+  const Catch::AssertionResult* last = Catch::getResultCapture().getLastResult();
+  if (!last || last->succeeded()) return "the test case's body threw a non-std::exception";
+  // Not the expansion: it would read the assertion's operands, gone by now.
+  std::ostringstream os;
+  os << last->getSourceInfo() << ": " << last->getExpressionInMacro() << " failed";
+  if (last->hasMessage()) os << ": " << last->getMessage();
+  os << " (its output has the details)";
+  return os.str();
+}
+
+// A rank's flight recorder, read before the job's directory goes: its last
+// entries kept, and the path the rank printed ("flight recorder written to
+// PATH") replaced, since PATH no longer exists when the report is read.
+void read_flight_recorder(const std::string& dir, int rank, RankResult& rr) {
+  const std::string path = dir + "/dtensor-flight-rank" + std::to_string(rank) + ".txt";
+  std::ifstream in(path);
+  if (!in) return;
+  constexpr std::size_t kKeep = 8;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    rr.flight_recorder.push_back(line);
+    if (rr.flight_recorder.size() > kKeep) rr.flight_recorder.erase(rr.flight_recorder.begin());
+  }
+  const std::string instead = rr.flight_recorder.empty()
+                                  ? "the test's directory (removed; it recorded no calls)"
+                                  : "the test's directory (removed; its last calls below)";
+  for (auto at = rr.output.find(path); at != std::string::npos; at = rr.output.find(path, at))
+    rr.output.replace(at, path.size(), instead);
+}
+
+// The passed assertions in a rank's Catch2 summary: "All tests passed (12
+// assertions in 1 test case)", or the "assertions: 5 | 4 passed | 1 failed"
+// row after a failure. 0 when there is no summary (the rank was stopped).
+std::int64_t passed_assertions(const std::string& output) {
+  auto number_after = [&](const std::string& marker) -> std::int64_t {
+    const auto at = output.rfind(marker);
+    if (at == std::string::npos) return -1;
+    return std::atoll(output.c_str() + at + marker.size());
+  };
+  if (const auto n = number_after("All tests passed ("); n >= 0) return n;
+  const auto row = output.rfind("assertions:");
+  if (row == std::string::npos) return 0;
+  const auto bar = output.find('|', row);
+  return bar == std::string::npos ? 0 : std::atoll(output.c_str() + bar + 1);
+}
+
 void run_as_rank(int call, const std::function<void(RankContext&)>& body, const RunOptions& o) {
   const char* want = std::getenv(kCallVar);
   if (!want || std::atoi(want) != call) return;  // another call of this test case
@@ -72,7 +134,16 @@ void run_as_rank(int call, const std::function<void(RankContext&)>& body, const 
   ctx.rank = std::atoi(std::getenv(kRankVar));
   ctx.world_size = std::atoi(std::getenv("DTENSOR_WORLD_SIZE"));
   if (o.init_process_group) ctx.pg = init_process_group();
-  body(ctx);
+  try {
+    body(ctx);
+  } catch (...) {
+    // The case failed on this rank: a failed REQUIRE (Catch2's own exception,
+    // its message in the last assertion result) or an exception. Tell the
+    // other ranks why before this process ends, or they would only find it
+    // gone and say it reported nothing.
+    if (o.init_process_group) dtensor::abort(failure_of_body(std::current_exception()));
+    throw;
+  }
   if (o.init_process_group) destroy_process_group();
 }
 
@@ -110,11 +181,13 @@ std::string JobResult::report() const {
     const std::string tail =
         rr.output.size() > keep ? "...\n" + rr.output.substr(rr.output.size() - keep) : rr.output;
     std::istringstream lines(tail);
-    std::string line;
-    bool preamble = true;
-    while (std::getline(lines, line)) {
-      preamble = preamble && is_catch_preamble(line);
-      if (!preamble) os << "  [rank " << r << "] " << line << "\n";
+    for (std::string line; std::getline(lines, line);)
+      if (!is_catch_decoration(line)) os << "  [rank " << r << "] " << line << "\n";
+    if (!rr.flight_recorder.empty()) {
+      os << "  [rank " << r << "] flight recorder, its last " << rr.flight_recorder.size()
+         << " calls (seq call op group peer bytes state start end duration):\n";
+      for (const auto& entry : rr.flight_recorder)
+        os << "  [rank " << r << "]   " << entry << "\n";
     }
   }
   return os.str();
@@ -142,6 +215,10 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
     spec.env["DTENSOR_RANK"] = std::to_string(r);
     spec.env["DTENSOR_LOCAL_RANK"] = std::to_string(r);
     spec.env["DTENSOR_WORLD_SIZE"] = std::to_string(world_size);
+    spec.env["DTENSOR_LOCAL_WORLD_SIZE"] = std::to_string(world_size);
+    // As dtensor-run: each rank its share of the cores, unless the user chose.
+    if (auto threads = launch::default_omp_threads(std::getenv("OMP_NUM_THREADS"), world_size))
+      spec.env["OMP_NUM_THREADS"] = *threads;
     spec.env["DTENSOR_STORE"] = "file:" + store_dir;
     spec.env["DTENSOR_TIMEOUT"] = std::to_string(o.comm_timeout.count() / 1000.0);
     // A failing rank writes its flight recorder: into the job's directory
@@ -201,6 +278,8 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
     rr.killed_at_deadline = running_at_deadline[r] && result.deadline_passed;
     rr.stopped_after_failure = running_at_deadline[r] && !result.deadline_passed;
     rr.output = read_file(job_dir.path() + "/rank" + std::to_string(r) + ".log");
+    read_flight_recorder(job_dir.path() + "/flight", r, rr);
+    rr.assertions_passed = passed_assertions(rr.output);
     rr.seconds = exit_seconds[r];
     if (!rr.ok && result.first_failed_rank < 0) result.first_failed_rank = r;
   }
@@ -211,6 +290,10 @@ void run_ranks(int world_size, const std::function<void(RankContext&)>& body,
                const RunOptions& options) {
   JobResult res = run_ranks_collect(world_size, body, options);
   if (in_rank_process()) return;
+  // The ranks' passed assertions count in this binary's summary.
+  for (const RankResult& r : res.ranks)
+    for (std::int64_t i = 0; i < r.assertions_passed; ++i)
+      Catch::getResultCapture().assertionPassed();
   if (!res.passed()) FAIL(res.report());
 }
 

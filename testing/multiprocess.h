@@ -53,6 +53,11 @@ struct RankResult {
   std::string status;  // "exit code 1", "killed by signal 9 (SIGKILL)"
   std::string output;  // everything the rank printed
   double seconds = 0;  // from start until it exited
+  /// The last entries of the flight recorder it wrote, if any: the file is
+  /// in the job's directory, removed with the job, so the report shows them.
+  std::vector<std::string> flight_recorder;
+  /// The assertions that passed in it, as its Catch2 summary counts them.
+  std::int64_t assertions_passed = 0;
 };
 
 struct JobResult {

@@ -60,6 +60,25 @@ class DispatchNode final : public Node {
   std::vector<DTensor> outputs_;
 };
 
+// A call of an operator without a backward on inputs that require grad:
+// there is no gradient to give, and dropping it would silently train the
+// leaves upstream on part of the loss. Raised only if backward() gets here.
+class NoBackwardNode final : public Node {
+ public:
+  NoBackwardNode(const std::string& op, const std::vector<OpArg>& args, std::size_t num_outputs)
+      : Node(op, dtensor_args(args), num_outputs) {}
+  std::vector<std::optional<DTensor>> apply(const std::vector<std::optional<DTensor>>&) override {
+    throw NotSupported(
+        "autograd",
+        fmt::format("backward: operator '{}' has no backward (OpDef::backward), and its inputs "
+                    "require grad: the gradient cannot flow through it. Give it a backward, "
+                    "compute its inputs under NoGradGuard or from detach(), or, if it has no "
+                    "gradient on purpose, register it with OpDef::differentiable = false",
+                    name()));
+  }
+  void release_saved() override {}
+};
+
 class RedistributeNode final : public Node {
  public:
   explicit RedistributeNode(const DTensor& input) : Node("redistribute", {input}, 1) {}
@@ -88,13 +107,17 @@ bool should_record(const std::string& op, const std::vector<OpArg>& args) {
     if (const auto* d = std::get_if<DTensor>(&a)) any = any || d->requires_grad();
   if (!any) return false;
   const OpDef* def = find_op_def(op);
-  return def && def->backward;
+  return def && (def->backward || def->differentiable);
 }
 
 std::vector<DTensor> record_dispatch(const std::string& op, std::vector<OpArg> args,
                                      std::vector<DTensor> outputs) {
   const OpDef* def = find_op_def(op);
-  auto node = std::make_shared<DispatchNode>(op, std::move(args), outputs, def->backward);
+  std::shared_ptr<Node> node;
+  if (def->backward)
+    node = std::make_shared<DispatchNode>(op, std::move(args), outputs, def->backward);
+  else
+    node = std::make_shared<NoBackwardNode>(op, args, outputs.size());
   return attach(node, std::move(outputs));
 }
 

@@ -12,7 +12,8 @@
 namespace dtensor::autograd::detail {
 
 /// Whether a dispatch of `op` on `args` is to be recorded: grad mode is on,
-/// an argument requires grad and the operator has a backward.
+/// an argument requires grad and the operator is differentiable (with a
+/// backward, or without one: then backward() raises if it reaches it).
 bool should_record(const std::string& op, const std::vector<OpArg>& args);
 
 /// Records the call (its arguments saved as given) and returns the outputs

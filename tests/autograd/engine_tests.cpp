@@ -44,7 +44,55 @@ void register_cube() {
   });
 }
 
+// twice(x) = 2x without a backward: `differentiable` says whether that is on
+// purpose. The kernel is the same either way.
+void register_twice(const std::string& name, bool differentiable) {
+  if (has_op(name)) return;
+  OpDef d;
+  d.name = name;
+  d.output_meta = [](const OpSchema& s) {
+    return std::vector<TensorMeta>{{s.dtensor(0).shape(), s.dtensor(0).dtype()}};
+  };
+  d.signatures = [](const OpSchema&) {
+    return std::vector<ShardingSignature>{{{Replicate()}, {Replicate()}}, {{Shard(0)}, {Shard(0)}}};
+  };
+  d.differentiable = differentiable;
+  register_op(d);
+  register_kernel(name, DeviceType::CPU, DType::F64, [](const KernelCall& k) {
+    Tensor y = k.local(0).clone();
+    for (std::int64_t i = 0; i < y.numel(); ++i)
+      y.data<double>()[i] *= 2;
+    return std::vector<Tensor>{y};
+  });
+}
+
 }  // namespace
+
+DTENSOR_TEST_CASE("autograd refuses to cut the graph at an operator without a backward",
+                  "[autograd]", 2) {
+  register_twice("test_twice_no_backward", true);
+  register_twice("test_twice_constant", false);
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  DTensor x = leaf({4, 3}, mesh, {Shard(0)}, 1);
+  // Without a backward, and not marked: recorded, and backward() through it
+  // raises, naming the operator, instead of giving x the gradient of sum(x)
+  // alone (1 where the true one is 3).
+  const DTensor y = dispatch("test_twice_no_backward", {x}).at(0);
+  CHECK(y.requires_grad());
+  CHECK_THROWS_AS(backward(add(sum(y), sum(x))), NotSupported);
+  CHECK_THROWS_WITH(backward(add(sum(dispatch("test_twice_no_backward", {x}).at(0)), sum(x))),
+                    Catch::Contains("operator 'test_twice_no_backward' has no backward") &&
+                        Catch::Contains("OpDef::differentiable = false"));
+  // Marked non-differentiable on purpose: outside the graph, and backward()
+  // gives the gradient of the other term (1 everywhere).
+  x.set_grad(std::nullopt);
+  const DTensor c = dispatch("test_twice_constant", {x}).at(0);
+  CHECK_FALSE(c.requires_grad());
+  backward(add(sum(mul(c, c.detach())), sum(x)));
+  const Tensor g = x.grad()->full_tensor();
+  for (std::int64_t i = 0; i < g.numel(); ++i)
+    CHECK(g.item_flat(i) == 1.0);
+}
 
 DTENSOR_TEST_CASE("autograd records only with grad on and an input requiring grad", "[autograd]",
                   2) {

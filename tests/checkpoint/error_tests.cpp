@@ -68,9 +68,16 @@ void require_returns_within_5s(F&& fn) {
   done.get();
 }
 
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
 }  // namespace
 
-DTENSOR_TEST_CASE("load names the missing tensor and the one whose shape or dtype differs P=2",
+DTENSOR_TEST_CASE("load names every missing tensor and every one whose shape or dtype differs P=2",
                   "[checkpoint][mp]", 2) {
   SharedTempDir dir("mismatch");
   DeviceMesh mesh(DeviceType::CPU, {2});
@@ -97,6 +104,24 @@ DTENSOR_TEST_CASE("load names the missing tensor and the one whose shape or dtyp
                                      {"a", seeded(mesh, {Shard(0)}, {4}, DType::F32, 1)}},
                                     dir.path()),
                     InvalidArgument);
+  // Every mismatched target at once, behind one prefix.
+  std::string error;
+  try {
+    load_checkpoint(dir.path(),
+                    {{"decoder.bias", DTensorSpec(mesh, {Replicate()}, {4}, DType::F32)},
+                     {"encoder.weight", DTensorSpec(mesh, {Replicate()}, {64, 1000}, DType::F32)},
+                     {"decoder.weight", DTensorSpec(mesh, {Replicate()}, {4}, DType::F32)}});
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  INFO(error);
+  CHECK(error.find("'decoder.bias' is not in the checkpoint") != std::string::npos);
+  CHECK(error.find("'encoder.weight': the checkpoint holds shape [64, 1024], the target asks for "
+                   "[64, 1000]") != std::string::npos);
+  CHECK(error.find("'decoder.weight' is not in the checkpoint") != std::string::npos);
+  CHECK(error.find("3 of 3 target(s)") != std::string::npos);
+  CHECK(occurrences(error, "[dtensor.checkpoint]") == 1);
+  CHECK(occurrences(error, "load_checkpoint:") == 1);
 }
 
 DTENSOR_TEST_CASE("a truncated shard file is an error naming the tensor and the file P=2",

@@ -242,3 +242,31 @@ TEST_CASE("init under MPI names a launcher variable that is out of range", "[ini
   const std::string msg = error_of({});
   REQUIRE(msg.find("PMI_RANK=6 is outside [0, 4)") != std::string::npos);
 }
+
+TEST_CASE("init names DTENSOR_BACKEND and every loadable backend for an unknown one", "[init]") {
+  ScopedEnv env(std::map<std::string, std::string>{{"DTENSOR_BACKEND", "nonsense"}});
+  std::string error;
+  try {
+    dtensor::init_process_group();
+    dtensor::destroy_process_group();
+  } catch (const dtensor::InvalidArgument& e) {
+    error = e.what();
+  }
+  INFO(error);
+  CHECK(error.find("DTENSOR_BACKEND='nonsense': unknown backend 'nonsense'") != std::string::npos);
+  CHECK(error.find("gloo") != std::string::npos);
+  // The backends of this build's modules, loadable next to libdtensor.so.
+  if (DTENSOR_TEST_MPI_MODULE) CHECK(error.find("mpi") != std::string::npos);
+  if (DTENSOR_TEST_CUDA_MODULE) CHECK(error.find("nccl") != std::string::npos);
+  dtensor::InitOptions o;
+  o.backend = "cpu:bogus";
+  try {
+    dtensor::init_process_group(o);
+    dtensor::destroy_process_group();
+    error.clear();
+  } catch (const dtensor::InvalidArgument& e) {
+    error = e.what();
+  }
+  CHECK(error.find("InitOptions::backend='cpu:bogus': unknown backend 'bogus'") !=
+        std::string::npos);
+}

@@ -41,3 +41,9 @@ DTENSOR_TEST_CASE("rank 2 of 3 throws", "[fail]", 3) {
   if (dtensor::get_rank() == 2) throw std::runtime_error("rank 2 gave up");
   wait_for_a_peer_that_is_gone();
 }
+
+DTENSOR_TEST_CASE("a REQUIRE fails on rank 1 of 3 while the others wait for it", "[fail]", 3) {
+  const int answer = 41 + dtensor::get_rank();
+  if (dtensor::get_rank() == 1) REQUIRE(answer != 42);
+  dtensor::world()->barrier();  // ranks 0 and 2 hear why rank 1 is gone
+}

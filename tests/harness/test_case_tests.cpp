@@ -43,6 +43,15 @@ FixtureRun run_fixture(const std::string& spec, std::map<std::string, std::strin
   return run;
 }
 
+// A run of a case that fails: the fixture exits, and not with 0.
+FixtureRun run_failing(const std::string& spec) {
+  FixtureRun run = run_fixture(spec);
+  INFO(run.output);
+  REQUIRE(run.status.exited);
+  REQUIRE(run.status.code != 0);
+  return run;
+}
+
 bool contains(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
@@ -55,15 +64,14 @@ TEST_CASE("DTENSOR_TEST_CASE runs its body on its ranks, with the environment pa
   INFO(run.output);
   REQUIRE(run.status.ok());
   REQUIRE(contains(run.output, "All tests passed"));
-  REQUIRE(contains(run.output, "2 test cases"));
+  // Every rank's assertions count: 2 REQUIREs on 3 ranks and 2 on 2 ranks.
+  REQUIRE(contains(run.output, "All tests passed (10 assertions in 2 test cases)"));
 }
 
 TEST_CASE("DTENSOR_TEST_CASE fails a 3-rank case within 2 s of a failed REQUIRE on one rank",
           "[harness][test_case]") {
-  const FixtureRun run = run_fixture("a REQUIRE fails on rank 1 of 3");
+  const FixtureRun run = run_failing("a REQUIRE fails on rank 1 of 3");
   INFO(run.output);
-  REQUIRE(run.status.exited);
-  REQUIRE(run.status.code != 0);
   // Ranks 0 and 2 sleep 50 s and the default deadline is 60 s: only stopping
   // them about a second after rank 1 failed ends the run this soon, start-up
   // and rendezvous of three processes included.
@@ -80,11 +88,25 @@ TEST_CASE("DTENSOR_TEST_CASE fails a 3-rank case within 2 s of a failed REQUIRE 
 
 TEST_CASE("DTENSOR_TEST_CASE fails a 3-rank case within 2 s of an exception on one rank",
           "[harness][test_case]") {
-  const FixtureRun run = run_fixture("rank 2 of 3 throws");
+  const FixtureRun run = run_failing("rank 2 of 3 throws");
   INFO(run.output);
-  REQUIRE(run.status.exited);
-  REQUIRE(run.status.code != 0);
   REQUIRE(run.seconds < 5.0);
   REQUIRE(contains(run.output, "rank 2 failed: exit code 1 (first to fail)"));
   REQUIRE(contains(run.output, "rank 2 gave up"));
+}
+
+TEST_CASE("DTENSOR_TEST_CASE: ranks waiting for a rank whose REQUIRE failed are told why",
+          "[harness][test_case]") {
+  const FixtureRun run = run_failing("a REQUIRE fails on rank 1 of 3 while the others wait for it");
+  INFO(run.output);
+  // The others' barrier failed with rank 1's assertion, not with "its
+  // process ended without telling the other ranks why". (Catch2 wraps long
+  // lines of the report: look for the pieces.)
+  CHECK(contains(run.output, "[dtensor.monitor] barrier: rank 1 failed: "));
+  CHECK(contains(run.output, "REQUIRE( answer != 42 ) failed"));
+  CHECK_FALSE(contains(run.output, "without telling"));
+  // The flight recorders were in the test's directory, gone by now: the
+  // report shows their last calls instead of their paths.
+  CHECK(contains(run.output, "flight recorder, its last "));
+  CHECK_FALSE(contains(run.output, "/flight/dtensor-flight-rank"));
 }

@@ -12,6 +12,7 @@
 //   sleep S         sleep S seconds
 //   touch PATH      create PATH
 //   cpus            print "cpus=<rank>:c,c,..." (the CPUs it may run on)
+//   omp             print "omp=<OMP_NUM_THREADS>"
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -118,6 +119,8 @@ int main(int argc, char** argv) {
         for (int c = 0; c < CPU_SETSIZE; ++c)
           if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
       std::printf("cpus=%d:%s\n", rank(), list.c_str());
+    } else if (step == "omp") {
+      std::printf("omp=%s\n", env("OMP_NUM_THREADS").c_str());
     } else if (step == "touch") {
       std::ofstream(arg(1)).put('\n');
       ++i;

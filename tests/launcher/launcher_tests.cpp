@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -45,7 +46,11 @@ class Launcher {
                     const std::map<std::string, std::string>& env = {})
       : dir_("dtensor-launcher-test") {
     dtensor::launch::ProcessSpec spec;
-    spec.env = env;
+    // The ranks share the test machine's cores; and with it set, dtensor-run
+    // has no note to print. A test passes "" to see what happens without it.
+    spec.env["OMP_NUM_THREADS"] = "1";
+    for (const auto& [k, v] : env)
+      spec.env[k] = v;
     if (split_stderr) {
       // The shell execs the launcher: same pid, stderr redirected.
       spec.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DTENSOR_TEST_STDERR\""};
@@ -507,4 +512,71 @@ TEST_CASE("launcher: what a rank printed before an uncaught exception comes befo
   for (int i = 1; i <= 7; ++i)
     CHECK(contains(f.output, "[0] line " + std::to_string(i) + " of 7 before the exception\n"));
   CHECK(contains(f.output, "[dtensor.output_rank] the uncaught exception"));
+}
+
+TEST_CASE("launcher: without OMP_NUM_THREADS each rank gets its share of the cores, said once",
+          "[launcher]") {
+  const int cpus = static_cast<int>(own_cpus().size());
+  {
+    Launcher l(concat({"-n", "2"}, fixture({"omp"})), true, {{"OMP_NUM_THREADS", ""}});
+    const Finished f = l.finish();
+    const std::string err = l.stderr_output();
+    INFO(f.output << err);
+    REQUIRE(f.code == 0);
+    const std::string share = std::to_string(std::max(1, cpus / 2));
+    CHECK(contains(f.output, "[0] omp=" + share + "\n"));
+    CHECK(contains(f.output, "[1] omp=" + share + "\n"));
+    const std::string note =
+        "dtensor-run: OMP_NUM_THREADS is not set: each of the 2 ranks gets "
+        "OMP_NUM_THREADS=" +
+        share;
+    CHECK(contains(err, note));
+    CHECK(err.find(note) == err.rfind(note));  // once, not once per rank
+  }
+  // More ranks than cores: one thread each, never 0.
+  {
+    const std::string n = std::to_string(cpus + 1);
+    Launcher l(concat({"-n", n}, fixture({"omp"})), true, {{"OMP_NUM_THREADS", ""}});
+    const Finished f = l.finish();
+    INFO(f.output << l.stderr_output());
+    REQUIRE(f.code == 0);
+    for (int r = 0; r <= cpus; ++r)
+      CHECK(contains(f.output, "[" + std::to_string(r) + "] omp=1\n"));
+  }
+  // The user's value is passed on, without a note.
+  Launcher l(concat({"-n", "2"}, fixture({"omp"})), true, {{"OMP_NUM_THREADS", "3"}});
+  const Finished f = l.finish();
+  const std::string err = l.stderr_output();
+  INFO(f.output << err);
+  REQUIRE(f.code == 0);
+  CHECK(contains(f.output, "[0] omp=3\n"));
+  CHECK(contains(f.output, "[1] omp=3\n"));
+  CHECK_FALSE(contains(err, "OMP_NUM_THREADS"));
+}
+
+TEST_CASE("launcher: a rank outside a mesh gets the mesh's error, and the others hear it",
+          "[launcher]") {
+  Launcher l({"-n", "3", "--timeout", "20", kOutputRank, "outside-mesh"});
+  const Finished f = l.finish();
+  INFO(f.output);
+  CHECK(f.code != 0);
+  const std::string error =
+      "distribute_tensor: rank 2 is not in DeviceMesh(cpu, [2], ranks=[0, 1])";
+  // Whether some line of rank `r` holds every one of `parts`.
+  auto line_of = [&](const std::string& r, std::initializer_list<std::string> parts) {
+    std::istringstream lines(f.output);
+    for (std::string line; std::getline(lines, line);) {
+      bool all = line.rfind("[" + r + "] ", 0) == 0;
+      for (const auto& p : parts)
+        all = all && contains(line, p);
+      if (all) return true;
+    }
+    return false;
+  };
+  CHECK(line_of("2", {error}));
+  // Ranks 0 and 1 fail in their barrier with rank 2's own error, never with
+  // "its process ended without telling the other ranks why".
+  CHECK(line_of("0", {"rank 2 failed: uncaught exception: ", error}));
+  CHECK(line_of("1", {"rank 2 failed: uncaught exception: ", error}));
+  CHECK_FALSE(contains(f.output, "without telling"));
 }

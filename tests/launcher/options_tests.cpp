@@ -82,9 +82,10 @@ TEST_CASE("parser: the environment of a rank", "[launcher][options]") {
   CHECK(env["DTENSOR_RANK"] == "9");
   CHECK(env["DTENSOR_WORLD_SIZE"] == "12");
   CHECK(env["DTENSOR_LOCAL_RANK"] == "1");
+  CHECK(env["DTENSOR_LOCAL_WORLD_SIZE"] == "4");
   CHECK(env["DTENSOR_STORE"] == "redis://h:1");
   CHECK(env["DTENSOR_TIMEOUT"] == "30");
-  CHECK(env.size() == 5);
+  CHECK(env.size() == 6);
 
   o = parse_options({"-n", "1", "p"});
   env = rank_environment(o, 0, "file:/tmp/x/store");

@@ -4,6 +4,8 @@
 // its own error. Every line must reach dtensor-run's output, whole.
 //   output_rank N        the scenario above
 //   output_rank throw N  one rank: N lines printf'ed, then an uncaught exception
+//   output_rank outside-mesh  3 ranks, a mesh of ranks 0 and 1 that rank 2
+//                        uses anyway; ranks 0 and 1 then wait for rank 2
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,8 +16,19 @@
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/tensor.h"
+#include "dtensor/placement/dtensor.h"
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "outside-mesh") {
+    auto pg = dtensor::init_process_group();
+    const dtensor::DeviceMesh mesh(dtensor::DeviceType::CPU, {2});
+    // Uncaught on rank 2, which is not in the mesh.
+    dtensor::distribute_tensor(dtensor::Tensor::zeros({4}, dtensor::DType::F32), mesh,
+                               {dtensor::Shard(0)});
+    pg->barrier();  // ranks 0 and 1 wait here for rank 2
+    dtensor::destroy_process_group();
+    return 0;
+  }
   const bool throws = argc > 1 && std::string(argv[1]) == "throw";
   const int lines = argc > 1 + throws ? std::atoi(argv[1 + throws]) : 18;
   auto pg = dtensor::init_process_group();

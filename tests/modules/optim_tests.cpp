@@ -136,3 +136,26 @@ DTENSOR_TEST_CASE("optim state round trips through state_dict", "[optim]", 2) {
   state.emplace_back("optim.v.exp_avg", state.front().second);
   CHECK_THROWS_WITH(oc.load_state_dict(state), Catch::Contains("unexpected [optim.v.exp_avg]"));
 }
+
+DTENSOR_TEST_CASE("optim AdamW keeps weight_decay 1e-2 under designated initialisers", "[optim]",
+                  1) {
+  // With a zero gradient the moments stay 0 and the update is the decay
+  // alone: theta * (1 - lr * 1e-2), torch.optim.AdamW's default.
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  const Tensor W = Tensor::rand({3, 2}, DType::F64, 1);
+  DTensor w = distribute_tensor(W, mesh, {Replicate()});
+  nn::AdamW opt({{"w", &w}}, {.lr = 0.1});
+  w.set_grad(distribute_tensor(Tensor::zeros({3, 2}, DType::F64), mesh, {Replicate()}));
+  opt.step();
+  const auto got = values(w.full_tensor());
+  for (std::int64_t i = 0; i < W.numel(); ++i)
+    CHECK(got[static_cast<std::size_t>(i)] == W.item_flat(i) * (1 - 0.1 * 1e-2));
+  // AdamOptions are taken as given (weight_decay 0 unless set).
+  nn::AdamOptions plain;
+  plain.lr = 0.1;
+  DTensor u = distribute_tensor(W, mesh, {Replicate()});
+  nn::AdamW as_given({{"u", &u}}, plain);
+  u.set_grad(distribute_tensor(Tensor::zeros({3, 2}, DType::F64), mesh, {Replicate()}));
+  as_given.step();
+  CHECK(max_abs_diff(u.full_tensor(), W) == 0);
+}

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "dtensor/core/device_mesh.h"
+#include "dtensor/placement/dtensor.h"
 #include "tests/support/multiprocess.h"
 
 using namespace dtensor;
@@ -42,7 +43,34 @@ TEST_CASE("mesh over some of the world's ranks: outsiders have no coordinate P=4
     } else {
       REQUIRE_FALSE(mesh.get_coordinate().has_value());
       REQUIRE_THROWS_AS(mesh.get_group(0), InvalidArgument);
+      // Every use names the mesh and this rank.
+      const std::string me = "rank " + std::to_string(ctx.rank) +
+                             " is not in DeviceMesh(cpu, [2], ranks=[1, 3]) (a mesh of 2 of the "
+                             "world's 4 ranks)";
+      REQUIRE_THROWS_WITH(mesh.get_group(0), Catch::Contains("get_group: " + me));
+      REQUIRE_THROWS_WITH(mesh.get_mesh_group(), Catch::Contains("get_mesh_group: " + me));
+      REQUIRE_THROWS_WITH(mesh.get_local_rank(0), Catch::Contains("get_local_rank: " + me));
     }
+  });
+}
+
+TEST_CASE("DTensor::item: the one element on every rank, InvalidArgument otherwise P=2",
+          "[mesh][mp]") {
+  run_ranks(2, [](RankContext&) {
+    DeviceMesh mesh(DeviceType::CPU, {2});
+    const double v = 0.1 + 0.2;  // not exactly representable: the bits must survive
+    const Tensor one = Tensor::full({1}, v, DType::F64);
+    CHECK(distribute_tensor(one, mesh, {Replicate()}).item() == v);
+    CHECK(distribute_tensor(one, mesh, {Shard(0)}).item() == v);  // rank 1's shard is empty
+    CHECK(distribute_tensor(Tensor::full({}, v, DType::F64), mesh, {Replicate()}).item() == v);
+    // Partial(sum): index 0 holds v, index 1 zeros; the sum is v.
+    CHECK(distribute_tensor(one, mesh, {Partial()}).item() == v);
+    CHECK(distribute_tensor(Tensor::full({1, 1}, 2.5, DType::F32), mesh, {Shard(1)}).item() == 2.5);
+    const DTensor two = distribute_tensor(Tensor::zeros({2}, DType::F64), mesh, {Shard(0)});
+    REQUIRE_THROWS_AS(two.item(), InvalidArgument);
+    REQUIRE_THROWS_WITH(two.item(), Catch::Contains("numel 2"));
+    const DTensor none = distribute_tensor(Tensor::zeros({0, 3}, DType::F64), mesh, {Shard(0)});
+    REQUIRE_THROWS_WITH(none.item(), Catch::Contains("numel 0"));
   });
 }
 

@@ -22,6 +22,7 @@
 #include "tools/dtensor-run/job_identity.h"
 #include "tools/dtensor-run/options.h"
 #include "tools/launch/process_set.h"
+#include "tools/launch/thread_share.h"
 
 namespace dtensor::run {
 namespace {
@@ -155,6 +156,13 @@ int run_job(const Options& o) {
   }
 
   const JobIdentity job = job_identity(o, [](const char* name) { return std::getenv(name); });
+  // As torchrun: without the user's OMP_NUM_THREADS, each rank gets its share
+  // of the cores (one thread per core each would oversubscribe the host).
+  const auto omp_threads = launch::default_omp_threads(std::getenv("OMP_NUM_THREADS"), o.nproc);
+  if (omp_threads)
+    std::cerr << "dtensor-run: OMP_NUM_THREADS is not set: each of the " << o.nproc
+              << " ranks gets OMP_NUM_THREADS=" << *omp_threads
+              << " (its share of this host's cores); set it to choose another" << std::endl;
   launch::ProcessSet set;
   const auto slices =
       o.bind_cores ? core_slices(o.nproc, allowed_cpus()) : std::vector<std::vector<int>>(o.nproc);
@@ -165,6 +173,7 @@ int run_job(const Options& o) {
     spec.env = rank_environment(o, local, store);
     spec.env.merge(job_environment(job));
     spec.env.insert(recorder_env.begin(), recorder_env.end());
+    if (omp_threads) spec.env["OMP_NUM_THREADS"] = *omp_threads;
     spec.line_prefix = "[" + std::to_string(o.global_rank(local)) + "] ";
     spec.separate_stderr = true;
     set.start(spec);

@@ -258,6 +258,7 @@ std::map<std::string, std::string> rank_environment(const Options& o, int local_
       {"DTENSOR_RANK", std::to_string(o.global_rank(local_rank))},
       {"DTENSOR_WORLD_SIZE", std::to_string(o.world_size())},
       {"DTENSOR_LOCAL_RANK", std::to_string(local_rank)},
+      {"DTENSOR_LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
       {"DTENSOR_STORE", store_url},
   };
   if (o.timeout) env["DTENSOR_TIMEOUT"] = *o.timeout;
@@ -308,10 +309,13 @@ Options:
   --                      end of options (for a PROGRAM whose name starts with -)
 
 Each rank gets DTENSOR_RANK (R*P + local rank), DTENSOR_WORLD_SIZE (N*P),
-DTENSOR_LOCAL_RANK, DTENSOR_STORE, DTENSOR_JOB_ID, DTENSOR_JOB_TOKEN (a
-secret: DTENSOR_JOB_TOKEN of our environment, else a fresh random one on one
-node; several nodes must export the same one) and, with --timeout,
-DTENSOR_TIMEOUT.
+DTENSOR_LOCAL_RANK, DTENSOR_LOCAL_WORLD_SIZE (P), DTENSOR_STORE,
+DTENSOR_JOB_ID, DTENSOR_JOB_TOKEN (a secret: DTENSOR_JOB_TOKEN of our
+environment, else a fresh random one on one node; several nodes must export
+the same one) and, with --timeout, DTENSOR_TIMEOUT. When OMP_NUM_THREADS is
+not set (or empty), each rank gets OMP_NUM_THREADS = the CPUs dtensor-run may
+use / P (at least 1), and a one-line note on stderr says so; a value of
+yours is passed on as is.
 Every line a rank prints is prefixed with its rank ("[3] "): its stdout on our
 stdout, its stderr on our stderr. SIGINT, SIGTERM and SIGHUP are forwarded to
 the ranks; ranks still running 10 s later are killed (at once on a second

@@ -158,22 +158,13 @@ int run(const Options& o) {
   }
   if (!o.resume.empty()) {
     // Parameters and optimiser state onto this run's mesh (replicated, as the
-    // parameters are), whatever wrote them.
+    // parameters are), whatever wrote them: the fresh optimiser's
+    // state_dict() names all the state it needs.
     std::vector<CheckpointTarget> targets;
-    nn::NamedDTensors optim_names;
     for (const auto& [name, p] : model.named_parameters())
       targets.push_back({name, p->spec()});
-    std::map<std::string, bool> present;
-    for (const auto& e : read_checkpoint_index(o.resume))
-      present[e.name] = true;
-    for (const auto& [name, p] : model.named_parameters())
-      for (const char* s : {"momentum_buffer", "exp_avg", "exp_avg_sq"}) {
-        const std::string key = "optim." + name + "." + s;
-        if (present.count(key)) targets.push_back({key, p->spec()});
-      }
-    if (present.count("optim.step"))
-      targets.push_back(
-          {"optim.step", DTensorSpec(mesh, Placements(placements.size(), Replicate()), {}, dtype)});
+    for (const auto& t : checkpoint_targets(opt->state_dict()))
+      targets.push_back(t);
     const auto loaded = load_checkpoint(o.resume, targets);
     nn::NamedDTensors params, optim;
     for (const auto& [name, t] : loaded)

@@ -38,8 +38,8 @@ void save_checkpoint(const NamedDTensors& tensors, const std::string& dir);
 
 /// What load asks for: a name and the spec (mesh, placements, global shape, dtype) to load onto.
 struct CheckpointTarget {
-  std::string name;
-  DTensorSpec spec;
+  std::string name{};
+  DTensorSpec spec;  // no default: a target needs one
 };
 /// Targets with the names and specs of `tensors` (load onto the layout they have).
 std::vector<CheckpointTarget> checkpoint_targets(const NamedDTensors& tensors);
@@ -56,25 +56,25 @@ NamedDTensors load_checkpoint(const std::string& dir, const std::vector<Checkpoi
 /// at [byte_offset, byte_offset + byte_length) of `file` (a name in the checkpoint directory),
 /// with the CRC-32 of each `block_bytes`-sized block of those bytes (the last one shorter).
 struct CheckpointShard {
-  Shape offsets;
-  Shape extents;
-  std::string file;
+  Shape offsets{};
+  Shape extents{};
+  std::string file{};
   std::int64_t byte_offset = 0;
   std::int64_t byte_length = 0;
-  std::vector<std::uint32_t> crc32;
+  std::vector<std::uint32_t> crc32{};
 };
 
 /// What the index says about one tensor.
 struct CheckpointEntry {
-  std::string name;
-  Shape shape;
+  std::string name{};
+  Shape shape{};
   DType dtype = DType::F32;
   /// The placements it was saved with, as placements_str writes them ("S(0),R"); a Partial
   /// one was reduced before saving, so its shards hold the reduced value.
-  std::string placements;
-  std::vector<std::int64_t> mesh_shape;
+  std::string placements{};
+  std::vector<std::int64_t> mesh_shape{};
   /// Every shard that holds data (an empty shard has none, so it is not listed).
-  std::vector<CheckpointShard> shards;
+  std::vector<CheckpointShard> shards{};
   /// The checksum block size of `shards`' crc32 lists.
   std::int64_t block_bytes = 0;
 };

@@ -27,9 +27,9 @@ class CommScope {
 };
 
 struct CurrentCall {
-  std::string op;
+  std::string op{};
   std::uint64_t call = 0;
-  std::chrono::steady_clock::time_point since;
+  std::chrono::steady_clock::time_point since{};
 };
 
 /// The outermost call in progress, if any (read by the monitor thread).

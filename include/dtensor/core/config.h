@@ -21,8 +21,8 @@ namespace dtensor {
 
 /// A launcher-provided integer and the variable it came from (for messages).
 struct EnvInt {
-  std::optional<int> value;
-  std::string source;
+  std::optional<int> value{};
+  std::string source{};
 };
 
 struct Config {
@@ -46,19 +46,19 @@ struct Config {
   GlooLoop gloo_loop = GlooLoop::Batch;
   /// DTENSOR_CUDA_MODULE: path of libdtensor-cuda.so. Unset: next to
   /// libdtensor.so, then the install libdir (docs/architecture.md).
-  std::optional<std::string> cuda_module;
+  std::optional<std::string> cuda_module{};
   /// DTENSOR_MPI_MODULE: path of libdtensor-mpi.so. Unset: as the CUDA module.
-  std::optional<std::string> mpi_module;
+  std::optional<std::string> mpi_module{};
 
   // ---- launch (init_process_group; InitOptions fields win) ----
   /// DTENSOR_BACKEND: a backend name or plan (validated by init_process_group).
-  std::optional<std::string> backend;
+  std::optional<std::string> backend{};
   /// DTENSOR_STORE: file:DIR or redis://HOST:PORT.
-  std::optional<std::string> store;
+  std::optional<std::string> store{};
   /// DTENSOR_TIMEOUT: seconds, > 0 and at most 1e9.
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout{};
   /// DTENSOR_HOSTNAME, DTENSOR_IFNAME: how peers reach this rank.
-  std::optional<std::string> hostname, ifname;
+  std::optional<std::string> hostname{}, ifname{};
   // ---- failure detection (docs/troubleshooting.md) ----
   /// DTENSOR_HEARTBEAT_INTERVAL: seconds > 0. How often a rank says it is alive.
   std::chrono::milliseconds heartbeat_interval{2000};
@@ -76,12 +76,20 @@ struct Config {
   /// PMIX_RANK, SLURM_PROCID; DTENSOR_WORLD_SIZE, WORLD_SIZE,
   /// OMPI_COMM_WORLD_SIZE, PMI_SIZE, SLURM_NTASKS; DTENSOR_LOCAL_RANK,
   /// LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID.
-  EnvInt rank, world_size, local_rank;
+  EnvInt rank{}, world_size{}, local_rank{};
+  /// Ranks on this host: the first set of DTENSOR_LOCAL_WORLD_SIZE (dtensor-run,
+  /// the test harness), LOCAL_WORLD_SIZE (torchrun), OMPI_COMM_WORLD_LOCAL_SIZE,
+  /// MPI_LOCALNRANKS. Unset: not known (no oversubscription warning).
+  EnvInt local_world_size{};
+  /// OMP_NUM_THREADS when its first value is a positive integer (OpenMP's own
+  /// variable: anything else is left to OpenMP, not refused here). Unset: each
+  /// rank's OpenMP runs one thread per core it can see.
+  std::optional<int> omp_num_threads{};
   /// The variable showing that an MPI launcher (mpirun, mpiexec, srun with
   /// PMI/PMIx) started this process: the first set of OMPI_COMM_WORLD_SIZE,
   /// PMI_SIZE, PMIX_RANK. With it, and without dtensor-run's DTENSOR_RANK,
   /// init_process_group chooses backend "mpi" unless told otherwise.
-  std::optional<std::string> mpi_launcher;
+  std::optional<std::string> mpi_launcher{};
 
   // ---- the job (the store's namespace and its rendezvous token) ----
   /// The job's id: every store key lives under it, so that two jobs on one
@@ -92,11 +100,11 @@ struct Config {
   /// "default". Characters outside [A-Za-z0-9._-] of the launchers' ids become '_'.
   std::string job_id = "default";
   /// The variable job_id came from ("" for the default), for messages.
-  std::string job_id_source;
+  std::string job_id_source{};
   /// DTENSOR_JOB_TOKEN: a secret of at least 16 characters shared by the
   /// job's ranks (dtensor-run generates one). Rendezvous values are signed
   /// with it and a process without it is refused. Never printed.
-  std::optional<std::string> job_token;
+  std::optional<std::string> job_token{};
 
   // ---- output of a rank ----
   /// DTENSOR_STDOUT_BUFFERING: auto | line | unchanged. auto: stdout is made

@@ -45,6 +45,9 @@ class DeviceMesh {
   /// This rank's coordinate, or nullopt for a rank outside the mesh.
   const std::optional<std::vector<std::int64_t>>& get_coordinate() const;
   bool contains_this_rank() const { return get_coordinate().has_value(); }
+  /// Throws InvalidArgument "<what>: rank R is not in DeviceMesh(...)" on a
+  /// rank outside the mesh: what every use of the mesh raises there.
+  void require_member(const std::string& what) const;
   /// This rank's index along `dim` (its rank in get_group(dim)).
   std::int64_t get_local_rank(std::int64_t dim) const;
   /// The communicator of this rank's row along `dim`.

@@ -24,7 +24,7 @@ struct InitOptions {
   ///                         (no NCCL, or several ranks sharing one GPU);
   ///   "auto"                "nccl" when a GPU is visible, else "gloo".
   /// See docs/backends-cuda.md.
-  std::optional<std::string> backend;
+  std::optional<std::string> backend{};
   /// Unset fields come from the environment: DTENSOR_RANK / DTENSOR_WORLD_SIZE /
   /// DTENSOR_LOCAL_RANK / DTENSOR_STORE / DTENSOR_TIMEOUT (set by dtensor-run), else
   /// torchrun's RANK / WORLD_SIZE / LOCAL_RANK (+ MASTER_ADDR/MASTER_PORT ignored: a
@@ -32,29 +32,29 @@ struct InitOptions {
   /// PMI_RANK / PMI_SIZE, PMIX_RANK, Slurm's SLURM_PROCID / SLURM_NTASKS /
   /// SLURM_LOCALID (docs/launcher.md). Backend "mpi" takes rank and size from
   /// MPI and only checks these against it.
-  std::optional<int> rank;
-  std::optional<int> world_size;
-  std::optional<int> local_rank;
+  std::optional<int> rank{};
+  std::optional<int> world_size{};
+  std::optional<int> local_rank{};
   /// "file:DIR" or "redis://HOST:PORT".
-  std::optional<std::string> store;
+  std::optional<std::string> store{};
   /// Bound on every rendezvous and communication step (default 300 s).
-  std::optional<std::chrono::milliseconds> timeout;
+  std::optional<std::chrono::milliseconds> timeout{};
   /// Address Gloo binds to: loopback unless a hostname or interface is named
   /// (DTENSOR_HOSTNAME / DTENSOR_IFNAME), so nothing listens outside the host by default.
-  std::optional<std::string> hostname;
-  std::optional<std::string> iface;
+  std::optional<std::string> hostname{};
+  std::optional<std::string> iface{};
 };
 
 /// The settings init_process_group resolved (options first, then the environment).
 struct ResolvedInit {
-  std::string backend;
+  std::string backend{};
   int rank = 0;        // backend "mpi": -1 when only MPI knows it
   int world_size = 1;  // likewise
   int local_rank = 0;
-  std::string store;
+  std::string store{};
   std::chrono::milliseconds timeout{300000};
-  std::string hostname;
-  std::string iface;
+  std::string hostname{};
+  std::string iface{};
 };
 /// Resolves without connecting (exposed for tests and tools). InvalidArgument
 /// names the variable or option at fault.
@@ -74,11 +74,11 @@ void destroy_process_group();
 
 /// Backends register a factory under their name.
 struct BackendInit {
-  int rank, world_size;
-  int local_rank;
-  std::shared_ptr<Store> store;
-  std::chrono::milliseconds timeout;
-  std::string hostname, iface;
+  int rank{}, world_size{};
+  int local_rank{};
+  std::shared_ptr<Store> store{};
+  std::chrono::milliseconds timeout{};
+  std::string hostname{}, iface{};
 };
 using ProcessGroupFactory = std::function<std::shared_ptr<ProcessGroup>(const BackendInit&)>;
 void register_process_group_backend(const std::string& name, ProcessGroupFactory factory);

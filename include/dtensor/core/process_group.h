@@ -38,9 +38,9 @@ void wait_all(std::vector<std::shared_ptr<Work>>& works,
 /// One entry of a batched point-to-point exchange.
 struct P2POp {
   enum class Kind { Send, Recv };
-  Kind kind;
-  Tensor tensor;  // contiguous; for Recv, the destination
-  int peer;       // rank in the group
+  Kind kind{};
+  Tensor tensor{};  // contiguous; for Recv, the destination
+  int peer{};       // rank in the group
   int tag = 0;
   static P2POp send(const Tensor& t, int peer, int tag = 0) { return {Kind::Send, t, peer, tag}; }
   static P2POp recv(const Tensor& t, int peer, int tag = 0) { return {Kind::Recv, t, peer, tag}; }

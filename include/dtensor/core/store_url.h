@@ -20,13 +20,13 @@ struct StoreUrl {
   enum class Problem { None, BadRedis, BadPort, NoDirectory, BadCredentials };
   Kind kind = Kind::Invalid;
   Problem problem = Problem::None;
-  std::string path;  // File
-  std::string host;  // Redis: a name, an IPv4 address, or [IPv6] without the brackets
-  int port = 0;      // Redis: 1..65535
-  bool tls = false;  // Redis: "rediss://"
+  std::string path{};  // File
+  std::string host{};  // Redis: a name, an IPv4 address, or [IPv6] without the brackets
+  int port = 0;        // Redis: 1..65535
+  bool tls = false;    // Redis: "rediss://"
   /// Redis AUTH, percent-decoded: "redis://user:pw@..." or "redis://:pw@..."
   /// (no user: the default user). Empty password: no AUTH.
-  std::string user, password;
+  std::string user{}, password{};
 };
 
 namespace detail {

@@ -17,10 +17,26 @@
 
 namespace dtensor::nn {
 
+/// Conv{1,2,3}d's padding, as PyTorch's `padding` argument: one value per
+/// spatial dim, or one for all, padded on both sides ({1, 2}: 1 row above and
+/// below, 2 columns left and right); or "same" (the output as large as the
+/// input: stride 1 only, and when the padding a dim needs is odd the extra
+/// one goes on the right, as PyTorch does) or "valid" (no padding). A vector
+/// of values, so code that reads it as one keeps working.
+struct ConvPadding : std::vector<std::int64_t> {
+  enum class Rule { Explicit, Same, Valid };
+  using std::vector<std::int64_t>::vector;
+  // Implicit, both: `.padding = values` and `.padding = "same"` read as PyTorch's.
+  ConvPadding(std::vector<std::int64_t> values) : std::vector<std::int64_t>(std::move(values)) {}
+  /// "same" or "valid"; anything else is an InvalidArgument naming `padding`.
+  ConvPadding(const char* rule);
+  Rule rule = Rule::Explicit;
+};
+
 /// Conv{1,2,3}d's keyword arguments.
 struct ConvOptions {
   std::vector<std::int64_t> stride{1};
-  std::vector<std::int64_t> padding{0};
+  ConvPadding padding{0};
   std::vector<std::int64_t> dilation{1};
   std::int64_t groups = 1;
   bool bias = true;
@@ -48,6 +64,9 @@ struct Conv1d : Conv {
 struct Conv2d : Conv {
   Conv2d(std::int64_t in, std::int64_t out, std::int64_t k, const ConvOptions& o = {})
       : Conv(2, in, out, {k}, o) {}
+  /// A rectangular kernel: {kH, kW}, as PyTorch's kernel_size=(kH, kW).
+  Conv2d(std::int64_t in, std::int64_t out, std::vector<std::int64_t> k, const ConvOptions& o = {})
+      : Conv(2, in, out, std::move(k), o) {}
 };
 struct Conv3d : Conv {
   Conv3d(std::int64_t in, std::int64_t out, std::int64_t k, const ConvOptions& o = {})

@@ -32,7 +32,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype);
 /// or buffer's dotted name (shell-style wildcards: "enc1.*.weight") gives
 /// its placements; anything no rule matches is replicated.
 struct ShardingPlan {
-  std::vector<std::pair<std::string, Placements>> rules;
+  std::vector<std::pair<std::string, Placements>> rules{};
 };
 
 class Module {
@@ -94,10 +94,10 @@ class Module {
 
  private:
   struct Slot {
-    std::string name;
-    bool is_buffer;
-    Tensor initial;
-    std::unique_ptr<std::optional<DTensor>> value;  // a stable address for named_parameters()
+    std::string name{};
+    bool is_buffer{};
+    Tensor initial{};
+    std::unique_ptr<std::optional<DTensor>> value{};  // a stable address for named_parameters()
   };
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool buffers, bool params,

@@ -7,9 +7,14 @@
 // state_dict() names the state as a checkpoint stores it:
 // "optim.<param>.momentum_buffer", "optim.<param>.exp_avg",
 // "optim.<param>.exp_avg_sq" and "optim.step" (the number of steps taken, a
-// 0-d replicated tensor in the parameters' dtype).
+// 0-d replicated tensor in the parameters' dtype). A fresh optimiser's
+// state_dict() already holds every state tensor its settings give (zeros,
+// placed like the parameter), so
+//   opt.load_state_dict(load_checkpoint(dir, checkpoint_targets(opt.state_dict())))
+// restores all of it.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -32,17 +37,22 @@ class Optimizer {
   /// Clears the parameters' gradients (set_to_none).
   void zero_grad();
   std::int64_t steps_taken() const { return steps_; }
+  /// Every state tensor the settings give each parameter (zeros before a step
+  /// creates it) and "optim.step".
   NamedDTensors state_dict() const;
   /// Restores what state_dict() returned (any placement: each entry is
-  /// placed like its parameter). Missing or unexpected names are an
-  /// InvalidArgument listing them.
+  /// placed like its parameter). An InvalidArgument lists every unexpected
+  /// name, and every missing one: "optim.step", and after step 0 the state
+  /// the settings need (momentum_buffer for SGD with momentum, exp_avg and
+  /// exp_avg_sq for Adam). Entries saved at step 0 are initial values and
+  /// are not kept.
   void load_state_dict(const NamedDTensors& state);
 
  protected:
   struct ParamState {
-    std::string name;
-    DTensor* param;
-    std::map<std::string, std::optional<DTensor>> buffers;  // by state name (stable references)
+    std::string name{};
+    DTensor* param{};
+    std::map<std::string, std::optional<DTensor>> buffers{};  // by state name (stable references)
   };
   /// The state names a parameter has (e.g. {"exp_avg", "exp_avg_sq"}).
   virtual std::vector<std::string> state_names() const = 0;
@@ -87,14 +97,31 @@ class Adam : public Optimizer {
   AdamOptions o_;
   bool decoupled_;
 };
-/// torch.optim.AdamW (weight_decay 1e-2 by default).
+/// AdamW's options: AdamOptions with torch.optim.AdamW's weight_decay default,
+/// a struct of its own so that designated initialisers keep it
+/// (nn::AdamW(params, {.lr = 1e-3}) decays by 1e-2).
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;  // decoupled: param *= 1 - lr * weight_decay
+};
+/// torch.optim.AdamW.
 class AdamW : public Adam {
  public:
-  AdamW(NamedParameters params, AdamOptions options = with_default_decay())
+  AdamW(NamedParameters params, AdamWOptions options = {})
+      : Adam(std::move(params),
+             AdamOptions{options.lr, options.beta1, options.beta2, options.eps,
+                         options.weight_decay},
+             true) {}
+  /// AdamOptions as given (their weight_decay default is 0). A template so
+  /// that a braced list, {.lr = 1e-3}, always means AdamWOptions.
+  template <class O>
+  requires std::same_as<O, AdamOptions> AdamW(NamedParameters params, const O& options)
       : Adam(std::move(params), options, true) {}
   static AdamOptions with_default_decay() {
     AdamOptions o;
-    o.weight_decay = 1e-2;
+    o.weight_decay = AdamWOptions{}.weight_decay;
     return o;
   }
 };

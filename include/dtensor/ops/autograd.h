@@ -53,9 +53,9 @@ namespace autograd {
 /// which of its outputs the input was), or the input itself when it is a
 /// leaf. Empty when the input does not require grad.
 struct Edge {
-  std::shared_ptr<Node> node;
+  std::shared_ptr<Node> node{};
   std::uint32_t output_nr = 0;
-  std::shared_ptr<AutogradMeta> leaf;
+  std::shared_ptr<AutogradMeta> leaf{};
   bool empty() const { return !node && !leaf; }
 };
 

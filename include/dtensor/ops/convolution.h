@@ -27,9 +27,9 @@ struct ConvOutputMask {
 };
 
 struct ConvGrads {
-  std::optional<DTensor> grad_input;   // placed like the input
-  std::optional<DTensor> grad_weight;  // Partial(sum) on the mesh dims that shard input or batch
-  std::optional<DTensor> grad_bias;    // likewise
+  std::optional<DTensor> grad_input{};   // placed like the input
+  std::optional<DTensor> grad_weight{};  // Partial(sum) on the mesh dims that shard input or batch
+  std::optional<DTensor> grad_bias{};    // likewise
 };
 
 /// Gradients of convolution(input, weight, bias?, params) given grad_output.

@@ -18,8 +18,8 @@ namespace dtensor {
 
 /// Result of backward_weights. grad_bias is undefined unless it was requested.
 struct ConvWeightGrads {
-  Tensor grad_weight;
-  Tensor grad_bias;
+  Tensor grad_weight{};
+  Tensor grad_bias{};
 };
 
 /// One backend's convolution for one (device, dtype).

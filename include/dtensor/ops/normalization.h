@@ -36,9 +36,9 @@ struct NormOutputMask {
 
 /// The gradients a *_backward returns, each present when the mask asks.
 struct NormGrads {
-  std::optional<DTensor> grad_input;   // placed like the input
-  std::optional<DTensor> grad_weight;  // see the header comment
-  std::optional<DTensor> grad_bias;
+  std::optional<DTensor> grad_input{};   // placed like the input
+  std::optional<DTensor> grad_weight{};  // see the header comment
+  std::optional<DTensor> grad_bias{};
 };
 
 /// What batch_norm returns: the output and the running statistics to use
@@ -47,8 +47,8 @@ struct NormGrads {
 /// themselves. nullopt when no running statistics were given.
 struct BatchNormResult {
   DTensor output;
-  std::optional<DTensor> running_mean;
-  std::optional<DTensor> running_var;
+  std::optional<DTensor> running_mean{};
+  std::optional<DTensor> running_var{};
 };
 
 /// F.batch_norm. input [N, C, spatial...] (0 to 3 spatial dims); weight, bias,

@@ -24,9 +24,9 @@ using OpArg = std::variant<None, DTensor, Tensor, IntList, std::int64_t, double,
 /// What decides the sharding of a call: the op, every DTensor argument's spec
 /// and every other argument's value (tensors only by dtype and shape).
 struct OpSchemaKey {
-  std::string op;
-  std::vector<DTensorSpec> specs;
-  std::string rest;  // canonical text of the non-DTensor arguments
+  std::string op{};
+  std::vector<DTensorSpec> specs{};
+  std::string rest{};  // canonical text of the non-DTensor arguments
   bool operator==(const OpSchemaKey& o) const {
     return op == o.op && rest == o.rest && specs == o.specs;
   }

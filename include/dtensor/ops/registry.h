@@ -21,29 +21,29 @@ namespace dtensor {
 
 /// One mesh dim's valid placements: one per DTensor input, one per output.
 struct ShardingSignature {
-  Placements inputs;
-  Placements outputs;
+  Placements inputs{};
+  Placements outputs{};
 };
 
 /// A full strategy: for each DTensor input and each output, its placements
 /// (one per mesh dim).
 struct ShardingStrategy {
-  std::vector<Placements> inputs;
-  std::vector<Placements> outputs;
+  std::vector<Placements> inputs{};
+  std::vector<Placements> outputs{};
   std::string str() const;
 };
 
 struct TensorMeta {
-  Shape shape;
-  DType dtype;
+  Shape shape{};
+  DType dtype{};
 };
 
 /// The propagator's answer for a call.
 struct OutputSharding {
-  ShardingStrategy strategy;
-  std::vector<DTensorSpec> input_specs;   // what each DTensor input is redistributed to
-  std::vector<DTensorSpec> output_specs;  // what the outputs are
-  double cost_bytes = 0;                  // estimated bytes the redistribution moves per rank
+  ShardingStrategy strategy{};
+  std::vector<DTensorSpec> input_specs{};   // what each DTensor input is redistributed to
+  std::vector<DTensorSpec> output_specs{};  // what the outputs are
+  double cost_bytes = 0;                    // estimated bytes the redistribution moves per rank
   bool needs_redistribute = false;
 };
 
@@ -79,21 +79,28 @@ struct BackwardCall {
 using BackwardFunction = std::function<std::vector<std::optional<DTensor>>(const BackwardCall&)>;
 
 struct OpDef {
-  std::string name;
+  std::string name{};
   /// Throws InvalidArgument naming the bad argument. Runs on every rank before
   /// anything else; must depend only on what every rank knows (specs, values).
-  std::function<void(const OpSchema&)> validate;
+  std::function<void(const OpSchema&)> validate{};
   /// Global shape and dtype of each output.
-  std::function<std::vector<TensorMeta>(const OpSchema&)> output_meta;
+  std::function<std::vector<TensorMeta>(const OpSchema&)> output_meta{};
   /// Per-mesh-dim signatures; the propagator takes every combination over the mesh dims.
-  std::function<std::vector<ShardingSignature>(const OpSchema&)> signatures;
+  std::function<std::vector<ShardingSignature>(const OpSchema&)> signatures{};
   /// Or whole strategies, when mesh dims are not independent.
-  std::function<std::vector<ShardingStrategy>(const OpSchema&)> strategies;
+  std::function<std::vector<ShardingStrategy>(const OpSchema&)> strategies{};
   /// The gradient of the operator (docs/training.md). With it, a call whose
-  /// DTensor arguments require grad is recorded for backward(); without it
-  /// the results are outside the graph (as for a non-differentiable op).
-  /// It runs with recording off and may call any operator.
-  BackwardFunction backward;
+  /// DTensor arguments require grad is recorded for backward(). It runs with
+  /// recording off and may call any operator. Without it (and `differentiable`
+  /// left true) such a call is recorded too, and a backward() that reaches
+  /// its results raises NotSupported naming the operator, as PyTorch's
+  /// "derivative for ... is not implemented": the graph is never cut silently.
+  BackwardFunction backward{};
+  /// False: the operator has no gradient on purpose (its results do not depend
+  /// differentiably on its inputs: a comparison, an index, a count). Its
+  /// results never require grad, and backward() passes it by, as PyTorch's
+  /// non-differentiable outputs.
+  bool differentiable = true;
 };
 
 /// Registering a name twice throws InvalidArgument unless `override_existing`.

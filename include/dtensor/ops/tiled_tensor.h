@@ -18,8 +18,8 @@ namespace dtensor {
 class TiledTensor {
  public:
   struct Tile {
-    Tensor data;
-    Shape offset;  // position of data's first element in the logical tensor
+    Tensor data{};
+    Shape offset{};  // position of data's first element in the logical tensor
   };
 
   TiledTensor() = default;

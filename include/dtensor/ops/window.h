@@ -118,7 +118,7 @@ struct WindowSpan {
   std::int64_t tensor_dim = 0;
   /// Global outputs this rank computes: the chunk rule on the output extent
   /// when the dim is sharded, all of them otherwise.
-  Extent output;
+  Extent output{};
   /// Global (virtual) input position of the window's first element and the
   /// window's length. With Boundary::Zeros, inside [0, L).
   std::int64_t origin = 0;

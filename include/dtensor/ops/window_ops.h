@@ -69,8 +69,8 @@ struct PoolParams {
   ConvParams::Padding padding{{0, 0}};
   std::vector<std::int64_t> dilation{1};  // max_pool only (avg_pool: 1)
   bool ceil_mode = false;
-  bool count_include_pad = true;                 // avg_pool
-  std::optional<std::int64_t> divisor_override;  // avg_pool
+  bool count_include_pad = true;                   // avg_pool
+  std::optional<std::int64_t> divisor_override{};  // avg_pool
 
   PoolParams expanded(std::int64_t spatial_dims) const;
   std::string str() const;

@@ -22,9 +22,9 @@ class Node;
 struct AutogradMeta {
   bool requires_grad = false;
   /// The accumulated gradient (leaves; non-leaves when retained).
-  std::shared_ptr<DTensor> grad;
+  std::shared_ptr<DTensor> grad{};
   /// The node that computed this tensor (null for a leaf).
-  std::shared_ptr<autograd::Node> grad_fn;
+  std::shared_ptr<autograd::Node> grad_fn{};
   /// Which of grad_fn's outputs this tensor is.
   std::uint32_t output_nr = 0;
 };

@@ -45,6 +45,11 @@ class DTensor {
   /// this is the local tensor itself (shared storage, no copy): clone() it
   /// before writing to it. Otherwise a fresh tensor.
   Tensor full_tensor() const;
+  /// The value of a one-element tensor (a loss, a step count) as a double, on
+  /// every rank of the mesh, as PyTorch's tensor.item(): a collective when the
+  /// element is not already replicated (a Partial loss is reduced first).
+  /// InvalidArgument naming numel when the tensor has more or fewer elements.
+  double item() const;
 
   // ---- autograd (docs/training.md) ----
   /// Whether gradients flow to this tensor: set on leaves (parameters) by

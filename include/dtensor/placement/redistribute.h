@@ -22,8 +22,8 @@ struct RedistributeStep {
     LocalChunk,     // R -> S(d)
     ToPartial,      // R -> P
   };
-  Kind kind;
-  std::int64_t mesh_dim;
+  Kind kind{};
+  std::int64_t mesh_dim{};
   Placement from;
   Placement to;
   std::string str() const;  // "mesh dim 1: S(2) -> R (all-gather)"

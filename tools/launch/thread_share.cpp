@@ -1,0 +1,25 @@
+#include "tools/launch/thread_share.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+namespace dtensor::launch {
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+int thread_share(int cpus, int ranks_on_host) {
+  return std::max(1, cpus / std::max(1, ranks_on_host));
+}
+
+std::optional<std::string> default_omp_threads(const char* user_value, int ranks_on_host) {
+  if (user_value && *user_value) return std::nullopt;
+  return std::to_string(thread_share(usable_cpus(), ranks_on_host));
+}
+
+}  // namespace dtensor::launch
