@@ -15,15 +15,6 @@ inline DType compute_dtype(DType d) {
 inline Tensor in_compute(const Tensor& t) {
   return t.dtype() == compute_dtype(t.dtype()) ? t.contiguous() : t.to(compute_dtype(t.dtype()));
 }
-/// Where to compute the output `out`: `out` itself when it is of its compute
-/// type, else an f32 buffer of its shape.
-inline Tensor compute_buffer(const Tensor& out) {
-  return out.dtype() == compute_dtype(out.dtype()) ? out : Tensor::empty(out.shape(), DType::F32);
-}
-/// Writes `result` (a compute_buffer) into `out` (the slot's dtype).
-inline void store(Tensor& out, const Tensor& result) {
-  if (!result.shares_storage_with(out)) out.copy_(result);
-}
 /// Runs body(T{}) with T the compute type (float or double) of `dtype`.
 template <typename Body>
 void in_type(DType dtype, Body&& body) {
@@ -31,6 +22,20 @@ void in_type(DType dtype, Body&& body) {
     body(double{});
   else
     body(float{});
+}
+
+/// Computes the output `out` in its compute type: body(T{}, buffer) with T
+/// float or double, and buffer `out` itself when it is of that type, else an
+/// f32 buffer of its shape that is rounded into `out` afterwards.
+template <typename Body>
+void compute_into(const Tensor& out, Body&& body) {
+  const bool direct = out.dtype() == compute_dtype(out.dtype());
+  Tensor buffer = direct ? out : Tensor::empty(out.shape(), DType::F32);
+  in_type(out.dtype(), [&](auto t) { body(t, buffer); });
+  if (!direct) {
+    Tensor dst = out;
+    dst.copy_(buffer);
+  }
 }
 
 }  // namespace dtensor::cpu

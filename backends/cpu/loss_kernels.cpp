@@ -199,13 +199,10 @@ void run_mse(const kernels::MseLossArgs& a) {
 void run_mse_backward(const kernels::MseLossBackwardArgs& a) {
   check_same(a.input, a.target, kernels::kMseLossBackward.name);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
-  Tensor g = compute_buffer(a.grad_input);
-  in_type(x.dtype(), [&](auto z) {
+  compute_into(a.grad_input, [&](auto z, Tensor& g) {
     using T = decltype(z);
     scaled_error_blocks(x.data<T>(), t.data<T>(), static_cast<T>(a.scale), g.data<T>(), x.numel());
   });
-  Tensor out = a.grad_input;
-  store(out, g);
 }
 
 void run_cross_entropy(const kernels::CrossEntropyArgs& a) {
@@ -219,10 +216,8 @@ void run_cross_entropy(const kernels::CrossEntropyArgs& a) {
 void run_cross_entropy_backward(const kernels::CrossEntropyBackwardArgs& a) {
   check_same(a.input, a.target, kernels::kCrossEntropyBackward.name);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
-  Tensor g = compute_buffer(a.grad_input);
-  in_type(x.dtype(), [&](auto z) { cross_entropy_backward<decltype(z)>(x, t, a.scale, g); });
-  Tensor out = a.grad_input;
-  store(out, g);
+  compute_into(a.grad_input,
+               [&](auto z, Tensor& g) { cross_entropy_backward<decltype(z)>(x, t, a.scale, g); });
 }
 
 struct Registrar {

@@ -211,37 +211,26 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
 void run_max_forward(const kernels::MaxPoolForwardArgs& a) {
   const Geometry g(a.window.shape(), a.dims);
   const Tensor x = in_compute(a.window);
-  Tensor y = compute_buffer(a.output);
-  in_type(x.dtype(), [&](auto t) { max_forward<decltype(t)>(x, y, g); });
-  Tensor out = a.output;
-  store(out, y);
+  compute_into(a.output, [&](auto t, Tensor& y) { max_forward<decltype(t)>(x, y, g); });
 }
 
 void run_max_backward(const kernels::MaxPoolBackwardArgs& a) {
   const Geometry g(a.window.shape(), a.dims);
   const Tensor x = in_compute(a.window), gy = in_compute(a.grad_output);
-  Tensor gx = compute_buffer(a.grad_window);
-  in_type(x.dtype(), [&](auto t) { max_backward<decltype(t)>(x, gy, gx, g); });
-  Tensor out = a.grad_window;
-  store(out, gx);
+  compute_into(a.grad_window, [&](auto t, Tensor& gx) { max_backward<decltype(t)>(x, gy, gx, g); });
 }
 
 void run_avg_forward(const kernels::AvgPoolForwardArgs& a) {
   const Geometry g(a.window.shape(), a.dims);
   const Tensor x = in_compute(a.window);
-  Tensor y = compute_buffer(a.output);
-  in_type(x.dtype(), [&](auto t) { avg_forward<decltype(t)>(x, y, g, a.rule); });
-  Tensor out = a.output;
-  store(out, y);
+  compute_into(a.output, [&](auto t, Tensor& y) { avg_forward<decltype(t)>(x, y, g, a.rule); });
 }
 
 void run_avg_backward(const kernels::AvgPoolBackwardArgs& a) {
   const Geometry g(a.grad_window.shape(), a.dims);
   const Tensor gy = in_compute(a.grad_output);
-  Tensor gx = compute_buffer(a.grad_window);
-  in_type(gy.dtype(), [&](auto t) { avg_backward<decltype(t)>(gy, gx, g, a.rule); });
-  Tensor out = a.grad_window;
-  store(out, gx);
+  compute_into(a.grad_window,
+               [&](auto t, Tensor& gx) { avg_backward<decltype(t)>(gy, gx, g, a.rule); });
 }
 
 struct Registrar {

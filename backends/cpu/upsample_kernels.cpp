@@ -194,13 +194,10 @@ void run_forward(const kernels::UpsampleForwardArgs& a) {
             "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
             shape_str(kernels::resample_output_shape(a.window.shape(), a.dims)));
   const Tensor x = in_compute(a.window);
-  Tensor y = compute_buffer(a.output);
-  in_type(x.dtype(), [&](auto t) {
+  compute_into(a.output, [&](auto t, Tensor& y) {
     using T = decltype(t);
     forward<T>(x, y, Geometry<T>(a.window.shape(), a.dims));
   });
-  Tensor out = a.output;
-  store(out, y);
 }
 
 void run_backward(const kernels::UpsampleBackwardArgs& a) {
@@ -209,13 +206,10 @@ void run_backward(const kernels::UpsampleBackwardArgs& a) {
             shape_str(a.grad_output.shape()),
             shape_str(kernels::resample_output_shape(a.grad_window.shape(), a.dims)));
   const Tensor gy = in_compute(a.grad_output);
-  Tensor gx = compute_buffer(a.grad_window);
-  in_type(gy.dtype(), [&](auto t) {
+  compute_into(a.grad_window, [&](auto t, Tensor& gx) {
     using T = decltype(t);
     backward<T>(gy, gx, Geometry<T>(a.grad_window.shape(), a.dims));
   });
-  Tensor out = a.grad_window;
-  store(out, gx);
 }
 
 struct Registrar {
