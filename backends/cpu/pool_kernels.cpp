@@ -9,9 +9,11 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/pool.h"
 
@@ -26,6 +28,31 @@ using kernels::PoolTaps;
 struct FlatTaps {
   std::vector<std::int64_t> start{0}, offset;
   std::int64_t outputs() const { return static_cast<std::int64_t>(start.size()) - 1; }
+
+  // A regular row: output c reads first + c * stride + k * dilation for
+  // k < taps (no output clipped by padding or the window's edge). The pools
+  // of a U-Net (2x2, stride 2) are; their rows then take the vector path.
+  struct Uniform {
+    std::int64_t first = 0, stride = 0, taps = 0, dilation = 0;
+  };
+  std::optional<Uniform> uniform() const {
+    const std::int64_t n = outputs();
+    if (n < 1) return std::nullopt;
+    Uniform u;
+    u.taps = start[1] - start[0];
+    if (u.taps < 1) return std::nullopt;
+    u.first = offset[0];
+    u.dilation = u.taps > 1 ? offset[1] - offset[0] : 0;
+    u.stride = n > 1 ? offset[static_cast<std::size_t>(start[1])] - u.first : 0;
+    for (std::int64_t c = 0; c < n; ++c) {
+      if (start[c + 1] - start[c] != u.taps) return std::nullopt;
+      for (std::int64_t k = 0; k < u.taps; ++k)
+        if (offset[static_cast<std::size_t>(start[c] + k)] !=
+            u.first + c * u.stride + k * u.dilation)
+          return std::nullopt;
+    }
+    return u;
+  }
 };
 
 // Three spatial dims always: missing leading ones are one position with one tap.
@@ -61,7 +88,9 @@ struct Geometry {
     }
     win_plane = win[0] * win[1] * win[2];
     out_plane = dim[0].outputs() * dim[1].outputs() * dim[2].outputs();
+    last_uniform = dim[2].uniform();
   }
+  std::optional<FlatTaps::Uniform> last_uniform;
 
   // fn(plane, output index in plane, a, b, c) for every output, planes in parallel.
   template <typename Fn>
@@ -129,12 +158,67 @@ struct Geometry {
   }
 };
 
+// The regular row's pick, output by output in vector lanes: every output
+// reads the same tap pattern, so the taps are the outer loops and the
+// outputs the vector one. The same rule as pick_row below.
+template <typename T>
+[[gnu::always_inline]] inline void pick_uniform(const T* plane, const std::int64_t* bases,
+                                                std::int64_t nbases, std::int64_t outputs,
+                                                std::int64_t first, std::int64_t stride,
+                                                std::int64_t taps, std::int64_t dilation, T* best,
+                                                std::int64_t* at) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < outputs; ++c) {
+    best[c] = -std::numeric_limits<T>::infinity();
+    at[c] = bases[0] + first + c * stride;
+  }
+  for (std::int64_t b = 0; b < nbases; ++b)
+    for (std::int64_t k = 0; k < taps; ++k) {
+      const std::int64_t off = bases[b] + first + k * dilation;
+#pragma omp simd
+      for (std::int64_t c = 0; c < outputs; ++c) {
+        const T v = plane[off + c * stride];
+        const bool take = v > best[c] || std::isnan(v);
+        best[c] = take ? v : best[c];
+        at[c] = take ? off + c * stride : at[c];
+      }
+    }
+}
+DTENSOR_SIMD_CLONES void pick_uniform_rows(const float* plane, const std::int64_t* bases,
+                                           std::int64_t nbases, std::int64_t outputs,
+                                           std::int64_t first, std::int64_t stride,
+                                           std::int64_t taps, std::int64_t dilation, float* best,
+                                           std::int64_t* at) {
+  pick_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, best, at);
+}
+DTENSOR_SIMD_CLONES void pick_uniform_rows(const double* plane, const std::int64_t* bases,
+                                           std::int64_t nbases, std::int64_t outputs,
+                                           std::int64_t first, std::int64_t stride,
+                                           std::int64_t taps, std::int64_t dilation, double* best,
+                                           std::int64_t* at) {
+  pick_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, best, at);
+}
+
 // The tap each output of a row picks: PyTorch's rule, a strictly greater
 // value or any NaN takes the place, so equal maxima keep the first (in kernel
 // order) and the last NaN wins. fn(output index in the row, value, tap).
 template <typename T, typename Fn>
 void pick_row(const T* plane, const Geometry& g, const std::vector<std::int64_t>& bases, Fn&& fn) {
   const FlatTaps& last = g.dim[2];
+  if (g.last_uniform && !bases.empty()) {
+    const auto& u = *g.last_uniform;
+    const std::int64_t n = last.outputs();
+    // Per-thread scratch for one row: the values and taps picked.
+    thread_local std::vector<T> best;
+    thread_local std::vector<std::int64_t> at;
+    best.resize(static_cast<std::size_t>(n));
+    at.resize(static_cast<std::size_t>(n));
+    pick_uniform_rows(plane, bases.data(), static_cast<std::int64_t>(bases.size()), n, u.first,
+                      u.stride, u.taps, u.dilation, best.data(), at.data());
+    for (std::int64_t c = 0; c < n; ++c)
+      fn(c, best[static_cast<std::size_t>(c)], at[static_cast<std::size_t>(c)]);
+    return;
+  }
   const std::int64_t* off = last.offset.data();
   for (std::int64_t c = 0; c < last.outputs(); ++c) {
     T best = -std::numeric_limits<T>::infinity();

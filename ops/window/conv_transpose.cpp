@@ -25,6 +25,7 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/kernels/channel.h"
 #include "dtensor/ops/local_conv.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
@@ -53,39 +54,18 @@ bool owns_bias(const DTensorSpec& input) {
   return true;
 }
 
-// y[:, c, ...] += b[c].
-void add_bias(Tensor& y, const Tensor& bias) {
+// y[:, c, ...] += b[c], by the backend's kernel.
+void add_bias(const Tensor& y, const Tensor& bias) {
   if (!bias.defined() || y.numel() == 0) return;
-  Shape one = y.shape();
-  one[1] = 1;
-  Tensor fill = Tensor::empty(one, y.dtype(), y.device());
-  for (std::int64_t c = 0; c < y.size(1); ++c) {
-    fill.fill_(bias.item({c}));
-    Tensor slot = y.narrow(1, c, 1);
-    slot.add_(fill);
-  }
+  run_kernel(kernels::kChannelBias, y.device().type, y.dtype(), {y, bias.contiguous()});
 }
 
 // t [N, C, ...] summed over every dim but 1: [C], in t's dtype and device
-// (summed in f64).
+// (summed by the backend's kernel, across blocks in f64).
 Tensor channel_sums(const Tensor& t) {
-  const std::int64_t C = t.size(1);
-  Tensor out = Tensor::zeros({C}, DType::F64);
-  if (t.numel() > 0) {
-    const Tensor h = t.to(Device::cpu()).to(DType::F64).contiguous();
-    const double* src = h.data<double>();
-    double* dst = out.data<double>();
-    const std::int64_t N = t.size(0), inner = t.numel() / std::max<std::int64_t>(N * C, 1);
-    for (std::int64_t n = 0; n < N; ++n)
-      for (std::int64_t c = 0; c < C; ++c) {
-        const double* row = src + (n * C + c) * inner;
-        double s = 0;
-        for (std::int64_t i = 0; i < inner; ++i)
-          s += row[i];
-        dst[c] += s;
-      }
-  }
-  return out.to(t.dtype()).to(t.device());
+  Tensor sums = Tensor::empty({t.size(1)}, DType::F64);
+  run_kernel(kernels::kChannelSums, t.device().type, t.dtype(), {t.contiguous(), sums});
+  return sums.to(t.dtype()).to(t.device());
 }
 
 // Whether every span of the engine holds inputs (and the rank has outputs).
@@ -133,7 +113,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   check_arg(local_out == out_spec.local_shape(), kComponent,
             "internal: the engine's local output {} but the output spec {} needs {}",
             shape_str(local_out), out_spec.str(), shape_str(out_spec.local_shape()));
-  Tensor y = Tensor::zeros(local_out, x.dtype(), local.device());
+  Tensor y;
   if (window_live(engine)) {
     // The window's transposed convolution: global outputs [w0*s - p,
     // w0*s - p + (Lw-1)*s + E) along every spatial dim.
@@ -144,21 +124,39 @@ std::vector<DTensor> forward_handler(OpCall& call) {
       span.push_back((window.size(sd + 2) - 1) * p.stride[u] + extent);
     }
     const Tensor full = kernels->backward_data(window, w.to_local(), span, local_params(p));
-    // Its overlap with this rank's outputs [o0, o1).
-    Tensor src = full, dst = y;
-    bool overlap = true;
-    for (std::int64_t sd = 0; sd < spatial_dims(p) && overlap; ++sd) {
+    // Its overlap with this rank's outputs [o0, o1): the bounds along
+    // every spatial dim, in `full` and in y.
+    struct Cut {
+      std::int64_t src, dst, length;
+    };
+    std::vector<Cut> cuts;
+    bool whole = true;  // the window's outputs are exactly this rank's
+    for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
       const auto u = static_cast<std::size_t>(sd);
       const WindowSpan& s = engine.spans()[u];
       const std::int64_t start = s.origin * p.stride[u] - p.padding[u];
       const std::int64_t lo = std::max(start, s.output.offset);
       const std::int64_t hi = std::min(start + span[u + 2], s.output.end());
-      overlap = hi > lo;
-      if (!overlap) break;
-      src = src.narrow(sd + 2, lo - start, hi - lo);
-      dst = dst.narrow(sd + 2, lo - s.output.offset, hi - lo);
+      cuts.push_back({lo - start, lo - s.output.offset, std::max<std::int64_t>(hi - lo, 0)});
+      whole = whole && lo == start && hi - lo == span[u + 2] && hi - lo == s.output.length;
     }
-    if (overlap) dst.copy_(src);
+    whole = whole && full.shape() == local_out && full.is_contiguous();
+    if (whole) {
+      y = full;  // no zeros, no copy: the common case of aligned shards
+    } else {
+      y = Tensor::zeros(local_out, x.dtype(), local.device());
+      Tensor src = full, dst = y;
+      bool overlap = true;
+      for (std::int64_t sd = 0; sd < spatial_dims(p) && overlap; ++sd) {
+        const Cut& k = cuts[static_cast<std::size_t>(sd)];
+        overlap = k.length > 0;
+        src = src.narrow(sd + 2, k.src, k.length);
+        dst = dst.narrow(sd + 2, k.dst, k.length);
+      }
+      if (overlap) dst.copy_(src);
+    }
+  } else {
+    y = Tensor::zeros(local_out, x.dtype(), local.device());
   }
   if (c.has_bias && owns_bias(x.spec())) add_bias(y, inputs[2].to_local());
   return {DTensor(y, out_spec)};
