@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -26,7 +27,10 @@ constexpr std::size_t kCpuAlignment = 64;
 // per pass, because glibc gave freed blocks of that size back to the system
 // and every pass faulted them in again. Medium buffers are rounded to pages,
 // large ones (from 1 MiB) to 2 MiB and aligned so the kernel can back them
-// with huge pages.
+// with huge pages. Small ones (the strips of a thin halo, statistics, a
+// bias's gradient) are cached too, in power-of-two size classes: from
+// glibc's heap they faulted ~30 fresh pages per U-Net step at P = 2, as
+// glibc trimmed the heap's top after the step's frees and grew it again.
 constexpr std::size_t kCachedBlock = std::size_t{64} << 10;
 constexpr std::size_t kLargeBlock = std::size_t{1} << 20;
 constexpr std::size_t kPage = 4096;
@@ -119,9 +123,19 @@ BlockCache& cached_blocks() {
   return *c;
 }
 
-std::shared_ptr<Storage> allocate_cached_cpu(std::size_t nbytes, Device device) {
+// A block's size class: small blocks the next power of two (so a class is
+// reused exactly), medium ones whole pages, large ones whole huge pages.
+struct SizeClass {
+  std::size_t alignment, bytes;
+};
+SizeClass size_class(std::size_t nbytes) {
+  if (nbytes < kCachedBlock) return {kCpuAlignment, std::max(kCpuAlignment, std::bit_ceil(nbytes))};
   const std::size_t unit = nbytes >= kLargeBlock ? kHugePage : kPage;
-  const std::size_t rounded = (nbytes + unit - 1) / unit * unit;
+  return {unit, (nbytes + unit - 1) / unit * unit};
+}
+
+std::shared_ptr<Storage> allocate_cached_cpu(std::size_t nbytes, Device device) {
+  const auto [unit, rounded] = size_class(nbytes);
   BlockCache::Block b = cached_blocks().take(rounded);
   if (!b.p) {
     b.bytes = rounded;
@@ -188,15 +202,7 @@ std::shared_ptr<Storage> Storage::allocate(std::size_t nbytes, Device device) {
 }
 
 std::shared_ptr<Storage> Storage::allocate_uncounted(std::size_t nbytes, Device device) {
-  if (device.is_cpu() && nbytes >= kCachedBlock) return allocate_cached_cpu(nbytes, device);
-  if (device.is_cpu()) {
-    // Round up: aligned_alloc wants a multiple of the alignment; keep 0-byte
-    // tensors distinct and non-null.
-    const std::size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
-    void* p = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
-    if (!p) throw std::bad_alloc();
-    return std::make_shared<Storage>(p, nbytes, device, [](void* q) { std::free(q); });
-  }
+  if (device.is_cpu()) return allocate_cached_cpu(nbytes, device);
   auto find = [&] {
     std::lock_guard lock(allocator_mutex());
     auto it = allocators().find(device.type);

@@ -21,6 +21,10 @@ namespace {
 
 constexpr const char* kOp = "cat";
 constexpr const char* kBackward = "cat_backward";
+// cat and its backward compute locally; they communicate only when their
+// inputs are redistributed, which confirms the agreement first, so the check
+// is confirmed after their copies rather than before.
+constexpr HandlerOptions kLocalHandler{.defers_agreement = true};
 
 std::int64_t normalized_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   check_arg(ndim >= 1, op, "input: cat needs tensors of rank >= 1 (got a 0-d tensor)");
@@ -180,7 +184,7 @@ struct Registrar {
       return std::vector<std::optional<DTensor>>(pieces.begin(), pieces.end());
     };
     register_op(fwd);
-    register_op_handler(kOp, cat_handler);
+    register_op_handler(kOp, cat_handler, false, kLocalHandler);
 
     OpDef bwd;
     bwd.name = kBackward;
@@ -201,7 +205,7 @@ struct Registrar {
       return signatures(1, c.sizes.size(), c.grad_output.ndim(), c.cat_dim());
     };
     register_op(bwd);
-    register_op_handler(kBackward, split_handler);
+    register_op_handler(kBackward, split_handler, false, kLocalHandler);
   }
 };
 const Registrar registrar;

@@ -212,7 +212,10 @@ std::vector<DTensor> OpCall::run_default() {
 }
 
 std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
-  confirm_agreement();
+  // A local kernel does not communicate, so the agreement is confirmed after
+  // it: the peers' checks arrive while it computes, and a rank waits only
+  // for a peer that has not yet started this call, instead of every rank
+  // stopping at every operator for the slowest one's message.
   const auto& s = sharding();
   const auto& pos = schema_.dtensor_positions();
   check_arg(inputs.size() == pos.size(), "dispatch", "{}: {} inputs given, {} expected",
@@ -229,6 +232,7 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
   check_arg(locals.size() == s.output_specs.size(), "dispatch",
             "{}: the kernel returned {} outputs, {} expected", schema_.op(), locals.size(),
             s.output_specs.size());
+  confirm_agreement();
   std::vector<DTensor> outs;
   for (std::size_t o = 0; o < locals.size(); ++o)
     outs.emplace_back(locals[o], s.output_specs[o]);

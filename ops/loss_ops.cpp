@@ -162,7 +162,9 @@ struct Registrar {
       if (std::string_view(op).find("_backward") == std::string_view::npos)
         d.backward = loss_backward;
       register_op(d);
-      register_op_handler(op, loss_handler);
+      // Local sums (the output is a pending sum): the agreement is confirmed
+      // after them, or first where the inputs are redistributed.
+      register_op_handler(op, loss_handler, false, {.defers_agreement = true});
     }
   }
 };

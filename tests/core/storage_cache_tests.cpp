@@ -1,6 +1,7 @@
-// The CPU block cache (core/storage.cpp): buffers of 64 KiB and more are kept
-// when freed and handed back for a request of the same size, so a pass that
-// repeats does not fault fresh pages in; smaller ones go back to malloc.
+// The CPU block cache (core/storage.cpp): every buffer is kept when freed
+// and handed back for a request of the same size, so a pass that repeats
+// does not fault fresh pages in; small ones (under 64 KiB) in power-of-two
+// size classes, larger ones rounded to pages or 2 MiB.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -36,15 +37,33 @@ TEST_CASE("storage cache: a freed buffer of 64 KiB or more serves the next reque
   }
 }
 
-TEST_CASE("storage cache: small buffers are not kept and large ones are 2 MiB aligned",
+TEST_CASE("storage cache: small buffers are kept by power-of-two class; large ones 2 MiB aligned",
           "[core][storage]") {
   release_cached_cpu_memory();
-  { auto small = Storage::allocate(60 << 10, Device::cpu()); }
-  CHECK(cached_cpu_memory() == 0);
+  void* first = nullptr;
+  {
+    auto small = Storage::allocate(40 << 10, Device::cpu());
+    first = small->data();
+  }
+  CHECK(cached_cpu_memory() == (64 << 10));
+  {
+    // Another size of the same class (33..64 KiB) takes the same block.
+    auto same_class = Storage::allocate(50 << 10, Device::cpu());
+    CHECK(same_class->data() == first);
+    // One of a smaller class does not.
+    auto smaller = Storage::allocate(20 << 10, Device::cpu());
+    CHECK(smaller->data() != first);
+    CHECK(reinterpret_cast<std::uintptr_t>(smaller->data()) % 64 == 0);
+  }
+  CHECK(cached_cpu_memory() == (64 << 10) + (32 << 10));
+  CHECK(release_cached_cpu_memory() == (64 << 10) + (32 << 10));
   auto large = Storage::allocate(std::size_t{5} << 20, Device::cpu());
   CHECK(reinterpret_cast<std::uintptr_t>(large->data()) % (std::size_t{2} << 20) == 0);
   auto medium = Storage::allocate(std::size_t{200} << 10, Device::cpu());
   CHECK(reinterpret_cast<std::uintptr_t>(medium->data()) % 4096 == 0);
+  // A 0-byte tensor still has a distinct, non-null block.
+  auto empty = Storage::allocate(0, Device::cpu());
+  CHECK(empty->data() != nullptr);
 }
 
 TEST_CASE("storage cache: a request takes a kept block at most an eighth larger",
@@ -82,8 +101,9 @@ TEST_CASE("memory_stats: allocated, peak and cached bytes; reset_peak_memory_sta
   const MemoryStats after = memory_stats(DeviceType::CPU);
   CHECK(after.allocated_bytes == before.allocated_bytes);
   CHECK(after.peak_allocated_bytes == before.allocated_bytes + (std::size_t{3} << 20) + 1000);
-  // The 3 MiB block is kept (rounded to 2 MiB units), the small one is not.
-  CHECK(after.cached_bytes == (std::size_t{4} << 20));
+  // Both are kept: the 3 MiB block rounded to 2 MiB units, the 1000 bytes
+  // in the 1 KiB class.
+  CHECK(after.cached_bytes == (std::size_t{4} << 20) + 1024);
   reset_peak_memory_stats(DeviceType::CPU);
   CHECK(memory_stats(DeviceType::CPU).peak_allocated_bytes == before.allocated_bytes);
   // Memory wrapped from elsewhere is not the allocator's: not counted.
