@@ -49,11 +49,15 @@ struct CallIdentity {
   std::size_t fingerprint;
   std::string description;
 };
-CallIdentity number_call(ProcessGroup& group, std::size_t what_hash, const std::string& what) {
+// `describe` gives what was asked in words. Only the debug form of the check
+// compares descriptions (DTENSOR_DEBUG); otherwise it is not built at all, as
+// formatting a call's arguments on every dispatch costs more than the check.
+template <typename Describe>
+CallIdentity number_call(ProcessGroup& group, std::size_t what_hash, Describe&& describe) {
   const std::uint64_t n = group.next_call_number();
   return {what_hash ^ (std::hash<std::uint64_t>()(n) + 0x9e3779b97f4a7c15ull + (what_hash << 6) +
                        (what_hash >> 2)),
-          fmt::format("{} (call {} on this mesh)", what, n)};
+          config().debug ? fmt::format("{} (call {} on this mesh)", describe(), n) : std::string()};
 }
 
 PendingAgreement post_agreement(const DeviceMesh& mesh, const CallIdentity& id,
@@ -177,7 +181,9 @@ int OpCall::message_tag(int stream) const {
 void agree_before_failing(const DeviceMesh& mesh, std::size_t fingerprint, const std::string& op,
                           const std::string& description) {
   if (!mesh.contains_this_rank()) return;
-  post_agreement(mesh, number_call(*mesh.get_mesh_group(), fingerprint, description), op).confirm();
+  post_agreement(mesh,
+                 number_call(*mesh.get_mesh_group(), fingerprint, [&] { return description; }), op)
+      .confirm();
 }
 
 bool OpCall::has_strategies() const {
@@ -251,9 +257,9 @@ std::vector<DTensor> dispatch_untracked(const std::string& op, std::vector<OpArg
   // The loaded plugins count too: one loaded on some ranks only makes every
   // rank's call disagree instead of one rank running another handler.
   const std::size_t plugins = detail::loaded_plugins_fingerprint();
-  const CallIdentity id =
-      number_call(*mesh.get_mesh_group(), OpSchemaKeyHash()(schema.key()) ^ plugins,
-                  plugins ? schema.str() + detail::loaded_plugins_description() : schema.str());
+  const CallIdentity id = number_call(
+      *mesh.get_mesh_group(), OpSchemaKeyHash()(schema.key()) ^ plugins,
+      [&] { return plugins ? schema.str() + detail::loaded_plugins_description() : schema.str(); });
   const int tag = static_cast<int>((id.fingerprint % (std::size_t{1} << 27)) << 3);
   OpCall call(std::move(schema), post_agreement(mesh, id, op), tag);
   try {
