@@ -25,7 +25,8 @@ using Compute = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // A thread's buffers for the 16-bit types' widened rows.
 struct Scratch {
-  std::vector<float> in0, in1, out;
+  std::vector<float> in0, in1, out, gate;
+  std::vector<double> gate_f64;  // the gated gradient of f64 rows
 };
 
 template <typename T>
@@ -56,6 +57,29 @@ void narrow_row(T* p, std::int64_t s, const std::vector<float>& buf) {
   if constexpr (!std::is_same_v<T, Compute<T>>)
     for (std::int64_t j = 0; j < s; ++j)
       p[j] = T(buf[static_cast<std::size_t>(j)]);
+}
+
+// The gradient a row of the normalisation's output gets: dy itself, or with
+// a fused relu dy where its output y > 0 (y null: none), in a row buffer.
+template <typename T>
+const Compute<T>* gated_row(const T* dy, const T* y, std::int64_t s, Scratch& sc) {
+  const Compute<T>* g = widen(dy, s, sc.in0);
+  if (!y) return g;
+  if constexpr (std::is_same_v<T, double>) {
+    sc.gate_f64.resize(static_cast<std::size_t>(s));
+    row_relu_gate(g, y, sc.gate_f64.data(), s);
+    return sc.gate_f64.data();
+  } else if constexpr (std::is_same_v<T, float>) {
+    sc.gate.resize(static_cast<std::size_t>(s));
+    row_relu_gate(g, y, sc.gate.data(), s);
+    return sc.gate.data();
+  } else {
+    // The 16-bit types: y widened into `gate` and gated there, in place
+    // (`out` may already hold the row's result buffer).
+    widen(y, s, sc.gate);
+    row_relu_gate(g, sc.gate.data(), sc.gate.data(), s);
+    return sc.gate.data();
+  }
 }
 
 // A parameter tensor ([params], the data's dtype) in the compute type; empty: none.
@@ -139,13 +163,15 @@ void backward_reduce(const kernels::NormBackwardReduceArgs& a) {
   const std::int64_t rows = L.n * L.c, s = L.s;
   const auto w = params_of<T>(a.weight);
   const T *dy = a.grad_output.data<T>(), *x = a.x.data<T>();
+  const T* y = a.relu_output.defined() ? a.relu_output.data<T>() : nullptr;
   std::vector<RowReduce> red(static_cast<std::size_t>(rows));
   for_rows(rows, s, [&](std::int64_t r, Scratch& sc) {
     const std::int64_t ch = r % L.c;
     const double wch = w.empty() || L.elementwise_affine ? 1.0 : static_cast<double>(w[ch]);
     const auto* w_elem = L.elementwise_affine && !w.empty() ? &w[ch * s] : nullptr;
-    red[static_cast<std::size_t>(r)] = row_backward_reduce(
-        widen(dy + r * s, s, sc.in0), widen(x + r * s, s, sc.in1), s, wch, w_elem);
+    red[static_cast<std::size_t>(r)] =
+        row_backward_reduce(gated_row(dy + r * s, y ? y + r * s : nullptr, s, sc),
+                            widen(x + r * s, s, sc.in1), s, wch, w_elem);
   });
   // The moments first, then each row's H shifted to its statistic's mean.
   double* out = a.packed.data<double>();
@@ -171,6 +197,7 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   const double *mean = f64(a.mean), *invstd = f64(a.invstd);
   const double *mg = f64(a.mean_g), *mgx = f64(a.mean_gxhat);
   const T *dy = a.grad_output.data<T>(), *x = a.x.data<T>();
+  const T* y = a.relu_output.defined() ? a.relu_output.data<T>() : nullptr;
   T* gx = a.grad_input.defined() ? a.grad_input.data<T>() : nullptr;
   double* gw = a.grad_weight.defined() ? a.grad_weight.data<double>() : nullptr;
   double* gb = a.grad_bias.defined() ? a.grad_bias.data<double>() : nullptr;
@@ -184,9 +211,9 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
         const std::int64_t r = i * L.c + ch, st = L.stat(i, ch);
         auto* gr = gx ? out_row(gx + r * s, s, sc.out) : nullptr;
         row_backward_apply_elementwise(
-            widen(dy + r * s, s, sc.in0), widen(x + r * s, s, sc.in1), gr, s, mean[st], invstd[st],
-            w.empty() ? nullptr : &w[ch * s], mg ? mg[st] : 0.0, mgx ? mgx[st] : 0.0,
-            gw ? gw + ch * s : nullptr, gb ? gb + ch * s : nullptr);
+            gated_row(dy + r * s, y ? y + r * s : nullptr, s, sc), widen(x + r * s, s, sc.in1), gr,
+            s, mean[st], invstd[st], w.empty() ? nullptr : &w[ch * s], mg ? mg[st] : 0.0,
+            mgx ? mgx[st] : 0.0, gw ? gw + ch * s : nullptr, gb ? gb + ch * s : nullptr);
         if (gx) narrow_row(gx + r * s, s, sc.out);
       });
     return;
@@ -202,7 +229,8 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
     f.c = mg ? -inv * mg[st] : 0.0;
     auto* gr = gx ? out_row(gx + r * s, s, sc.out) : nullptr;
     sums[static_cast<std::size_t>(r)] =
-        row_backward_apply(widen(dy + r * s, s, sc.in0), widen(x + r * s, s, sc.in1), gr, s, f);
+        row_backward_apply(gated_row(dy + r * s, y ? y + r * s : nullptr, s, sc),
+                           widen(x + r * s, s, sc.in1), gr, s, f);
     if (gx) narrow_row(gx + r * s, s, sc.out);
   });
   for (std::int64_t r = 0; r < rows; ++r) {

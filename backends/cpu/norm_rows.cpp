@@ -198,6 +198,17 @@ template <typename C>
 
 }  // namespace
 
+DTENSOR_SIMD_CLONES void row_relu_gate(const float* g, const float* y, float* out, std::int64_t s) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < s; ++j)
+    out[j] = y[j] <= 0 ? 0.0f : g[j];
+}
+DTENSOR_SIMD_CLONES void row_relu_gate(const double* g, const double* y, double* out,
+                                       std::int64_t s) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < s; ++j)
+    out[j] = y[j] <= 0 ? 0.0 : g[j];
+}
 DTENSOR_SIMD_CLONES void row_moments(const float* x, std::int64_t s, double& mean, double& m2) {
   moments_of(x, s, mean, m2);
 }

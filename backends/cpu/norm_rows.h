@@ -27,6 +27,11 @@ void row_affine_elementwise(const float* x, float* y, std::int64_t s, double m, 
 void row_affine_elementwise(const double* x, double* y, std::int64_t s, double m, double invstd,
                             const double* w, const double* b, bool relu);
 
+/// A fused relu's gradient on a row: out = y <= 0 ? 0 : g (y the relu's
+/// output; at NaN the gradient passes, as PyTorch's threshold_backward).
+void row_relu_gate(const float* g, const float* y, float* out, std::int64_t s);
+void row_relu_gate(const double* g, const double* y, double* out, std::int64_t s);
+
 /// The backward's first pass on a row, g = dy * (w_elem ? w_elem[j] : w):
 /// the row's mean and M2 of x, G = sum(g), H = sum(g * (x - mean)).
 struct RowReduce {

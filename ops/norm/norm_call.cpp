@@ -58,8 +58,9 @@ NormCall NormCall::decode(const OpSchema& s, const NormOp& op, bool backward) {
     }
     return 0;
   }();
-  // The fused activation: an optional last argument of the forwards but batch_norm's.
-  const bool may_fuse = !backward && op.kind != NormKind::Batch;
+  // The fused activation: an optional last argument of the forwards but
+  // batch_norm's (its name), and of their backwards (its output).
+  const bool may_fuse = op.kind != NormKind::Batch;
   check_arg(s.size() == expected || (may_fuse && s.size() == expected + 1), op.name,
             "{}: expected {} arguments, got {}", s.op(), expected, s.size());
   if (backward) c.grad_output = &s.dtensor(at++);
@@ -75,7 +76,9 @@ NormCall NormCall::decode(const OpSchema& s, const NormOp& op, bool backward) {
   }
   c.eps = s.scalar(at++);
   if (backward) c.mask = decode_mask(s, at++);
-  if (at < s.size()) {
+  if (at < s.size() && backward) {
+    c.relu_output = &s.dtensor(at++);
+  } else if (at < s.size()) {
     const std::string& act = s.text(at++);
     check_arg(act == "relu", op.name, "activation: expected \"relu\", got \"{}\"", act);
     c.relu = true;
@@ -118,6 +121,10 @@ void NormCall::validate() const {
               "grad_output: dtype {} differs from the input's {}", dtype_name(grad_output->dtype()),
               dtype_name(input->dtype()));
     check_arg(mask.input || mask.weight || mask.bias, name, "mask: asks for no gradient");
+    if (relu_output)
+      check_arg(relu_output->shape() == x && relu_output->dtype() == input->dtype(), name,
+                "relu_output: {} {} but the input is {} {}", shape_str(relu_output->shape()),
+                dtype_name(relu_output->dtype()), shape_str(x), dtype_name(input->dtype()));
   }
   check_param(*this, weight, "weight");
   check_param(*this, bias, "bias");
@@ -209,12 +216,14 @@ std::vector<OpArg> encode_norm(const DTensor& input, std::optional<std::int64_t>
 std::vector<OpArg> encode_norm_backward(const DTensor& grad_output, const DTensor& input,
                                         std::optional<std::int64_t> num_groups,
                                         const std::optional<DTensor>& weight, double eps,
-                                        const NormOutputMask& mask) {
+                                        const NormOutputMask& mask,
+                                        const std::optional<DTensor>& relu_output) {
   std::vector<OpArg> args{grad_output, input};
   if (num_groups) args.emplace_back(*num_groups);
   args.push_back(optional_arg(weight));
   args.emplace_back(eps);
   args.emplace_back(encode_mask(mask));
+  if (relu_output) args.emplace_back(*relu_output);
   return args;
 }
 

@@ -15,6 +15,8 @@
 //
 // group_norm, instance_norm and layer_norm take one more, optional, last
 // argument: the activation fused into the output, "relu" (absent: none).
+// Their backwards take, likewise, the fused relu's output (the forward's
+// result): the gradient then counts only where it is positive.
 //
 // mask is {input, weight, bias} as 0/1 ints. Outputs: the forward gives the
 // output, then (batch_norm training with running statistics) the updated
@@ -60,6 +62,8 @@ struct NormCall {
   std::int64_t num_groups = 1;  // group_norm only
   NormOutputMask mask;          // backward only
   bool relu = false;            // forward: the output is relu(norm(x))
+  /// backward: the fused relu's output, placed like the input; null: none.
+  const DTensor* relu_output = nullptr;
 
   static NormCall decode(const OpSchema& s, const NormOp& op, bool backward);
 
@@ -95,6 +99,7 @@ std::vector<OpArg> encode_norm(const DTensor& input, std::optional<std::int64_t>
 std::vector<OpArg> encode_norm_backward(const DTensor& grad_output, const DTensor& input,
                                         std::optional<std::int64_t> num_groups,
                                         const std::optional<DTensor>& weight, double eps,
-                                        const NormOutputMask& mask);
+                                        const NormOutputMask& mask,
+                                        const std::optional<DTensor>& relu_output = std::nullopt);
 
 }  // namespace dtensor::norm

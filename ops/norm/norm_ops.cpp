@@ -10,7 +10,6 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/normalization.h"
-#include "dtensor/ops/pointwise.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/local_result.h"
 #include "ops/detail/placed_like_input.h"
@@ -30,6 +29,7 @@ struct Placed {
   const DTensor* bias = nullptr;
   const DTensor* running_mean = nullptr;
   const DTensor* running_var = nullptr;
+  const DTensor* relu_output = nullptr;
 
   static Placed of(const NormCall& c, const std::vector<DTensor>& in) {
     Placed p;
@@ -40,6 +40,7 @@ struct Placed {
     if (c.bias) p.bias = &in.at(at++);
     if (c.running_mean) p.running_mean = &in.at(at++);
     if (c.running_var) p.running_var = &in.at(at++);
+    if (c.relu_output) p.relu_output = &in.at(at++);
     return p;
   }
 };
@@ -157,6 +158,7 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   args.x = b.x;
   args.layout = b.layout;
   args.weight = w;
+  args.relu_output = local_of(p.relu_output);
   // One collective per pass: with batch statistics and an input gradient,
   // the moments and the two gradient sums travel together (the sums taken
   // around each rank's own mean, shifted to the merged one after); otherwise
@@ -165,7 +167,8 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   if (c.mask.input && c.uses_batch_stats()) {
     const std::int64_t k = b.layout.stats();
     Tensor packed = Tensor::empty({k, 5}, DType::F64);
-    run_kernel(kernels::kNormBackwardReduce, b.device, b.dtype, {dy, b.x, b.layout, w, packed});
+    run_kernel(kernels::kNormBackwardReduce, b.device, b.dtype,
+               {dy, b.x, b.layout, w, packed, args.relu_output});
     const ReductionPlan plan = plan_reduction(op.kind, p.input->mesh(), p.input->placements());
     merge_moments_and_grad_sums(call, plan, packed, max_local_stats(c, p.input->spec(), plan));
     st = stats_from_moments(packed, 5, c.eps);
@@ -195,6 +198,8 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   return out;
 }
 
+NormGrads grads_of(std::vector<DTensor> outs, const DTensor& input, const NormOutputMask& mask);
+
 // The gradients of a recorded forward, by the DTensor arguments' positions
 // (input, weight, bias; running statistics get none).
 std::vector<std::optional<DTensor>> autograd_backward(const ::dtensor::BackwardCall& c,
@@ -213,26 +218,34 @@ std::vector<std::optional<DTensor>> autograd_backward(const ::dtensor::BackwardC
   mask.bias = b && c.needs_input_grad.at(*b);
   std::vector<std::optional<DTensor>> out(pos.size());
   if (!mask.input && !mask.weight && !mask.bias) return out;
-  // A fused relu: its gradient first, masked by the output (relu(y) > 0
-  // exactly where y > 0), then the normalisation's.
-  const DTensor g = f.relu ? relu_backward(autograd::detail::grad_of_output(c), c.outputs.at(0))
-                           : autograd::detail::grad_of_output(c);
+  const DTensor g = autograd::detail::grad_of_output(c);
   auto opt = [](const DTensor* t) { return t ? std::optional<DTensor>(*t) : std::nullopt; };
   NormGrads grads;
-  switch (op.kind) {
-    case NormKind::Batch:
-      grads = batch_norm_backward(g, *f.input, opt(f.weight), opt(f.running_mean),
-                                  opt(f.running_var), f.training, f.eps, mask);
-      break;
-    case NormKind::Group:
-      grads = group_norm_backward(g, *f.input, f.num_groups, opt(f.weight), f.eps, mask);
-      break;
-    case NormKind::Instance:
-      grads = instance_norm_backward(g, *f.input, opt(f.weight), f.eps, mask);
-      break;
-    case NormKind::Layer:
-      grads = layer_norm_backward(g, *f.input, opt(f.weight), f.eps, mask);
-      break;
+  if (f.relu) {
+    // A fused relu: the backward gets its output and gates the gradient in
+    // its own passes (relu(y) > 0 exactly where y > 0), no pass of its own.
+    const std::optional<std::int64_t> groups =
+        op.kind == NormKind::Group ? std::optional<std::int64_t>(f.num_groups) : std::nullopt;
+    grads =
+        grads_of(dispatch(op.backward_name, encode_norm_backward(g, *f.input, groups, opt(f.weight),
+                                                                 f.eps, mask, c.outputs.at(0))),
+                 *f.input, mask);
+  } else {
+    switch (op.kind) {
+      case NormKind::Batch:
+        grads = batch_norm_backward(g, *f.input, opt(f.weight), opt(f.running_mean),
+                                    opt(f.running_var), f.training, f.eps, mask);
+        break;
+      case NormKind::Group:
+        grads = group_norm_backward(g, *f.input, f.num_groups, opt(f.weight), f.eps, mask);
+        break;
+      case NormKind::Instance:
+        grads = instance_norm_backward(g, *f.input, opt(f.weight), f.eps, mask);
+        break;
+      case NormKind::Layer:
+        grads = layer_norm_backward(g, *f.input, opt(f.weight), f.eps, mask);
+        break;
+    }
   }
   if (mask.input) out[*in] = grads.grad_input;
   if (mask.weight) out[*w] = grads.grad_weight;

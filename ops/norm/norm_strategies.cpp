@@ -75,6 +75,7 @@ std::vector<ShardingStrategy> norm_strategies(const NormCall& c) {
     s.inputs.push_back(pick);
     for (const DTensor* p : {c.weight, c.bias, c.running_mean, c.running_var})
       if (p) s.inputs.push_back(param);
+    if (c.relu_output) s.inputs.push_back(pick);  // the fused relu's output, like the input
     if (!c.backward) {
       s.outputs.push_back(pick);
       if (c.updates_running_stats()) {

@@ -83,8 +83,10 @@ Tensor f64_of(const std::vector<double>& v) {
 
 // Forward and backward of group_norm with batch statistics on one block, in
 // `dtype`, against the f64 oracle; `offset` moves the mean far from zero.
-void check_group_norm(DType dtype, double offset, double tol) {
-  INFO("dtype " << dtype_name(dtype) << " offset " << offset);
+// `gated`: the backward gets the fused relu's output and must count the
+// gradient only where it is positive.
+void check_group_norm(DType dtype, double offset, double tol, bool gated = false) {
+  INFO("dtype " << dtype_name(dtype) << " offset " << offset << " gated " << gated);
   const NormLayout L = group_layout(2, 6, 301, 3);
   const Shape shape{L.n, L.c, L.s};
   Tensor X = Tensor::rand(shape, DType::F64, 3);
@@ -121,6 +123,10 @@ void check_group_norm(DType dtype, double offset, double tol) {
   apply.y = Tensor::empty(shape, dtype);
   run_kernel(kernels::kNormApply, DeviceType::CPU, dtype, apply);
   const auto y = values(apply.y);
+  // The gradient the normalisation gets: dy, or dy where relu's output > 0.
+  std::vector<double> dyg = dy;
+  for (std::size_t k = 0; gated && k < dyg.size(); ++k)
+    if (y[k] <= 0) dyg[k] = 0;
 
   kernels::NormBackwardApplyArgs back;
   back.grad_output = DY;
@@ -129,6 +135,7 @@ void check_group_norm(DType dtype, double offset, double tol) {
   back.mean = apply.mean;
   back.invstd = apply.invstd;
   back.weight = W;
+  if (gated) back.relu_output = apply.y;
   // Oracle: mean of g and of g * xhat per statistic.
   std::vector<double> mg(mean.size()), mgx(mean.size()), gw(6), gb(6);
   for (std::int64_t i = 0; i < L.n; ++i)
@@ -137,11 +144,11 @@ void check_group_norm(DType dtype, double offset, double tol) {
         const auto at = static_cast<std::size_t>((i * L.c + ch) * L.s + sp);
         const auto st = static_cast<std::size_t>(L.stat(i, ch));
         const double xhat = (x[at] - mean[st]) * invstd[st];
-        const double g = dy[at] * w[static_cast<std::size_t>(ch)];
+        const double g = dyg[at] * w[static_cast<std::size_t>(ch)];
         mg[st] += g / ref.count[st];
         mgx[st] += g * xhat / ref.count[st];
-        gw[static_cast<std::size_t>(ch)] += dy[at] * xhat;
-        gb[static_cast<std::size_t>(ch)] += dy[at];
+        gw[static_cast<std::size_t>(ch)] += dyg[at] * xhat;
+        gb[static_cast<std::size_t>(ch)] += dyg[at];
       }
   back.mean_g = f64_of(mg);
   back.mean_gxhat = f64_of(mgx);
@@ -160,7 +167,7 @@ void check_group_norm(DType dtype, double offset, double tol) {
         const double xhat = (x[at] - mean[st]) * invstd[st];
         const double want_y = std::max(0.0, xhat * w[c] + b[c]);
         REQUIRE(std::abs(y[at] - want_y) <= tol * std::max(1.0, std::abs(want_y)));
-        const double want_gx = invstd[st] * (dy[at] * w[c] - mg[st] - xhat * mgx[st]);
+        const double want_gx = invstd[st] * (dyg[at] * w[c] - mg[st] - xhat * mgx[st]);
         REQUIRE(std::abs(gx[at] - want_gx) <= tol * std::max(1.0, std::abs(want_gx)));
       }
   for (std::size_t c = 0; c < 6; ++c) {
@@ -172,7 +179,8 @@ void check_group_norm(DType dtype, double offset, double tol) {
 
   // The backward's first pass: the moments again, and sum(g), sum(g (x - m)).
   Tensor packed = Tensor::empty({L.stats(), 5}, DType::F64);
-  run_kernel(kernels::kNormBackwardReduce, DeviceType::CPU, dtype, {DY, X, L, W, packed});
+  run_kernel(kernels::kNormBackwardReduce, DeviceType::CPU, dtype,
+             {DY, X, L, W, packed, gated ? apply.y : Tensor()});
   for (std::int64_t st = 0; st < L.stats(); ++st) {
     const auto k = static_cast<std::size_t>(st);
     const double* r = packed.data<double>() + 5 * st;
@@ -182,7 +190,7 @@ void check_group_norm(DType dtype, double offset, double tol) {
         for (std::int64_t sp = 0; sp < L.s; ++sp) {
           if (L.stat(i, ch) != st) continue;
           const auto at = static_cast<std::size_t>((i * L.c + ch) * L.s + sp);
-          const double gg = dy[at] * w[static_cast<std::size_t>(ch)];
+          const double gg = dyg[at] * w[static_cast<std::size_t>(ch)];
           g += gg;
           h += gg * (x[at] - r[1]);
         }
@@ -236,6 +244,10 @@ TEST_CASE("norm kernels: every CPU dtype against f64 loops", "[ops][kernels][nor
   check_group_norm(DType::F32, 300.0, 2e-5);
   check_group_norm(DType::BF16, 0.0, 1e-2);
   check_group_norm(DType::F16, 0.0, 2e-3);
+  // With the fused relu's output gating the backward's gradient.
+  check_group_norm(DType::F64, 0.0, 1e-12, true);
+  check_group_norm(DType::F32, 0.0, 2e-6, true);
+  check_group_norm(DType::BF16, 0.0, 1e-2, true);
 }
 
 TEST_CASE("norm kernels: the result does not depend on the thread count", "[ops][kernels][norm]") {

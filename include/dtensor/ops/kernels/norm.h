@@ -62,6 +62,9 @@ struct NormBackwardReduceArgs {
   NormLayout layout;
   Tensor weight;  // undefined: none
   Tensor packed;  // out
+  /// A fused relu's output y (the forward's result): grad_output counts
+  /// only where y > 0 (and where y is NaN). Undefined: no activation.
+  Tensor relu_output = Tensor();
 };
 
 /// The backward's second pass. With `mean_g` and `mean_gxhat` (the merged
@@ -80,6 +83,7 @@ struct NormBackwardApplyArgs {
   Tensor mean_g, mean_gxhat;      // [stats] f64; undefined: constant statistics
   Tensor grad_input;              // out
   Tensor grad_weight, grad_bias;  // out, [params] f64
+  Tensor relu_output = Tensor();  // as NormBackwardReduceArgs::relu_output
 };
 
 /// Chan's parallel update: the moments (count, mean, M2) of a and b
