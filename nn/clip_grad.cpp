@@ -77,7 +77,7 @@ double clip_grad_norm_(const std::vector<DTensor*>& params, double max_norm, dou
   double total = 0;
   if (inf) {
     for (std::size_t i = 0; i < n; ++i)
-      total = total < s[i] || s[i] != s[i] ? s[i] : total;
+      total = total < s[i] || std::isnan(s[i]) ? s[i] : total;
   } else if (norm_type == 2) {
     for (std::size_t i = 0; i < n; ++i) {
       const double norm = std::sqrt(s[i]);

@@ -67,9 +67,11 @@ std::vector<double> StepLR::get_lr() {
 }
 
 std::optional<std::vector<double>> StepLR::closed_form_lr() const {
+  // Python's last_epoch // step_size (last_epoch >= 0: C++'s division).
+  const std::int64_t decays = last_epoch_ / step_size_;
   std::vector<double> lrs;
   for (double base : base_lrs_)
-    lrs.push_back(base * std::pow(gamma_, static_cast<double>(last_epoch_ / step_size_)));
+    lrs.push_back(base * std::pow(gamma_, static_cast<double>(decays)));
   return lrs;
 }
 

@@ -92,7 +92,7 @@ template <typename T>
     v[i] = v[i] * s.beta2 + s.w2 * g * g;                 // mul_(beta2).addcmul_(g, g, 1-beta2)
     T second = v[i];
     if (vmax != nullptr) {  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-      vmax[i] = vmax[i] < v[i] || v[i] != v[i] ? v[i] : vmax[i];
+      vmax[i] = vmax[i] < v[i] || std::isnan(v[i]) ? v[i] : vmax[i];
       second = vmax[i];
     }
     const T denom = std::sqrt(second) / s.bc2_sqrt + s.eps;  // (sqrt / bc2_sqrt).add_(eps)
@@ -168,7 +168,7 @@ template <typename T>
   for (std::int64_t i = 0; i < n; ++i) {
     const T a = std::abs(x[i]);
     acc = acc < a ? a : acc;
-    nan = nan || a != a;
+    nan = nan || std::isnan(a);
   }
   return nan ? std::numeric_limits<T>::quiet_NaN() : acc;
 }
@@ -301,7 +301,7 @@ void run_norm_part(const kernels::NormPartArgs& a) {
   if (std::isinf(a.norm_type)) {
     for (std::int64_t b = 0; b < n; b += kSumBlock) {
       const double m = max_abs(x + b, std::min(kSumBlock, n - b));
-      out = out < m || m != m ? m : out;
+      out = out < m || std::isnan(m) ? m : out;
     }
   } else if (a.norm_type == 2) {
     out = blocked_sum(n, [&](std::int64_t b, std::int64_t e) { return sum_squares(x + b, e - b); });
