@@ -5,6 +5,7 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/autograd.h"
+#include "dtensor/ops/kernels/optim.h"
 
 namespace dtensor::nn {
 namespace {
@@ -19,18 +20,91 @@ DTensor zeros_like(const DTensor& p) {
   return DTensor(Tensor::zeros(p.to_local().shape(), p.dtype()), p.spec());
 }
 
+std::string group_name(std::size_t i) {
+  return fmt::format("param group {}", i);
+}
+
+// The local shard of a state tensor, for a kernel's arguments.
+Tensor local(const DTensor& t) {
+  return t.to_local();
+}
+
 }  // namespace
 
-Optimizer::Optimizer(NamedParameters params) {
-  for (auto& [name, p] : params) {
-    check_arg(p != nullptr, "optim", "{}: null parameter", name);
-    require_float(*p, name);
-    params_.push_back({name, p, {}});
+Optimizer::Optimizer(std::vector<ParamGroup> groups, const ParamGroupSettings& defaults,
+                     const char* optimiser, bool momentum, bool betas) {
+  std::set<std::string> names;
+  std::set<const DTensor*> seen;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const ParamGroup& g = groups[i];
+    // A setting the optimiser does not read would be silently ignored.
+    check_arg(momentum || !g.momentum, "optim", "{}: momentum is not a setting of {}",
+              group_name(i), optimiser);
+    check_arg(betas || (!g.beta1 && !g.beta2), "optim", "{}: beta1 / beta2 are not settings of {}",
+              group_name(i), optimiser);
+    ParamGroupSettings s = defaults;
+    s.lr = g.lr.value_or(s.lr);
+    s.weight_decay = g.weight_decay.value_or(s.weight_decay);
+    s.momentum = g.momentum.value_or(s.momentum);
+    s.beta1 = g.beta1.value_or(s.beta1);
+    s.beta2 = g.beta2.value_or(s.beta2);
+    groups_.push_back(s);
+    for (const auto& [name, p] : g.params) {
+      check_arg(p != nullptr, "optim", "{}: null parameter", name);
+      require_float(*p, name);
+      // torch: "some parameters appear in more than one parameter group".
+      check_arg(seen.insert(p).second, "optim", "{}: the parameter is given twice", name);
+      check_arg(names.insert(name).second, "optim",
+                "{}: two parameters of this name (state_dict keys must be unique)", name);
+      params_.push_back({name, p, i, {}});
+    }
   }
 }
 
-std::optional<DTensor>& Optimizer::buffer(ParamState& s, const std::string& name) {
-  return s.buffers[name];
+ParamGroupSettings& Optimizer::param_group(std::size_t i) {
+  check_arg(i < groups_.size(), "optim", "param group {}: the optimiser has {}", i, groups_.size());
+  return groups_[i];
+}
+const ParamGroupSettings& Optimizer::param_group(std::size_t i) const {
+  return const_cast<Optimizer*>(this)->param_group(i);
+}
+
+std::vector<std::string> Optimizer::param_group_names(std::size_t i) const {
+  param_group(i);
+  std::vector<std::string> out;
+  for (const auto& s : params_)
+    if (s.group == i) out.push_back(s.name);
+  return out;
+}
+
+std::vector<double> Optimizer::lrs() const {
+  std::vector<double> out;
+  for (const auto& g : groups_)
+    out.push_back(g.lr);
+  return out;
+}
+
+void Optimizer::set_lr(double lr) {
+  for (std::size_t i = 0; i < groups_.size(); ++i)
+    set_lr(i, lr);
+}
+
+void Optimizer::set_lr(std::size_t group, double lr) {
+  check_arg(std::isfinite(lr) && lr >= 0, "optim", "{}: {} is not a finite lr >= 0",
+            group_name(group), lr);
+  param_group(group).lr = lr;
+}
+
+void Optimizer::validate_groups() const {
+  for (std::size_t i = 0; i < groups_.size(); ++i)
+    validate(groups_[i], group_name(i));
+}
+
+DTensor& Optimizer::buffer(ParamState& s, const std::string& name, bool* created) {
+  auto& b = s.buffers[name];
+  if (created) *created = !b.has_value();
+  if (!b) b = zeros_like(*s.param);
+  return *b;
 }
 
 void Optimizer::zero_grad() {
@@ -40,6 +114,8 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  // Settings changed between steps are checked before anything moves.
+  validate_groups();
   ++steps_;
   for (auto& s : params_) {
     const auto g = s.param->grad();
@@ -49,10 +125,9 @@ void Optimizer::step() {
     const DTensor placed = g->placements() == s.param->placements()
                                ? *g
                                : g->redistribute(g->mesh(), s.param->placements());
-    update(s, placed.to_local().contiguous(), steps_);
+    update(s, groups_[s.group], placed.to_local().contiguous(), steps_);
   }
 }
-
 NamedDTensors Optimizer::state_dict() const {
   // Every state tensor the optimiser's settings give a parameter, zeros where
   // no step has created it yet: a fresh optimiser's state_dict() then names
@@ -61,7 +136,7 @@ NamedDTensors Optimizer::state_dict() const {
   // moments and momentum buffers, not only the step count.
   NamedDTensors out;
   for (const auto& s : params_)
-    for (const auto& n : state_names()) {
+    for (const auto& n : state_names(groups_[s.group])) {
       const auto it = s.buffers.find(n);
       out.emplace_back("optim." + s.name + "." + n,
                        it != s.buffers.end() && it->second ? *it->second : zeros_like(*s.param));
@@ -105,7 +180,7 @@ void Optimizer::load_state_dict(const NamedDTensors& state) {
   std::vector<std::map<std::string, std::optional<DTensor>>> loaded(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const ParamState& s = params_[i];
-    for (const auto& n : state_names()) {
+    for (const auto& n : state_names(groups_[s.group])) {
       const std::string key = "optim." + s.name + "." + n;
       known.insert(key);
       const auto it = by_name.find(key);
@@ -138,105 +213,127 @@ void Optimizer::load_state_dict(const NamedDTensors& state) {
 
 // ---- SGD ----
 
-SGD::SGD(NamedParameters params, SGDOptions o) : Optimizer(std::move(params)), o_(o) {
-  check_arg(o.lr >= 0, "optim", "lr: {} is negative", o.lr);
-  check_arg(o.momentum >= 0, "optim", "momentum: {} is negative", o.momentum);
-  check_arg(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "optim",
-            "nesterov: needs a momentum and zero dampening");
+SGD::SGD(NamedParameters params, SGDOptions o)
+    : SGD(std::vector<ParamGroup>{{std::move(params)}}, o) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o)
+    : Optimizer(std::move(groups), {o.lr, o.weight_decay, o.momentum, 0, 0, {}}, "SGD", true,
+                false),
+      o_(o) {
+  validate_groups();
 }
 
-std::vector<std::string> SGD::state_names() const {
-  if (o_.momentum == 0) return {};
+void SGD::validate(const ParamGroupSettings& g, const std::string& where) const {
+  check_arg(g.lr >= 0, "optim", "{}: lr {} is negative", where, g.lr);
+  check_arg(g.momentum >= 0, "optim", "{}: momentum {} is negative", where, g.momentum);
+  check_arg(g.weight_decay >= 0, "optim", "{}: weight_decay {} is negative", where, g.weight_decay);
+  check_arg(!o_.nesterov || (g.momentum > 0 && o_.dampening == 0), "optim",
+            "{}: nesterov needs a momentum and zero dampening", where);
+}
+
+std::vector<std::string> SGD::state_names(const ParamGroupSettings& g) const {
+  if (g.momentum == 0) return {};
   return {"momentum_buffer"};
 }
 
-namespace {
-template <class T>
-void sgd_update(T* p, const T* g0, T* buf, bool fresh, std::int64_t n, const SGDOptions& o) {
-  const T wd = static_cast<T>(o.weight_decay), mom = static_cast<T>(o.momentum),
-          damp = static_cast<T>(1 - o.dampening), lr = static_cast<T>(-o.lr);
-  for (std::int64_t i = 0; i < n; ++i) {
-    T g = g0[i];
-    if (o.weight_decay != 0) g = g + wd * p[i];  // grad.add(param, alpha=wd)
-    if (buf) {
-      buf[i] = fresh ? g : buf[i] * mom + damp * g;  // clone, or mul_(m).add_(g, 1-d)
-      g = o.nesterov ? g + mom * buf[i] : buf[i];
-    }
-    p[i] = p[i] + lr * g;  // add_(g, alpha=-lr)
-  }
-}
-}  // namespace
-
-void SGD::update(ParamState& s, const Tensor& grad, std::int64_t) {
-  Tensor p = s.param->to_local();
-  std::optional<DTensor>* buf = nullptr;
-  bool fresh = false;
-  if (o_.momentum != 0) {
-    buf = &buffer(s, "momentum_buffer");
-    fresh = !buf->has_value();
-    if (fresh) *buf = zeros_like(*s.param);
-  }
-  if (p.dtype() == DType::F64)
-    sgd_update<double>(p.data<double>(), grad.data<double>(),
-                       buf ? (*buf)->to_local().data<double>() : nullptr, fresh, p.numel(), o_);
-  else
-    sgd_update<float>(p.data<float>(), grad.data<float>(),
-                      buf ? (*buf)->to_local().data<float>() : nullptr, fresh, p.numel(), o_);
+void SGD::update(ParamState& s, const ParamGroupSettings& g, const Tensor& grad, std::int64_t) {
+  kernels::SgdArgs a;
+  a.param = s.param->to_local();
+  a.grad = grad;
+  if (g.momentum != 0) a.momentum_buffer = local(buffer(s, "momentum_buffer", &a.fresh_buffer));
+  a.lr = g.lr;
+  a.momentum = g.momentum;
+  a.dampening = o_.dampening;
+  a.weight_decay = g.weight_decay;
+  a.nesterov = o_.nesterov;
+  run_kernel(kernels::kSgd, a.param.device().type, a.param.dtype(), a);
 }
 
 // ---- Adam / AdamW ----
 
 Adam::Adam(NamedParameters params, AdamOptions o, bool decoupled)
-    : Optimizer(std::move(params)), o_(o), decoupled_(decoupled) {
-  check_arg(o.lr >= 0, "optim", "lr: {} is negative", o.lr);
-  check_arg(o.beta1 >= 0 && o.beta1 < 1, "optim", "beta1: {} is outside [0, 1)", o.beta1);
-  check_arg(o.beta2 >= 0 && o.beta2 < 1, "optim", "beta2: {} is outside [0, 1)", o.beta2);
+    : Adam(std::vector<ParamGroup>{{std::move(params)}}, o, decoupled) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, bool decoupled)
+    : Optimizer(std::move(groups), {o.lr, o.weight_decay, 0, o.beta1, o.beta2, {}},
+                decoupled ? "AdamW" : "Adam", false, true),
+      o_(o),
+      decoupled_(decoupled) {
   check_arg(o.eps >= 0, "optim", "eps: {} is negative", o.eps);
+  validate_groups();
 }
 
-std::vector<std::string> Adam::state_names() const {
+void Adam::validate(const ParamGroupSettings& g, const std::string& where) const {
+  check_arg(g.lr >= 0, "optim", "{}: lr {} is negative", where, g.lr);
+  check_arg(g.beta1 >= 0 && g.beta1 < 1, "optim", "{}: beta1 {} is outside [0, 1)", where, g.beta1);
+  check_arg(g.beta2 >= 0 && g.beta2 < 1, "optim", "{}: beta2 {} is outside [0, 1)", where, g.beta2);
+  check_arg(g.weight_decay >= 0, "optim", "{}: weight_decay {} is negative", where, g.weight_decay);
+}
+
+std::vector<std::string> Adam::state_names(const ParamGroupSettings&) const {
+  if (o_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
 }
 
-namespace {
-template <class T>
-void adam_update(T* p, const T* g0, T* m, T* v, std::int64_t n, const AdamOptions& o,
-                 bool decoupled, std::int64_t step) {
-  const double bc1 = 1 - std::pow(o.beta1, static_cast<double>(step));
-  const double bc2 = 1 - std::pow(o.beta2, static_cast<double>(step));
-  const T step_size = static_cast<T>(o.lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T w1 = static_cast<T>(1 - o.beta1), b2 = static_cast<T>(o.beta2),
-          w2 = static_cast<T>(1 - o.beta2), eps = static_cast<T>(o.eps),
-          wd = static_cast<T>(o.weight_decay), decay = static_cast<T>(1 - o.lr * o.weight_decay);
-  for (std::int64_t i = 0; i < n; ++i) {
-    T g = g0[i];
-    if (o.weight_decay != 0) {
-      if (decoupled)
-        p[i] = p[i] * decay;  // param.mul_(1 - lr * wd)
-      else
-        g = g + wd * p[i];  // grad.add(param, alpha=wd)
-    }
-    m[i] = m[i] + w1 * (g - m[i]);  // lerp_(grad, 1 - beta1), weight < 0.5
-    v[i] = v[i] * b2 + w2 * g * g;  // mul_(beta2).addcmul_(g, g, 1 - beta2)
-    const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] + (-step_size) * m[i] / denom;  // addcdiv_(m, denom, -step_size)
-  }
+void Adam::update(ParamState& s, const ParamGroupSettings& g, const Tensor& grad,
+                  std::int64_t step) {
+  kernels::AdamArgs a;
+  a.param = s.param->to_local();
+  a.grad = grad;
+  a.exp_avg = local(buffer(s, "exp_avg"));
+  a.exp_avg_sq = local(buffer(s, "exp_avg_sq"));
+  if (o_.amsgrad) a.max_exp_avg_sq = local(buffer(s, "max_exp_avg_sq"));
+  a.lr = g.lr;
+  a.beta1 = g.beta1;
+  a.beta2 = g.beta2;
+  a.eps = o_.eps;
+  a.weight_decay = g.weight_decay;
+  a.decoupled_weight_decay = decoupled_;
+  a.step = step;
+  run_kernel(kernels::kAdam, a.param.device().type, a.param.dtype(), a);
 }
-}  // namespace
 
-void Adam::update(ParamState& s, const Tensor& grad, std::int64_t step) {
-  auto& m = buffer(s, "exp_avg");
-  auto& v = buffer(s, "exp_avg_sq");
-  if (!m) m = zeros_like(*s.param);
-  if (!v) v = zeros_like(*s.param);
-  Tensor p = s.param->to_local();
-  if (p.dtype() == DType::F64)
-    adam_update<double>(p.data<double>(), grad.data<double>(), m->to_local().data<double>(),
-                        v->to_local().data<double>(), p.numel(), o_, decoupled_, step);
-  else
-    adam_update<float>(p.data<float>(), grad.data<float>(), m->to_local().data<float>(),
-                       v->to_local().data<float>(), p.numel(), o_, decoupled_, step);
+// ---- RMSprop ----
+
+RMSprop::RMSprop(NamedParameters params, RMSpropOptions o)
+    : RMSprop(std::vector<ParamGroup>{{std::move(params)}}, o) {}
+
+RMSprop::RMSprop(std::vector<ParamGroup> groups, RMSpropOptions o)
+    : Optimizer(std::move(groups), {o.lr, o.weight_decay, o.momentum, 0, 0, {}}, "RMSprop", true,
+                false),
+      o_(o) {
+  check_arg(o.alpha >= 0, "optim", "alpha: {} is negative", o.alpha);
+  check_arg(o.eps >= 0, "optim", "eps: {} is negative", o.eps);
+  validate_groups();
+}
+
+void RMSprop::validate(const ParamGroupSettings& g, const std::string& where) const {
+  check_arg(g.lr >= 0, "optim", "{}: lr {} is negative", where, g.lr);
+  check_arg(g.momentum >= 0, "optim", "{}: momentum {} is negative", where, g.momentum);
+  check_arg(g.weight_decay >= 0, "optim", "{}: weight_decay {} is negative", where, g.weight_decay);
+}
+
+std::vector<std::string> RMSprop::state_names(const ParamGroupSettings& g) const {
+  std::vector<std::string> names{"square_avg"};
+  if (g.momentum > 0) names.emplace_back("momentum_buffer");
+  if (o_.centered) names.emplace_back("grad_avg");
+  return names;
+}
+
+void RMSprop::update(ParamState& s, const ParamGroupSettings& g, const Tensor& grad, std::int64_t) {
+  kernels::RmspropArgs a;
+  a.param = s.param->to_local();
+  a.grad = grad;
+  a.square_avg = local(buffer(s, "square_avg"));
+  if (o_.centered) a.grad_avg = local(buffer(s, "grad_avg"));
+  // torch creates it as zeros (SGD's first step copies the gradient instead).
+  if (g.momentum > 0) a.momentum_buffer = local(buffer(s, "momentum_buffer"));
+  a.lr = g.lr;
+  a.alpha = o_.alpha;
+  a.eps = o_.eps;
+  a.weight_decay = g.weight_decay;
+  a.momentum = g.momentum;
+  run_kernel(kernels::kRmsprop, a.param.device().type, a.param.dtype(), a);
 }
 
 }  // namespace dtensor::nn

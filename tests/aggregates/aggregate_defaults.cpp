@@ -16,6 +16,10 @@ void uses(const DTensorSpec& spec, const DTensor& d, const Tensor& t) {
   [[maybe_unused]] const nn::SGDOptions sgd{.lr = 0.1};
   [[maybe_unused]] const nn::AdamOptions adam{.lr = 0.1};
   [[maybe_unused]] const nn::AdamWOptions adamw{.lr = 0.1};
+  [[maybe_unused]] const nn::RMSpropOptions rmsprop{.lr = 0.1};
+  [[maybe_unused]] const nn::ParamGroup group{.lr = 0.1};
+  [[maybe_unused]] const nn::ParamGroupSettings group_settings{.lr = 0.1};
+  [[maybe_unused]] const nn::OneCycleLROptions one_cycle{.pct_start = 0.25};
   [[maybe_unused]] const nn::ShardingPlan plan{};
   [[maybe_unused]] const InitOptions init{.backend = "gloo"};
   [[maybe_unused]] const Config config{.log_level = "info"};

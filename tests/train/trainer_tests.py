@@ -34,13 +34,13 @@ def run(cmd, **kw):
     return r.stdout
 
 
-def train(a, ranks, data, extra, dtype="f64"):
+def train(a, ranks, data, extra, dtype="f64", with_lrs=False):
     out = run([a.run, "-n", str(ranks), "--", a.trainer, "--data", data, "--dtype", dtype,
                "--json"] + extra)
     last = out.strip().splitlines()[-1]
     j = json.loads(last[last.index("{"):])  # after dtensor-run's "[0] " prefix
-    assert j["steps"] == len(j["losses"]), last
-    return j["losses"]
+    assert j["steps"] == len(j["losses"]) == len(j["lrs"]), last
+    return (j["losses"], j["lrs"]) if with_lrs else j["losses"]
 
 
 def close(got, want, rel, what):
@@ -50,12 +50,17 @@ def close(got, want, rel, what):
             sys.exit(f"{what}[{i}]: {g!r} differs from {w!r} by more than {rel}")
 
 
-def reference(tmp, **kw):
+def reference(tmp, extra=(), **kw):
     args = [sys.executable, os.path.join(HERE, "unet_torch_reference.py"), "--out", tmp]
     for k, v in kw.items():
         args += [f"--{k}", str(v)]
-    run(args)
+    run(args + list(extra))
     with open(os.path.join(tmp, "torch_losses.json")) as f:
+        return json.load(f)
+
+
+def torch_json(tmp, what):
+    with open(os.path.join(tmp, f"torch_{what}.json")) as f:
         return json.load(f)
 
 
@@ -67,19 +72,25 @@ def numpy_data(tmp, shape=(2, 2, 1, 16, 12), seed=3):
     np.save(f"{tmp}/y.npy", rng.standard_normal((n, cout, h, w)))
 
 
-def case_torch(a, tmp, ranks, mesh_args, optimizer, lr, momentum, consolidate, dtype="f64"):
+def case_torch(a, tmp, ranks, mesh_args, optimizer, lr, momentum, consolidate, dtype="f64",
+               extra=(), steps=4):
+    """extra: options given to the trainer and the reference alike (with
+    them, the lrs of each step are compared too)."""
     if not have("torch"):
         print("SKIPPED: python3 cannot import torch")
         return SKIP
-    want = reference(tmp, steps=4, optimizer=optimizer, lr=lr, momentum=momentum)
+    want = reference(tmp, extra, steps=steps, optimizer=optimizer, lr=lr, momentum=momentum)
     ckpt = os.path.join(tmp, "ckpt")
-    got = train(a, ranks, tmp, mesh_args + [
-        "--init", f"{tmp}/init.safetensors", "--groups", "2", "--steps", "4", "--optimizer",
-        optimizer, "--lr", str(lr), "--save", ckpt] +
-        (["--momentum", str(momentum)] if optimizer == "sgd" else []), dtype)
+    got, lrs = train(a, ranks, tmp, mesh_args + [
+        "--init", f"{tmp}/init.safetensors", "--groups", "2", "--steps", str(steps),
+        "--optimizer", optimizer, "--lr", str(lr), "--save", ckpt] +
+        (["--momentum", str(momentum)] if optimizer in ("sgd", "rmsprop") else []) + list(extra),
+        dtype, with_lrs=True)
     # f32 arithmetic (the kernels in the data's own precision) against
     # PyTorch's f64: the losses agree to f32's accumulated rounding.
     close(got, want, 1e-10 if dtype == "f64" else 1e-4, f"{dtype} losses vs PyTorch f64")
+    if extra:
+        close(lrs, torch_json(tmp, "lrs"), 1e-15, "lrs vs PyTorch's")
     if dtype != "f64":
         # Not f64 to the last bits: a check that the f32 path really ran.
         assert any(g != w for g, w in zip(got, want)), "f32 losses equal f64's exactly"
@@ -98,6 +109,30 @@ def case_torch(a, tmp, ranks, mesh_args, optimizer, lr, momentum, consolidate, d
         info = run([a.ckpt, "info", ckpt])
         for k in theirs:
             assert k in info, f"dtensor-ckpt info does not list {k}"
+    return 0
+
+
+def case_clip(a, tmp):
+    """SGD, StepLR and clip_grad_norm_ on 2 ranks against PyTorch; the clip
+    value is below every step's gradient norm, so every step clips."""
+    clip = 0.05
+    code = case_torch(a, tmp, 2, [], "sgd", 0.05, 0.9, True, steps=5, extra=[
+        "--scheduler", "step", "--step-size", "2", "--gamma", "0.5", "--clip-grad-norm", str(clip)])
+    if code != 0:
+        return code
+    norms = torch_json(tmp, "norms")
+    assert min(norms) > clip, f"clipping did not happen at every step: norms {norms}"
+    # Resumed after 3 steps on another mesh, the schedule carries on (it is
+    # replayed from the step count): the losses and lrs of the unbroken run.
+    common = ["--groups", "2", "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9",
+              "--scheduler", "step", "--step-size", "2", "--gamma", "0.5", "--clip-grad-norm",
+              str(clip)]
+    ck = os.path.join(tmp, "half")
+    first, lrs1 = train(a, 2, tmp, ["--init", f"{tmp}/init.safetensors", "--steps", "3", "--save",
+                                    ck] + common, with_lrs=True)
+    second, lrs2 = train(a, 1, tmp, ["--resume", ck, "--steps", "2"] + common, with_lrs=True)
+    close(first + second, torch_json(tmp, "losses"), 1e-10, "resumed losses vs PyTorch")
+    close(lrs1 + lrs2, torch_json(tmp, "lrs"), 1e-15, "resumed lrs vs PyTorch")
     return 0
 
 
@@ -208,7 +243,7 @@ def case_cli_errors(a, tmp):
     cases = [
         (["--data", tmp + "/nowhere"] + ok[2:], "x.npy"),
         (ok + ["--init", "f.safetensors"], "--init"),
-        ([o if o != "sgd" else "rmsprop" for o in ok], "--optimizer"),
+        ([o if o != "sgd" else "adagrad" for o in ok], "--optimizer"),
         (ok[:4] + ok[6:], "--groups"),
         (ok + ["--mesh", "3"], "--mesh"),
     ]
@@ -256,6 +291,14 @@ def case_cli_errors(a, tmp):
     cases.append(([o if o != "4" else "10000000000000" for o in ok], "--base 10000000000000"))
     # Adam has no momentum: it was ignored.
     cases.append(([o if o != "sgd" else "adam" for o in ok] + ["--momentum", "0.9"], "--momentum"))
+    # Options the optimiser or the scheduler would not read.
+    cases.append((ok + ["--amsgrad"], "--amsgrad"))
+    cases.append(([o if o != "sgd" else "adamw" for o in ok] + ["--momentum", "0.9"], "--momentum"))
+    cases.append((ok + ["--step-size", "2"], "--step-size"))
+    cases.append((ok + ["--scheduler", "linear", "--t-max", "2"], "--t-max"))
+    cases.append((ok + ["--scheduler", "cosine"], "--t-max"))
+    cases.append((ok + ["--scheduler", "step"], "--step-size"))
+    cases.append((ok + ["--scheduler", "linear", "--start-factor", "0"], "--start-factor"))
     for args, named in cases:
         r = subprocess.run([a.run, "-n", "2", "--", a.trainer] + args, capture_output=True,
                            text=True, timeout=120)
@@ -282,6 +325,18 @@ def main():
             return case_torch(a, tmp, 2, [], "sgd", 0.05, 0.9, False, "f32")
         if a.case == "torch-2-adam":
             return case_torch(a, tmp, 2, [], "adam", 0.01, 0, False)
+        if a.case == "torch-1rank-rmsprop-cosine":
+            return case_torch(a, tmp, 1, [], "rmsprop", 0.002, 0.9, True, steps=5, extra=[
+                "--weight-decay", "0.01", "--scheduler", "cosine", "--t-max", "3",
+                "--eta-min", "0.0005"])
+        if a.case == "torch-2x2-adamw-amsgrad-groups-linear":
+            return case_torch(a, tmp, 4, ["--mesh", "2x2", "--placements", "S2,S3"], "adamw", 0.01,
+                              0, True, steps=5, extra=[
+                                  "--weight-decay", "0.1", "--amsgrad", "--no-decay-norm-bias",
+                                  "--scheduler", "linear", "--start-factor", "0.5",
+                                  "--total-iters", "3"])
+        if a.case == "torch-2-sgd-step-clip":
+            return case_clip(a, tmp)
         if a.case == "ranks-4-vs-1":
             return case_ranks(a, tmp)
         if a.case == "init-bf16":

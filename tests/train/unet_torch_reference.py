@@ -3,7 +3,10 @@
 
 Writes DIR/x.npy, DIR/y.npy and DIR/init.safetensors (a seeded model and
 batch), trains the model for --steps steps with the given optimiser, and
-writes DIR/torch_losses.json and DIR/torch_final.safetensors. Safetensors
+writes DIR/torch_losses.json, DIR/torch_lrs.json (the lr of each step),
+DIR/torch_norms.json (each step's gradient norm before any clipping) and
+DIR/torch_final.safetensors. The optimiser, scheduler and clipping options
+are dtensor-train-unet's, with its defaults (PyTorch's). Safetensors
 files are read and written here with json and numpy alone (the format is
 an 8-byte header length, a JSON header, then the raw little-endian data).
 """
@@ -94,6 +97,18 @@ def main():
     p.add_argument("--optimizer", default="sgd")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--weight-decay", type=float, default=None)
+    p.add_argument("--amsgrad", action="store_true")
+    p.add_argument("--no-decay-norm-bias", action="store_true")
+    p.add_argument("--scheduler", default="none")
+    p.add_argument("--step-size", type=int)
+    p.add_argument("--gamma", type=float, default=0.1)
+    p.add_argument("--t-max", type=int)
+    p.add_argument("--eta-min", type=float, default=0.0)
+    p.add_argument("--start-factor", type=float, default=1.0 / 3)
+    p.add_argument("--end-factor", type=float, default=1.0)
+    p.add_argument("--total-iters", type=int, default=5)
+    p.add_argument("--clip-grad-norm", type=float)
     a = p.parse_args()
     n, cin, cout, h, w = (int(v) for v in a.shape.split(","))
     torch.manual_seed(a.seed)
@@ -109,19 +124,46 @@ def main():
     np.save(f"{a.out}/y.npy", y.numpy())
     write_safetensors(f"{a.out}/init.safetensors",
                       {k: v.detach().numpy() for k, v in model.named_parameters()})
-    if a.optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    params = list(model.named_parameters())
+    if a.no_decay_norm_bias:
+        # The trainer's second group: every norm weight and every bias, no decay.
+        plain = [t for n, t in params if not (n.endswith(".bias") or ".norm" in n)]
+        norm_bias = [t for n, t in params if n.endswith(".bias") or ".norm" in n]
+        groups = [{"params": plain}, {"params": norm_bias, "weight_decay": 0.0}]
     else:
-        opt = torch.optim.Adam(model.parameters(), lr=a.lr)
-    losses = []
+        groups = [{"params": [t for _, t in params]}]
+    wd = {} if a.weight_decay is None else {"weight_decay": a.weight_decay}
+    if a.optimizer == "sgd":
+        opt = torch.optim.SGD(groups, lr=a.lr, momentum=a.momentum, **wd)
+    elif a.optimizer == "rmsprop":
+        opt = torch.optim.RMSprop(groups, lr=a.lr, momentum=a.momentum, **wd)
+    elif a.optimizer == "adamw":
+        opt = torch.optim.AdamW(groups, lr=a.lr, amsgrad=a.amsgrad, **wd)
+    else:
+        opt = torch.optim.Adam(groups, lr=a.lr, amsgrad=a.amsgrad, **wd)
+    sched = None
+    if a.scheduler == "step":
+        sched = torch.optim.lr_scheduler.StepLR(opt, a.step_size, a.gamma)
+    elif a.scheduler == "cosine":
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, a.t_max, a.eta_min)
+    elif a.scheduler == "linear":
+        sched = torch.optim.lr_scheduler.LinearLR(opt, a.start_factor, a.end_factor, a.total_iters)
+    losses, lrs, norms = [], [], []
     for _ in range(a.steps):
         opt.zero_grad()
         loss = F.mse_loss(model(x), y)
         losses.append(loss.item())
         loss.backward()
+        norms.append(torch.norm(torch.stack([t.grad.norm() for t in model.parameters()])).item())
+        if a.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_grad_norm)
+        lrs.append(opt.param_groups[0]["lr"])
         opt.step()
-    with open(f"{a.out}/torch_losses.json", "w") as f:
-        json.dump(losses, f)
+        if sched is not None:
+            sched.step()
+    for name, values in (("losses", losses), ("lrs", lrs), ("norms", norms)):
+        with open(f"{a.out}/torch_{name}.json", "w") as f:
+            json.dump(values, f)
     write_safetensors(f"{a.out}/torch_final.safetensors",
                       {k: v.detach().numpy() for k, v in model.named_parameters()})
 

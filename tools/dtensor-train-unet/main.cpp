@@ -1,6 +1,8 @@
 // dtensor-train-unet: trains the U-Net of unet.h on one batch (x.npy,
-// y.npy), spatially parallel over a mesh, with autograd, an optimiser and
-// sharded checkpoints. docs/training.md describes the interface.
+// y.npy), spatially parallel over a mesh, with autograd, an optimiser (and
+// optionally parameter groups, a learning-rate schedule and gradient
+// clipping) and sharded checkpoints. docs/training.md describes the
+// interface.
 //
 // Exit codes: 0 done; 2 bad arguments or inputs (every rank finds them
 // before communicating, or the library raises the same InvalidArgument on
@@ -11,7 +13,6 @@
 #include <filesystem>
 #include <iostream>
 #include <new>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "dtensor/checkpoint/checkpoint.h"
@@ -34,6 +35,13 @@ struct Options {
   std::string optimizer;
   double lr = 0;
   double momentum = 0;
+  std::optional<double> weight_decay;
+  bool amsgrad = false;
+  bool no_decay_norm_bias = false;
+  std::string scheduler = "none";
+  std::optional<std::int64_t> step_size, t_max, total_iters;
+  std::optional<double> gamma, eta_min, start_factor, end_factor;
+  std::optional<double> clip_grad_norm;
   std::string dtype = "f32";
   std::string save, resume;
   bool json = false;
@@ -68,18 +76,76 @@ Placements default_placements(std::size_t mesh_dims) {
   return p;
 }
 
-void print_losses(const std::vector<double>& losses, std::int64_t steps) {
-  nlohmann::ordered_json j;
-  j["losses"] = nlohmann::json::array();
-  for (double l : losses)
-    j["losses"].push_back(l);
-  j["steps"] = steps;
+void print_losses(const std::vector<double>& losses, std::int64_t steps,
+                  const std::vector<double>& lrs) {
   // 17 significant digits: the doubles round-trip.
-  std::string text = "{\"losses\": [";
-  for (std::size_t i = 0; i < losses.size(); ++i)
-    text += fmt::format("{}{:.17g}", i ? ", " : "", losses[i]);
-  text += fmt::format("], \"steps\": {}}}", steps);
-  std::cout << text << std::endl;
+  const auto list = [](const std::vector<double>& v) {
+    std::string text;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      text += fmt::format("{}{:.17g}", i ? ", " : "", v[i]);
+    return text;
+  };
+  std::cout << fmt::format("{{\"losses\": [{}], \"steps\": {}, \"lrs\": [{}]}}", list(losses),
+                           steps, list(lrs))
+            << std::endl;
+}
+
+// The parameter groups: one, or with --no-decay-norm-bias a second one of
+// every norm weight and every bias (whose decay would pull a normalisation's
+// scale or an offset to zero for nothing), with weight decay 0.
+std::vector<nn::ParamGroup> param_groups(const nn::NamedParameters& params, bool split) {
+  if (!split) return {{.params = params}};
+  nn::ParamGroup decay, no_decay{.weight_decay = 0.0};
+  for (const auto& e : params) {
+    const std::string& name = e.first;
+    const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool norm = name.find(".norm") != std::string::npos;
+    (bias || norm ? no_decay : decay).params.push_back(e);
+  }
+  return {decay, no_decay};
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const Options& o,
+                                              std::vector<nn::ParamGroup> groups) {
+  if (o.optimizer == "sgd") {
+    nn::SGDOptions so;
+    so.lr = o.lr;
+    so.momentum = o.momentum;
+    so.weight_decay = o.weight_decay.value_or(0);
+    return std::make_unique<nn::SGD>(std::move(groups), so);
+  }
+  if (o.optimizer == "rmsprop") {
+    nn::RMSpropOptions ro;  // alpha 0.99, eps 1e-8: torch's defaults
+    ro.lr = o.lr;
+    ro.momentum = o.momentum;
+    ro.weight_decay = o.weight_decay.value_or(0);
+    return std::make_unique<nn::RMSprop>(std::move(groups), ro);
+  }
+  if (o.optimizer == "adamw") {
+    nn::AdamWOptions wo;  // weight decay 1e-2 unless given
+    wo.lr = o.lr;
+    wo.weight_decay = o.weight_decay.value_or(wo.weight_decay);
+    wo.amsgrad = o.amsgrad;
+    return std::make_unique<nn::AdamW>(std::move(groups), wo);
+  }
+  nn::AdamOptions ao;
+  ao.lr = o.lr;
+  ao.weight_decay = o.weight_decay.value_or(0);
+  ao.amsgrad = o.amsgrad;
+  return std::make_unique<nn::Adam>(std::move(groups), ao);
+}
+
+// torch's defaults where an option is not given (StepLR gamma 0.1; LinearLR
+// 1/3 to 1 over 5; cosine down to 0).
+std::unique_ptr<nn::LRScheduler> make_scheduler(const Options& o, nn::Optimizer& opt) {
+  if (o.scheduler == "step")
+    return std::make_unique<nn::StepLR>(opt, *o.step_size, o.gamma.value_or(0.1));
+  if (o.scheduler == "cosine")
+    return std::make_unique<nn::CosineAnnealingLR>(opt, *o.t_max, o.eta_min.value_or(0));
+  if (o.scheduler == "linear")
+    return std::make_unique<nn::LinearLR>(opt, o.start_factor.value_or(1.0 / 3),
+                                          o.end_factor.value_or(1.0), o.total_iters.value_or(5));
+  return nullptr;
 }
 
 int run(const Options& o) {
@@ -145,17 +211,9 @@ int run(const Options& o) {
           name, distribute_tensor(t.to(dtype), mesh, Placements(placements.size(), Replicate())));
     model.load_state_dict(state);
   }
-  std::unique_ptr<nn::Optimizer> opt;
-  if (o.optimizer == "sgd") {
-    nn::SGDOptions so;
-    so.lr = o.lr;
-    so.momentum = o.momentum;
-    opt = std::make_unique<nn::SGD>(model.named_parameters(), so);
-  } else {
-    nn::AdamOptions ao;
-    ao.lr = o.lr;
-    opt = std::make_unique<nn::Adam>(model.named_parameters(), ao);
-  }
+  std::unique_ptr<nn::Optimizer> opt =
+      make_optimizer(o, param_groups(model.named_parameters(), o.no_decay_norm_bias));
+  std::unique_ptr<nn::LRScheduler> scheduler = make_scheduler(o, *opt);
   if (!o.resume.empty()) {
     // Parameters and optimiser state onto this run's mesh (replicated, as the
     // parameters are), whatever wrote them: the fresh optimiser's
@@ -171,11 +229,17 @@ int run(const Options& o) {
       (name.rfind("optim.", 0) == 0 ? optim : params).emplace_back(name, t);
     model.load_state_dict(params);
     opt->load_state_dict(optim);
+    // The schedule is a function of the steps taken (one scheduler step per
+    // optimiser step), so it is replayed rather than saved: the resumed run
+    // uses the lrs the unbroken one would.
+    if (scheduler)
+      for (std::int64_t i = 0; i < opt->steps_taken(); ++i)
+        scheduler->step();
   }
 
   const DTensor x = distribute_tensor(X, mesh, placements);
   const DTensor y = distribute_tensor(Y, mesh, placements);
-  std::vector<double> losses;
+  std::vector<double> losses, lrs;
   for (std::int64_t step = 0; step < o.steps; ++step) {
     const DTensor loss = mse_loss(model(x), y);
     losses.push_back(loss.to_local().item_flat(0));
@@ -183,8 +247,11 @@ int run(const Options& o) {
       std::cout << fmt::format("step {} loss {:.10g}", opt->steps_taken() + 1, losses.back())
                 << std::endl;
     backward(loss);
+    if (o.clip_grad_norm) nn::clip_grad_norm_(model.parameters(), *o.clip_grad_norm);
+    lrs.push_back(opt->lr());  // every group has the same lr
     opt->step();
     opt->zero_grad();
+    if (scheduler) scheduler->step();
   }
   if (!o.save.empty()) {
     nn::NamedDTensors state = model.state_dict();
@@ -192,7 +259,7 @@ int run(const Options& o) {
       state.push_back(e);
     save_checkpoint(state, o.save);
   }
-  if (o.json && get_rank() == 0) print_losses(losses, o.steps);
+  if (o.json && get_rank() == 0) print_losses(losses, o.steps, lrs);
   destroy_process_group();
   return 0;
 }
@@ -214,15 +281,41 @@ int main(int argc, char** argv) {
   app.add_option("--groups", o.groups, "GroupNorm's number of groups");
   auto* seed = app.add_option("--seed", o.seed, "seed of the initialisation (with --base)");
   app.add_option("--steps", o.steps, "optimiser steps")->required()->check(CLI::NonNegativeNumber);
-  app.add_option("--optimizer", o.optimizer, "sgd or adam")
+  app.add_option("--optimizer", o.optimizer, "sgd, adam, adamw or rmsprop")
       ->required()
-      ->check(CLI::IsMember({"sgd", "adam"}));
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}));
   app.add_option("--lr", o.lr, "learning rate")->required()->check(CLI::NonNegativeNumber);
-  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::NonNegativeNumber);
+  app.add_option("--momentum", o.momentum, "SGD's or RMSprop's momentum")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--weight-decay", o.weight_decay,
+                 "weight decay (default 0; adamw: 1e-2, decoupled)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--amsgrad", o.amsgrad, "Adam's / AdamW's amsgrad variant");
+  app.add_flag("--no-decay-norm-bias", o.no_decay_norm_bias,
+               "a second parameter group: every norm weight and bias, weight decay 0");
+  app.add_option("--scheduler", o.scheduler,
+                 "none, step, cosine or linear (stepped after each step)")
+      ->check(CLI::IsMember({"none", "step", "cosine", "linear"}));
+  app.add_option("--step-size", o.step_size, "StepLR: decay every N steps (required with step)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gamma", o.gamma, "StepLR: the decay factor (default 0.1)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--t-max", o.t_max, "CosineAnnealingLR: the half period (required with cosine)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--eta-min", o.eta_min, "CosineAnnealingLR: the lowest lr (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--start-factor", o.start_factor, "LinearLR: the first factor (default 1/3)");
+  app.add_option("--end-factor", o.end_factor, "LinearLR: the last factor (default 1)");
+  app.add_option("--total-iters", o.total_iters, "LinearLR: steps to the last factor (default 5)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--clip-grad-norm", o.clip_grad_norm,
+                 "clip the gradients' total 2-norm to X before each step")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--dtype", o.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
   app.add_option("--save", o.save, "write the sharded checkpoint here after the last step");
   app.add_option("--resume", o.resume, "continue from such a checkpoint");
-  app.add_flag("--json", o.json, "last line of rank 0's stdout: {\"losses\": [...], \"steps\": N}");
+  app.add_flag("--json", o.json,
+               "last line of rank 0's stdout: {\"losses\": [...], \"steps\": N, \"lrs\": [...]}");
   init->excludes(base);
   base->excludes(init);
   seed->needs(base);
@@ -231,10 +324,30 @@ int main(int argc, char** argv) {
     if (o.init.empty() && !o.base && o.resume.empty())
       throw CLI::ValidationError("--init", "give --init FILE or --base B (or --resume DIR)");
     if (o.base && *o.base < 1) throw CLI::ValidationError("--base", "must be at least 1");
-    // Adam has no momentum parameter: ignoring one would run another
-    // optimiser than the user asked for.
-    if (o.optimizer == "adam" && app.count("--momentum") > 0)
-      throw CLI::ValidationError("--momentum", "is SGD's; --optimizer adam takes none");
+    // An option the chosen optimiser or scheduler does not read would be
+    // ignored, running something else than the user asked for.
+    if ((o.optimizer == "adam" || o.optimizer == "adamw") && app.count("--momentum") > 0)
+      throw CLI::ValidationError(
+          "--momentum",
+          fmt::format("is SGD's and RMSprop's; --optimizer {} takes none", o.optimizer));
+    if (o.amsgrad && o.optimizer != "adam" && o.optimizer != "adamw")
+      throw CLI::ValidationError(
+          "--amsgrad", fmt::format("is Adam's and AdamW's; --optimizer {} has none", o.optimizer));
+    const std::pair<const char*, const char*> scheduler_options[] = {
+        {"--step-size", "step"},    {"--gamma", "step"},          {"--t-max", "cosine"},
+        {"--eta-min", "cosine"},    {"--start-factor", "linear"}, {"--end-factor", "linear"},
+        {"--total-iters", "linear"}};
+    for (const auto& [option, scheduler] : scheduler_options)
+      if (app.count(option) > 0 && o.scheduler != scheduler)
+        throw CLI::ValidationError(option, fmt::format("needs --scheduler {}", scheduler));
+    if (o.scheduler == "step" && !o.step_size)
+      throw CLI::ValidationError("--step-size", "is required with --scheduler step");
+    if (o.scheduler == "cosine" && !o.t_max)
+      throw CLI::ValidationError("--t-max", "is required with --scheduler cosine");
+    if (o.start_factor && !(*o.start_factor > 0 && *o.start_factor <= 1))
+      throw CLI::ValidationError("--start-factor", "must be in (0, 1]");
+    if (o.end_factor && !(*o.end_factor >= 0 && *o.end_factor <= 1))
+      throw CLI::ValidationError("--end-factor", "must be in [0, 1]");
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }

@@ -1,0 +1,83 @@
+// The kernel slots of the optimisers' updates (torch.optim's single-tensor
+// formulas, operation for operation) and of gradient clipping. nn/ keeps the
+// state, the parameter groups and the placements; these do the arithmetic
+// on one rank's shard, in place.
+//
+// Every tensor of one call is contiguous, of the slot's dtype and device and
+// of one shape. The hyper-parameters are doubles, converted to the data's
+// type where PyTorch multiplies a tensor by a Python float (which it also
+// does in the tensor's type), so f64 results equal PyTorch's to rounding.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/ops/kernel.h"
+
+namespace dtensor::kernels {
+
+/// torch.optim.SGD: g = grad + weight_decay * param; with a momentum buffer
+/// buf = fresh_buffer ? g : momentum * buf + (1 - dampening) * g and
+/// g = nesterov ? g + momentum * buf : buf; then param -= lr * g.
+struct SgdArgs {
+  Tensor param;                           // in, out
+  Tensor grad;                            // in
+  std::optional<Tensor> momentum_buffer;  // in, out; none without momentum
+  bool fresh_buffer = false;              // the first step with momentum: buf = g
+  double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+
+/// torch.optim.Adam and AdamW at step `step` (from 1): weight decay added to
+/// the gradient, or decoupled (param *= 1 - lr * weight_decay); the moments
+/// exp_avg, exp_avg_sq; with amsgrad max_exp_avg_sq = max(max_exp_avg_sq,
+/// exp_avg_sq) normalises instead of exp_avg_sq.
+struct AdamArgs {
+  Tensor param;                          // in, out
+  Tensor grad;                           // in
+  Tensor exp_avg, exp_avg_sq;            // in, out
+  std::optional<Tensor> max_exp_avg_sq;  // in, out; amsgrad only
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool decoupled_weight_decay = false;
+  std::int64_t step = 1;
+};
+
+/// torch.optim.RMSprop: square_avg = alpha * square_avg + (1 - alpha) g^2;
+/// centered: grad_avg = alpha * grad_avg + (1 - alpha) g and the average is
+/// sqrt(square_avg - grad_avg^2), else sqrt(square_avg); plus eps. With a
+/// momentum buffer buf = momentum * buf + g / avg and param -= lr * buf,
+/// else param -= lr * g / avg.
+struct RmspropArgs {
+  Tensor param;                           // in, out
+  Tensor grad;                            // in
+  Tensor square_avg;                      // in, out
+  std::optional<Tensor> grad_avg;         // in, out; centered only
+  std::optional<Tensor> momentum_buffer;  // in, out; momentum > 0 only
+  double lr = 0, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0;
+};
+
+/// The shard's part of a p-norm: sum |x|^p (p = 2: the sum of squares), or
+/// max |x| for p = infinity, as a 0-d f64 CPU tensor whatever the dtype and
+/// device (summed in the data's type in blocks and across blocks in f64).
+/// An empty shard gives 0.
+struct NormPartArgs {
+  Tensor input;
+  double norm_type = 2;
+  Tensor result;  // out, 0-d f64 CPU
+};
+
+/// tensor *= scale, in place (the scale rounded to the data's type first,
+/// as PyTorch's mul_ by a 0-d tensor of that type does).
+struct ScaleInPlaceArgs {
+  Tensor tensor;  // in, out
+  double scale = 1;
+};
+
+inline constexpr KernelSlot<SgdArgs> kSgd{"optim.sgd"};
+inline constexpr KernelSlot<AdamArgs> kAdam{"optim.adam"};
+inline constexpr KernelSlot<RmspropArgs> kRmsprop{"optim.rmsprop"};
+inline constexpr KernelSlot<NormPartArgs> kNormPart{"optim.norm_part"};
+inline constexpr KernelSlot<ScaleInPlaceArgs> kScaleInPlace{"optim.scale_in_place"};
+
+}  // namespace dtensor::kernels
