@@ -1,0 +1,175 @@
+// The CUDA kernels of the library's kernel slots (dtensor/ops/kernels/*.h)
+// against the CPU kernels of the same slots on the same random inputs: the
+// CPU kernels are tested against naive f64 loops (tests/ops), so agreeing
+// with them within the dtype's tolerance (tests/ops/kernel_oracle.h) is the
+// contract. Without a CUDA device each test prints why it skipped and passes
+// (DTENSOR_REQUIRE_GPU=1 makes that a failure, as in gpu_tests.cpp).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/ops/kernels/norm.h"
+#include "tests/ops/kernel_oracle.h"
+
+using namespace dtensor;
+using testing_kernels::tolerance;
+using testing_kernels::values;
+
+namespace {
+
+bool gpu_or_skip() {
+  if (cuda::device_count() >= 1) return true;
+  const std::string why = cuda::unavailable_reason();
+  const char* req = std::getenv("DTENSOR_REQUIRE_GPU");
+  if (req && std::string(req) == "1") FAIL("GPU required (DTENSOR_REQUIRE_GPU=1): " << why);
+  WARN("skipped, no GPU: " << why);
+  return false;
+}
+
+const DType kDTypes[] = {DType::F64, DType::F32, DType::BF16, DType::F16};
+
+Tensor gpu(const Tensor& t) {
+  return t.defined() ? t.to(Device::cuda(0)) : t;
+}
+
+// Uniform in [lo, hi) of dtype `dt` on the host.
+Tensor random(const Shape& shape, DType dt, std::uint64_t seed, double lo = -1, double hi = 1) {
+  const Tensor u = Tensor::rand(shape, DType::F64, seed);
+  Tensor out = Tensor::empty(shape, DType::F64);
+  for (std::int64_t i = 0; i < u.numel(); ++i)
+    out.data<double>()[i] = lo + (u.data<double>()[i] + 1) / 2 * (hi - lo);
+  return out.to(dt);
+}
+
+// The CUDA kernel's result (any device) against the CPU kernel's: every
+// element within the dtype's tolerance, relative to the larger of 1 and the
+// CPU result's largest magnitude (statistics and sums are sums of many terms).
+// NaN must meet NaN.
+void check_close(const Tensor& from_gpu, const Tensor& from_cpu, DType dt,
+                 const std::string& what) {
+  const auto g = values(from_gpu.to(Device::cpu())), c = values(from_cpu);
+  REQUIRE(g.size() == c.size());
+  double scale = 1;
+  for (double v : c)
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (std::isnan(c[i]) || std::isnan(g[i])) {
+      INFO(what << " (" << dtype_name(dt) << ") element " << i << ": " << g[i] << " vs " << c[i]);
+      CHECK(std::isnan(c[i]) == std::isnan(g[i]));
+      continue;
+    }
+    const double e = c[i] == g[i] ? 0.0 : std::abs(g[i] - c[i]) / scale;
+    if (e > worst) {
+      worst = e;
+      at = i;
+    }
+  }
+  INFO(what << " (" << dtype_name(dt) << "): worst at element " << at << ", relative error "
+            << worst);
+  CHECK(worst <= tolerance(dt));
+}
+
+}  // namespace
+
+TEST_CASE("gpu kernels: the norm.* slots on CUDA match the CPU kernels", "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  struct Case {
+    const char* name;
+    kernels::NormLayout L;
+    bool weight, bias;
+  };
+  std::vector<Case> cases;
+  {
+    kernels::NormLayout bn;  // batch_norm: one statistic per channel
+    bn.n = 3, bn.c = 5, bn.s = 37;
+    cases.push_back({"batch_norm", bn, true, true});
+    kernels::NormLayout gn;  // group_norm: 2 groups of 3 channels
+    gn.n = 2, gn.c = 6, gn.s = 300, gn.stats_per_sample = 2, gn.group_size = 3;
+    cases.push_back({"group_norm", gn, true, false});
+    kernels::NormLayout in;  // instance_norm, no affine
+    in.n = 2, in.c = 4, in.s = 1000, in.stats_per_sample = 4, in.group_size = 1;
+    cases.push_back({"instance_norm", in, false, false});
+    kernels::NormLayout ln;  // layer_norm: per-element affine
+    ln.n = 4, ln.c = 3, ln.s = 20, ln.stats_per_sample = 1, ln.group_size = 3;
+    ln.elementwise_affine = true;
+    cases.push_back({"layer_norm", ln, true, true});
+  }
+  std::uint64_t seed = 1;
+  for (DType dt : kDTypes)
+    for (const Case& k : cases) {
+      const kernels::NormLayout& L = k.L;
+      const std::string what = std::string(k.name) + " ";
+      const Shape shape{L.n, L.c, L.s};
+      // An offset mean: the moments must not be sum(x^2) - n mean^2.
+      const Tensor X = random(shape, dt, seed++, 2.0, 5.0), DY = random(shape, dt, seed++);
+      const Tensor W = k.weight ? random({L.params()}, dt, seed++, 0.5, 1.5) : Tensor();
+      const Tensor B = k.bias ? random({L.params()}, dt, seed++) : Tensor();
+      const DeviceType cpu = DeviceType::CPU, cu = DeviceType::CUDA;
+
+      Tensor m_cpu = Tensor::empty({L.stats(), 3}, DType::F64);
+      Tensor m_gpu = Tensor::empty({L.stats(), 3}, DType::F64);
+      run_kernel(kernels::kNormMoments, cpu, dt, {X, L, m_cpu});
+      run_kernel(kernels::kNormMoments, cu, dt, {gpu(X), L, m_gpu});
+      check_close(m_gpu, m_cpu, dt, what + "norm.moments");
+
+      Tensor mean = Tensor::empty({L.stats()}, DType::F64);
+      Tensor invstd = Tensor::empty({L.stats()}, DType::F64);
+      Tensor mg = random({L.stats()}, DType::F64, seed++);
+      Tensor mgx = random({L.stats()}, DType::F64, seed++);
+      for (std::int64_t st = 0; st < L.stats(); ++st) {
+        const double* m = m_cpu.data<double>() + 3 * st;
+        mean.data<double>()[st] = m[1];
+        invstd.data<double>()[st] = 1.0 / std::sqrt(m[2] / m[0] + 1e-5);
+      }
+
+      for (bool relu : {false, true}) {
+        kernels::NormApplyArgs a{X, L, mean, invstd, W, B, relu, Tensor::empty(shape, dt)};
+        kernels::NormApplyArgs b{gpu(X), L,      mean, invstd,
+                                 gpu(W), gpu(B), relu, Tensor::empty(shape, dt, Device::cuda(0))};
+        run_kernel(kernels::kNormApply, cpu, dt, a);
+        run_kernel(kernels::kNormApply, cu, dt, b);
+        check_close(b.y, a.y, dt, what + "norm.apply" + (relu ? " relu" : ""));
+      }
+
+      Tensor p_cpu = Tensor::empty({L.stats(), 5}, DType::F64);
+      Tensor p_gpu = Tensor::empty({L.stats(), 5}, DType::F64);
+      run_kernel(kernels::kNormBackwardReduce, cpu, dt, {DY, X, L, W, p_cpu});
+      run_kernel(kernels::kNormBackwardReduce, cu, dt, {gpu(DY), gpu(X), L, gpu(W), p_gpu});
+      check_close(p_gpu, p_cpu, dt, what + "norm.backward_reduce");
+
+      for (bool batch_stats : {true, false}) {
+        const auto args = [&](bool on_gpu) {
+          kernels::NormBackwardApplyArgs b;
+          b.grad_output = on_gpu ? gpu(DY) : DY;
+          b.x = on_gpu ? gpu(X) : X;
+          b.layout = L;
+          b.mean = mean;
+          b.invstd = invstd;
+          b.weight = on_gpu ? gpu(W) : W;
+          if (batch_stats) {
+            b.mean_g = mg;
+            b.mean_gxhat = mgx;
+          }
+          b.grad_input = Tensor::empty(shape, dt, on_gpu ? Device::cuda(0) : Device::cpu());
+          b.grad_weight = Tensor::empty({L.params()}, DType::F64);
+          b.grad_bias = Tensor::empty({L.params()}, DType::F64);
+          return b;
+        };
+        const kernels::NormBackwardApplyArgs c = args(false), g = args(true);
+        run_kernel(kernels::kNormBackwardApply, cpu, dt, c);
+        run_kernel(kernels::kNormBackwardApply, cu, dt, g);
+        const std::string tag = what + "norm.backward_apply" + (batch_stats ? "" : " eval");
+        check_close(g.grad_input, c.grad_input, dt, tag + " grad_input");
+        check_close(g.grad_weight, c.grad_weight, dt, tag + " grad_weight");
+        check_close(g.grad_bias, c.grad_bias, dt, tag + " grad_bias");
+      }
+    }
+  cuda::synchronize();
+}
