@@ -11,6 +11,8 @@ void register_pointwise_kernels();
 /// The CUDA kernels of the kernel slots (dtensor/ops/kernels/*.h): the
 /// normalisations (norm_kernels.cpp).
 void register_norm_kernels();
+/// The pools (pool_kernels.cpp).
+void register_pool_kernels();
 /// cuDNN as the LocalConvKernels of CUDA tensors (cudnn_conv.cpp).
 void register_cudnn_conv_kernels();
 }  // namespace dtensor::cuda_backend

@@ -14,6 +14,7 @@
 
 #include "dtensor/dtensor.h"
 #include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/kernels/pool.h"
 #include "tests/ops/kernel_oracle.h"
 
 using namespace dtensor;
@@ -76,7 +77,99 @@ void check_close(const Tensor& from_gpu, const Tensor& from_cpu, DType dt,
   CHECK(worst <= tolerance(dt));
 }
 
+// Pool taps of one dim: output o reads o * stride - pad + k * dilation for
+// k < kernel, the positions inside [0, window) only (as tests/ops).
+kernels::PoolTaps sliding(std::int64_t window, std::int64_t kernel, std::int64_t stride,
+                          std::int64_t pad, std::int64_t dilation) {
+  kernels::PoolTaps t;
+  const std::int64_t span = (kernel - 1) * dilation + 1;
+  for (std::int64_t o = 0; o * stride - pad + span <= window + pad; ++o) {
+    std::vector<std::int64_t> taps;
+    for (std::int64_t k = 0; k < kernel; ++k) {
+      const std::int64_t i = o * stride - pad + k * dilation;
+      if (i >= 0 && i < window) taps.push_back(i);
+    }
+    t.taps.push_back(taps);
+    t.padded_size.push_back(kernel);
+  }
+  return t;
+}
+
+// Values on a coarse grid (ties for max_pool's first-maximum rule), with NaN
+// and -inf sprinkled in when `specials`.
+Tensor grid_values(const Shape& shape, DType dt, std::uint64_t seed, bool specials) {
+  const Tensor u = Tensor::rand(shape, DType::F64, seed);
+  Tensor t = Tensor::empty(shape, DType::F64);
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    p[i] = std::round(u.data<double>()[i] * 3) * 0.5;
+    if (specials && i % 17 == 5) p[i] = std::nan("");
+    if (specials && i % 13 == 7) p[i] = -INFINITY;
+  }
+  return t.to(dt);
+}
+
 }  // namespace
+
+TEST_CASE("gpu kernels: the pool.* slots on CUDA match the CPU kernels", "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  struct Case {
+    Shape window;
+    std::vector<kernels::PoolTaps> dims;
+  };
+  const std::vector<Case> cases{
+      {{2, 3, 8, 16}, {sliding(8, 2, 2, 0, 1), sliding(16, 2, 2, 0, 1)}},  // a U-Net's
+      {{1, 2, 7, 9}, {sliding(7, 3, 1, 0, 1), sliding(9, 3, 1, 0, 1)}},    // overlapping
+      {{1, 2, 9, 11}, {sliding(9, 2, 3, 0, 2), sliding(11, 3, 2, 0, 2)}},  // dilated
+      {{2, 2, 7, 10}, {sliding(7, 3, 2, 1, 1), sliding(10, 3, 2, 1, 1)}},  // padded
+      {{2, 3, 21}, {sliding(21, 4, 3, 2, 1)}},                             // 1-d
+      {{1, 2, 5, 6, 7},
+       {sliding(5, 2, 2, 0, 1), sliding(6, 3, 2, 1, 1), sliding(7, 2, 1, 1, 2)}}};  // 3-d
+  const DeviceType cpu = DeviceType::CPU, cu = DeviceType::CUDA;
+  std::uint64_t seed = 100;
+  for (DType dt : kDTypes)
+    for (const Case& k : cases) {
+      const Shape out_shape = kernels::pool_output_shape(k.window, k.dims);
+      const std::string what = "pool over " + shape_str(k.window) + " ";
+      for (bool specials : {false, true}) {
+        const Tensor X = grid_values(k.window, dt, seed++, specials);
+        kernels::MaxPoolForwardArgs f{X, k.dims, Tensor::empty(out_shape, dt)};
+        kernels::MaxPoolForwardArgs fg{gpu(X), k.dims,
+                                       Tensor::empty(out_shape, dt, Device::cuda(0))};
+        run_kernel(kernels::kMaxPoolForward, cpu, dt, f);
+        run_kernel(kernels::kMaxPoolForward, cu, dt, fg);
+        check_close(fg.output, f.output, dt, what + "pool.max_forward");
+
+        const Tensor GY = random(out_shape, dt, seed++);
+        kernels::MaxPoolBackwardArgs b{X, GY, k.dims, Tensor::empty(k.window, dt)};
+        kernels::MaxPoolBackwardArgs bg{gpu(X), gpu(GY), k.dims,
+                                        Tensor::empty(k.window, dt, Device::cuda(0))};
+        run_kernel(kernels::kMaxPoolBackward, cpu, dt, b);
+        run_kernel(kernels::kMaxPoolBackward, cu, dt, bg);
+        check_close(bg.grad_window, b.grad_window, dt, what + "pool.max_backward");
+      }
+      const std::vector<kernels::AvgDivisor> rules{
+          {true, std::nullopt}, {false, std::nullopt}, {true, 5}};
+      for (const kernels::AvgDivisor& rule : rules) {
+        const Tensor X = random(k.window, dt, seed++);
+        kernels::AvgPoolForwardArgs f{X, k.dims, rule, Tensor::empty(out_shape, dt)};
+        kernels::AvgPoolForwardArgs fg{gpu(X), k.dims, rule,
+                                       Tensor::empty(out_shape, dt, Device::cuda(0))};
+        run_kernel(kernels::kAvgPoolForward, cpu, dt, f);
+        run_kernel(kernels::kAvgPoolForward, cu, dt, fg);
+        check_close(fg.output, f.output, dt, what + "pool.avg_forward");
+
+        const Tensor GY = random(out_shape, dt, seed++);
+        kernels::AvgPoolBackwardArgs b{GY, k.dims, rule, Tensor::empty(k.window, dt)};
+        kernels::AvgPoolBackwardArgs bg{gpu(GY), k.dims, rule,
+                                        Tensor::empty(k.window, dt, Device::cuda(0))};
+        run_kernel(kernels::kAvgPoolBackward, cpu, dt, b);
+        run_kernel(kernels::kAvgPoolBackward, cu, dt, bg);
+        check_close(bg.grad_window, b.grad_window, dt, what + "pool.avg_backward");
+      }
+    }
+  cuda::synchronize();
+}
 
 TEST_CASE("gpu kernels: the norm.* slots on CUDA match the CPU kernels", "[cuda][gpu][kernels]") {
   if (!gpu_or_skip()) return;
