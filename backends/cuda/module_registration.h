@@ -13,6 +13,10 @@ void register_pointwise_kernels();
 void register_norm_kernels();
 /// The pools (pool_kernels.cpp).
 void register_pool_kernels();
+/// The per-channel bias and sums (channel_kernels.cpp).
+void register_channel_kernels();
+/// The losses (loss_kernels.cpp).
+void register_loss_kernels();
 /// cuDNN as the LocalConvKernels of CUDA tensors (cudnn_conv.cpp).
 void register_cudnn_conv_kernels();
 }  // namespace dtensor::cuda_backend

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "dtensor/ops/kernels/channel.h"
+#include "dtensor/ops/kernels/loss.h"
 #include "dtensor/ops/kernels/norm.h"
 #include "dtensor/ops/kernels/pool.h"
 #include "tests/ops/kernel_oracle.h"
@@ -263,6 +265,64 @@ TEST_CASE("gpu kernels: the norm.* slots on CUDA match the CPU kernels", "[cuda]
         check_close(g.grad_weight, c.grad_weight, dt, tag + " grad_weight");
         check_close(g.grad_bias, c.grad_bias, dt, tag + " grad_bias");
       }
+    }
+  cuda::synchronize();
+}
+
+TEST_CASE("gpu kernels: the channel.* slots on CUDA match the CPU kernels",
+          "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  const DeviceType cpu = DeviceType::CPU, cu = DeviceType::CUDA;
+  std::uint64_t seed = 200;
+  for (DType dt : kDTypes)
+    for (const Shape& shape : {Shape{2, 5, 7, 9}, Shape{3, 4, 1000}, Shape{1, 3, 2, 3, 4}}) {
+      const std::string what = "channel over " + shape_str(shape) + " ";
+      const Tensor Y = random(shape, dt, seed++), B = random({shape[1]}, dt, seed++);
+      Tensor y_cpu = Y.clone(), y_gpu = gpu(Y);
+      run_kernel(kernels::kChannelBias, cpu, dt, {y_cpu, B});
+      run_kernel(kernels::kChannelBias, cu, dt, {y_gpu, gpu(B)});
+      check_close(y_gpu, y_cpu, dt, what + "channel.add_bias");
+
+      Tensor s_cpu = Tensor::empty({shape[1]}, DType::F64);
+      Tensor s_gpu = Tensor::empty({shape[1]}, DType::F64);
+      run_kernel(kernels::kChannelSums, cpu, dt, {Y, s_cpu});
+      run_kernel(kernels::kChannelSums, cu, dt, {gpu(Y), s_gpu});
+      check_close(s_gpu, s_cpu, dt, what + "channel.sums");
+    }
+  cuda::synchronize();
+}
+
+TEST_CASE("gpu kernels: the loss.* slots on CUDA match the CPU kernels", "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  const DeviceType cpu = DeviceType::CPU, cu = DeviceType::CUDA;
+  std::uint64_t seed = 300;
+  for (DType dt : kDTypes)
+    for (const Shape& shape : {Shape{2, 3, 5, 7}, Shape{4, 10, 3000}, Shape{1, 1, 1}}) {
+      const std::string what = "loss over " + shape_str(shape) + " ";
+      const Tensor X = random(shape, dt, seed++, -3, 3), T = random(shape, dt, seed++, 0, 1);
+
+      Tensor sum_cpu = Tensor::empty({}, DType::F64), sum_gpu = Tensor::empty({}, DType::F64);
+      run_kernel(kernels::kMseLoss, cpu, dt, {X, T, sum_cpu});
+      run_kernel(kernels::kMseLoss, cu, dt, {gpu(X), gpu(T), sum_gpu});
+      check_close(sum_gpu, sum_cpu, dt, what + "loss.mse");
+
+      kernels::MseLossBackwardArgs mb{X, T, 0.25, Tensor::empty(shape, dt)};
+      kernels::MseLossBackwardArgs mbg{gpu(X), gpu(T), 0.25,
+                                       Tensor::empty(shape, dt, Device::cuda(0))};
+      run_kernel(kernels::kMseLossBackward, cpu, dt, mb);
+      run_kernel(kernels::kMseLossBackward, cu, dt, mbg);
+      check_close(mbg.grad_input, mb.grad_input, dt, what + "loss.mse_backward");
+
+      run_kernel(kernels::kCrossEntropy, cpu, dt, {X, T, sum_cpu});
+      run_kernel(kernels::kCrossEntropy, cu, dt, {gpu(X), gpu(T), sum_gpu});
+      check_close(sum_gpu, sum_cpu, dt, what + "loss.cross_entropy");
+
+      kernels::CrossEntropyBackwardArgs cb{X, T, 0.5, Tensor::empty(shape, dt)};
+      kernels::CrossEntropyBackwardArgs cbg{gpu(X), gpu(T), 0.5,
+                                            Tensor::empty(shape, dt, Device::cuda(0))};
+      run_kernel(kernels::kCrossEntropyBackward, cpu, dt, cb);
+      run_kernel(kernels::kCrossEntropyBackward, cu, dt, cbg);
+      check_close(cbg.grad_input, cb.grad_input, dt, what + "loss.cross_entropy_backward");
     }
   cuda::synchronize();
 }
