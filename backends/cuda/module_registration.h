@@ -17,6 +17,8 @@ void register_pool_kernels();
 void register_channel_kernels();
 /// The losses (loss_kernels.cpp).
 void register_loss_kernels();
+/// Upsample (upsample_kernels.cpp).
+void register_upsample_kernels();
 /// cuDNN as the LocalConvKernels of CUDA tensors (cudnn_conv.cpp).
 void register_cudnn_conv_kernels();
 }  // namespace dtensor::cuda_backend

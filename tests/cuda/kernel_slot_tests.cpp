@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "dtensor/ops/kernels/loss.h"
 #include "dtensor/ops/kernels/norm.h"
 #include "dtensor/ops/kernels/pool.h"
+#include "dtensor/ops/kernels/upsample.h"
 #include "tests/ops/kernel_oracle.h"
 
 using namespace dtensor;
@@ -109,6 +111,23 @@ Tensor grid_values(const Shape& shape, DType dt, std::uint64_t seed, bool specia
     if (specials && i % 13 == 7) p[i] = -INFINITY;
   }
   return t.to(dt);
+}
+
+// Random taps of one dim of an interpolation (as tests/ops): any positions
+// of the window, weights in [-1, 1).
+kernels::ResampleTaps random_taps(std::mt19937& rng, std::int64_t window, std::int64_t outputs,
+                                  int taps) {
+  std::uniform_int_distribution<std::int64_t> pos(0, window - 1);
+  std::uniform_real_distribution<double> weight(-1.0, 1.0);
+  kernels::ResampleTaps t;
+  t.taps = taps;
+  for (std::int64_t o = 0; o < outputs; ++o) {
+    t.i0.push_back(pos(rng));
+    t.i1.push_back(pos(rng));
+    t.w0.push_back(weight(rng));
+    t.w1.push_back(taps == 2 ? weight(rng) : 0.0);
+  }
+  return t;
 }
 
 }  // namespace
@@ -324,5 +343,38 @@ TEST_CASE("gpu kernels: the loss.* slots on CUDA match the CPU kernels", "[cuda]
       run_kernel(kernels::kCrossEntropyBackward, cu, dt, cbg);
       check_close(cbg.grad_input, cb.grad_input, dt, what + "loss.cross_entropy_backward");
     }
+  cuda::synchronize();
+}
+
+TEST_CASE("gpu kernels: the upsample.* slots on CUDA match the CPU kernels",
+          "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  const DeviceType cpu = DeviceType::CPU, cu = DeviceType::CUDA;
+  std::mt19937 rng(7);
+  std::uint64_t seed = 400;
+  for (DType dt : kDTypes)
+    for (int taps : {1, 2})
+      for (const Shape& window : {Shape{2, 3, 9}, Shape{1, 2, 5, 6}, Shape{2, 2, 3, 4, 5}}) {
+        std::vector<kernels::ResampleTaps> dims;
+        for (std::size_t d = 2; d < window.size(); ++d)
+          dims.push_back(random_taps(rng, window[d], 2 * window[d] + 1, taps));
+        const Shape out_shape = kernels::resample_output_shape(window, dims);
+        const std::string what =
+            std::string(taps == 1 ? "nearest" : "linear") + " over " + shape_str(window) + " ";
+        const Tensor X = random(window, dt, seed++);
+        kernels::UpsampleForwardArgs f{X, dims, Tensor::empty(out_shape, dt)};
+        kernels::UpsampleForwardArgs fg{gpu(X), dims,
+                                        Tensor::empty(out_shape, dt, Device::cuda(0))};
+        run_kernel(kernels::kUpsampleForward, cpu, dt, f);
+        run_kernel(kernels::kUpsampleForward, cu, dt, fg);
+        check_close(fg.output, f.output, dt, what + "upsample.forward");
+
+        const Tensor GY = random(out_shape, dt, seed++);
+        kernels::UpsampleBackwardArgs b{GY, dims, Tensor::empty(window, dt)};
+        kernels::UpsampleBackwardArgs bg{gpu(GY), dims, Tensor::empty(window, dt, Device::cuda(0))};
+        run_kernel(kernels::kUpsampleBackward, cpu, dt, b);
+        run_kernel(kernels::kUpsampleBackward, cu, dt, bg);
+        check_close(bg.grad_window, b.grad_window, dt, what + "upsample.backward");
+      }
   cuda::synchronize();
 }
