@@ -13,6 +13,11 @@ DTENSOR_MODULE_EXPORT const char* DTENSOR_DEVICE_MODULE_VERSION_FN() {
 DTENSOR_MODULE_EXPORT void DTENSOR_DEVICE_MODULE_REGISTER_FN() {
   dtensor::cuda_backend::register_device_ops_and_allocator();
   dtensor::cuda_backend::register_pointwise_kernels();
+  dtensor::cuda_backend::register_norm_kernels();
+  dtensor::cuda_backend::register_pool_kernels();
+  dtensor::cuda_backend::register_channel_kernels();
+  dtensor::cuda_backend::register_loss_kernels();
+  dtensor::cuda_backend::register_upsample_kernels();
   dtensor::cuda_backend::register_cudnn_conv_kernels();
   dtensor::nccl_backend::register_nccl_backend();
 }

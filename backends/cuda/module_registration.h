@@ -8,6 +8,17 @@ namespace dtensor::cuda_backend {
 void register_device_ops_and_allocator();
 /// The pointwise operators' CUDA kernels (pointwise_kernels.cpp).
 void register_pointwise_kernels();
+/// The CUDA kernels of the kernel slots (dtensor/ops/kernels/*.h): the
+/// normalisations (norm_kernels.cpp).
+void register_norm_kernels();
+/// The pools (pool_kernels.cpp).
+void register_pool_kernels();
+/// The per-channel bias and sums (channel_kernels.cpp).
+void register_channel_kernels();
+/// The losses (loss_kernels.cpp).
+void register_loss_kernels();
+/// Upsample (upsample_kernels.cpp).
+void register_upsample_kernels();
 /// cuDNN as the LocalConvKernels of CUDA tensors (cudnn_conv.cpp).
 void register_cudnn_conv_kernels();
 }  // namespace dtensor::cuda_backend

@@ -1,0 +1,40 @@
+// What the CUDA kernels of the library's kernel slots (norm, pool, channel,
+// loss, upsample: dtensor/ops/kernels/*.h) share on the host: the element
+// type of a tensor, and the small host <-> device transfers their contracts
+// need (tap tables and statistics up, f64 sums and statistics down). Each
+// transfer is a synchronous copy on the library's stream (Tensor::to), so a
+// result handed back on the host is final; their cost is a round trip per
+// call, small beside the kernels on a U-Net's blocks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/cuda/elementwise.h"
+#include "dtensor/core/tensor.h"
+
+namespace dtensor::cuda_backend {
+
+inline ElemType elem_type_of(DType t) {
+  return static_cast<ElemType>(static_cast<int>(t));  // values match, see elementwise.h
+}
+
+/// `values` as an f64 tensor on CUDA device `device`.
+Tensor upload_f64(const std::vector<double>& values, int device);
+/// `values` on CUDA device `device`, as the bits of an f64 tensor (the kernels
+/// read its data as int64).
+Tensor upload_i64(const std::vector<std::int64_t>& values, int device);
+/// An f64 tensor (CPU or CUDA) on `device`; undefined stays undefined.
+Tensor f64_on(const Tensor& t, int device);
+/// A device f64 tensor's values on the host (synchronises the stream).
+std::vector<double> download_f64(const Tensor& device_tensor);
+
+/// `p` as the device pointer of an optional tensor (nullptr when undefined).
+inline const void* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data_ptr() : nullptr;
+}
+inline const double* f64_or_null(const Tensor& t) {
+  return t.defined() ? static_cast<const double*>(t.data_ptr()) : nullptr;
+}
+
+}  // namespace dtensor::cuda_backend

@@ -1,0 +1,104 @@
+// The CUDA kernels of the losses' slots (dtensor/ops/kernels/loss.h) for
+// f32, f64, bf16 and f16. A forward's sum is kLossBlocks f64 partial sums on
+// the device, copied to the host (synchronising the library's stream) and
+// added there in block order into the 0-d f64 CPU tensor of the contract.
+#include <algorithm>
+#include <vector>
+
+#include "backends/cuda/cuda_context.h"
+#include "backends/cuda/cuda_errors.h"
+#include "backends/cuda/kernel_io.h"
+#include "backends/cuda/loss.h"
+#include "backends/cuda/module_registration.h"
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/kernels/loss.h"
+
+namespace dtensor::cuda_backend {
+namespace {
+
+void check_same(const Tensor& input, const Tensor& target, const char* slot) {
+  check_arg(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
+            shape_str(target.shape()), shape_str(input.shape()));
+}
+
+void put_sum(const Tensor& out, const Tensor& partials, const char* slot) {
+  check_arg(out.dtype() == DType::F64 && out.numel() == 1 && out.device().type == DeviceType::CPU,
+            slot, "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}",
+            dtype_name(out.dtype()), shape_str(out.shape()));
+  double total = 0;
+  for (double v : download_f64(partials))
+    total += v;
+  Tensor(out).data<double>()[0] = total;
+}
+
+// [N, C, S]: samples, classes, positions per class.
+struct Classes {
+  std::int64_t n = 0, c = 0, s = 0;
+  explicit Classes(const Shape& shape)
+      : n(shape.at(0)),
+        c(shape.at(1)),
+        s(shape_numel(shape) / std::max<std::int64_t>(shape.at(0) * shape.at(1), 1)) {}
+};
+
+void run_mse(const kernels::MseLossArgs& a) {
+  check_same(a.input, a.target, kernels::kMseLoss.name);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  const Tensor partials = Tensor::empty({kLossBlocks}, DType::F64, a.input.device());
+  check_cuda(launch_mse_partials(elem_type_of(a.input.dtype()), a.input.data_ptr(),
+                                 a.target.data_ptr(), a.input.numel(),
+                                 static_cast<double*>(partials.data_ptr()), stream_for(dev)),
+             "loss.mse kernel");
+  put_sum(a.sum, partials, kernels::kMseLoss.name);
+}
+
+void run_mse_backward(const kernels::MseLossBackwardArgs& a) {
+  check_same(a.input, a.target, kernels::kMseLossBackward.name);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  check_cuda(
+      launch_mse_backward(elem_type_of(a.input.dtype()), a.input.data_ptr(), a.target.data_ptr(),
+                          a.scale, a.grad_input.data_ptr(), a.input.numel(), stream_for(dev)),
+      "loss.mse_backward kernel");
+}
+
+void run_cross_entropy(const kernels::CrossEntropyArgs& a) {
+  check_same(a.input, a.target, kernels::kCrossEntropy.name);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  const Classes k(a.input.shape());
+  const Tensor partials = Tensor::empty({kLossBlocks}, DType::F64, a.input.device());
+  check_cuda(launch_cross_entropy_partials(
+                 elem_type_of(a.input.dtype()), a.input.data_ptr(), a.target.data_ptr(), k.n, k.c,
+                 k.s, static_cast<double*>(partials.data_ptr()), stream_for(dev)),
+             "loss.cross_entropy kernel");
+  put_sum(a.sum, partials, kernels::kCrossEntropy.name);
+}
+
+void run_cross_entropy_backward(const kernels::CrossEntropyBackwardArgs& a) {
+  check_same(a.input, a.target, kernels::kCrossEntropyBackward.name);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  const Classes k(a.input.shape());
+  check_cuda(launch_cross_entropy_backward(elem_type_of(a.input.dtype()), a.input.data_ptr(),
+                                           a.target.data_ptr(), a.scale, a.grad_input.data_ptr(),
+                                           k.n, k.c, k.s, stream_for(dev)),
+             "loss.cross_entropy_backward kernel");
+}
+
+}  // namespace
+
+void register_loss_kernels() {
+  const auto cuda = DeviceType::CUDA;
+  for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    register_kernel(kernels::kMseLoss, cuda, dt, KernelFunction<kernels::MseLossArgs>(run_mse));
+    register_kernel(kernels::kMseLossBackward, cuda, dt,
+                    KernelFunction<kernels::MseLossBackwardArgs>(run_mse_backward));
+    register_kernel(kernels::kCrossEntropy, cuda, dt,
+                    KernelFunction<kernels::CrossEntropyArgs>(run_cross_entropy));
+    register_kernel(kernels::kCrossEntropyBackward, cuda, dt,
+                    KernelFunction<kernels::CrossEntropyBackwardArgs>(run_cross_entropy_backward));
+  }
+}
+
+}  // namespace dtensor::cuda_backend
