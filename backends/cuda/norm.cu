@@ -73,22 +73,31 @@ __global__ void apply_kernel(const T* x, T* y, NormDims d, const double* mean, c
   }
 }
 
+// The gradient the normalisation gets at e: dy, or with a fused relu (y its
+// output, null: none) dy where y > 0 (and where y is NaN, as relu_backward).
+template <typename T>
+__device__ ComputeT<T> gated(const T* dy, const T* y, long long e) {
+  const ComputeT<T> g = load_c(dy, e);
+  return y && load_c(y, e) <= ComputeT<T>(0) ? ComputeT<T>(0) : g;
+}
+
 template <typename T>
 __global__ void row_backward_reduce_kernel(const T* dy, const T* x, NormDims d, const T* w,
-                                           double* out) {
+                                           double* out, const T* relu_y) {
   using C = ComputeT<T>;
   const long long rows = d.n * d.c, s = d.s;
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
     const long long ch = r % d.c;
     const T* xr = x + r * s;
     const T* dr = dy + r * s;
+    const T* yr = relu_y ? relu_y + r * s : nullptr;
     double mean, m2;
     row_moments(xr, s, mean, m2);
     const C mc = static_cast<C>(mean);
     double g = 0, h = 0;
     for (long long j = threadIdx.x; j < s; j += blockDim.x) {
       const C gj =
-          d.elementwise_affine && w ? load_c(dr, j) * load_c(w, ch * s + j) : load_c(dr, j);
+          d.elementwise_affine && w ? gated(dr, yr, j) * load_c(w, ch * s + j) : gated(dr, yr, j);
       g += static_cast<double>(gj);
       h += static_cast<double>(gj * (load_c(xr, j) - mc));
     }
@@ -106,7 +115,8 @@ __global__ void row_backward_reduce_kernel(const T* dy, const T* x, NormDims d, 
 
 template <typename T>
 __global__ void backward_apply_rows_kernel(const T* dy, const T* x, T* gx, NormDims d,
-                                           NormBackwardStats st, const T* w, double* out) {
+                                           NormBackwardStats st, const T* w, double* out,
+                                           const T* relu_y) {
   using C = ComputeT<T>;
   const long long rows = d.n * d.c, s = d.s;
   for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -119,7 +129,7 @@ __global__ void backward_apply_rows_kernel(const T* dy, const T* x, T* gx, NormD
     double sd = 0, sdx = 0;
     for (long long j = threadIdx.x; j < s; j += blockDim.x) {
       const long long e = r * s + j;
-      const C g = load_c(dy, e), xc = m.centre(load_c(x, e));
+      const C g = gated(dy, relu_y, e), xc = m.centre(load_c(x, e));
       if (gx) gx[e] = from_f64<T>(g * a + xc * b + c);
       sd += static_cast<double>(g);
       sdx += static_cast<double>(g * xc);
@@ -137,7 +147,7 @@ __global__ void backward_apply_rows_kernel(const T* dy, const T* x, T* gx, NormD
 template <typename T>
 __global__ void backward_apply_elementwise_kernel(const T* dy, const T* x, T* gx, NormDims d,
                                                   NormBackwardStats st, const T* w, double* gw,
-                                                  double* gb) {
+                                                  double* gb, const T* relu_y) {
   using C = ComputeT<T>;
   const long long params = d.c * d.s;
   for (long long p = blockIdx.x * 1ll * blockDim.x + threadIdx.x; p < params;
@@ -149,7 +159,7 @@ __global__ void backward_apply_elementwise_kernel(const T* dy, const T* x, T* gx
       const double inv = st.invstd[k];
       const SplitMean<C> m(st.mean[k]);
       const C ic = static_cast<C>(inv);
-      const C g0 = load_c(dy, e), xc = m.centre(load_c(x, e));
+      const C g0 = gated(dy, relu_y, e), xc = m.centre(load_c(x, e));
       if (gx) {
         const C mg = static_cast<C>(st.mean_g ? st.mean_g[k] : 0.0);
         const C kk = static_cast<C>(inv * inv * (st.mean_gxhat ? st.mean_gxhat[k] : 0.0));
@@ -193,25 +203,27 @@ cudaError_t launch_norm_apply(ElemType t, const void* x, void* y, const NormDims
 
 cudaError_t launch_norm_row_backward_reduce(ElemType t, const void* dy, const void* x,
                                             const NormDims& d, const void* w, double* out,
-                                            cudaStream_t stream) {
+                                            const void* relu_y, cudaStream_t stream) {
   if (d.n * d.c == 0) return cudaSuccess;
   return with_type(t, [&](auto tag) {
     using T = decltype(tag);
     row_backward_reduce_kernel<T><<<grid_for_rows(d.n * d.c), kSlotThreads, 0, stream>>>(
-        static_cast<const T*>(dy), static_cast<const T*>(x), d, static_cast<const T*>(w), out);
+        static_cast<const T*>(dy), static_cast<const T*>(x), d, static_cast<const T*>(w), out,
+        static_cast<const T*>(relu_y));
     return cudaGetLastError();
   });
 }
 
 cudaError_t launch_norm_backward_apply_rows(ElemType t, const void* dy, const void* x, void* gx,
                                             const NormDims& d, const NormBackwardStats& st,
-                                            const void* w, double* out, cudaStream_t stream) {
+                                            const void* w, double* out, const void* relu_y,
+                                            cudaStream_t stream) {
   if (d.n * d.c == 0) return cudaSuccess;
   return with_type(t, [&](auto tag) {
     using T = decltype(tag);
     backward_apply_rows_kernel<T><<<grid_for_rows(d.n * d.c), kSlotThreads, 0, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(gx), d, st,
-        static_cast<const T*>(w), out);
+        static_cast<const T*>(w), out, static_cast<const T*>(relu_y));
     return cudaGetLastError();
   });
 }
@@ -219,13 +231,14 @@ cudaError_t launch_norm_backward_apply_rows(ElemType t, const void* dy, const vo
 cudaError_t launch_norm_backward_apply_elementwise(ElemType t, const void* dy, const void* x,
                                                    void* gx, const NormDims& d,
                                                    const NormBackwardStats& st, const void* w,
-                                                   double* gw, double* gb, cudaStream_t stream) {
+                                                   double* gw, double* gb, const void* relu_y,
+                                                   cudaStream_t stream) {
   if (d.c * d.s == 0) return cudaSuccess;
   return with_type(t, [&](auto tag) {
     using T = decltype(tag);
     backward_apply_elementwise_kernel<T><<<grid_for(d.c * d.s), kSlotThreads, 0, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(gx), d, st,
-        static_cast<const T*>(w), gw, gb);
+        static_cast<const T*>(w), gw, gb, static_cast<const T*>(relu_y));
     return cudaGetLastError();
   });
 }

@@ -27,9 +27,11 @@ cudaError_t launch_norm_apply(ElemType t, const void* x, void* y, const NormDims
                               const void* b, bool relu, cudaStream_t stream);
 
 /// Per row, g = dy * w: out[4r ..] = mean, M2, sum(g), sum(g * (x - mean)).
+/// relu_y (every backward here; null: none): a fused relu's output, where
+/// dy counts only if it is positive (or NaN).
 cudaError_t launch_norm_row_backward_reduce(ElemType t, const void* dy, const void* x,
                                             const NormDims& d, const void* w, double* out,
-                                            cudaStream_t stream);
+                                            const void* relu_y, cudaStream_t stream);
 
 /// The statistics of the backward's second pass (device f64 [stats]; mean_g
 /// and mean_gxhat null for constant statistics).
@@ -41,7 +43,8 @@ struct NormBackwardStats {
 /// mean_gxhat), and per row out[2r ..] = sum(dy), sum(dy * (x - mean)).
 cudaError_t launch_norm_backward_apply_rows(ElemType t, const void* dy, const void* x, void* gx,
                                             const NormDims& d, const NormBackwardStats& st,
-                                            const void* w, double* out, cudaStream_t stream);
+                                            const void* w, double* out, const void* relu_y,
+                                            cudaStream_t stream);
 
 /// Per-element weight (layer_norm): gx as above (null: not wanted), and
 /// gw[p] = sum over samples of dy * xhat, gb[p] = sum of dy (device f64
@@ -49,6 +52,7 @@ cudaError_t launch_norm_backward_apply_rows(ElemType t, const void* dy, const vo
 cudaError_t launch_norm_backward_apply_elementwise(ElemType t, const void* dy, const void* x,
                                                    void* gx, const NormDims& d,
                                                    const NormBackwardStats& st, const void* w,
-                                                   double* gw, double* gb, cudaStream_t stream);
+                                                   double* gw, double* gb, const void* relu_y,
+                                                   cudaStream_t stream);
 
 }  // namespace dtensor::cuda_backend

@@ -69,9 +69,10 @@ void backward_reduce(const kernels::NormBackwardReduceArgs& a) {
   std::fill(out, out + 5 * L.stats(), 0.0);
   if (rows == 0) return;
   const Tensor per_row = Tensor::empty({rows, 4}, DType::F64, a.x.device());
-  check_cuda(launch_norm_row_backward_reduce(
-                 elem_type_of(a.x.dtype()), a.grad_output.data_ptr(), a.x.data_ptr(), dims_of(L),
-                 ptr_or_null(a.weight), static_cast<double*>(per_row.data_ptr()), stream_for(dev)),
+  check_cuda(launch_norm_row_backward_reduce(elem_type_of(a.x.dtype()), a.grad_output.data_ptr(),
+                                             a.x.data_ptr(), dims_of(L), ptr_or_null(a.weight),
+                                             static_cast<double*>(per_row.data_ptr()),
+                                             ptr_or_null(a.relu_output), stream_for(dev)),
              "norm.backward_reduce kernel");
   const std::vector<double> r = download_f64(per_row);
   // The moments first, then each row's H shifted to its statistic's mean.
@@ -112,7 +113,7 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
     check_cuda(launch_norm_backward_apply_elementwise(t, a.grad_output.data_ptr(), a.x.data_ptr(),
                                                       gx, dims_of(L), st, ptr_or_null(a.weight),
                                                       gw ? s : nullptr, gb ? s + params : nullptr,
-                                                      stream_for(dev)),
+                                                      ptr_or_null(a.relu_output), stream_for(dev)),
                "norm.backward_apply kernel");
     if (!gw && !gb) return;
     const std::vector<double> r = download_f64(sums);
@@ -123,9 +124,10 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   const std::int64_t rows = L.n * L.c;
   if (rows == 0) return;
   const Tensor per_row = Tensor::empty({rows, 2}, DType::F64, a.x.device());
-  check_cuda(launch_norm_backward_apply_rows(
-                 t, a.grad_output.data_ptr(), a.x.data_ptr(), gx, dims_of(L), st,
-                 ptr_or_null(a.weight), static_cast<double*>(per_row.data_ptr()), stream_for(dev)),
+  check_cuda(launch_norm_backward_apply_rows(t, a.grad_output.data_ptr(), a.x.data_ptr(), gx,
+                                             dims_of(L), st, ptr_or_null(a.weight),
+                                             static_cast<double*>(per_row.data_ptr()),
+                                             ptr_or_null(a.relu_output), stream_for(dev)),
              "norm.backward_apply kernel");
   if (!gw && !gb) return;
   const std::vector<double> r = download_f64(per_row);

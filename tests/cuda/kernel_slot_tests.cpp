@@ -252,37 +252,46 @@ TEST_CASE("gpu kernels: the norm.* slots on CUDA match the CPU kernels", "[cuda]
         check_close(b.y, a.y, dt, what + "norm.apply" + (relu ? " relu" : ""));
       }
 
-      Tensor p_cpu = Tensor::empty({L.stats(), 5}, DType::F64);
-      Tensor p_gpu = Tensor::empty({L.stats(), 5}, DType::F64);
-      run_kernel(kernels::kNormBackwardReduce, cpu, dt, {DY, X, L, W, p_cpu});
-      run_kernel(kernels::kNormBackwardReduce, cu, dt, {gpu(DY), gpu(X), L, gpu(W), p_gpu});
-      check_close(p_gpu, p_cpu, dt, what + "norm.backward_reduce");
+      // A fused relu's output gating the backward's gradient (values in
+      // [-1, 1): about half of them <= 0), or none.
+      const Tensor Y0 = random(shape, dt, seed++);
+      for (const bool gated : {false, true}) {
+        const Tensor G = gated ? Y0 : Tensor();
+        Tensor p_cpu = Tensor::empty({L.stats(), 5}, DType::F64);
+        Tensor p_gpu = Tensor::empty({L.stats(), 5}, DType::F64);
+        run_kernel(kernels::kNormBackwardReduce, cpu, dt, {DY, X, L, W, p_cpu, G});
+        run_kernel(kernels::kNormBackwardReduce, cu, dt,
+                   {gpu(DY), gpu(X), L, gpu(W), p_gpu, gated ? gpu(G) : Tensor()});
+        check_close(p_gpu, p_cpu, dt, what + "norm.backward_reduce" + (gated ? " gated" : ""));
 
-      for (bool batch_stats : {true, false}) {
-        const auto args = [&](bool on_gpu) {
-          kernels::NormBackwardApplyArgs b;
-          b.grad_output = on_gpu ? gpu(DY) : DY;
-          b.x = on_gpu ? gpu(X) : X;
-          b.layout = L;
-          b.mean = mean;
-          b.invstd = invstd;
-          b.weight = on_gpu ? gpu(W) : W;
-          if (batch_stats) {
-            b.mean_g = mg;
-            b.mean_gxhat = mgx;
-          }
-          b.grad_input = Tensor::empty(shape, dt, on_gpu ? Device::cuda(0) : Device::cpu());
-          b.grad_weight = Tensor::empty({L.params()}, DType::F64);
-          b.grad_bias = Tensor::empty({L.params()}, DType::F64);
-          return b;
-        };
-        const kernels::NormBackwardApplyArgs c = args(false), g = args(true);
-        run_kernel(kernels::kNormBackwardApply, cpu, dt, c);
-        run_kernel(kernels::kNormBackwardApply, cu, dt, g);
-        const std::string tag = what + "norm.backward_apply" + (batch_stats ? "" : " eval");
-        check_close(g.grad_input, c.grad_input, dt, tag + " grad_input");
-        check_close(g.grad_weight, c.grad_weight, dt, tag + " grad_weight");
-        check_close(g.grad_bias, c.grad_bias, dt, tag + " grad_bias");
+        for (bool batch_stats : {true, false}) {
+          const auto args = [&](bool on_gpu) {
+            kernels::NormBackwardApplyArgs b;
+            b.grad_output = on_gpu ? gpu(DY) : DY;
+            b.x = on_gpu ? gpu(X) : X;
+            b.layout = L;
+            b.mean = mean;
+            b.invstd = invstd;
+            b.weight = on_gpu ? gpu(W) : W;
+            if (batch_stats) {
+              b.mean_g = mg;
+              b.mean_gxhat = mgx;
+            }
+            b.grad_input = Tensor::empty(shape, dt, on_gpu ? Device::cuda(0) : Device::cpu());
+            b.grad_weight = Tensor::empty({L.params()}, DType::F64);
+            b.grad_bias = Tensor::empty({L.params()}, DType::F64);
+            if (gated) b.relu_output = on_gpu ? gpu(G) : G;
+            return b;
+          };
+          const kernels::NormBackwardApplyArgs c = args(false), g = args(true);
+          run_kernel(kernels::kNormBackwardApply, cpu, dt, c);
+          run_kernel(kernels::kNormBackwardApply, cu, dt, g);
+          const std::string tag =
+              what + "norm.backward_apply" + (batch_stats ? "" : " eval") + (gated ? " gated" : "");
+          check_close(g.grad_input, c.grad_input, dt, tag + " grad_input");
+          check_close(g.grad_weight, c.grad_weight, dt, tag + " grad_weight");
+          check_close(g.grad_bias, c.grad_bias, dt, tag + " grad_bias");
+        }
       }
     }
   cuda::synchronize();
