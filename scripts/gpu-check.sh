@@ -10,7 +10,9 @@
 #   2. the convolution suites on CPU as a control (same build);
 #   3. dtensor-conv --device cuda --check (forward and backward, f32 and f16)
 #      with one rank over NCCL, and two ranks sharing the GPU over the Gloo
-#      staging path.
+#      staging path;
+#   4. dtensor-train-unet --device cuda against the same run on CPU (f64
+#      losses to 1e-10): one rank over NCCL, two sharing the GPU (Gloo).
 # Usage: scripts/gpu-check.sh   (env: DTENSOR_GPU_BUILD_DIR, default build-gpu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +30,7 @@ cmake -S "$root" -B "$build" -G Ninja -DDTENSOR_WITH_CUDA=ON -DDTENSOR_BUILD_BEN
 step "build"
 # dtensor_cuda: the CUDA module, which libdtensor.so loads at run time.
 targets=(dtensor_cuda dtensor_cuda_tests dtensor_cuda_backend_tests dtensor_conv_local_tests
-  dtensor-conv dtensor-run)
+  dtensor-conv dtensor-run dtensor-train-unet)
 ninja -C "$build" -j "$jobs" "${targets[@]}"
 
 # Programs land in build/bin (older trees: next to their CMakeLists).
@@ -49,4 +51,38 @@ step "dtensor-conv --device cuda --check (one rank, NCCL)"
 step "dtensor-conv --device cuda --check (two ranks sharing the GPU, Gloo staging)"
 DTENSOR_BACKEND=cpu:gloo,cuda:gloo "$(prog dtensor-run)" -n 2 -- "$cli" --device cuda --check \
   --backward --placements S3
+
+step "dtensor-train-unet --device cuda against CPU (f64 losses to 1e-10)"
+data=$(mktemp -d)
+trap 'rm -rf "$data"' EXIT
+# A small batch as .npy files, written with the standard library alone.
+python3 - "$data" <<'PY'
+import random, struct, sys
+def npy(path, shape):
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % "".join(f"{d}, " for d in shape)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    n = 1
+    for d in shape: n *= d
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+        f.write(struct.pack("<%dd" % n, *(random.uniform(-1, 1) for _ in range(n))))
+random.seed(0)
+npy(sys.argv[1] + "/x.npy", (2, 3, 32, 24))
+npy(sys.argv[1] + "/y.npy", (2, 1, 32, 24))
+PY
+train=(--data "$data" --base 4 --groups 2 --steps 3 --optimizer sgd --lr 0.05 --momentum 0.9
+  --dtype f64 --json)
+cpu_losses=$("$(prog dtensor-train-unet)" "${train[@]}" | tail -1)
+gpu_losses=$("$(prog dtensor-train-unet)" "${train[@]}" --device cuda | tail -1)
+shared_losses=$(DTENSOR_BACKEND=cpu:gloo,cuda:gloo "$(prog dtensor-run)" -n 2 -- \
+  "$(prog dtensor-train-unet)" "${train[@]}" --device cuda | tail -1)
+python3 - "$cpu_losses" "$gpu_losses" "$shared_losses" <<'PY'
+import json, sys
+ref = json.loads(sys.argv[1])["losses"]
+for name, text in (("1 rank, NCCL", sys.argv[2]), ("2 ranks sharing the GPU", sys.argv[3])):
+    got = json.loads(text)["losses"]
+    err = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, ref))
+    print(f"trainer --device cuda ({name}): losses {got} against CPU {ref}: max rel err {err:.2e}")
+    assert len(got) == len(ref) and err <= 1e-10, "CUDA losses differ from the CPU run's"
+PY
 step "GPU check passed"

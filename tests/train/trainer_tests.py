@@ -246,6 +246,7 @@ def case_cli_errors(a, tmp):
         ([o if o != "sgd" else "adagrad" for o in ok], "--optimizer"),
         (ok[:4] + ok[6:], "--groups"),
         (ok + ["--mesh", "3"], "--mesh"),
+        (ok + ["--device", "gpu"], "--device"),
     ]
     # Damaged .npy headers: each is an error naming the file, exit 2 (a
     # megabyte of blanks crashed a std::regex matcher, a bad extent threw an

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -17,6 +18,7 @@
 
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/safetensors.h"
+#include "dtensor/cuda.h"
 #include "dtensor/dtensor.h"
 #include "tools/dtensor-train-unet/tensor_files.h"
 #include "tools/dtensor-train-unet/unet.h"
@@ -43,6 +45,7 @@ struct Options {
   std::optional<double> gamma, eta_min, start_factor, end_factor;
   std::optional<double> clip_grad_norm;
   std::string dtype = "f32";
+  std::string device = "cpu";
   std::string save, resume;
   bool json = false;
 };
@@ -186,9 +189,17 @@ int run(const Options& o) {
   check_arg(o.groups.has_value(), "--groups", "is required (GroupNorm's group count)");
   shape.groups = *o.groups;
 
-  init_process_group();
+  // CUDA tensors need a backend that serves them: NCCL unless
+  // DTENSOR_BACKEND names one (e.g. cpu:gloo,cuda:gloo for ranks sharing a GPU).
+  const DeviceType device = o.device == "cuda" ? DeviceType::CUDA : DeviceType::CPU;
+  if (device == DeviceType::CUDA)
+    check_arg(cuda::is_available(), "--device", "cuda is not available here ({})",
+              cuda::unavailable_reason());
+  InitOptions init_options;
+  if (device == DeviceType::CUDA && !std::getenv("DTENSOR_BACKEND")) init_options.backend = "nccl";
+  init_process_group(init_options);
   const int world = get_world_size();
-  const DeviceMesh mesh(DeviceType::CPU, parse_mesh(o.mesh, world));
+  const DeviceMesh mesh(device, parse_mesh(o.mesh, world));
   const Placements placements = o.placements.empty()
                                     ? default_placements(static_cast<std::size_t>(mesh.ndim()))
                                     : parse_placements(o.placements, "--placements");
@@ -242,7 +253,7 @@ int run(const Options& o) {
   std::vector<double> losses, lrs;
   for (std::int64_t step = 0; step < o.steps; ++step) {
     const DTensor loss = mse_loss(model(x), y);
-    losses.push_back(loss.to_local().item_flat(0));
+    losses.push_back(loss.to_local().to(Device::cpu()).item_flat(0));
     if (!o.json && get_rank() == 0)
       std::cout << fmt::format("step {} loss {:.10g}", opt->steps_taken() + 1, losses.back())
                 << std::endl;
@@ -312,6 +323,8 @@ int main(int argc, char** argv) {
                  "clip the gradients' total 2-norm to X before each step")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--dtype", o.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
+  app.add_option("--device", o.device, "cpu or cuda (one GPU per rank: the rank's local one)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--save", o.save, "write the sharded checkpoint here after the last step");
   app.add_option("--resume", o.resume, "continue from such a checkpoint");
   app.add_flag("--json", o.json,
