@@ -2,10 +2,9 @@
 // holds, copy this rank's box.
 #include "dtensor/data/load_sharded.h"
 
-#include <cstring>
 #include <exception>
-#include <memory>
-#include <vector>
+#include <optional>
+#include <string>
 
 #include "checkpoint/collective_outcome.h"
 #include "checkpoint/safetensors_header.h"
@@ -59,71 +58,6 @@ DTensor collective_load(const DeviceMesh& mesh, const char* what, Load&& load) {
   return std::move(*out);
 }
 
-// Bytes of `shape` elements of `element_size`, or InvalidArgument when 64 bits cannot count them.
-std::uint64_t array_bytes(const Shape& shape, std::size_t element_size, const std::string& path) {
-  std::uint64_t bytes = element_size;
-  for (const std::int64_t e : shape)
-    check_arg(!__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(e), &bytes), "data",
-              "{}: shape {} has more bytes than 64 bits count", path, shape_str(shape));
-  return bytes;
-}
-
-// The dtype whose elements have the stored bytes (integers are carried in a
-// float tensor of their width until decoded), and the dtype of the values.
-DType carrier_of(NpyElement e) {
-  switch (e) {
-    case NpyElement::F16:
-      return DType::F16;
-    case NpyElement::F32:
-    case NpyElement::I32:
-      return DType::F32;
-    case NpyElement::F64:
-    case NpyElement::I64:
-      return DType::F64;
-  }
-  return DType::F32;
-}
-DType values_of(NpyElement e) {
-  return e == NpyElement::I32 || e == NpyElement::I64 ? DType::F64 : carrier_of(e);
-}
-
-// Integers as F64 (exact up to 2^53): libdtensor has no integer dtype.
-Tensor decode(const Tensor& raw, NpyElement e) {
-  if (e != NpyElement::I32 && e != NpyElement::I64) return raw;
-  Tensor out = Tensor::empty(raw.shape(), DType::F64);
-  auto* dst = out.data<double>();
-  const auto n = static_cast<std::size_t>(raw.numel());
-  const auto* src = static_cast<const char*>(raw.data_ptr());
-  for (std::size_t i = 0; i < n; ++i) {
-    if (e == NpyElement::I32) {
-      std::int32_t v = 0;
-      std::memcpy(&v, src + 4 * i, 4);
-      dst[i] = static_cast<double>(v);
-    } else {
-      std::int64_t v = 0;
-      std::memcpy(&v, src + 8 * i, 8);
-      dst[i] = static_cast<double>(v);
-    }
-  }
-  return out;
-}
-
-std::string_view element_name(NpyElement e) {
-  switch (e) {
-    case NpyElement::F16:
-      return "<f2";
-    case NpyElement::F32:
-      return "<f4";
-    case NpyElement::F64:
-      return "<f8";
-    case NpyElement::I32:
-      return "<i4";
-    case NpyElement::I64:
-      return "<i8";
-  }
-  return "?";
-}
-
 // This rank's box of the array at `data_offset` of `file`, whose elements
 // have the bytes of `stored`, turned into values by `decode`, converted to
 // the spec's dtype and moved to the mesh's device.
@@ -149,17 +83,13 @@ DTensor load_npy_sharded(const std::string& path, const DeviceMesh& mesh,
   return collective_load(mesh, what, [&](std::string& seen) {
     const MappedFile file(path);
     const NpyHeader h = parse_npy_header(file.bytes(), path);
-    const std::uint64_t want = array_bytes(h.shape, npy_element_size(h.element), path);
-    const std::uint64_t have = file.bytes().size() - h.data_offset;
-    check_arg(have == want, "data", "{}: {} data bytes for shape {} of {} ({} expected{})", path,
-              have, shape_str(h.shape), element_name(h.element), want,
-              have < want ? ": the file is truncated" : "");
-    seen = fmt::format("{} {}", element_name(h.element), shape_str(h.shape));
+    check_npy_size(h, file.bytes().size(), path);
+    seen = fmt::format("{} {}", npy_descr(h.element), shape_str(h.shape));
     const DTensorSpec spec = spec_for(mesh, placements, h.shape,
-                                      options.dtype.value_or(values_of(h.element)), what, path);
+                                      options.dtype.value_or(npy_values(h.element)), what, path);
     return load_box(
-        file, h.data_offset, carrier_of(h.element),
-        [&](const Tensor& raw) { return decode(raw, h.element); }, spec, options.stats);
+        file, h.data_offset, npy_carrier(h.element),
+        [&](const Tensor& raw) { return decode_npy(raw, h.element); }, spec, options.stats);
   });
 }
 

@@ -82,6 +82,60 @@ std::size_t npy_element_size(NpyElement e) {
   return 4;
 }
 
+std::string_view npy_descr(NpyElement e) {
+  switch (e) {
+    case NpyElement::F16:
+      return "<f2";
+    case NpyElement::F32:
+      return "<f4";
+    case NpyElement::F64:
+      return "<f8";
+    case NpyElement::I32:
+      return "<i4";
+    case NpyElement::I64:
+      return "<i8";
+  }
+  return "?";
+}
+
+DType npy_carrier(NpyElement e) {
+  switch (e) {
+    case NpyElement::F16:
+      return DType::F16;
+    case NpyElement::F32:
+    case NpyElement::I32:
+      return DType::F32;
+    case NpyElement::F64:
+    case NpyElement::I64:
+      return DType::F64;
+  }
+  return DType::F32;
+}
+
+DType npy_values(NpyElement e) {
+  return e == NpyElement::I32 || e == NpyElement::I64 ? DType::F64 : npy_carrier(e);
+}
+
+Tensor decode_npy(const Tensor& raw, NpyElement e) {
+  if (e != NpyElement::I32 && e != NpyElement::I64) return raw;
+  Tensor out = Tensor::empty(raw.shape(), DType::F64);
+  auto* dst = out.data<double>();
+  const auto n = static_cast<std::size_t>(raw.numel());
+  const auto* src = static_cast<const char*>(raw.data_ptr());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (e == NpyElement::I32) {
+      std::int32_t v = 0;
+      std::memcpy(&v, src + 4 * i, 4);
+      dst[i] = static_cast<double>(v);
+    } else {
+      std::int64_t v = 0;
+      std::memcpy(&v, src + 8 * i, 8);
+      dst[i] = static_cast<double>(v);
+    }
+  }
+  return out;
+}
+
 NpyHeader parse_npy_header(std::string_view file, const std::string& path) {
   check_arg(file.size() >= 10 && file.substr(0, 6) == "\x93NUMPY", "data", "{}: not a .npy file",
             path);
@@ -114,6 +168,17 @@ NpyHeader parse_npy_header(std::string_view file, const std::string& path) {
   out.shape = tuple_of_extents(value_of(h, "shape", path), path);
   out.data_offset = at + header_len;
   return out;
+}
+
+void check_npy_size(const NpyHeader& h, std::uint64_t file_size, const std::string& path) {
+  std::uint64_t want = npy_element_size(h.element);
+  for (const std::int64_t e : h.shape)
+    check_arg(!__builtin_mul_overflow(want, static_cast<std::uint64_t>(e), &want), "data",
+              "{}: shape {} has more bytes than 64 bits count", path, shape_str(h.shape));
+  const std::uint64_t have = file_size - h.data_offset;
+  check_arg(have == want, "data", "{}: {} data bytes for shape {} of {} ({} expected{})", path,
+            have, shape_str(h.shape), npy_descr(h.element), want,
+            have < want ? ": the file is truncated" : "");
 }
 
 }  // namespace dtensor::data

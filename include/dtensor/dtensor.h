@@ -20,6 +20,7 @@
 #include "dtensor/data/batch_iterator.h"
 #include "dtensor/data/distributed_sampler.h"
 #include "dtensor/data/load_sharded.h"
+#include "dtensor/data/read_npy.h"
 #include "dtensor/nn/clip_grad.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/nn/lr_scheduler.h"

@@ -156,3 +156,23 @@ DTENSOR_TEST_CASE("bad npy files and placements fail on every rank, naming the p
   const std::string seen = get_rank() == 0 ? dir / "ok.npy" : dir / "other.npy";
   REQUIRE_THROWS_WITH(data::load_npy_sharded(seen, mesh, {Shard(0)}), Contains("different arrays"));
 }
+
+DTENSOR_TEST_CASE("read_npy reads a whole array on one process, without communication P=1",
+                  "[data]", 1) {
+  SharedTempDir dir("npy-read");
+  DeviceMesh mesh(DeviceType::CPU, {1});
+  for (const std::string descr : {"<f4", "<f2", "<i4"}) {
+    const std::string path = dir / ("r" + descr.substr(1) + ".npy");
+    write_index_npy(path, {4, 3, 2}, descr, {.version = 2});
+    const Tensor whole = data::read_npy(path);
+    const Tensor want =
+        expected_index_local(DTensorSpec(mesh, {Replicate()}, {4, 3, 2}, DType::F64));
+    REQUIRE(whole.shape() == want.shape());
+    const Tensor got = whole.to(DType::F64);
+    CHECK(std::memcmp(got.data_ptr(), want.data_ptr(), want.nbytes()) == 0);
+  }
+  write_index_npy(dir / "t.npy", {4, 4}, "<f8", {.version = 1, .fortran_order = false, .cut = 1});
+  CHECK_THROWS_WITH(data::read_npy(dir / "t.npy"),
+                    Contains(dir / "t.npy") && Contains("truncated"));
+  CHECK_THROWS_AS(data::read_npy(dir / "none.npy"), InvalidArgument);
+}
