@@ -33,12 +33,14 @@ dtensor_header_view(placement_api dtensor/placement=include/dtensor/placement)
 dtensor_header_view(ops_api dtensor/ops=include/dtensor/ops)
 dtensor_header_view(nn_api dtensor/nn=include/dtensor/nn)
 dtensor_header_view(checkpoint_api dtensor/checkpoint=include/dtensor/checkpoint)
+dtensor_header_view(data_api dtensor/data=include/dtensor/data)
 # Internal headers: a layer's own. core/detail also declares the interfaces a
 # backend implements (DeviceOps, the device-module entry points), so backends see it.
 dtensor_header_view(core_internal core=core)
 dtensor_header_view(placement_internal placement=placement)
 dtensor_header_view(ops_internal ops=ops)
 dtensor_header_view(checkpoint_internal checkpoint=checkpoint)
+dtensor_header_view(data_internal data=data)
 
 # dtensor_backend(NAME SOURCES... [USES core|ops]) defines the OBJECT library
 # dtensor_backend_NAME for backends/NAME: it sees its own folder, core's

@@ -17,7 +17,7 @@ if (($# > 0)); then
   files=("$@")
 else
   mapfile -t files < <(grep -o '"file": "[^"]*"' "$db" | sed 's/"file": "//;s/"$//' |
-    grep -E "^$root/(core|placement|ops|nn|checkpoint|backends|tools)/" |
+    grep -E "^$root/(core|placement|ops|nn|checkpoint|data|backends|tools)/" |
     grep -v "^$root/backends/cuda/" | grep -E '\.cpp$' | sort -u)
 fi
 echo "lint: ${#files[@]} files, $jobs at a time"

@@ -28,7 +28,7 @@ endif()
 
 if(MODE STREQUAL "relative")
   set(_bad "")
-  foreach(_layer core placement ops backends)
+  foreach(_layer core placement ops nn checkpoint data backends)
     file(GLOB_RECURSE _files ${SOURCE_DIR}/${_layer}/*.h ${SOURCE_DIR}/${_layer}/*.cpp
          ${SOURCE_DIR}/${_layer}/*.cu ${SOURCE_DIR}/${_layer}/*.cuh)
     foreach(_f IN LISTS _files)

@@ -20,7 +20,6 @@
 #include "dtensor/checkpoint/safetensors.h"
 #include "dtensor/cuda.h"
 #include "dtensor/dtensor.h"
-#include "tools/dtensor-train-unet/tensor_files.h"
 #include "tools/dtensor-train-unet/unet.h"
 
 namespace dtensor::train {
@@ -155,8 +154,8 @@ int run(const Options& o) {
   const DType dtype = o.dtype == "f64" ? DType::F64 : DType::F32;
   // Inputs are read before the process group starts: a bad file is exit 2
   // on every rank, without waiting for anyone.
-  Tensor X = read_npy(o.data + "/x.npy").to(dtype);
-  Tensor Y = read_npy(o.data + "/y.npy").to(dtype);
+  Tensor X = data::read_npy(o.data + "/x.npy").to(dtype);
+  Tensor Y = data::read_npy(o.data + "/y.npy").to(dtype);
   check_arg(X.dim() == 4 && Y.dim() == 4 && X.shape()[0] == Y.shape()[0] &&
                 X.shape()[2] == Y.shape()[2] && X.shape()[3] == Y.shape()[3],
             "--data", "x.npy {} and y.npy {} must be [N, C, H, W] with equal N, H and W",

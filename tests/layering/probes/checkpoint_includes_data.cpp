@@ -1,0 +1,2 @@
+// Forbidden: checkpoint is below data.
+#include "dtensor/data/load_sharded.h"
