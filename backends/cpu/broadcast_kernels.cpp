@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/registry.h"
@@ -25,13 +26,13 @@ using Int = std::int64_t;
 // Tensors smaller than this run on one thread.
 constexpr Int kParallelElements = Int{1} << 16;
 
-#define DTENSOR_BINARY_FORM(NAME, TYPE, XA, ZB, EXPR)                           \
-  DTENSOR_SIMD_CLONES void NAME(const TYPE* a, const TYPE* b, TYPE* y, Int n) { \
-    using T = TYPE;                                                             \
-    _Pragma("omp simd") for (Int j = 0; j < n; ++j) {                           \
-      const T x = (XA), z = (ZB);                                               \
-      y[j] = (EXPR);                                                            \
-    }                                                                           \
+#define DTENSOR_BINARY_FORM(NAME, TYPE, XA, ZB, EXPR)                                              \
+  DTENSOR_SIMD_CLONES void NAME(const TYPE* a, const TYPE* b, std::add_pointer_t<TYPE> y, Int n) { \
+    using T = TYPE;                                                                                \
+    _Pragma("omp simd") for (Int j = 0; j < n; ++j) {                                              \
+      const T x = (XA), z = (ZB);                                                                  \
+      y[j] = (EXPR);                                                                               \
+    }                                                                                              \
   }
 #define DTENSOR_BINARY_TYPE(NAME, T, EXPR)            \
   DTENSOR_BINARY_FORM(NAME##_vv, T, a[j], b[j], EXPR) \

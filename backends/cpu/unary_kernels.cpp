@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/registry.h"
@@ -26,15 +27,15 @@ constexpr Int kParallelElements = Int{1} << 16;
 // Every form takes (g, x, s, t): the forward reads x = its input (passed as
 // both), a backward g = grad_output too; s and t are the parameters (clamp's
 // bounds, pow's exponent in s).
-#define DTENSOR_UNARY_FORM(NAME, TYPE, EXPR)                                             \
-  DTENSOR_SIMD_CLONES void NAME(const TYPE* gp, const TYPE* xp, [[maybe_unused]] TYPE s, \
-                                [[maybe_unused]] TYPE t, TYPE* y, Int n) {               \
-    using T = TYPE;                                                                      \
-    _Pragma("omp simd") for (Int j = 0; j < n; ++j) {                                    \
-      [[maybe_unused]] const T g = gp[j];                                                \
-      [[maybe_unused]] const T x = xp[j];                                                \
-      y[j] = (EXPR);                                                                     \
-    }                                                                                    \
+#define DTENSOR_UNARY_FORM(NAME, TYPE, EXPR)                                                  \
+  DTENSOR_SIMD_CLONES void NAME(const TYPE* gp, const TYPE* xp, [[maybe_unused]] TYPE s,      \
+                                [[maybe_unused]] TYPE t, std::add_pointer_t<TYPE> y, Int n) { \
+    using T = TYPE;                                                                           \
+    _Pragma("omp simd") for (Int j = 0; j < n; ++j) {                                         \
+      [[maybe_unused]] const T g = gp[j];                                                     \
+      [[maybe_unused]] const T x = xp[j];                                                     \
+      y[j] = (EXPR);                                                                          \
+    }                                                                                         \
   }
 #define DTENSOR_UNARY(NAME, EXPR)       \
   DTENSOR_UNARY_FORM(NAME, float, EXPR) \
