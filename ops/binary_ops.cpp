@@ -34,17 +34,34 @@ Placement operand_placement(const Shape& shape, Int d, Int out_nd, Int out_size)
   return Replicate();
 }
 
+// NumPy's broadcast shape of a and b; InvalidArgument "<what>: shapes ... do
+// not broadcast" naming the first dim (from the left of the result) that clashes.
+Shape broadcast_or_throw(std::string_view what, const Shape& a, const Shape& b) {
+  const std::size_t nd = std::max(a.size(), b.size());
+  Shape out(nd);
+  for (std::size_t k = 0; k < nd; ++k) {
+    const Int x = k + a.size() >= nd ? a[k + a.size() - nd] : 1;
+    const Int y = k + b.size() >= nd ? b[k + b.size() - nd] : 1;
+    check_arg(x == y || x == 1 || y == 1, "ops",
+              "{}: shapes {} and {} do not broadcast (dim {}: {} vs {})", what, shape_str(a),
+              shape_str(b), k, x, y);
+    out[k] = x == 1 ? y : x;
+  }
+  return out;
+}
+
 void check_binary(const OpSchema& s) {
-  check_arg(s.size() == 2, s.op(), "{} arguments given, 2 expected", s.size());
+  check_arg(s.size() == 2, "ops", "{}: {} arguments given, 2 expected", s.op(), s.size());
   const DTensor& a = s.dtensor(0);
   const DTensor& b = s.dtensor(1);
-  check_arg(a.dtype() == b.dtype(), s.op(), "dtypes {} and {} differ", dtype_name(a.dtype()),
-            dtype_name(b.dtype()));
-  broadcast_shapes(a.shape(), b.shape());
+  check_arg(a.dtype() == b.dtype(), "ops", "{}: dtypes {} and {} differ", s.op(),
+            dtype_name(a.dtype()), dtype_name(b.dtype()));
+  broadcast_or_throw(s.op(), a.shape(), b.shape());
 }
 
 std::vector<TensorMeta> broadcast_meta(const OpSchema& s) {
-  return {{broadcast_shapes(s.dtensor(0).shape(), s.dtensor(1).shape()), s.dtensor(0).dtype()}};
+  return {{broadcast_or_throw(s.op(), s.dtensor(0).shape(), s.dtensor(1).shape()),
+           s.dtensor(0).dtype()}};
 }
 
 std::function<std::vector<ShardingSignature>(const OpSchema&)> binary_signatures(
@@ -191,17 +208,7 @@ DTensor binary(const char* op, const DTensor& a, const DTensor& b) {
 }  // namespace
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
-  const std::size_t nd = std::max(a.size(), b.size());
-  Shape out(nd);
-  for (std::size_t k = 0; k < nd; ++k) {
-    const Int x = k + a.size() >= nd ? a[k + a.size() - nd] : 1;
-    const Int y = k + b.size() >= nd ? b[k + b.size() - nd] : 1;
-    check_arg(x == y || x == 1 || y == 1, "ops",
-              "shapes {} and {} do not broadcast (dim {}: {} vs {})", shape_str(a), shape_str(b), k,
-              x, y);
-    out[k] = x == 1 ? y : x;
-  }
-  return out;
+  return broadcast_or_throw("broadcast_shapes", a, b);
 }
 
 DTensor add(const DTensor& a, const DTensor& b) {

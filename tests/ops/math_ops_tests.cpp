@@ -2,6 +2,8 @@
 // and the unary functions (exp, log, sqrt, rsqrt, neg, abs, square, clamp,
 // pow), forward and through autograd, on 1, 2 and 4 ranks and a 2x2 mesh,
 // sharded and replicated, against plain f64 loops over the global tensors.
+#include <omp.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -292,5 +294,30 @@ TEST_CASE("f32 and bf16 binary and unary operators compute in f32", "[ops][math]
         CHECK(std::abs(L.item_flat(i) - std::sqrt(A.item_flat(i))) < tol);
       }
     }
+  });
+}
+
+TEST_CASE("large operands take the kernels' threaded paths and agree with loops", "[ops][math]") {
+  run_ranks(1, [](RankContext&) {
+    omp_set_num_threads(2);
+    DeviceMesh mesh(DeviceType::CPU, {1});
+    const Shape in{2, 64, 32, 33};  // over the kernels' threading threshold
+    const Tensor A = values(in, 1, 0.5);
+    const auto a = distribute_tensor(A, mesh, {Replicate()});
+    for (const Shape& os : {in, Shape{64, 1, 1}, Shape{}}) {
+      INFO("other " << shape_str(os));
+      const Tensor B = values(os, 2, 0.5);
+      const Tensor Y = (a * distribute_tensor(B, mesh, {Replicate()})).full_tensor();
+      double err = 0;
+      for (Int i = 0; i < A.numel(); ++i)
+        err = std::max(err, std::abs(Y.item_flat(i) -
+                                     A.item_flat(i) * B.item_flat(broadcast_index(in, os, i))));
+      CHECK(err == 0.0);
+    }
+    const Tensor S = sqrt(a).full_tensor();
+    double err = 0;
+    for (Int i = 0; i < A.numel(); ++i)
+      err = std::max(err, std::abs(S.item_flat(i) - std::sqrt(A.item_flat(i))));
+    CHECK(err == 0.0);
   });
 }
