@@ -204,7 +204,22 @@ Operands local_operands(const Operands& global, const DeviceMesh& own_mesh) {
                std::nullopt,
                std::nullopt,
                std::nullopt};
-  if (global.other) ops.other = whole_on(own_mesh, global.other->to_local());
+  if (global.other) {
+    // A broadcast (replicated) other: this rank's part of it along the dims
+    // where it has the input's extent, as the library shards it for a sharded
+    // input; one placed like the input is already this rank's part.
+    Tensor t = global.other->to_local();
+    const DTensor& in = global.input;
+    if (global.other->shape() != in.shape()) {
+      const Shape offset = in.spec().global_offset(), shape = in.spec().local_shape();
+      const std::size_t off = shape.size() - t.shape().size();
+      for (std::size_t k = 0; k < t.shape().size(); ++k)
+        if (t.shape()[k] != 1)
+          t = t.narrow(static_cast<std::int64_t>(k), offset[off + k], shape[off + k]);
+      t = t.contiguous();
+    }
+    ops.other = whole_on(own_mesh, t);
+  }
   if (global.weight) ops.weight = whole_on(own_mesh, global.weight->to_local());
   if (global.bias) ops.bias = whole_on(own_mesh, global.bias->to_local());
   // layer_norm's [C, spatial...] parameters: this rank's part of them, as the
