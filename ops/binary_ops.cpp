@@ -8,6 +8,9 @@
 // along d (size 1 or missing: every rank needs all of it); everything
 // replicated; and the Partial(sum) signatures where the maths is linear:
 // add/sub(P, P), mul(P, R), mul(R, P), div(P, R).
+#include <algorithm>
+#include <string_view>
+
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/pointwise.h"
@@ -20,7 +23,7 @@ namespace {
 using Int = std::int64_t;
 
 // The dim of an operand of rank `nd` aligned with output dim d of an
-// `out_nd`-d output, or -1 where the operand has none.
+// `out_nd`-d output; negative where the operand has none.
 Int aligned_dim(Int d, Int out_nd, Int nd) {
   return d - (out_nd - nd);
 }
