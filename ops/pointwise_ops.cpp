@@ -1,10 +1,11 @@
-// Definitions and sharding strategies of the element-wise operators and the
-// reductions to a scalar. Their CPU kernels live in backends/cpu/elementwise_kernels.cpp
-// (sum and mean in backends/eigen/).
+// Definitions and sharding strategies of scale, relu and the reductions to a
+// scalar. Their CPU kernels live in backends/cpu/elementwise_kernels.cpp (sum
+// and mean in backends/eigen/); the broadcasting binary operators are in
+// binary_ops.cpp.
 //
 // Partial(sum) is allowed exactly where the maths is linear in that input:
-// add(P, P), mul(P, R), scale(P), relu_backward(P, R), sum(P); relu is not
-// linear, so a Partial input is reduced first.
+// scale(P), relu_backward(P, R), sum(P); relu is not linear, so a Partial
+// input is reduced first.
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/pointwise.h"
@@ -16,7 +17,7 @@ namespace {
 void check_same_shape(const OpSchema& s, std::size_t i, std::size_t j) {
   const auto& a = s.dtensor(i);
   const auto& b = s.dtensor(j);
-  check_arg(a.shape() == b.shape(), "ops", "{}: shapes {} and {} differ (no broadcasting)", s.op(),
+  check_arg(a.shape() == b.shape(), "ops", "{}: shapes {} and {} differ", s.op(),
             shape_str(a.shape()), shape_str(b.shape()));
   check_arg(a.dtype() == b.dtype(), "ops", "{}: dtypes {} and {} differ", s.op(),
             dtype_name(a.dtype()), dtype_name(b.dtype()));
@@ -76,18 +77,6 @@ void no_checks(const OpSchema&) {}
 using autograd::detail::grad_of_output;
 using Grads = std::vector<std::optional<DTensor>>;
 
-Grads add_backward(const BackwardCall& c) {
-  const DTensor& g = grad_of_output(c);
-  return {c.needs_input_grad[0] ? std::optional(g) : std::nullopt,
-          c.needs_input_grad[1] ? std::optional(g) : std::nullopt};
-}
-Grads mul_backward(const BackwardCall& c) {
-  const DTensor& g = grad_of_output(c);
-  Grads out(2);
-  if (c.needs_input_grad[0]) out[0] = mul(g, c.forward.dtensor(1));
-  if (c.needs_input_grad[1]) out[1] = mul(g, c.forward.dtensor(0));
-  return out;
-}
 Grads scale_backward(const BackwardCall& c) {
   return {scale(grad_of_output(c), c.forward.scalar(1))};
 }
@@ -108,15 +97,8 @@ OpDef with_backward(OpDef d, BackwardFunction b) {
 
 struct Registrar {
   Registrar() {
-    const ShardingSignature pp_p{{Partial(), Partial()}, {Partial()}};
     const ShardingSignature pr_p{{Partial(), Replicate()}, {Partial()}};
-    const ShardingSignature rp_p{{Replicate(), Partial()}, {Partial()}};
     const ShardingSignature p_p{{Partial()}, {Partial()}};
-    register_op(with_backward(
-        make_def("add", same_shapes, same_as_input, shard_or_replicate(2, {pp_p})), add_backward));
-    register_op(with_backward(
-        make_def("mul", same_shapes, same_as_input, shard_or_replicate(2, {pr_p, rp_p})),
-        mul_backward));
     register_op(
         with_backward(make_def("scale", scalar_second, same_as_input, shard_or_replicate(1, {p_p})),
                       scale_backward));
@@ -138,12 +120,6 @@ DTensor one(std::vector<DTensor> v) {
 
 }  // namespace
 
-DTensor add(const DTensor& a, const DTensor& b) {
-  return one(dispatch("add", {a, b}));
-}
-DTensor mul(const DTensor& a, const DTensor& b) {
-  return one(dispatch("mul", {a, b}));
-}
 DTensor scale(const DTensor& a, double s) {
   return one(dispatch("scale", {a, s}));
 }

@@ -3,7 +3,8 @@
 
 Replays the operator named in meta.json with torch.nn.functional in float64
 on the dumped input (and weight and bias, cat's input1.., batch_norm's
-running statistics, the losses' target), and its gradients with autograd
+running statistics, the losses' target, the binary operators' other), and
+its gradients with autograd
 from the dumped grad_output (the losses: from 1); compares every dumped
 result and prints the max abs error and the tolerance of each (dtensor-conv's
 bound, see tools/dtensor-conv/tolerance.h, widened for the normalisations by
@@ -75,7 +76,39 @@ class BadDump(Exception):
 NORMS = ("batch_norm", "group_norm", "instance_norm", "layer_norm")
 ACTIVATIONS = ("leaky_relu", "gelu", "silu", "sigmoid", "tanh", "relu")
 LOSSES = ("mse_loss", "cross_entropy")
-NN_OPS = ("upsample", "cat") + NORMS + ACTIVATIONS + LOSSES
+BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+UNARY = ("exp", "log", "sqrt", "rsqrt", "neg", "abs", "square", "clamp", "pow")
+NN_OPS = ("upsample", "cat") + NORMS + ACTIVATIONS + LOSSES + BINARY + UNARY
+
+
+def replay_tensor_api(meta, load, files, torch, x, leaves):
+    """The tensor API's element-wise operators: binary ones broadcast the
+    dumped `other` (its gradient summed back to its shape by autograd), unary
+    ones take their parameters from meta.json."""
+    op = meta["op"]
+    if op in BINARY:
+        if "other" not in files:
+            raise BadDump(f"meta.json lists no 'other' for {op}")
+        other = load("other").requires_grad_(True)
+        leaves["other"] = other
+        y = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+             "maximum": torch.maximum, "minimum": torch.minimum}[op](x, other)
+        repeats = max(x.numel() // max(other.numel(), 1), 1)
+        # maximum and minimum select an operand: exact.
+        return y, [("output", 2, op in ("maximum", "minimum"))], [
+            ("grad_input", "input", 4), ("grad_other", "other", repeats + 4)], leaves
+    if op == "clamp":
+        lo, hi = meta.get("min"), meta.get("max")
+        if lo is None and hi is None:
+            raise BadDump("clamp needs min or max in meta.json")
+        y = torch.clamp(x, min=None if lo is None else float(lo),
+                        max=None if hi is None else float(hi))
+    elif op == "pow":
+        y = torch.pow(x, float(meta["exponent"]))
+    else:
+        y = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+             "neg": torch.neg, "abs": torch.abs, "square": torch.square}[op](x)
+    return y, [("output", 4, False)], [("grad_input", "input", 8)], leaves
 
 
 def replay_nn(meta, load, files, torch, F, x, leaves):
@@ -83,6 +116,8 @@ def replay_nn(meta, load, files, torch, F, x, leaves):
     does; forward entries may carry their own tensor (running statistics)."""
     op = meta["op"]
     nsp = x.dim() - 2
+    if op in BINARY + UNARY:
+        return replay_tensor_api(meta, load, files, torch, x, leaves)
     if op == "upsample":
         mode = meta["mode"]
         kwargs = {}

@@ -1,5 +1,6 @@
 // CPU kernels of the element-wise operators on a training step's hot path:
-// add, mul, scale, relu and relu_backward, vectorised in the data's own type
+// scale, relu and relu_backward (the binary operators, which broadcast, are
+// in broadcast_kernels.cpp), vectorised in the data's own type
 // (f32, f64; bf16 and f16 widened to f32 and rounded once), split over the
 // rank's OpenMP threads for large tensors.
 //
@@ -31,8 +32,6 @@ constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
 
 // Every form takes (a, b, s): the second operand and the scalar are unused
 // where the operator has none.
-DTENSOR_ELEMENTWISE(add_rows, a[j] + b[j])
-DTENSOR_ELEMENTWISE(mul_rows, a[j] * b[j])
 DTENSOR_ELEMENTWISE(scale_rows, a[j] * s)
 DTENSOR_ELEMENTWISE(relu_rows, a[j] < 0 ? decltype(s)(0) : a[j])
 DTENSOR_ELEMENTWISE(relu_backward_rows, b[j] <= 0 ? decltype(s)(0) : a[j])
@@ -84,8 +83,6 @@ struct Registrar {
   Registrar() {
     const auto cpu = DeviceType::CPU;
     for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
-      register_kernel("add", cpu, dt, kernel(add_rows, add_rows, 2));
-      register_kernel("mul", cpu, dt, kernel(mul_rows, mul_rows, 2));
       register_kernel("scale", cpu, dt, kernel(scale_rows, scale_rows, 1));
       register_kernel("relu", cpu, dt, kernel(relu_rows, relu_rows, 1));
       register_kernel("relu_backward", cpu, dt, kernel(relu_backward_rows, relu_backward_rows, 2));

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/module_registration.h"
 #include "backends/cuda/pointwise.h"
+#include "dtensor/core/errors.h"
 #include "dtensor/ops/registry.h"
 
 namespace dtensor::cuda_backend {
@@ -25,6 +26,11 @@ LocalKernel elementwise(PointwiseOp op, bool binary) {
   return [op, binary](const KernelCall& c) -> std::vector<Tensor> {
     const Tensor a = c.local(0).contiguous();
     const Tensor b = binary ? c.local(1).contiguous() : Tensor();
+    // The CUDA kernel walks both operands alike: broadcasting is CPU-only so far.
+    if (binary && b.shape() != a.shape())
+      throw NotSupported(
+          "cuda", fmt::format("{}: broadcasting {} with {} is CPU-only so far", c.schema.op(),
+                              shape_str(a.shape()), shape_str(b.shape())));
     const int dev = a.device().index;
     DeviceGuard guard(dev);
     Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());

@@ -39,6 +39,7 @@
 #include "dtensor/ops/plugin.h"
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/ops/unary.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"

@@ -157,7 +157,19 @@ void check_every_op(const DeviceMesh& mesh) {
   check("mse_loss", {{x, S}, {x, S}}, [&](const Inputs& v) { return mse_loss(v[0], v[1]); });
   check("add mul scale", {{x, S}, {x, S}},
         [&](const Inputs& v) { return scale(mul(add(v[0], v[1]), v[0]), 0.5); });
-  check("sum", {{x, S}}, [&](const Inputs& v) { return sum(v[0]); });
+  // Broadcasting binary operators: the small operand's gradient is summed
+  // over the (sharded) dims it is repeated along.
+  check("sub div broadcast", {{x, S}, {{4, 1, 1}, R}},
+        [&](const Inputs& v) { return (v[0] - v[1]) / (v[1] + 3.0); });
+  check("maximum minimum broadcast", {{x, S}, {{6}, R}},
+        [&](const Inputs& v) { return maximum(v[0], v[1]) * minimum(v[0], v[1]); });
+  check("mul scalar-shaped", {{x, S}, {{}, R}}, [&](const Inputs& v) { return v[0] * v[1]; });
+  check("exp sqrt log rsqrt", {{x, S}}, [&](const Inputs& v) {
+    const DTensor e = exp(v[0]);
+    return sqrt(e) + natural_log(square(v[0]) + 1.0) - rsqrt(e);
+  });
+  check("abs neg clamp pow", {{x, S}},
+        [&](const Inputs& v) { return -abs(v[0]) + clamp(v[0], -0.8, 0.1) + pow(exp(v[0]), 1.5); });
   check("mean", {{x, S}}, [&](const Inputs& v) { return mean(v[0]); });
   check("redistribute", {{x, S}}, [&](const Inputs& v) {
     return relu(v[0].redistribute(v[0].mesh(), all_replicated(v[0].mesh())));

@@ -12,109 +12,14 @@
 #include <utility>
 
 #include "tests/cli/mini_json.h"
+#include "tests/cli/op_cli_run.h"
 #include "tools/dtensor-op/options.h"
 #include "tools/launch/process_set.h"
 
 namespace {
 
+using namespace dtensor::testing::op_cli_run;
 using namespace std::chrono_literals;
-using Args = std::vector<std::string>;
-namespace json = dtensor::testing::json;
-using dtensor::op_cli::OpKind;
-using dtensor::op_cli::parse_options;
-using dtensor::op_cli::UsageError;
-
-const std::string kRun = DTENSOR_RUN_PATH;
-const std::string kOp = DTENSOR_OP_PATH;
-const std::string kCheckOpDump = DTENSOR_CHECK_OP_DUMP_PATH;
-
-struct Ran {
-  int code = -1;
-  double seconds = 0;
-  std::string output;  // stdout and stderr, interleaved
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Ran run_program(const Args& argv, std::chrono::seconds timeout = 60s,
-                const std::map<std::string, std::string>& env = {}) {
-  dtensor::launch::TempDir dir("dtensor-op-test");
-  dtensor::launch::ProcessSpec spec;
-  spec.argv = argv;
-  spec.env = env;
-  spec.env["OMP_NUM_THREADS"] = "1";
-  spec.output_file = dir.path() + "/output";
-  dtensor::launch::ProcessSet set;
-  const auto start = std::chrono::steady_clock::now();
-  set.start(spec);
-  dtensor::launch::wait_for(set, start + timeout);
-  if (!set.all_exited()) {
-    set.stop_all(1000ms);
-    FAIL(argv[0] << " did not finish within " << timeout.count() << " s; output:\n"
-                 << read_file(spec.output_file));
-  }
-  Ran r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.code = set.status(0).code;
-  r.output = read_file(spec.output_file);
-  return r;
-}
-
-// dtensor-run -n P -- dtensor-op ARGS, with a communication timeout and a deadline.
-Ran run_op(int ranks, const Args& args) {
-  Args argv{kRun, "-n", std::to_string(ranks), "--timeout", "20", "--deadline", "50", "--", kOp};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_program(argv);
-}
-
-json::Value last_json_line(const std::string& output) {
-  std::istringstream in(output);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.rfind("[0] ", 0) == 0) last = line.substr(4);
-  INFO("rank 0's last line: " << last);
-  return json::parse(last);
-}
-
-std::string python() {
-  const char* p = std::getenv("DTENSOR_TEST_PYTHON");
-  return p ? p : "/usr/bin/python3";
-}
-
-bool have_torch() {
-  static const bool yes = run_program({python(), "-c", "import torch, numpy"}, 60s).code == 0;
-  return yes;
-}
-
-// Runs OP ARGS --check --backward --json on `ranks` ranks and requires a pass
-// with a finite error within tolerance for every `tensors`.
-json::Value check_passes(int ranks, Args args, const std::vector<std::string>& tensors) {
-  for (const char* a : {"--check", "--backward", "--json"})
-    args.push_back(a);
-  const Ran r = run_op(ranks, args);
-  INFO("output:\n" << r.output);
-  REQUIRE(r.code == 0);
-  const json::Value v = last_json_line(r.output);
-  CHECK(v.at("ok").boolean);
-  CHECK(v.at("op").string == args[0]);
-  for (const char* f : {"fwd_ms", "bwd_ms", "local_fwd_ms", "local_bwd_ms", "overhead_fwd",
-                        "overhead_bwd", "world_size", "mesh", "placements", "output_placements",
-                        "input", "output", "dtype", "device", "iters"})
-    CHECK(v.has(f));
-  for (const auto& t : tensors) {
-    INFO(t);
-    REQUIRE(v.at("max_abs_err").has(t));
-    REQUIRE(v.at("max_abs_err").at(t).is_number());
-    CHECK(v.at("max_abs_err").at(t).number <= v.at("tolerance").at(t).number);
-  }
-  CHECK(v.at("max_abs_err").object.size() == tensors.size());
-  return v;
-}
 
 }  // namespace
 

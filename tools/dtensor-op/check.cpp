@@ -8,6 +8,7 @@
 #include "tools/dtensor-conv/tolerance.h"
 #include "tools/reference/reference_conv.h"
 #include "tools/reference/reference_nn_ops.h"
+#include "tools/reference/reference_tensor_ops.h"
 #include "tools/reference/reference_window_ops.h"
 
 namespace dtensor::op_cli {
@@ -128,6 +129,36 @@ reference::RefActivation ref_activation(const Options& o) {
   }
 }
 
+// The tensor API's element-wise operators: one operation per element (a
+// few for the transcendental ones and the gradients); the other operand's
+// gradient sums over the elements it was broadcast to.
+void check_tensor_api(const Options& o, const GlobalTensors& g, int ranks,
+                      std::vector<TensorCheck>& out) {
+  using namespace dtensor::reference;
+  const std::string op(op_name(o.op));
+  const DType dt = o.dtype;
+  if (o.is_binary()) {
+    // maximum and minimum select an operand: exact.
+    const bool select = o.op == OpKind::Maximum || o.op == OpKind::Minimum;
+    out.push_back(compare("output", g.output, ref_binary_forward(op, g.input, g.other), 2, dt,
+                          ranks, select));
+    if (!o.backward) return;
+    const auto [ga, gb] = ref_binary_grads(op, g.grad_output, g.input, g.other);
+    const Int repeats = std::max<Int>(g.input.numel() / std::max<Int>(g.other.numel(), 1), 1);
+    out.push_back(compare("grad_input", g.grad_input, ga, 4, dt, ranks));
+    out.push_back(compare("grad_other", g.grad_other, gb, repeats + 4, dt, ranks));
+    return;
+  }
+  RefUnary p;
+  p.min = o.min;
+  p.max = o.max;
+  p.exponent = o.exponent;
+  out.push_back(compare("output", g.output, ref_unary_forward(op, g.input, p), 4, dt, ranks));
+  if (o.backward)
+    out.push_back(compare("grad_input", g.grad_input,
+                          ref_unary_grad_input(op, g.grad_output, g.input, p), 8, dt, ranks));
+}
+
 // The U-Net operators (upsample, norms, cat, activations, losses).
 void check_nn(const Options& o, const GlobalTensors& g, int ranks, std::vector<TensorCheck>& out) {
   using namespace dtensor::reference;
@@ -229,6 +260,10 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
                                                  int ranks) {
   using namespace dtensor::reference;
   std::vector<TensorCheck> out;
+  if (o.is_binary() || o.is_unary()) {
+    check_tensor_api(o, g, ranks, out);
+    return out;
+  }
   if (!o.is_window()) {
     check_nn(o, g, ranks, out);
     return out;

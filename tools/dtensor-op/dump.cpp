@@ -19,7 +19,7 @@ using json = nlohmann::ordered_json;
 // The tensors in file order; undefined ones are not written. cat's inputs
 // 1..K-1 are input1, input2, ... (and grad_input1, ...).
 std::vector<std::pair<std::string, const Tensor*>> named(const GlobalTensors& g) {
-  std::vector<std::pair<std::string, const Tensor*>> out{{"input", &g.input}};
+  std::vector<std::pair<std::string, const Tensor*>> out{{"input", &g.input}, {"other", &g.other}};
   for (std::size_t k = 0; k < g.more_inputs.size(); ++k)
     out.emplace_back(fmt::format("input{}", k + 1), &g.more_inputs[k]);
   out.insert(out.end(), {{"weight", &g.weight},
@@ -31,7 +31,8 @@ std::vector<std::pair<std::string, const Tensor*>> named(const GlobalTensors& g)
                          {"output", &g.output},
                          {"running_mean_out", &g.running_mean_out},
                          {"running_var_out", &g.running_var_out},
-                         {"grad_input", &g.grad_input}});
+                         {"grad_input", &g.grad_input},
+                         {"grad_other", &g.grad_other}});
   for (std::size_t k = 0; k < g.grad_more_inputs.size(); ++k)
     out.emplace_back(fmt::format("grad_input{}", k + 1), &g.grad_more_inputs[k]);
   out.insert(out.end(), {{"grad_weight", &g.grad_weight}, {"grad_bias", &g.grad_bias}});
@@ -147,6 +148,29 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
     case OpKind::CrossEntropy:
       meta["reduction"] = std::string(loss_reduction_name(o.reduction));
       if (o.op == OpKind::CrossEntropy) meta["target"] = "probabilities";
+      break;
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+      meta["other_shape"] = o.other_shape;
+      break;
+    case OpKind::Clamp:
+      meta["min"] = o.min ? json(*o.min) : json(nullptr);
+      meta["max"] = o.max ? json(*o.max) : json(nullptr);
+      break;
+    case OpKind::Pow:
+      meta["exponent"] = o.exponent;
+      break;
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Square:
       break;
   }
   meta["backward"] = o.backward;

@@ -129,6 +129,26 @@ std::string params_line(const Options& o) {
     case OpKind::MseLoss:
     case OpKind::CrossEntropy:
       return fmt::format("reduction={}", loss_reduction_name(o.reduction));
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+      return fmt::format("other_shape={}", list(o.other_shape));
+    case OpKind::Clamp:
+      return fmt::format("min={} max={}", o.min ? fmt::format("{}", *o.min) : "none",
+                         o.max ? fmt::format("{}", *o.max) : "none");
+    case OpKind::Pow:
+      return fmt::format("exponent={}", o.exponent);
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Square:
+      return "(no parameters)";
   }
   return "";
 }

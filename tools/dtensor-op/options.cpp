@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
@@ -17,13 +18,42 @@ namespace {
 
 using Int = std::int64_t;
 
-constexpr OpKind kAllOps[] = {OpKind::Conv,      OpKind::ConvTranspose,   OpKind::MaxPool,
-                              OpKind::AvgPool,   OpKind::AdaptiveAvgPool, OpKind::AdaptiveMaxPool,
-                              OpKind::Pad,       OpKind::Upsample,        OpKind::BatchNorm,
-                              OpKind::GroupNorm, OpKind::InstanceNorm,    OpKind::LayerNorm,
-                              OpKind::Cat,       OpKind::LeakyRelu,       OpKind::Gelu,
-                              OpKind::Silu,      OpKind::Sigmoid,         OpKind::Tanh,
-                              OpKind::Relu,      OpKind::MseLoss,         OpKind::CrossEntropy};
+constexpr OpKind kAllOps[] = {OpKind::Conv,
+                              OpKind::ConvTranspose,
+                              OpKind::MaxPool,
+                              OpKind::AvgPool,
+                              OpKind::AdaptiveAvgPool,
+                              OpKind::AdaptiveMaxPool,
+                              OpKind::Pad,
+                              OpKind::Upsample,
+                              OpKind::BatchNorm,
+                              OpKind::GroupNorm,
+                              OpKind::InstanceNorm,
+                              OpKind::LayerNorm,
+                              OpKind::Cat,
+                              OpKind::LeakyRelu,
+                              OpKind::Gelu,
+                              OpKind::Silu,
+                              OpKind::Sigmoid,
+                              OpKind::Tanh,
+                              OpKind::Relu,
+                              OpKind::MseLoss,
+                              OpKind::CrossEntropy,
+                              OpKind::Add,
+                              OpKind::Sub,
+                              OpKind::Mul,
+                              OpKind::Div,
+                              OpKind::Maximum,
+                              OpKind::Minimum,
+                              OpKind::Exp,
+                              OpKind::Log,
+                              OpKind::Sqrt,
+                              OpKind::Rsqrt,
+                              OpKind::Neg,
+                              OpKind::Abs,
+                              OpKind::Square,
+                              OpKind::Clamp,
+                              OpKind::Pow};
 
 [[noreturn]] void fail(std::string_view option, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", option, message));
@@ -126,6 +156,15 @@ std::vector<T> per_dim(std::string_view option, const std::vector<T>& list, Int 
   return std::vector<T>(static_cast<std::size_t>(spatial), list[0]);
 }
 
+// --other-shape: a comma list of sizes >= 1, optionally in brackets; "" or
+// "[]" is the 0-d (scalar-shaped) tensor.
+Shape parse_other_shape(std::string_view text) {
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']')
+    text = text.substr(1, text.size() - 2);
+  if (text.empty()) return {};
+  return parse_list("--other-shape", text, 1);
+}
+
 std::string ops_list() {
   std::string s;
   for (OpKind k : kAllOps)
@@ -167,6 +206,10 @@ const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
       {"--negative-slope", {LeakyRelu}},
       {"--approximate", {Gelu}},
       {"--reduction", {MseLoss, CrossEntropy}},
+      {"--other-shape", {Add, Sub, Mul, Div, Maximum, Minimum}},
+      {"--min", {Clamp}},
+      {"--max", {Clamp}},
+      {"--exponent", {Pow}},
   };
   return table;
 }
@@ -337,6 +380,21 @@ void check_operator(const Options& o, bool padding_lr) {
     case OpKind::Relu:
     case OpKind::MseLoss:
     case OpKind::CrossEntropy:
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Maximum:
+    case OpKind::Minimum:
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Square:
+    case OpKind::Clamp:
+    case OpKind::Pow:
       break;
     case OpKind::Pad:
       for (Int i = 0; i < spatial; ++i) {
@@ -439,6 +497,36 @@ std::string_view op_name(OpKind op) {
       return "mse_loss";
     case OpKind::CrossEntropy:
       return "cross_entropy";
+    case OpKind::Add:
+      return "add";
+    case OpKind::Sub:
+      return "sub";
+    case OpKind::Mul:
+      return "mul";
+    case OpKind::Div:
+      return "div";
+    case OpKind::Maximum:
+      return "maximum";
+    case OpKind::Minimum:
+      return "minimum";
+    case OpKind::Exp:
+      return "exp";
+    case OpKind::Log:
+      return "log";
+    case OpKind::Sqrt:
+      return "sqrt";
+    case OpKind::Rsqrt:
+      return "rsqrt";
+    case OpKind::Neg:
+      return "neg";
+    case OpKind::Abs:
+      return "abs";
+    case OpKind::Square:
+      return "square";
+    case OpKind::Clamp:
+      return "clamp";
+    case OpKind::Pow:
+      return "pow";
   }
   return "?";
 }
@@ -470,6 +558,32 @@ bool Options::is_activation() const {
 
 bool Options::is_loss() const {
   return op == OpKind::MseLoss || op == OpKind::CrossEntropy;
+}
+
+bool Options::is_binary() const {
+  return op == OpKind::Add || op == OpKind::Sub || op == OpKind::Mul || op == OpKind::Div ||
+         op == OpKind::Maximum || op == OpKind::Minimum;
+}
+
+bool Options::is_unary() const {
+  switch (op) {
+    case OpKind::Exp:
+    case OpKind::Log:
+    case OpKind::Sqrt:
+    case OpKind::Rsqrt:
+    case OpKind::Neg:
+    case OpKind::Abs:
+    case OpKind::Square:
+    case OpKind::Clamp:
+    case OpKind::Pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool Options::positive_input() const {
+  return op == OpKind::Log || op == OpKind::Sqrt || op == OpKind::Rsqrt || op == OpKind::Pow;
 }
 
 bool Options::has_weight() const {
@@ -616,7 +730,9 @@ Options parse_options(const std::vector<std::string>& args) {
                            "--value",          "--size",         "--scale",
                            "--num-groups",     "--eps",          "--momentum",
                            "--inputs",         "--channels",     "--cat-dim",
-                           "--negative-slope", "--approximate",  "--reduction"}) {
+                           "--negative-slope", "--approximate",  "--reduction",
+                           "--other-shape",    "--min",          "--max",
+                           "--exponent"}) {
     given[name] = app.add_option(name, text[name]);
     given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
@@ -905,6 +1021,31 @@ Options parse_options(const std::vector<std::string>& args) {
       fail("--reduction", fmt::format("unknown reduction '{}' (expected mean or sum)", v));
   }
 
+  // The tensor API.
+  if (o.is_binary()) {
+    o.other_shape = has("--other-shape") ? parse_other_shape(value("--other-shape")) : o.input;
+    // Broadcastable to the input: aligned at the last dims, each equal or 1,
+    // and no more dims than the input (the output keeps the input's shape).
+    bool ok = o.other_shape.size() <= o.input.size();
+    for (std::size_t k = 0; ok && k < o.other_shape.size(); ++k) {
+      const Int n = o.other_shape[k];
+      ok = n == 1 || n == o.input[o.input.size() - o.other_shape.size() + k];
+    }
+    if (!ok)
+      fail("--other-shape",
+           fmt::format("[{}] does not broadcast to the input's [{}] (--input): each dim, aligned "
+                       "at the last, must equal the input's or be 1",
+                       fmt::join(o.other_shape, ","), fmt::join(o.input, ",")));
+  }
+  if (has("--min")) o.min = parse_double("--min", value("--min"));
+  if (has("--max")) o.max = parse_double("--max", value("--max"));
+  if (o.op == OpKind::Clamp && !o.min && !o.max)
+    fail("--min", "clamp needs at least one bound: --min v and/or --max v");
+  if (has("--exponent"))
+    o.exponent = parse_double("--exponent", value("--exponent"));
+  else if (o.op == OpKind::Pow)
+    fail("--exponent", "pow needs the exponent: --exponent e");
+
   check_operator(o, padding_lr);
 
   const Int rank = static_cast<Int>(o.input.size());
@@ -948,7 +1089,9 @@ random data, and optionally checks, dumps and times it.
 OP: conv | conv_transpose | max_pool | avg_pool | adaptive_avg_pool |
     adaptive_max_pool | pad | upsample | batch_norm | group_norm |
     instance_norm | layer_norm | cat | leaky_relu | gelu | silu | sigmoid |
-    tanh | relu | mse_loss | cross_entropy
+    tanh | relu | mse_loss | cross_entropy | add | sub | mul | div |
+    maximum | minimum | exp | log | sqrt | rsqrt | neg | abs | square |
+    clamp | pow
 
 Common (as dtensor-conv)
   --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
@@ -1023,6 +1166,14 @@ leaky_relu | gelu | silu | sigmoid | tanh | relu
 mse_loss, cross_entropy (a seeded target placed like the input;
 cross_entropy's: class probabilities, a softmax over dim 1)
   --reduction mean|sum       default mean; the loss is a 0-d tensor
+add | sub | mul | div | maximum | minimum (NumPy broadcasting; a seeded other
+operand placed like the input when the shapes are equal, else replicated)
+  --other-shape s,...        the other's shape, broadcastable to --input
+                             (default: the same); "" or [] is 0-d
+exp | log | sqrt | rsqrt | neg | abs | square | clamp | pow (log, sqrt,
+rsqrt and pow draw the input in [0.5, 1.5))
+  --min v, --max v           clamp: the bounds, at least one
+  --exponent e               pow: required
 Lists take one value (for every spatial dim) or one per spatial dim.
 
 Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),

@@ -58,6 +58,23 @@ enum class OpKind {
   Relu,
   MseLoss,
   CrossEntropy,
+  // The tensor API: binary operators with broadcasting.
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Maximum,
+  Minimum,
+  // The tensor API: unary functions.
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Neg,
+  Abs,
+  Square,
+  Clamp,
+  Pow,
 };
 
 /// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
@@ -126,11 +143,21 @@ struct Options {
   // Losses: a seeded target placed like the input.
   LossReduction reduction = LossReduction::Mean;
 
+  // The tensor API. Binary operators: the other operand's shape,
+  // broadcastable to the input's (default: the input's).
+  Shape other_shape;
+  std::optional<double> min, max;  // clamp: at least one
+  double exponent = 1.0;           // pow (required)
+
   std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
   bool is_window() const;      // conv .. pad
   bool is_norm() const;        // batch_norm, group_norm, instance_norm, layer_norm
   bool is_activation() const;  // leaky_relu, gelu, silu, sigmoid, tanh, relu
   bool is_loss() const;        // mse_loss, cross_entropy
+  bool is_binary() const;      // add, sub, mul, div, maximum, minimum
+  bool is_unary() const;       // exp, log, sqrt, rsqrt, neg, abs, square, clamp, pow
+  /// log, sqrt, rsqrt and pow draw their input in [0.5, 1.5) (1 + rand / 2).
+  bool positive_input() const;
   /// conv and conv_transpose have a weight (and a bias unless --no-bias); so
   /// do the normalisations unless --no-affine (both or neither).
   bool has_weight() const;

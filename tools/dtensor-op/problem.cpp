@@ -1,11 +1,13 @@
 #include "tools/dtensor-op/problem.h"
 
 #include "dtensor/ops/activations.h"
+#include "dtensor/ops/autograd.h"
 #include "dtensor/ops/cat.h"
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/pointwise.h"
+#include "dtensor/ops/unary.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window_ops.h"
 #include "tools/reference/reference_nn_ops.h"
@@ -17,23 +19,83 @@ Placements replicated(const DeviceMesh& mesh) {
   return Placements(static_cast<std::size_t>(mesh.ndim()), Placement::replicate());
 }
 
-// This rank's part of rand(shape, seed) under `spec`; zeros on the non-zero
-// indices of Partial mesh dims (as dtensor-conv).
-Tensor seeded_local(const DTensorSpec& spec, std::uint64_t seed) {
+// 1 + t / 2 of an f64 tensor, in `dtype`: rand moved to [0.5, 1.5).
+Tensor positive(Tensor t, DType dtype) {
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.data<double>()[i] = 1.0 + t.data<double>()[i] / 2.0;
+  return t.to(dtype);
+}
+
+// This rank's part of rand(shape, seed) under `spec` (moved to [0.5, 1.5)
+// when `pos`); zeros on the non-zero indices of Partial mesh dims (as
+// dtensor-conv).
+Tensor seeded_local(const DTensorSpec& spec, std::uint64_t seed, bool pos = false) {
   const auto& coord = spec.mesh().get_coordinate();
   if (coord)
     for (std::size_t i = 0; i < spec.placements().size(); ++i)
       if (spec.placements()[i].is_partial() && (*coord)[i] != 0)
         return Tensor::zeros(spec.local_shape(), spec.dtype());
+  if (pos)
+    return positive(Tensor::rand_slice(spec.shape(), spec.global_offset(), spec.local_shape(),
+                                       DType::F64, seed),
+                    spec.dtype());
   return Tensor::rand_slice(spec.shape(), spec.global_offset(), spec.local_shape(), spec.dtype(),
                             seed);
 }
 
 DTensor seeded(const DeviceMesh& mesh, const Placements& placements, const Shape& shape,
-               DType dtype, std::uint64_t seed) {
+               DType dtype, std::uint64_t seed, bool pos = false) {
   DTensorSpec spec(mesh, placements, shape, dtype);
-  Tensor local = seeded_local(spec, seed).to(mesh.device());
+  Tensor local = seeded_local(spec, seed, pos).to(mesh.device());
   return DTensor(std::move(local), std::move(spec));
+}
+
+std::uint64_t other_seed(const Seeds& seeds) {
+  return derived_seed(seeds.input, 301);
+}
+
+// The whole input: rand, or 1 + rand / 2 for the ops that need it positive.
+Tensor whole_input(const Options& o, const Seeds& seeds) {
+  if (o.positive_input()) return positive(Tensor::rand(o.input, DType::F64, seeds.input), o.dtype);
+  return Tensor::rand(o.input_shape(0), o.dtype, seeds.input);
+}
+
+// The tensor API's forward: the input (and the other operand) to the output.
+DTensor tensor_api_forward(const Options& o, const DTensor& x, const std::optional<DTensor>& b) {
+  switch (o.op) {
+    case OpKind::Add:
+      return add(x, *b);
+    case OpKind::Sub:
+      return sub(x, *b);
+    case OpKind::Mul:
+      return mul(x, *b);
+    case OpKind::Div:
+      return div(x, *b);
+    case OpKind::Maximum:
+      return maximum(x, *b);
+    case OpKind::Minimum:
+      return minimum(x, *b);
+    case OpKind::Exp:
+      return dtensor::exp(x);
+    case OpKind::Log:
+      return natural_log(x);
+    case OpKind::Sqrt:
+      return dtensor::sqrt(x);
+    case OpKind::Rsqrt:
+      return rsqrt(x);
+    case OpKind::Neg:
+      return neg(x);
+    case OpKind::Abs:
+      return dtensor::abs(x);
+    case OpKind::Square:
+      return square(x);
+    case OpKind::Clamp:
+      return clamp(x, o.min, o.max);
+    case OpKind::Pow:
+      return dtensor::pow(x, o.exponent);
+    default:
+      throw std::logic_error("dtensor-op: not a tensor API op");
+  }
 }
 
 DTensor whole_on(const DeviceMesh& mesh, const Tensor& t) {
@@ -103,13 +165,18 @@ std::uint64_t derived_seed(std::uint64_t base, std::uint64_t which) {
 }
 
 Operands make_operands(const Options& o, const DeviceMesh& mesh, const Seeds& seeds) {
-  Operands ops{seeded(mesh, o.placements, o.input_shape(0), o.dtype, seeds.input),
-               std::nullopt,
-               std::nullopt,
-               {},
-               std::nullopt,
-               std::nullopt,
-               std::nullopt};
+  Operands ops{
+      seeded(mesh, o.placements, o.input_shape(0), o.dtype, seeds.input, o.positive_input()),
+      std::nullopt,
+      std::nullopt,
+      {},
+      std::nullopt,
+      std::nullopt,
+      std::nullopt,
+      std::nullopt};
+  if (o.is_binary())
+    ops.other = seeded(mesh, o.other_shape == o.input ? o.placements : replicated(mesh),
+                       o.other_shape, o.dtype, other_seed(seeds));
   if (o.has_weight()) {
     ops.weight = seeded(mesh, replicated(mesh), o.weight_shape(), o.dtype, seeds.weight);
     if (o.bias) ops.bias = seeded(mesh, replicated(mesh), o.bias_shape(), o.dtype, seeds.bias);
@@ -135,7 +202,24 @@ Operands local_operands(const Operands& global, const DeviceMesh& own_mesh) {
                {},
                std::nullopt,
                std::nullopt,
+               std::nullopt,
                std::nullopt};
+  if (global.other) {
+    // A broadcast (replicated) other: this rank's part of it along the dims
+    // where it has the input's extent, as the library shards it for a sharded
+    // input; one placed like the input is already this rank's part.
+    Tensor t = global.other->to_local();
+    const DTensor& in = global.input;
+    if (global.other->shape() != in.shape()) {
+      const Shape offset = in.spec().global_offset(), shape = in.spec().local_shape();
+      const std::size_t off = shape.size() - t.shape().size();
+      for (std::size_t k = 0; k < t.shape().size(); ++k)
+        if (t.shape()[k] != 1)
+          t = t.narrow(static_cast<std::int64_t>(k), offset[off + k], shape[off + k]);
+      t = t.contiguous();
+    }
+    ops.other = whole_on(own_mesh, t);
+  }
   if (global.weight) ops.weight = whole_on(own_mesh, global.weight->to_local());
   if (global.bias) ops.bias = whole_on(own_mesh, global.bias->to_local());
   // layer_norm's [C, spatial...] parameters: this rank's part of them, as the
@@ -168,6 +252,7 @@ DTensor make_grad_output(const Options& o, const DTensor& output, const Seeds& s
 
 Forward run_forward(const Options& o, const Operands& ops) {
   const DTensor& x = ops.input;
+  if (o.is_binary() || o.is_unary()) return {tensor_api_forward(o, x, ops.other)};
   switch (o.op) {
     case OpKind::Conv:
       return {convolution(x, *ops.weight, ops.bias, o.conv_params())};
@@ -217,6 +302,8 @@ Forward run_forward(const Options& o, const Operands& ops) {
       return {mse_loss(x, *ops.target, o.reduction)};
     case OpKind::CrossEntropy:
       return {cross_entropy(x, *ops.target, o.reduction)};
+    default:
+      break;  // the tensor API, above
   }
   throw std::logic_error("dtensor-op: unknown op");
 }
@@ -231,6 +318,21 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
     return g;
   }
   const DTensor& gy = gy_opt.value();
+  if (o.is_binary() || o.is_unary()) {
+    // Through autograd, as a user's program gets them: the other operand's
+    // gradient summed back to its shape, placed like it.
+    DTensor xi = x.detach();
+    xi.requires_grad_();
+    std::optional<DTensor> bi;
+    if (ops.other) {
+      bi = ops.other->detach();
+      bi->requires_grad_();
+    }
+    backward(tensor_api_forward(o, xi, bi), gy);
+    g.grad_input = xi.grad();
+    if (bi) g.grad_other = bi->grad();
+    return g;
+  }
   if (o.is_norm()) {
     const NormOutputMask mask{true, o.affine, o.affine};
     NormGrads r;
@@ -322,7 +424,8 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
 GlobalTensors gather_global(const Options& o, const Seeds& seeds, const Forward& forward,
                             const std::optional<DTensor>& grad_output, const Grads& grads) {
   GlobalTensors g;
-  g.input = Tensor::rand(o.input_shape(0), o.dtype, seeds.input);
+  g.input = whole_input(o, seeds);
+  if (o.is_binary()) g.other = Tensor::rand(o.other_shape, o.dtype, other_seed(seeds));
   if (o.has_weight()) {
     g.weight = Tensor::rand(o.weight_shape(), o.dtype, seeds.weight);
     if (o.bias) g.bias = Tensor::rand(o.bias_shape(), o.dtype, seeds.bias);
@@ -343,6 +446,7 @@ GlobalTensors gather_global(const Options& o, const Seeds& seeds, const Forward&
     g.grad_more_inputs.push_back(host(t));
   if (grad_output) g.grad_output = Tensor::rand(grad_output->shape(), o.dtype, seeds.grad_output);
   if (grads.grad_input) g.grad_input = host(*grads.grad_input);
+  if (grads.grad_other) g.grad_other = host(*grads.grad_other);
   if (grads.grad_weight) g.grad_weight = host(*grads.grad_weight);
   if (grads.grad_bias) g.grad_bias = host(*grads.grad_bias);
   return g;

@@ -10,7 +10,9 @@
 // batch_norm's running statistics, the losses' target. The running variance
 // is 1 + rand / 2 (in [0.5, 1.5)); cross_entropy's target is the softmax over
 // dim 1 of a seeded tensor (class probabilities), made whole on every rank
-// and sliced to the rank's shard.
+// and sliced to the rank's shard. The binary operators' other operand has
+// its own derived seed; log, sqrt, rsqrt and pow draw their input as
+// 1 + rand / 2 (in [0.5, 1.5)), computed in f64 and rounded to the dtype.
 #pragma once
 
 #include <optional>
@@ -33,6 +35,9 @@ struct Operands {
   std::vector<DTensor> more_inputs;  // cat: inputs 1..K-1, placed as --placements
   std::optional<DTensor> running_mean, running_var;  // batch_norm: replicated
   std::optional<DTensor> target;                     // losses: placed as --placements
+  // Binary operators: placed as --placements when its shape is the input's,
+  // else replicated.
+  std::optional<DTensor> other;
 };
 
 /// The seed of operand `which` derived from `base` (a splitmix64 step).
@@ -67,6 +72,7 @@ Forward run_forward(const Options& o, const Operands& ops);
 struct Grads {
   std::optional<DTensor> grad_input, grad_weight, grad_bias;
   std::vector<DTensor> grad_more_inputs;  // cat: of inputs 1..K-1
+  std::optional<DTensor> grad_other;      // binary operators: of the other operand
 };
 /// The library's backward of --op, given grad_output (the losses take none:
 /// the gradient of the loss is 1).
@@ -82,6 +88,7 @@ struct GlobalTensors {
   Tensor running_mean, running_var;                   // batch_norm: before the forward
   Tensor running_mean_out, running_var_out;           // and after
   Tensor target;                                      // losses
+  Tensor other, grad_other;                           // binary operators
 };
 
 /// Collective over the mesh (full_tensor() of every result): call on every rank.
