@@ -96,6 +96,49 @@ void ignore_sigpipe_unless_handled() {
   });
 }
 
+// Every pair carries a token both ways before a rendezvous counts as done.
+// connectFullMesh succeeds on both sides of a pair whose listening side took
+// an outsider's connection (a port scanner that connected and closed): the
+// listener holds the outsider's socket, the real peer's connection waits
+// unaccepted in the backlog, and the first collective failed with
+// "Connection reset by peer" after the job had started. A token that does not
+// arrive, or arrives wrong, makes this attempt fail and the rendezvous retry.
+// Returns the failure in words, or "" when every pair works.
+std::string verify_pairs(::gloo::rendezvous::Context& ctx, int rank, int size,
+                         std::chrono::milliseconds timeout) {
+  constexpr std::uint64_t kSlot = 0x7d7e0001;  // the context is new: nothing else uses it yet
+  auto token = [](int from, int to) {
+    return (std::uint64_t{0x5eed} << 48) | (static_cast<std::uint64_t>(from) << 24) |
+           static_cast<std::uint64_t>(to);
+  };
+  std::vector<std::uint64_t> out(static_cast<std::size_t>(size)), in(out.size(), 0);
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> sends, recvs;
+  try {
+    std::string error;
+    translate_errors("pair check", [&] {
+      for (int p = 0; p < size; ++p) {
+        if (p == rank) continue;
+        const auto k = static_cast<std::size_t>(p);
+        out[k] = token(rank, p);
+        recvs.push_back(ctx.createUnboundBuffer(&in[k], sizeof(std::uint64_t)));
+        recvs.back()->recv(p, kSlot);
+        sends.push_back(ctx.createUnboundBuffer(&out[k], sizeof(std::uint64_t)));
+        sends.back()->send(p, kSlot);
+      }
+      for (std::size_t i = 0; i < recvs.size() && error.empty(); ++i)
+        if (!recvs[i]->waitRecv(timeout) || !sends[i]->waitSend(timeout))
+          error = fmt::format("no token within {} ms", timeout.count());
+    });
+    for (int p = 0; p < size && error.empty(); ++p)
+      if (p != rank && in[static_cast<std::size_t>(p)] != token(p, rank))
+        error = fmt::format("rank {}'s pair carried {:#x}, not its token", p,
+                            in[static_cast<std::size_t>(p)]);
+    return error;
+  } catch (const Error& e) {  // a timeout too: here it means a broken pair
+    return e.what();
+  }
+}
+
 }  // namespace
 
 GlooProcessGroup::GlooProcessGroup(int rank, int size, std::vector<int> global_ranks,
@@ -210,6 +253,15 @@ void GlooProcessGroup::connect() {
     } catch (const CommError& e) {
       error = e.what();
     }
+    if (error.empty()) {
+      const std::string broken = verify_pairs(
+          *ctx, rank_, size_, std::max(attempt_budget / 5, std::chrono::milliseconds(1)));
+      if (!broken.empty())
+        error = "rendezvous of group '" + prefix + "': a pair is broken (" + broken + ")";
+    }
+    // A failed attempt's pairs are closed before the outcomes are compared,
+    // so a peer still waiting on one of them hears of it at once.
+    if (!error.empty()) ctx.reset();
     const bool can_retry = budget() >= pause(attempt) + least_attempt;
     StoreAdapter outcomes(store_, prefix, budget());
     outcomes.set("outcome/" + std::to_string(rank_),
