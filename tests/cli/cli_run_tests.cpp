@@ -13,6 +13,7 @@
 
 #include "dtensor/cuda.h"
 #include "tests/cli/mini_json.h"
+#include "tests/cli/run_program.h"
 #include "tools/launch/process_set.h"
 
 namespace {
@@ -26,45 +27,9 @@ const std::string kRun = DTENSOR_RUN_PATH;
 const std::string kConv = DTENSOR_CONV_PATH;
 const std::string kCheckDump = DTENSOR_CHECK_DUMP_PATH;
 
-struct Ran {
-  int code = -1;
-  int signal = 0;
-  double seconds = 0;
-  std::string output;  // stdout and stderr, interleaved
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs argv to completion (or kills it at `timeout` and fails the test).
-Ran run_program(const Args& argv, std::chrono::seconds timeout = 60s,
-                const std::map<std::string, std::string>& env = {}) {
-  dtensor::launch::TempDir dir("dtensor-cli-test");
-  dtensor::launch::ProcessSpec spec;
-  spec.argv = argv;
-  spec.env = env;
-  spec.env["OMP_NUM_THREADS"] = "1";  // ranks share the test machine's cores
-  spec.output_file = dir.path() + "/output";
-  dtensor::launch::ProcessSet set;
-  const auto start = std::chrono::steady_clock::now();
-  set.start(spec);
-  dtensor::launch::wait_for(set, start + timeout);
-  if (!set.all_exited()) {
-    set.stop_all(1000ms);
-    FAIL(argv[0] << " did not finish within " << timeout.count() << " s; output:\n"
-                 << read_file(spec.output_file));
-  }
-  Ran r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.code = set.status(0).code;
-  r.signal = set.status(0).signal;
-  r.output = read_file(spec.output_file);
-  return r;
-}
+using dtensor::testing::cli_run::Ran;
+using dtensor::testing::cli_run::read_file;
+using dtensor::testing::cli_run::run_program;
 
 // dtensor-run -n P -- dtensor-conv ARGS, with a communication timeout and a
 // deadline so that a hang fails quickly instead of stalling the suite.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/cli/mini_json.h"
+#include "tests/cli/run_program.h"
 #include "tools/dtensor-op/options.h"
 #include "tools/launch/process_set.h"
 
@@ -31,42 +32,9 @@ inline const std::string kRun = DTENSOR_RUN_PATH;
 inline const std::string kOp = DTENSOR_OP_PATH;
 inline const std::string kCheckOpDump = DTENSOR_CHECK_OP_DUMP_PATH;
 
-struct Ran {
-  int code = -1;
-  double seconds = 0;
-  std::string output;  // stdout and stderr, interleaved
-};
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline Ran run_program(const Args& argv, std::chrono::seconds timeout = 60s,
-                       const std::map<std::string, std::string>& env = {}) {
-  dtensor::launch::TempDir dir("dtensor-op-test");
-  dtensor::launch::ProcessSpec spec;
-  spec.argv = argv;
-  spec.env = env;
-  spec.env["OMP_NUM_THREADS"] = "1";
-  spec.output_file = dir.path() + "/output";
-  dtensor::launch::ProcessSet set;
-  const auto start = std::chrono::steady_clock::now();
-  set.start(spec);
-  dtensor::launch::wait_for(set, start + timeout);
-  if (!set.all_exited()) {
-    set.stop_all(1000ms);
-    FAIL(argv[0] << " did not finish within " << timeout.count() << " s; output:\n"
-                 << read_file(spec.output_file));
-  }
-  Ran r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.code = set.status(0).code;
-  r.output = read_file(spec.output_file);
-  return r;
-}
+using cli_run::Ran;
+using cli_run::read_file;
+using cli_run::run_program;
 
 // dtensor-run -n P -- dtensor-op ARGS, with a communication timeout and a deadline.
 inline Ran run_op(int ranks, const Args& args) {
