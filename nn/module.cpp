@@ -79,9 +79,9 @@ void Module::collect(const std::string& prefix, bool buffers, bool params,
     if (buffer_pass ? !buffers : !params) continue;
     for (auto& s : slots_) {
       if (s.is_buffer != buffer_pass) continue;
-      check_arg(s.value->has_value(), "nn",
-                "{}: the module is not distributed yet (call distribute(mesh) first)",
-                joined(prefix, s.name));
+      DTENSOR_CHECK_ARG(s.value->has_value(), "nn",
+                        "{}: the module is not distributed yet (call distribute(mesh) first)",
+                        joined(prefix, s.name));
       out.emplace_back(joined(prefix, s.name), &**s.value);
     }
   }
@@ -148,12 +148,13 @@ void Module::load_state_dict(const NamedDTensors& state, bool strict) {
     for (const auto& [n, t] : state)
       if (n == name) src = &t;
     if (!src) continue;
-    check_arg(src->shape() == target->shape() && src->dtype() == target->dtype(), "load_state_dict",
-              "{}: given {} {}, the module has {} {}", name, shape_str(src->shape()),
-              dtype_name(src->dtype()), shape_str(target->shape()), dtype_name(target->dtype()));
-    check_arg(src->mesh() == target->mesh(), "load_state_dict",
-              "{}: given on mesh {}, the module is on {}", name, src->mesh().str(),
-              target->mesh().str());
+    DTENSOR_CHECK_ARG(src->shape() == target->shape() && src->dtype() == target->dtype(),
+                      "load_state_dict", "{}: given {} {}, the module has {} {}", name,
+                      shape_str(src->shape()), dtype_name(src->dtype()), shape_str(target->shape()),
+                      dtype_name(target->dtype()));
+    DTENSOR_CHECK_ARG(src->mesh() == target->mesh(), "load_state_dict",
+                      "{}: given on mesh {}, the module is on {}", name, src->mesh().str(),
+                      target->mesh().str());
     const DTensor placed = src->placements() == target->placements()
                                ? *src
                                : src->redistribute(src->mesh(), target->placements());
@@ -180,6 +181,32 @@ void Module::distribute_with_prefix(const DeviceMesh& mesh, const ShardingPlan& 
   for (auto& [name, child] : children_)
     child->distribute_with_prefix(mesh, plan, joined(prefix, name));
   distributed_ = true;
+}
+
+Module& Module::to(DType dtype) {
+  NoGradGuard no_grad;
+  for (auto& s : slots_) {
+    if (!s.value->has_value()) {
+      if (s.initial.defined() && s.initial.dtype() != dtype) s.initial = s.initial.to(dtype);
+      continue;
+    }
+    DTensor& p = **s.value;
+    if (p.dtype() == dtype) continue;
+    const std::optional<DTensor> grad = p.grad();
+    const bool requires_grad = p.requires_grad();
+    const DTensorSpec& was = p.spec();
+    // The same DTensor object takes the converted values, so every pointer
+    // named_parameters() handed out stays valid.
+    p = DTensor(p.to_local().to(dtype),
+                DTensorSpec(was.mesh(), was.placements(), was.shape(), dtype));
+    if (requires_grad) p.requires_grad_();
+    if (grad)
+      p.set_grad(DTensor(grad->to_local().to(dtype),
+                         DTensorSpec(grad->mesh(), grad->placements(), grad->shape(), dtype)));
+  }
+  for (auto& [name, child] : children_)
+    child->to(dtype);
+  return *this;
 }
 
 void Module::train(bool on) {

@@ -11,6 +11,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/fault.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/ops/autocast.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/placement/redistribute.h"
 #include "ops/autograd/recorded_nodes.h"
@@ -164,8 +165,8 @@ OpCall::~OpCall() = default;
 
 ProcessGroup& OpCall::group(std::int64_t mesh_dim) {
   const DeviceMesh& mesh = schema_.mesh();
-  check_arg(mesh_dim >= 0 && mesh_dim < mesh.ndim(), "dispatch",
-            "group: mesh_dim {} is outside the call's {}-dim mesh", mesh_dim, mesh.ndim());
+  DTENSOR_CHECK_ARG(mesh_dim >= 0 && mesh_dim < mesh.ndim(), "dispatch",
+                    "group: mesh_dim {} is outside the call's {}-dim mesh", mesh_dim, mesh.ndim());
   if (groups_.empty()) groups_.resize(static_cast<std::size_t>(mesh.ndim()));
   auto& g = groups_[static_cast<std::size_t>(mesh_dim)];
   if (!g) g = std::make_unique<CallScopedGroup>(mesh.get_group(mesh_dim), agreement_, message_tag_);
@@ -224,8 +225,8 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
   // stopping at every operator for the slowest one's message.
   const auto& s = sharding();
   const auto& pos = schema_.dtensor_positions();
-  check_arg(inputs.size() == pos.size(), "dispatch", "{}: {} inputs given, {} expected",
-            schema_.op(), inputs.size(), pos.size());
+  DTENSOR_CHECK_ARG(inputs.size() == pos.size(), "dispatch", "{}: {} inputs given, {} expected",
+                    schema_.op(), inputs.size(), pos.size());
   KernelCall call{schema_, schema_.args(), {}, s.output_specs};
   for (std::size_t i = 0; i < pos.size(); ++i) {
     call.local_args[pos[i]] = inputs[i].to_local();
@@ -235,9 +236,9 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
   const LocalKernel& kernel =
       op_kernel(schema_.op(), first.to_local().device().type, first.dtype());
   std::vector<Tensor> locals = kernel(call);
-  check_arg(locals.size() == s.output_specs.size(), "dispatch",
-            "{}: the kernel returned {} outputs, {} expected", schema_.op(), locals.size(),
-            s.output_specs.size());
+  DTENSOR_CHECK_ARG(locals.size() == s.output_specs.size(), "dispatch",
+                    "{}: the kernel returned {} outputs, {} expected", schema_.op(), locals.size(),
+                    s.output_specs.size());
   confirm_agreement();
   std::vector<DTensor> outs;
   for (std::size_t o = 0; o < locals.size(); ++o)
@@ -284,6 +285,10 @@ std::vector<DTensor> dispatch_untracked(const std::string& op, std::vector<OpArg
 }  // namespace
 
 std::vector<DTensor> dispatch(const std::string& op, std::vector<OpArg> args) {
+  // Autocast's casts are calls of their own, recorded before this one, so
+  // that the call below sees (and autograd saves) the cast arguments.
+  if (autocast_enabled()) args = detail::autocast_arguments(op, std::move(args));
+  const detail::AutocastSuspended not_inside_an_operator;
   detail::CommScope scope(op);  // the call the desync check names
   ++stats().calls;
   if (!autograd::detail::should_record(op, args)) {

@@ -60,6 +60,15 @@ LocalKernel reduction(bool mean) {
   };
 }
 
+// "to": the device copy converts (the strided conversion kernel of
+// cuda_device_ops.cpp).
+std::vector<Tensor> convert(const KernelCall& c) {
+  const Tensor& x = c.local(0);
+  Tensor y = Tensor::empty(x.shape(), parse_dtype(c.schema.text(1)), x.device());
+  y.copy_(x);
+  return {y};
+}
+
 }  // namespace
 
 // Registration only: no CUDA call happens while the module loads.
@@ -73,6 +82,7 @@ void register_pointwise_kernels() {
     register_kernel("relu", cuda, dt, elementwise(PointwiseOp::Relu, false));
     register_kernel("sum", cuda, dt, reduction(false));
     register_kernel("mean", cuda, dt, reduction(true));
+    register_kernel("to", cuda, dt, convert);
   }
 }
 

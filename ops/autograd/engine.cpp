@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/autocast.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/placement/bucketed_reduce.h"
@@ -47,9 +48,9 @@ DTensor accumulate(const std::optional<DTensor>& have, const DTensor& g) {
 }
 
 void check_gradient_fits(const DTensor& g, const DTensorSpec& of, const std::string& where) {
-  check_arg(g.shape() == of.shape() && g.dtype() == of.dtype() && g.mesh() == of.mesh(), "autograd",
-            "{}: a gradient of shape {} ({}) for a tensor {} ", where, shape_str(g.shape()),
-            dtype_name(g.dtype()), of.str());
+  DTENSOR_CHECK_ARG(g.shape() == of.shape() && g.dtype() == of.dtype() && g.mesh() == of.mesh(),
+                    "autograd", "{}: a gradient of shape {} ({}) for a tensor {} ", where,
+                    shape_str(g.shape()), dtype_name(g.dtype()), of.str());
 }
 
 struct ByNewestFirst {
@@ -100,15 +101,19 @@ void backward(const DTensor& output, const std::optional<DTensor>& grad, bool re
             "output: it does not require grad (no input of the operators that computed it "
             "requires grad, or it was computed with grad mode off)");
   NoGradGuard no_grad;
+  // The gradients run in the dtypes the forward chose, as torch's backward
+  // outside autocast: nothing in backward is cast again.
+  const detail::AutocastSuspended no_autocast;
   DTensor seed = [&] {
     if (grad) {
       check_gradient_fits(*grad, output.spec(), "backward: grad");
       return *grad;
     }
-    check_arg(shape_numel(output.shape()) == 1, "backward",
-              "grad: needed for an output of shape {} (only a one-element output, such as a "
-              "loss, has the implicit gradient 1)",
-              shape_str(output.shape()));
+    DTENSOR_CHECK_ARG(
+        shape_numel(output.shape()) == 1, "backward",
+        "grad: needed for an output of shape {} (only a one-element output, such as a "
+        "loss, has the implicit gradient 1)",
+        shape_str(output.shape()));
     const DTensorSpec spec(output.mesh(), gradient_placements(output.spec()), output.shape(),
                            output.dtype());
     return DTensor(Tensor::full(spec.local_shape(), 1.0, output.dtype()), spec);

@@ -136,6 +136,29 @@ def case_clip(a, tmp):
     return 0
 
 
+def case_autocast(a, tmp):
+    """--autocast bf16: the losses stay within 2e-2 (relative) of the f32
+    run's (which the torch cases check against PyTorch), on 1 rank and on 2;
+    they are not the f32 losses (bf16 did run); with --dtype f64 nothing is
+    lowered, as in torch, so the losses are the f64 run's exactly."""
+    if not have("numpy"):
+        return SKIP
+    numpy_data(tmp, shape=(2, 2, 1, 32, 24))
+    common = ["--base", "8", "--groups", "2", "--seed", "4", "--steps", "4", "--optimizer",
+              "sgd", "--lr", "0.05", "--momentum", "0.9"]
+    f32 = train(a, 1, tmp, common, dtype="f32")
+    for ranks in (1, 2):
+        bf16 = train(a, ranks, tmp, common + ["--autocast", "bf16"], dtype="f32")
+        close(bf16, f32, 2e-2, f"{ranks} rank(s): autocast bf16 losses vs f32")
+        assert any(abs(b - f) > 1e-6 * abs(f) for b, f in zip(bf16, f32)), \
+            f"autocast losses equal the f32 ones: bf16 did not run ({bf16})"
+    f64 = train(a, 2, tmp, common)
+    close(train(a, 2, tmp, common + ["--autocast", "bf16"]), f64, 0.0,
+          "--dtype f64 --autocast bf16 vs f64")
+    assert f32[-1] < f32[0], f"the loss did not fall: {f32}"
+    return 0
+
+
 def case_ranks(a, tmp):
     if not have("numpy"):
         return SKIP
@@ -300,6 +323,7 @@ def case_cli_errors(a, tmp):
     cases.append((ok + ["--scheduler", "cosine"], "--t-max"))
     cases.append((ok + ["--scheduler", "step"], "--step-size"))
     cases.append((ok + ["--scheduler", "linear", "--start-factor", "0"], "--start-factor"))
+    cases.append((ok + ["--autocast", "fp8"], "--autocast"))
     for args, named in cases:
         r = subprocess.run([a.run, "-n", "2", "--", a.trainer] + args, capture_output=True,
                            text=True, timeout=120)
@@ -338,6 +362,8 @@ def main():
                                   "--total-iters", "3"])
         if a.case == "torch-2-sgd-step-clip":
             return case_clip(a, tmp)
+        if a.case == "autocast-bf16":
+            return case_autocast(a, tmp)
         if a.case == "ranks-4-vs-1":
             return case_ranks(a, tmp)
         if a.case == "init-bf16":

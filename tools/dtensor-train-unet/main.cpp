@@ -43,6 +43,7 @@ struct Options {
   std::optional<std::int64_t> step_size, t_max, total_iters;
   std::optional<double> gamma, eta_min, start_factor, end_factor;
   std::optional<double> clip_grad_norm;
+  std::string autocast = "none";
   std::string dtype = "f32";
   std::string device = "cpu";
   std::string save, resume;
@@ -251,7 +252,12 @@ int run(const Options& o) {
   const DTensor y = distribute_tensor(Y, mesh, placements);
   std::vector<double> losses, lrs;
   for (std::int64_t step = 0; step < o.steps; ++step) {
-    const DTensor loss = mse_loss(model(x), y);
+    // The forward and the loss under autocast, the backward outside it, as
+    // torch.autocast is used: the gradients follow the forward's dtypes.
+    const DTensor loss = [&] {
+      const AutocastScope autocast(o.autocast == "bf16", DType::BF16);
+      return mse_loss(model(x), y);
+    }();
     losses.push_back(loss.to_local().to(Device::cpu()).item_flat(0));
     if (!o.json && get_rank() == 0)
       std::cout << fmt::format("step {} loss {:.10g}", opt->steps_taken() + 1, losses.back())
@@ -321,6 +327,10 @@ int main(int argc, char** argv) {
   app.add_option("--clip-grad-norm", o.clip_grad_norm,
                  "clip the gradients' total 2-norm to X before each step")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--autocast", o.autocast,
+                 "bf16: convolutions in bf16, norms and the loss in f32 (torch.autocast); with "
+                 "--dtype f64 nothing is lowered, as in torch")
+      ->check(CLI::IsMember({"none", "bf16"}));
   app.add_option("--dtype", o.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
   app.add_option("--device", o.device, "cpu or cuda (one GPU per rank: the rank's local one)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

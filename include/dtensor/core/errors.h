@@ -55,4 +55,22 @@ void check_arg(bool cond, std::string_view component, fmt::format_string<Args...
   if (!cond) throw InvalidArgument(component, fmt::format(f, std::forward<Args>(args)...));
 }
 
+namespace detail {
+template <typename... Args>
+[[noreturn]] void throw_invalid_argument(std::string_view component, fmt::format_string<Args...> f,
+                                         Args&&... args) {
+  throw InvalidArgument(component, fmt::format(f, std::forward<Args>(args)...));
+}
+}  // namespace detail
+
 }  // namespace dtensor
+
+/// check_arg whose message arguments are evaluated only when `cond` fails,
+/// as TORCH_CHECK's are: for checks on paths every call runs whose message
+/// costs something to build (shape_str, a spec's or a mesh's str()), which
+/// check_arg, a function, would build on every call.
+#define DTENSOR_CHECK_ARG(cond, component, ...)                            \
+  do {                                                                     \
+    if (!(cond)) [[unlikely]]                                              \
+      ::dtensor::detail::throw_invalid_argument((component), __VA_ARGS__); \
+  } while (0)

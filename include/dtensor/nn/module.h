@@ -64,6 +64,13 @@ class Module {
   void distribute(const DeviceMesh& mesh, const ShardingPlan& plan = {});
   bool is_distributed() const { return distributed_; }
 
+  /// Converts every floating parameter and buffer (and gradient) to `dtype`,
+  /// in place, as torch's module.to(dtype): a parameter keeps its identity,
+  /// its placements and requires_grad (an optimiser built on it still
+  /// holds it; build it after the conversion so that its state matches).
+  /// Before or after distribute(). Returns this module.
+  Module& to(DType dtype);
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
