@@ -16,10 +16,11 @@ std::shared_ptr<ProcessGroup> coordinating_group(const std::vector<const DTensor
   const auto& ranks = largest->ranks();
   for (const auto* s : specs)
     for (int r : s->mesh().ranks())
-      check_arg(std::find(ranks.begin(), ranks.end(), r) != ranks.end(), "checkpoint",
-                "{}: the tensors' meshes must all lie within the largest one ({}), but {} has "
-                "rank {}",
-                what, largest->str(), s->mesh().str(), r);
+      DTENSOR_CHECK_ARG(
+          std::find(ranks.begin(), ranks.end(), r) != ranks.end(), "checkpoint",
+          "{}: the tensors' meshes must all lie within the largest one ({}), but {} has "
+          "rank {}",
+          what, largest->str(), s->mesh().str(), r);
   return largest->get_mesh_group();
 }
 

@@ -42,9 +42,9 @@ std::vector<const CheckpointEntry*> matching_entries(const CheckpointIndex& inde
                                      t.name, dtype_name(it->dtype), dtype_name(t.spec.dtype())));
     out.push_back(it == index.tensors.end() ? nullptr : &*it);
   }
-  check_arg(problems.empty(), "checkpoint",
-            "{} of {} target(s) do not match the checkpoint '{}': {}", problems.size(),
-            targets.size(), dir, fmt::join(problems, "; "));
+  DTENSOR_CHECK_ARG(problems.empty(), "checkpoint",
+                    "{} of {} target(s) do not match the checkpoint '{}': {}", problems.size(),
+                    targets.size(), dir, fmt::join(problems, "; "));
   return out;
 }
 

@@ -79,9 +79,10 @@ std::vector<ShardToWrite> my_shards(const NamedDTensors& tensors, const std::vec
     for (const auto& planned : plan_shards(ready[i].spec())) {
       if (planned.owner != my_rank) continue;
       const Tensor& local = ready[i].to_local();
-      check_arg(local.shape() == planned.box.extents, "checkpoint",
-                "save_checkpoint: tensor '{}': the local tensor's shape {} is not the shard's {}",
-                tensors[i].first, shape_str(local.shape()), shape_str(planned.box.extents));
+      DTENSOR_CHECK_ARG(
+          local.shape() == planned.box.extents, "checkpoint",
+          "save_checkpoint: tensor '{}': the local tensor's shape {} is not the shard's {}",
+          tensors[i].first, shape_str(local.shape()), shape_str(planned.box.extents));
       out.push_back({i, shard_key(tensors[i].first, planned.box.offsets), planned.box,
                      local.to(Device::cpu()).contiguous()});
     }

@@ -107,9 +107,10 @@ std::string sanitized_job_id(std::string_view id) {
 void read_job(const Lookup& lookup, Config& c) {
   if (const char* v = get(lookup, "DTENSOR_JOB_ID")) {
     const std::string id = v;
-    check_arg(id.size() <= 128 && sanitized_job_id(id) == id, kComponent,
-              "DTENSOR_JOB_ID='{}': accepted values are 1 to 128 characters of [A-Za-z0-9._-]",
-              id.substr(0, 200));
+    DTENSOR_CHECK_ARG(
+        id.size() <= 128 && sanitized_job_id(id) == id, kComponent,
+        "DTENSOR_JOB_ID='{}': accepted values are 1 to 128 characters of [A-Za-z0-9._-]",
+        id.substr(0, 200));
     c.job_id = id;
     c.job_id_source = "DTENSOR_JOB_ID";
   } else if (const char* t = get(lookup, "TORCHELASTIC_RUN_ID"); t && std::string(t) != "none") {
@@ -125,10 +126,10 @@ void read_job(const Lookup& lookup, Config& c) {
   }
   if (const char* token = get(lookup, "DTENSOR_JOB_TOKEN")) {
     // The value is a secret: the message gives its length, never the value.
-    check_arg(std::strlen(token) >= 16, kComponent,
-              "DTENSOR_JOB_TOKEN is {} characters long: a job token must have at least 16 "
-              "(dtensor-run generates 64)",
-              std::strlen(token));
+    DTENSOR_CHECK_ARG(std::strlen(token) >= 16, kComponent,
+                      "DTENSOR_JOB_TOKEN is {} characters long: a job token must have at least 16 "
+                      "(dtensor-run generates 64)",
+                      std::strlen(token));
     c.job_token = token;
   }
 }

@@ -74,7 +74,7 @@ std::shared_ptr<ProcessGroup> split_dim(const std::shared_ptr<ProcessGroup>& wor
   const auto rows = rows_of_dim(shape, ranks, d);
   if (rows.size() == 1) return group_of(world, rows[0]);
   auto g = world->split_groups(rows);
-  check_arg(g != nullptr, "mesh", "mesh dim {}: rank {} is in no row", d, world->rank());
+  DTENSOR_CHECK_ARG(g != nullptr, "mesh", "mesh dim {}: rank {} is in no row", d, world->rank());
   return g;
 }
 
@@ -90,20 +90,22 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
                        std::shared_ptr<ProcessGroup> world_group) {
   detail::CommScope scope("DeviceMesh");
   check_arg(world_group != nullptr, "mesh", "DeviceMesh: no world group");
-  check_arg(!shape.empty() && shape.size() <= 3, "mesh",
-            "mesh shape: {} has {} dims; 1, 2 or 3 are supported", shape_str(shape), shape.size());
+  DTENSOR_CHECK_ARG(!shape.empty() && shape.size() <= 3, "mesh",
+                    "mesh shape: {} has {} dims; 1, 2 or 3 are supported", shape_str(shape),
+                    shape.size());
   for (auto s : shape)
-    check_arg(s >= 1, "mesh", "mesh shape: every dim must be >= 1, got {}", shape_str(shape));
-  check_arg(shape_numel(shape) == static_cast<std::int64_t>(ranks.size()), "mesh",
-            "mesh shape {} holds {} ranks but {} were given", shape_str(shape), shape_numel(shape),
-            ranks.size());
-  check_arg(static_cast<std::int64_t>(ranks.size()) <= world_group->size(), "mesh",
-            "mesh shape {} needs {} ranks but the world has {}", shape_str(shape), ranks.size(),
-            world_group->size());
+    DTENSOR_CHECK_ARG(s >= 1, "mesh", "mesh shape: every dim must be >= 1, got {}",
+                      shape_str(shape));
+  DTENSOR_CHECK_ARG(shape_numel(shape) == static_cast<std::int64_t>(ranks.size()), "mesh",
+                    "mesh shape {} holds {} ranks but {} were given", shape_str(shape),
+                    shape_numel(shape), ranks.size());
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(ranks.size()) <= world_group->size(), "mesh",
+                    "mesh shape {} needs {} ranks but the world has {}", shape_str(shape),
+                    ranks.size(), world_group->size());
   std::set<int> seen;
   for (int r : ranks) {
-    check_arg(r >= 0 && r < world_group->size(), "mesh",
-              "mesh ranks: rank {} is outside the world [0, {})", r, world_group->size());
+    DTENSOR_CHECK_ARG(r >= 0 && r < world_group->size(), "mesh",
+                      "mesh ranks: rank {} is outside the world [0, {})", r, world_group->size());
     check_arg(seen.insert(r).second, "mesh", "mesh ranks: rank {} appears twice", r);
   }
   // Along each mesh dim the ranks must increase. Checked here for the whole
@@ -164,9 +166,9 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
           f = f * shape[k] + cc[k];
         members.push_back(ranks[static_cast<std::size_t>(f)]);
       }
-      check_arg(std::is_sorted(members.begin(), members.end()), "mesh",
-                "mesh ranks: along each mesh dim the ranks must increase (dim {} has {})", d,
-                fmt::join(members, ","));
+      DTENSOR_CHECK_ARG(std::is_sorted(members.begin(), members.end()), "mesh",
+                        "mesh ranks: along each mesh dim the ranks must increase (dim {} has {})",
+                        d, fmt::join(members, ","));
       impl->dim_groups.push_back(group_of(world_group, members));
     }
     std::vector<int> all = ranks;
@@ -221,16 +223,18 @@ std::shared_ptr<ProcessGroup> DeviceMesh::get_mesh_group() const {
 }
 
 void DeviceMesh::require_member(const std::string& what) const {
-  check_arg(impl_->coord.has_value(), "mesh",
-            "{}: rank {} is not in {} (a mesh of {} of the world's {} ranks): a rank outside a "
-            "mesh cannot use it; build the mesh over every rank, or skip its calls where "
-            "contains_this_rank() is false",
-            what, impl_->world_rank, str(), impl_->ranks.size(), impl_->world_size);
+  DTENSOR_CHECK_ARG(
+      impl_->coord.has_value(), "mesh",
+      "{}: rank {} is not in {} (a mesh of {} of the world's {} ranks): a rank outside a "
+      "mesh cannot use it; build the mesh over every rank, or skip its calls where "
+      "contains_this_rank() is false",
+      what, impl_->world_rank, str(), impl_->ranks.size(), impl_->world_size);
 }
 
 int DeviceMesh::rank_at(const std::vector<std::int64_t>& c) const {
-  check_arg(c.size() == impl_->shape.size(), "mesh",
-            "rank_at: coordinate of rank {} for a {}-D mesh", c.size(), impl_->shape.size());
+  DTENSOR_CHECK_ARG(c.size() == impl_->shape.size(), "mesh",
+                    "rank_at: coordinate of rank {} for a {}-D mesh", c.size(),
+                    impl_->shape.size());
   std::int64_t f = 0;
   for (std::size_t k = 0; k < c.size(); ++k) {
     check_arg(c[k] >= 0 && c[k] < impl_->shape[k], "mesh", "rank_at: coordinate out of range");

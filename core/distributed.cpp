@@ -18,6 +18,7 @@
 #include "core/detail/monitored_process_group.h"
 #include "core/detail/output_on_stop.h"
 #include "core/detail/routing_process_group.h"
+#include "core/detail/temp_dirs.h"
 #include "core/detail/thread_oversubscription.h"
 #include "core/detail/uncaught_failure.h"
 #include "core/detail/validating_process_group.h"
@@ -26,7 +27,6 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/core/store_url.h"
-#include "core/detail/temp_dirs.h"
 
 namespace dtensor {
 namespace {
@@ -216,10 +216,11 @@ ResolvedInit resolve_init_options(const InitOptions& o) {
   check_arg(r.timeout.count() > 0, "init", "timeout must be positive");
   // A heartbeat timeout of one interval or less reports healthy ranks as
   // stalled: every job would die within seconds of its start.
-  check_arg(cfg.heartbeat_timeout > cfg.heartbeat_interval, "init",
-            "DTENSOR_HEARTBEAT_TIMEOUT={:g} must be greater than DTENSOR_HEARTBEAT_INTERVAL={:g} "
-            "(a few intervals: a rank is reported stalled when it misses the heartbeat timeout)",
-            cfg.heartbeat_timeout.count() / 1000.0, cfg.heartbeat_interval.count() / 1000.0);
+  DTENSOR_CHECK_ARG(
+      cfg.heartbeat_timeout > cfg.heartbeat_interval, "init",
+      "DTENSOR_HEARTBEAT_TIMEOUT={:g} must be greater than DTENSOR_HEARTBEAT_INTERVAL={:g} "
+      "(a few intervals: a rank is reported stalled when it misses the heartbeat timeout)",
+      cfg.heartbeat_timeout.count() / 1000.0, cfg.heartbeat_interval.count() / 1000.0);
 
   r.hostname = o.hostname.value_or(cfg.hostname.value_or(""));
   r.iface = o.iface.value_or(cfg.ifname.value_or(""));

@@ -92,8 +92,9 @@ Route RoutingProcessGroup::route(const char* op,
                                  std::initializer_list<const Tensor*> tensors) const {
   const Device first = (*tensors.begin())->device();
   for (const Tensor* t : tensors)
-    check_arg(t->device() == first, kComponent, "{}: tensors on {} and {}; one device per call", op,
-              first.str(), t->device().str());
+    DTENSOR_CHECK_ARG(t->device() == first, kComponent,
+                      "{}: tensors on {} and {}; one device per call", op, first.str(),
+                      t->device().str());
   return route_for(first, cuda_ != nullptr);
 }
 

@@ -14,8 +14,8 @@ namespace {
 // (and command lines), and an overflowing product is undefined behaviour.
 std::int64_t checked_mul(std::int64_t a, std::int64_t b, const Shape& s) {
   std::int64_t r = 0;
-  check_arg(!__builtin_mul_overflow(a, b, &r), "core",
-            "shape {}: the number of elements does not fit in 64 bits", fmt::join(s, "x"));
+  DTENSOR_CHECK_ARG(!__builtin_mul_overflow(a, b, &r), "core",
+                    "shape {}: the number of elements does not fit in 64 bits", fmt::join(s, "x"));
   return r;
 }
 }  // namespace

@@ -58,14 +58,14 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shap
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (auto e : shape)
-    check_arg(e >= 0, "core", "empty: negative extent in shape {}", shape_str(shape));
+    DTENSOR_CHECK_ARG(e >= 0, "core", "empty: negative extent in shape {}", shape_str(shape));
   // Elements and bytes both checked: an overflowing size would allocate a
   // small buffer that the tensor then writes past.
   std::int64_t bytes = 0;
-  check_arg(!__builtin_mul_overflow(shape_numel(shape),
-                                    static_cast<std::int64_t>(dtype_size(dtype)), &bytes),
-            "core", "empty: shape {} of {} needs more than 2^63 bytes", shape_str(shape),
-            dtype_name(dtype));
+  DTENSOR_CHECK_ARG(!__builtin_mul_overflow(shape_numel(shape),
+                                            static_cast<std::int64_t>(dtype_size(dtype)), &bytes),
+                    "core", "empty: shape {} of {} needs more than 2^63 bytes", shape_str(shape),
+                    dtype_name(dtype));
   auto st = Storage::allocate(static_cast<std::size_t>(bytes), device);
   return Tensor(std::move(st), 0, shape, contiguous_strides(shape), dtype);
 }
@@ -94,10 +94,10 @@ Tensor Tensor::rand_slice(const Shape& global_shape, const Shape& offset, const 
   check_arg(global_shape.size() == offset.size() && offset.size() == shape.size(), "core",
             "rand_slice: global shape, offset and shape must have the same rank");
   for (std::size_t d = 0; d < shape.size(); ++d)
-    check_arg(offset[d] >= 0 && shape[d] >= 0 && shape[d] <= global_shape[d] &&
-                  offset[d] <= global_shape[d] - shape[d],
-              "core", "rand_slice: box at {} of size {} does not fit in {}", shape_str(offset),
-              shape_str(shape), shape_str(global_shape));
+    DTENSOR_CHECK_ARG(offset[d] >= 0 && shape[d] >= 0 && shape[d] <= global_shape[d] &&
+                          offset[d] <= global_shape[d] - shape[d],
+                      "core", "rand_slice: box at {} of size {} does not fit in {}",
+                      shape_str(offset), shape_str(shape), shape_str(global_shape));
   Tensor t = empty(shape, dtype);
   const Shape gstrides = contiguous_strides(global_shape);
   // An empty box reads nothing; its offset may lie at the far end of a huge
@@ -165,12 +165,12 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
 
 Tensor Tensor::view(const Shape& shape) const {
   check_arg(defined(), "core", "view: undefined tensor");
-  check_arg(is_contiguous(), "core", "view: tensor of shape {} is not contiguous",
-            shape_str(shape_));
+  DTENSOR_CHECK_ARG(is_contiguous(), "core", "view: tensor of shape {} is not contiguous",
+                    shape_str(shape_));
   for (auto e : shape)
-    check_arg(e >= 0, "core", "view: negative extent in shape {}", shape_str(shape));
-  check_arg(shape_numel(shape) == numel(), "core", "view: cannot view {} as {}", shape_str(shape_),
-            shape_str(shape));
+    DTENSOR_CHECK_ARG(e >= 0, "core", "view: negative extent in shape {}", shape_str(shape));
+  DTENSOR_CHECK_ARG(shape_numel(shape) == numel(), "core", "view: cannot view {} as {}",
+                    shape_str(shape_), shape_str(shape));
   return Tensor(storage_, offset_, shape, contiguous_strides(shape), dtype_);
 }
 
@@ -200,8 +200,8 @@ Tensor Tensor::to(Device device) const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_arg(defined() && src.defined(), "core", "copy_: undefined tensor");
-  check_arg(shape_ == src.shape_, "core", "copy_: shape {} into shape {}", shape_str(src.shape_),
-            shape_str(shape_));
+  DTENSOR_CHECK_ARG(shape_ == src.shape_, "core", "copy_: shape {} into shape {}",
+                    shape_str(src.shape_), shape_str(shape_));
   if (!device().is_cpu() || !src.device().is_cpu()) {
     // At least one side is a device tensor: its backend moves the data.
     const DeviceType t = device().is_cpu() ? src.device().type : device().type;
@@ -254,11 +254,11 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor& Tensor::add_(const Tensor& src) {
   check_arg(defined() && src.defined(), "core", "add_: undefined tensor");
-  check_arg(shape_ == src.shape_ && dtype_ == src.dtype_, "core",
-            "add_: {} {} += {} {}: shapes and dtypes must match", dtype_name(dtype_),
-            shape_str(shape_), dtype_name(src.dtype_), shape_str(src.shape_));
-  check_arg(device() == src.device(), "core", "add_: {} += {}: devices must match", device().str(),
-            src.device().str());
+  DTENSOR_CHECK_ARG(shape_ == src.shape_ && dtype_ == src.dtype_, "core",
+                    "add_: {} {} += {} {}: shapes and dtypes must match", dtype_name(dtype_),
+                    shape_str(shape_), dtype_name(src.dtype_), shape_str(src.shape_));
+  DTENSOR_CHECK_ARG(device() == src.device(), "core", "add_: {} += {}: devices must match",
+                    device().str(), src.device().str());
   if (!device().is_cpu()) {
     detail::device_ops(device().type, "add_").add(*this, src);
     return *this;
@@ -294,8 +294,8 @@ Tensor& Tensor::add_(const Tensor& src) {
 double Tensor::item(std::initializer_list<std::int64_t> index) const {
   // An undefined tensor has rank 0 and one "element" by its shape, but no storage.
   check_arg(defined(), "core", "item: undefined tensor");
-  check_arg(static_cast<std::int64_t>(index.size()) == dim(), "core",
-            "item: {} indices for a tensor of rank {}", index.size(), dim());
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(index.size()) == dim(), "core",
+                    "item: {} indices for a tensor of rank {}", index.size(), dim());
   std::int64_t off = offset_;
   std::size_t d = 0;
   for (auto i : index) {
@@ -312,8 +312,8 @@ double Tensor::item(std::initializer_list<std::int64_t> index) const {
 
 double Tensor::item_flat(std::int64_t flat) const {
   check_arg(defined(), "core", "item_flat: undefined tensor");
-  check_arg(flat >= 0 && flat < numel(), "core", "item_flat: index {} out of range ({})", flat,
-            numel());
+  DTENSOR_CHECK_ARG(flat >= 0 && flat < numel(), "core", "item_flat: index {} out of range ({})",
+                    flat, numel());
   std::int64_t off = offset_;
   for (std::size_t d = shape_.size(); d-- > 0;) {
     off += (flat % shape_[d]) * strides_[d];
@@ -359,8 +359,8 @@ void for_each_pair(const Tensor& a, const Tensor& b, Fn&& fn) {
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   check_arg(a.defined() && b.defined(), "core", "max_abs_diff: undefined tensor");
-  check_arg(a.shape() == b.shape(), "core", "max_abs_diff: shapes {} and {} differ",
-            shape_str(a.shape()), shape_str(b.shape()));
+  DTENSOR_CHECK_ARG(a.shape() == b.shape(), "core", "max_abs_diff: shapes {} and {} differ",
+                    shape_str(a.shape()), shape_str(b.shape()));
   if (!a.device().is_cpu() || !b.device().is_cpu())
     return max_abs_diff(a.to(Device::cpu()), b.to(Device::cpu()));
   double m = 0;

@@ -28,15 +28,16 @@ ValidatingProcessGroup::ValidatingProcessGroup(std::shared_ptr<ProcessGroup> inn
 void ValidatingProcessGroup::check_tensor(const Tensor& t, const char* param,
                                           const char* op) const {
   check_arg(t.defined(), backend_, "{}: {} is an undefined tensor", op, param);
-  check_arg(inner_->accepts_device(t.device()), backend_,
-            "{}: {} is on {}, a device the {} backend does not take", op, param, t.device().str(),
-            backend_);
-  check_arg(t.is_contiguous(), backend_, "{}: {} must be contiguous ({})", op, param, t.str());
+  DTENSOR_CHECK_ARG(inner_->accepts_device(t.device()), backend_,
+                    "{}: {} is on {}, a device the {} backend does not take", op, param,
+                    t.device().str(), backend_);
+  DTENSOR_CHECK_ARG(t.is_contiguous(), backend_, "{}: {} must be contiguous ({})", op, param,
+                    t.str());
 }
 
 void ValidatingProcessGroup::check_rank(int rank, const char* param, const char* op) const {
-  check_arg(rank >= 0 && rank < size(), backend_, "{}: {}={} is outside the group of {} ranks", op,
-            param, rank, size());
+  DTENSOR_CHECK_ARG(rank >= 0 && rank < size(), backend_,
+                    "{}: {}={} is outside the group of {} ranks", op, param, rank, size());
 }
 
 void ValidatingProcessGroup::check_p2p(const Tensor& t, int peer, int tag, bool is_send,
@@ -48,8 +49,9 @@ void ValidatingProcessGroup::check_p2p(const Tensor& t, int peer, int tag, bool 
 
 std::int64_t ValidatingProcessGroup::check_counts(const std::vector<std::int64_t>& counts,
                                                   const char* param, const char* op) const {
-  check_arg(static_cast<int>(counts.size()) == size(), backend_,
-            "{}: {} has {} entries for a group of {} ranks", op, param, counts.size(), size());
+  DTENSOR_CHECK_ARG(static_cast<int>(counts.size()) == size(), backend_,
+                    "{}: {} has {} entries for a group of {} ranks", op, param, counts.size(),
+                    size());
   std::int64_t total = 0;
   for (std::size_t q = 0; q < counts.size(); ++q) {
     check_arg(counts[q] >= 0, backend_, "{}: {}[{}]={} is negative", op, param, q, counts[q]);
@@ -60,10 +62,10 @@ std::int64_t ValidatingProcessGroup::check_counts(const std::vector<std::int64_t
 
 void ValidatingProcessGroup::check_same_dtype(const Tensor& in, const Tensor& out,
                                               const char* op) const {
-  check_arg(in.dtype() == out.dtype(), backend_, "{}: out is {} but in is {}", op,
-            dtype_name(out.dtype()), dtype_name(in.dtype()));
-  check_arg(in.device() == out.device(), backend_, "{}: out is on {} but in is on {}", op,
-            out.device().str(), in.device().str());
+  DTENSOR_CHECK_ARG(in.dtype() == out.dtype(), backend_, "{}: out is {} but in is {}", op,
+                    dtype_name(out.dtype()), dtype_name(in.dtype()));
+  DTENSOR_CHECK_ARG(in.device() == out.device(), backend_, "{}: out is on {} but in is on {}", op,
+                    out.device().str(), in.device().str());
 }
 
 // ---- point to point ----
@@ -128,10 +130,10 @@ void ValidatingProcessGroup::allgather(const Tensor& in, Tensor& out,
   const std::int64_t total = check_counts(counts, "counts", op);
   check_same_dtype(in, out, op);
   const auto me = static_cast<std::size_t>(rank());
-  check_arg(in.numel() == counts[me], backend_, "{}: in has {} elements but counts[{}]={}", op,
-            in.numel(), me, counts[me]);
-  check_arg(out.numel() == total, backend_, "{}: out has {} elements but the counts add up to {}",
-            op, out.numel(), total);
+  DTENSOR_CHECK_ARG(in.numel() == counts[me], backend_, "{}: in has {} elements but counts[{}]={}",
+                    op, in.numel(), me, counts[me]);
+  DTENSOR_CHECK_ARG(out.numel() == total, backend_,
+                    "{}: out has {} elements but the counts add up to {}", op, out.numel(), total);
   inner_->allgather(in, out, counts);
 }
 
@@ -143,10 +145,10 @@ void ValidatingProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
   const std::int64_t total = check_counts(counts, "counts", name);
   check_same_dtype(in, out, name);
   const auto me = static_cast<std::size_t>(rank());
-  check_arg(in.numel() == total, backend_, "{}: in has {} elements but the counts add up to {}",
-            name, in.numel(), total);
-  check_arg(out.numel() == counts[me], backend_, "{}: out has {} elements but counts[{}]={}", name,
-            out.numel(), me, counts[me]);
+  DTENSOR_CHECK_ARG(in.numel() == total, backend_,
+                    "{}: in has {} elements but the counts add up to {}", name, in.numel(), total);
+  DTENSOR_CHECK_ARG(out.numel() == counts[me], backend_,
+                    "{}: out has {} elements but counts[{}]={}", name, out.numel(), me, counts[me]);
   inner_->reduce_scatter(in, out, counts, op);
 }
 
@@ -159,10 +161,11 @@ void ValidatingProcessGroup::all_to_all(const Tensor& in,
   const std::int64_t sent = check_counts(send_counts, "send_counts", op);
   const std::int64_t received = check_counts(recv_counts, "recv_counts", op);
   check_same_dtype(in, out, op);
-  check_arg(in.numel() == sent, backend_, "{}: in has {} elements but send_counts add up to {}", op,
-            in.numel(), sent);
-  check_arg(out.numel() == received, backend_,
-            "{}: out has {} elements but recv_counts add up to {}", op, out.numel(), received);
+  DTENSOR_CHECK_ARG(in.numel() == sent, backend_,
+                    "{}: in has {} elements but send_counts add up to {}", op, in.numel(), sent);
+  DTENSOR_CHECK_ARG(out.numel() == received, backend_,
+                    "{}: out has {} elements but recv_counts add up to {}", op, out.numel(),
+                    received);
   const auto me = static_cast<std::size_t>(rank());
   check_arg(send_counts[me] == recv_counts[me], backend_,
             "{0}: send_counts[{1}]={2} but recv_counts[{1}]={3} (what a rank sends itself)", op, me,
@@ -178,14 +181,15 @@ std::shared_ptr<ProcessGroup> ValidatingProcessGroup::new_subgroup(const std::ve
   const char* op = "new_subgroup";
   check_arg(!ranks.empty(), backend_, "{}: ranks is empty", op);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    check_arg(ranks[i] >= 0 && ranks[i] < size(), backend_,
-              "{}: ranks[{}]={} is outside the group of {} ranks", op, i, ranks[i], size());
-    check_arg(i == 0 || ranks[i] > ranks[i - 1], backend_,
-              "{}: ranks must be strictly increasing, got [{}]", op, fmt::join(ranks, ", "));
+    DTENSOR_CHECK_ARG(ranks[i] >= 0 && ranks[i] < size(), backend_,
+                      "{}: ranks[{}]={} is outside the group of {} ranks", op, i, ranks[i], size());
+    DTENSOR_CHECK_ARG(i == 0 || ranks[i] > ranks[i - 1], backend_,
+                      "{}: ranks must be strictly increasing, got [{}]", op,
+                      fmt::join(ranks, ", "));
   }
-  check_arg(std::find(ranks.begin(), ranks.end(), rank()) != ranks.end(), backend_,
-            "{}: rank {} is not in ranks [{}]; only the members call new_subgroup", op, rank(),
-            fmt::join(ranks, ", "));
+  DTENSOR_CHECK_ARG(std::find(ranks.begin(), ranks.end(), rank()) != ranks.end(), backend_,
+                    "{}: rank {} is not in ranks [{}]; only the members call new_subgroup", op,
+                    rank(), fmt::join(ranks, ", "));
   return wrap(inner_->new_subgroup(ranks));
 }
 

@@ -18,20 +18,23 @@ DistributedSampler sampler_for(const DTensor& dataset, std::optional<std::int64_
   check_arg(dataset.ndim() >= 1, "data",
             "BatchIterator: the dataset is 0-d; samples run along dim 0");
   for (std::size_t m = 0; m < p.size(); ++m) {
-    check_arg(!p[m].is_partial(), "data", "BatchIterator: dataset placements {} hold a Partial",
-              placements_str(p));
-    check_arg(!p[m].is_shard() || p[m].normalized(dataset.ndim()).dim() != 0, "data",
-              "BatchIterator: dataset placements {} shard the sample dim 0 on mesh dim {}; every "
-              "rank needs all samples of its slab",
-              placements_str(p), m);
+    DTENSOR_CHECK_ARG(!p[m].is_partial(), "data",
+                      "BatchIterator: dataset placements {} hold a Partial", placements_str(p));
+    DTENSOR_CHECK_ARG(
+        !p[m].is_shard() || p[m].normalized(dataset.ndim()).dim() != 0, "data",
+        "BatchIterator: dataset placements {} shard the sample dim 0 on mesh dim {}; every "
+        "rank needs all samples of its slab",
+        placements_str(p), m);
   }
   if (!dp_dim) return DistributedSampler(dataset.shape()[0], 1, 0, options);
-  check_arg(*dp_dim >= 0 && *dp_dim < mesh.ndim(), "data",
-            "BatchIterator: data-parallel mesh dim {} is not a dim of {}", *dp_dim, mesh.str());
-  check_arg(p[static_cast<std::size_t>(*dp_dim)].is_replicate(), "data",
-            "BatchIterator: dataset placements {} are not Replicate on the data-parallel mesh "
-            "dim {}",
-            placements_str(p), *dp_dim);
+  DTENSOR_CHECK_ARG(*dp_dim >= 0 && *dp_dim < mesh.ndim(), "data",
+                    "BatchIterator: data-parallel mesh dim {} is not a dim of {}", *dp_dim,
+                    mesh.str());
+  DTENSOR_CHECK_ARG(
+      p[static_cast<std::size_t>(*dp_dim)].is_replicate(), "data",
+      "BatchIterator: dataset placements {} are not Replicate on the data-parallel mesh "
+      "dim {}",
+      placements_str(p), *dp_dim);
   return DistributedSampler(dataset.shape()[0], mesh.size(*dp_dim), mesh.get_local_rank(*dp_dim),
                             options);
 }
@@ -58,8 +61,8 @@ std::int64_t BatchIterator::num_batches() const {
 }
 
 DTensor BatchIterator::batch(std::int64_t i) const {
-  check_arg(i >= 0 && i < num_batches(), "data", "BatchIterator: batch {} is not in [0, {})", i,
-            num_batches());
+  DTENSOR_CHECK_ARG(i >= 0 && i < num_batches(), "data",
+                    "BatchIterator: batch {} is not in [0, {})", i, num_batches());
   const std::int64_t first = i * batch_size_;
   const std::int64_t b = std::min(batch_size_, sampler_.num_samples() - first);
   const Tensor& local = dataset_.to_local();

@@ -21,10 +21,10 @@ namespace {
 DTensorSpec spec_for(const DeviceMesh& mesh, const Placements& placements, const Shape& shape,
                      DType dtype, const char* what, const std::string& path) {
   for (const auto& p : placements)
-    check_arg(!p.is_partial(), "data",
-              "{}('{}'): placements {}: a Partial placement cannot be loaded (a file holds "
-              "values, not pending sums)",
-              what, path, placements_str(placements));
+    DTENSOR_CHECK_ARG(!p.is_partial(), "data",
+                      "{}('{}'): placements {}: a Partial placement cannot be loaded (a file holds "
+                      "values, not pending sums)",
+                      what, path, placements_str(placements));
   try {
     return DTensorSpec(mesh, placements, shape, dtype);
   } catch (const InvalidArgument& e) {

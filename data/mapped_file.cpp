@@ -14,7 +14,7 @@ namespace dtensor::data {
 
 MappedFile::MappedFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  check_arg(fd >= 0, "data", "{}: cannot open: {}", path, std::strerror(errno));
+  DTENSOR_CHECK_ARG(fd >= 0, "data", "{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
   const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   if (!regular) ::close(fd);
@@ -24,8 +24,8 @@ MappedFile::MappedFile(const std::string& path) {
   void* p = size_ == 0 ? nullptr : ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int mmap_errno = errno;
   ::close(fd);  // the mapping keeps the file
-  check_arg(p != MAP_FAILED, "data", "{}: cannot map its {} bytes: {}", path, size_,
-            std::strerror(mmap_errno));
+  DTENSOR_CHECK_ARG(p != MAP_FAILED, "data", "{}: cannot map its {} bytes: {}", path, size_,
+                    std::strerror(mmap_errno));
   data_ = static_cast<const char*>(p);
 }
 

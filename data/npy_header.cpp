@@ -143,8 +143,8 @@ NpyHeader parse_npy_header(std::string_view file, const std::string& path) {
     return static_cast<unsigned char>(file[i]);
   };
   const std::uint64_t major = byte(6);
-  check_arg(major >= 1 && major <= 3, "data", "{}: .npy format version {}.{} is not 1, 2 or 3",
-            path, major, byte(7));
+  DTENSOR_CHECK_ARG(major >= 1 && major <= 3, "data",
+                    "{}: .npy format version {}.{} is not 1, 2 or 3", path, major, byte(7));
   std::uint64_t header_len = 0, at = 0;
   if (major == 1) {
     header_len = byte(8) | (byte(9) << 8);
@@ -154,9 +154,9 @@ NpyHeader parse_npy_header(std::string_view file, const std::string& path) {
     header_len = byte(8) | (byte(9) << 8) | (byte(10) << 16) | (byte(11) << 24);
     at = 12;
   }
-  check_arg(header_len <= file.size() - at, "data",
-            "{}: truncated .npy header ({} bytes promised, {} in the file)", path, header_len,
-            file.size() - at);
+  DTENSOR_CHECK_ARG(header_len <= file.size() - at, "data",
+                    "{}: truncated .npy header ({} bytes promised, {} in the file)", path,
+                    header_len, file.size() - at);
   const std::string_view h = file.substr(at, header_len);
   NpyHeader out;
   out.element = element_of(value_of(h, "descr", path), path);
@@ -173,12 +173,12 @@ NpyHeader parse_npy_header(std::string_view file, const std::string& path) {
 void check_npy_size(const NpyHeader& h, std::uint64_t file_size, const std::string& path) {
   std::uint64_t want = npy_element_size(h.element);
   for (const std::int64_t e : h.shape)
-    check_arg(!__builtin_mul_overflow(want, static_cast<std::uint64_t>(e), &want), "data",
-              "{}: shape {} has more bytes than 64 bits count", path, shape_str(h.shape));
+    DTENSOR_CHECK_ARG(!__builtin_mul_overflow(want, static_cast<std::uint64_t>(e), &want), "data",
+                      "{}: shape {} has more bytes than 64 bits count", path, shape_str(h.shape));
   const std::uint64_t have = file_size - h.data_offset;
-  check_arg(have == want, "data", "{}: {} data bytes for shape {} of {} ({} expected{})", path,
-            have, shape_str(h.shape), npy_descr(h.element), want,
-            have < want ? ": the file is truncated" : "");
+  DTENSOR_CHECK_ARG(have == want, "data", "{}: {} data bytes for shape {} of {} ({} expected{})",
+                    path, have, shape_str(h.shape), npy_descr(h.element), want,
+                    have < want ? ": the file is truncated" : "");
 }
 
 }  // namespace dtensor::data

@@ -47,11 +47,13 @@ double clip_grad_norm_(const std::vector<DTensor*>& params, double max_norm, dou
   for (std::size_t i = 0; i < with_grad.size(); ++i) {
     DTensor* p = with_grad[i];
     DTensor g = *p->grad();
-    check_arg(g.mesh() == mesh, "clip_grad_norm_",
-              "parameter {}: its gradient is on {}, the first one's on {} (one mesh for all)", i,
-              g.mesh().str(), mesh.str());
-    check_arg(g.dtype() == DType::F32 || g.dtype() == DType::F64, "clip_grad_norm_",
-              "parameter {}: an {} gradient (f32 and f64 are clipped)", i, dtype_name(g.dtype()));
+    DTENSOR_CHECK_ARG(
+        g.mesh() == mesh, "clip_grad_norm_",
+        "parameter {}: its gradient is on {}, the first one's on {} (one mesh for all)", i,
+        g.mesh().str(), mesh.str());
+    DTENSOR_CHECK_ARG(g.dtype() == DType::F32 || g.dtype() == DType::F64, "clip_grad_norm_",
+                      "parameter {}: an {} gradient (f32 and f64 are clipped)", i,
+                      dtype_name(g.dtype()));
     if (has_partial(g.placements())) {
       // The norm needs the sums; the gradient itself stays as it is (its
       // spec is its parameter's), and scaling its parts scales the sum.

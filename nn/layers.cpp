@@ -15,8 +15,8 @@ namespace {
 
 std::vector<std::int64_t> expand(std::vector<std::int64_t> v, std::int64_t n, const char* what) {
   if (v.size() == 1) return std::vector<std::int64_t>(static_cast<std::size_t>(n), v[0]);
-  check_arg(static_cast<std::int64_t>(v.size()) == n, "nn", "{}: {} values for {} spatial dims",
-            what, v.size(), n);
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(v.size()) == n, "nn",
+                    "{}: {} values for {} spatial dims", what, v.size(), n);
   return v;
 }
 
@@ -47,9 +47,9 @@ ConvParams::Padding resolved_padding(const ConvPadding& padding, const std::vect
       out.emplace_back(0, 0);
       continue;
     }
-    check_arg(stride[d] == 1, "nn",
-              "padding='same': needs stride 1 in every dim (as PyTorch), stride is [{}]",
-              fmt::join(stride, ", "));
+    DTENSOR_CHECK_ARG(stride[d] == 1, "nn",
+                      "padding='same': needs stride 1 in every dim (as PyTorch), stride is [{}]",
+                      fmt::join(stride, ", "));
     const std::int64_t total = dilation[d] * (k[d] - 1);
     out.emplace_back(total / 2, total - total / 2);
   }

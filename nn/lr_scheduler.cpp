@@ -158,8 +158,8 @@ Optimizer& OneCycleLR::prepare(Optimizer& opt, const std::vector<double>& max_lr
                                std::int64_t total_steps, const OneCycleLROptions& o) {
   const std::size_t groups = opt.num_param_groups();
   check_arg(total_steps >= 1, kComponent, "OneCycleLR: total_steps {} must be >= 1", total_steps);
-  check_arg(max_lr.size() == 1 || max_lr.size() == groups, kComponent,
-            "OneCycleLR: max_lr has {} values for {} param groups", max_lr.size(), groups);
+  DTENSOR_CHECK_ARG(max_lr.size() == 1 || max_lr.size() == groups, kComponent,
+                    "OneCycleLR: max_lr has {} values for {} param groups", max_lr.size(), groups);
   for (double m : max_lr)
     check_arg(std::isfinite(m) && m >= 0, kComponent, "OneCycleLR: max_lr {} must be >= 0", m);
   check_arg(o.pct_start >= 0 && o.pct_start <= 1, kComponent,
@@ -243,9 +243,10 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRSchedul
   for (std::size_t i = 0; i < schedulers_.size(); ++i)
     check_arg(schedulers_[i] != nullptr && &schedulers_[i]->opt_ == &opt, kComponent,
               "SequentialLR: schedulers[{}] does not drive this optimiser", i);
-  check_arg(milestones_.size() + 1 == schedulers_.size(), kComponent,
-            "SequentialLR: milestones has {} entries for {} schedulers (one fewer expected)",
-            milestones_.size(), schedulers_.size());
+  DTENSOR_CHECK_ARG(
+      milestones_.size() + 1 == schedulers_.size(), kComponent,
+      "SequentialLR: milestones has {} entries for {} schedulers (one fewer expected)",
+      milestones_.size(), schedulers_.size());
   check_arg(std::is_sorted(milestones_.begin(), milestones_.end()), kComponent,
             "SequentialLR: milestones must be increasing");
   last_epoch_ = 0;

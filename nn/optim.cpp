@@ -11,9 +11,9 @@ namespace dtensor::nn {
 namespace {
 
 void require_float(const DTensor& p, const std::string& name) {
-  check_arg(p.dtype() == DType::F32 || p.dtype() == DType::F64, "optim",
-            "{}: optimisers update f32 and f64 parameters (this one is {})", name,
-            dtype_name(p.dtype()));
+  DTENSOR_CHECK_ARG(p.dtype() == DType::F32 || p.dtype() == DType::F64, "optim",
+                    "{}: optimisers update f32 and f64 parameters (this one is {})", name,
+                    dtype_name(p.dtype()));
 }
 
 DTensor zeros_like(const DTensor& p) {
@@ -38,10 +38,10 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const ParamGroupSettings& d
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const ParamGroup& g = groups[i];
     // A setting the optimiser does not read would be silently ignored.
-    check_arg(momentum || !g.momentum, "optim", "{}: momentum is not a setting of {}",
-              group_name(i), optimiser);
-    check_arg(betas || (!g.beta1 && !g.beta2), "optim", "{}: beta1 / beta2 are not settings of {}",
-              group_name(i), optimiser);
+    DTENSOR_CHECK_ARG(momentum || !g.momentum, "optim", "{}: momentum is not a setting of {}",
+                      group_name(i), optimiser);
+    DTENSOR_CHECK_ARG(betas || (!g.beta1 && !g.beta2), "optim",
+                      "{}: beta1 / beta2 are not settings of {}", group_name(i), optimiser);
     ParamGroupSettings s = defaults;
     s.lr = g.lr.value_or(s.lr);
     s.weight_decay = g.weight_decay.value_or(s.weight_decay);
@@ -62,7 +62,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const ParamGroupSettings& d
 }
 
 ParamGroupSettings& Optimizer::param_group(std::size_t i) {
-  check_arg(i < groups_.size(), "optim", "param group {}: the optimiser has {}", i, groups_.size());
+  DTENSOR_CHECK_ARG(i < groups_.size(), "optim", "param group {}: the optimiser has {}", i,
+                    groups_.size());
   return groups_[i];
 }
 const ParamGroupSettings& Optimizer::param_group(std::size_t i) const {
@@ -90,8 +91,8 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::set_lr(std::size_t group, double lr) {
-  check_arg(std::isfinite(lr) && lr >= 0, "optim", "{}: {} is not a finite lr >= 0",
-            group_name(group), lr);
+  DTENSOR_CHECK_ARG(std::isfinite(lr) && lr >= 0, "optim", "{}: {} is not a finite lr >= 0",
+                    group_name(group), lr);
   param_group(group).lr = lr;
 }
 
@@ -189,9 +190,10 @@ void Optimizer::load_state_dict(const NamedDTensors& state) {
         continue;
       }
       const DTensor& v = *it->second;
-      check_arg(v.shape() == s.param->shape() && v.dtype() == s.param->dtype(), "optim",
-                "{}: shape {} {}, the parameter is {} {}", key, shape_str(v.shape()),
-                dtype_name(v.dtype()), shape_str(s.param->shape()), dtype_name(s.param->dtype()));
+      DTENSOR_CHECK_ARG(v.shape() == s.param->shape() && v.dtype() == s.param->dtype(), "optim",
+                        "{}: shape {} {}, the parameter is {} {}", key, shape_str(v.shape()),
+                        dtype_name(v.dtype()), shape_str(s.param->shape()),
+                        dtype_name(s.param->dtype()));
       if (steps == 0) continue;
       const DTensor placed = v.placements() == s.param->placements()
                                  ? v

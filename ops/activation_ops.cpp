@@ -48,22 +48,24 @@ void check_param(const OpSchema& s, std::size_t at) {
 
 void check_forward(const OpSchema& s) {
   const bool param = s.op() == "leaky_relu" || s.op() == "gelu";
-  check_arg(s.size() == (param ? 2u : 1u), s.op(), "{} arguments given, {} expected", s.size(),
-            param ? 2 : 1);
+  DTENSOR_CHECK_ARG(s.size() == (param ? 2u : 1u), s.op(), "{} arguments given, {} expected",
+                    s.size(), param ? 2 : 1);
   s.dtensor(0);
   if (param) check_param(s, 1);
 }
 
 void check_backward(const OpSchema& s) {
   const bool param = s.op() == "leaky_relu_backward" || s.op() == "gelu_backward";
-  check_arg(s.size() == (param ? 3u : 2u), s.op(), "{} arguments given, {} expected", s.size(),
-            param ? 3 : 2);
+  DTENSOR_CHECK_ARG(s.size() == (param ? 3u : 2u), s.op(), "{} arguments given, {} expected",
+                    s.size(), param ? 3 : 2);
   const DTensor& g = s.dtensor(0);
   const DTensor& x = s.dtensor(1);
-  check_arg(g.shape() == x.shape(), s.op(), "grad_output: shape {} differs from the input's {}",
-            shape_str(g.shape()), shape_str(x.shape()));
-  check_arg(g.dtype() == x.dtype(), s.op(), "grad_output: dtype {} differs from the input's {}",
-            dtype_name(g.dtype()), dtype_name(x.dtype()));
+  DTENSOR_CHECK_ARG(g.shape() == x.shape(), s.op(),
+                    "grad_output: shape {} differs from the input's {}", shape_str(g.shape()),
+                    shape_str(x.shape()));
+  DTENSOR_CHECK_ARG(g.dtype() == x.dtype(), s.op(),
+                    "grad_output: dtype {} differs from the input's {}", dtype_name(g.dtype()),
+                    dtype_name(x.dtype()));
   if (param) check_param(s, 2);
 }
 

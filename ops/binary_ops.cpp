@@ -45,20 +45,20 @@ Shape broadcast_or_throw(std::string_view what, const Shape& a, const Shape& b) 
   for (std::size_t k = 0; k < nd; ++k) {
     const Int x = k + a.size() >= nd ? a[k + a.size() - nd] : 1;
     const Int y = k + b.size() >= nd ? b[k + b.size() - nd] : 1;
-    check_arg(x == y || x == 1 || y == 1, "ops",
-              "{}: shapes {} and {} do not broadcast (dim {}: {} vs {})", what, shape_str(a),
-              shape_str(b), k, x, y);
+    DTENSOR_CHECK_ARG(x == y || x == 1 || y == 1, "ops",
+                      "{}: shapes {} and {} do not broadcast (dim {}: {} vs {})", what,
+                      shape_str(a), shape_str(b), k, x, y);
     out[k] = x == 1 ? y : x;
   }
   return out;
 }
 
 void check_binary(const OpSchema& s) {
-  check_arg(s.size() == 2, "ops", "{}: {} arguments given, 2 expected", s.op(), s.size());
+  DTENSOR_CHECK_ARG(s.size() == 2, "ops", "{}: {} arguments given, 2 expected", s.op(), s.size());
   const DTensor& a = s.dtensor(0);
   const DTensor& b = s.dtensor(1);
-  check_arg(a.dtype() == b.dtype(), "ops", "{}: dtypes {} and {} differ", s.op(),
-            dtype_name(a.dtype()), dtype_name(b.dtype()));
+  DTENSOR_CHECK_ARG(a.dtype() == b.dtype(), "ops", "{}: dtypes {} and {} differ", s.op(),
+                    dtype_name(a.dtype()), dtype_name(b.dtype()));
   broadcast_or_throw(s.op(), a.shape(), b.shape());
 }
 
@@ -92,7 +92,7 @@ const IntList& target_shape(const OpSchema& s) {
 }
 
 void check_sum_to_size(const OpSchema& s) {
-  check_arg(s.size() == 2, s.op(), "{} arguments given, 2 expected", s.size());
+  DTENSOR_CHECK_ARG(s.size() == 2, s.op(), "{} arguments given, 2 expected", s.size());
   const Shape& a = s.dtensor(0).shape();
   const Shape& t = target_shape(s);
   bool ok = t.size() <= a.size();
@@ -100,8 +100,8 @@ void check_sum_to_size(const OpSchema& s) {
     const Int n = t[k];
     ok = n == 1 || n == a[a.size() - t.size() + k];
   }
-  check_arg(ok, s.op(), "shape {} does not broadcast to the input's {}", shape_str(t),
-            shape_str(a));
+  DTENSOR_CHECK_ARG(ok, s.op(), "shape {} does not broadcast to the input's {}", shape_str(t),
+                    shape_str(a));
 }
 
 std::vector<TensorMeta> sum_to_size_meta(const OpSchema& s) {

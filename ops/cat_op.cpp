@@ -68,17 +68,18 @@ void check_cat(const CatCall& c) {
   const std::int64_t d = c.cat_dim();
   for (std::size_t i = 1; i < c.inputs.size(); ++i) {
     const DTensor& b = *c.inputs[i];
-    check_arg(b.dtype() == a.dtype(), kOp, "input {}: dtype {} differs from input 0's {}", i,
-              dtype_name(b.dtype()), dtype_name(a.dtype()));
-    check_arg(b.ndim() == a.ndim(), kOp, "input {}: rank {} differs from input 0's {}", i, b.ndim(),
-              a.ndim());
+    DTENSOR_CHECK_ARG(b.dtype() == a.dtype(), kOp, "input {}: dtype {} differs from input 0's {}",
+                      i, dtype_name(b.dtype()), dtype_name(a.dtype()));
+    DTENSOR_CHECK_ARG(b.ndim() == a.ndim(), kOp, "input {}: rank {} differs from input 0's {}", i,
+                      b.ndim(), a.ndim());
     for (std::int64_t k = 0; k < a.ndim(); ++k)
-      check_arg(k == d || a.shape()[static_cast<std::size_t>(k)] ==
-                              b.shape()[static_cast<std::size_t>(k)],
-                kOp,
-                "input {}: shape {} differs from input 0's {} along dim {} (only the cat dim {} "
-                "may differ)",
-                i, shape_str(b.shape()), shape_str(a.shape()), k, d);
+      DTENSOR_CHECK_ARG(
+          k == d ||
+              a.shape()[static_cast<std::size_t>(k)] == b.shape()[static_cast<std::size_t>(k)],
+          kOp,
+          "input {}: shape {} differs from input 0's {} along dim {} (only the cat dim {} "
+          "may differ)",
+          i, shape_str(b.shape()), shape_str(a.shape()), k, d);
   }
 }
 
@@ -129,10 +130,10 @@ void check_split(const SplitCall& c) {
     check_arg(n >= 0, kBackward, "sizes: negative size {}", n);
     total += n;
   }
-  check_arg(total == c.grad_output.shape()[static_cast<std::size_t>(d)], kBackward,
-            "sizes: they add up to {} but grad_output {} has {} along dim {}", total,
-            shape_str(c.grad_output.shape()), c.grad_output.shape()[static_cast<std::size_t>(d)],
-            d);
+  DTENSOR_CHECK_ARG(total == c.grad_output.shape()[static_cast<std::size_t>(d)], kBackward,
+                    "sizes: they add up to {} but grad_output {} has {} along dim {}", total,
+                    shape_str(c.grad_output.shape()),
+                    c.grad_output.shape()[static_cast<std::size_t>(d)], d);
 }
 
 std::vector<DTensor> split_handler(OpCall& call) {
@@ -147,9 +148,9 @@ std::vector<DTensor> split_handler(OpCall& call) {
     Tensor piece = g.narrow(d, at, c.sizes[i]).contiguous();
     if (piece.shares_storage_with(g)) piece = piece.clone();
     at += c.sizes[i];
-    check_arg(piece.shape() == specs[i].local_shape(), kBackward,
-              "internal: local piece {} but the spec {} needs {}", shape_str(piece.shape()),
-              specs[i].str(), shape_str(specs[i].local_shape()));
+    DTENSOR_CHECK_ARG(piece.shape() == specs[i].local_shape(), kBackward,
+                      "internal: local piece {} but the spec {} needs {}", shape_str(piece.shape()),
+                      specs[i].str(), shape_str(specs[i].local_shape()));
     out.emplace_back(std::move(piece), specs[i]);
   }
   return out;
@@ -235,8 +236,9 @@ std::vector<DTensor> cat_backward(const DTensor& grad_output, const std::vector<
     const std::int64_t d = normalized_dim(dim, grad_output.ndim(), kBackward);
     IntList out;
     for (const DTensor& x : inputs) {
-      check_arg(x.ndim() == grad_output.ndim(), kBackward,
-                "input: rank {} differs from grad_output's {}", x.ndim(), grad_output.ndim());
+      DTENSOR_CHECK_ARG(x.ndim() == grad_output.ndim(), kBackward,
+                        "input: rank {} differs from grad_output's {}", x.ndim(),
+                        grad_output.ndim());
       out.push_back(x.shape()[static_cast<std::size_t>(d)]);
     }
     return out;

@@ -21,10 +21,10 @@ void check_operand(const Tensor& t, const char* name) {
 }
 
 void check_same_kind(const Tensor& a, const char* an, const Tensor& b, const char* bn) {
-  check_arg(a.dtype() == b.dtype(), kComponent, "{}: dtype {} differs from the {}'s {}", bn,
-            dtype_name(b.dtype()), an, dtype_name(a.dtype()));
-  check_arg(a.device() == b.device(), kComponent, "{}: on {} but the {} is on {}", bn,
-            b.device().str(), an, a.device().str());
+  DTENSOR_CHECK_ARG(a.dtype() == b.dtype(), kComponent, "{}: dtype {} differs from the {}'s {}", bn,
+                    dtype_name(b.dtype()), an, dtype_name(a.dtype()));
+  DTENSOR_CHECK_ARG(a.device() == b.device(), kComponent, "{}: on {} but the {} is on {}", bn,
+                    b.device().str(), an, a.device().str());
 }
 
 std::optional<Shape> bias_shape(const Tensor& b) {
@@ -70,9 +70,9 @@ ConvParams check_grad_output(const Tensor& grad_out, const Shape& input_shape,
                              const Shape& weight_shape, const ConvParams& params) {
   ConvParams p = check_conv_args(input_shape, weight_shape, std::nullopt, params);
   const Shape out_shape = output_shape(input_shape, weight_shape, p);
-  check_arg(grad_out.shape() == out_shape, kComponent,
-            "grad_output: shape {} does not match the convolution's output shape {}",
-            shape_str(grad_out.shape()), shape_str(out_shape));
+  DTENSOR_CHECK_ARG(grad_out.shape() == out_shape, kComponent,
+                    "grad_output: shape {} does not match the convolution's output shape {}",
+                    shape_str(grad_out.shape()), shape_str(out_shape));
   return p;
 }
 
@@ -157,15 +157,15 @@ namespace {
 
 void check_tiles(const TiledTensor& x, const char* name, const Tensor& other,
                  const char* other_name) {
-  check_arg(x.dtype() == other.dtype(), kComponent, "{}: dtype {} differs from the {}'s {}",
-            other_name, dtype_name(other.dtype()), name, dtype_name(x.dtype()));
-  check_arg(x.device() == other.device(), kComponent, "{}: on {} but the {} is on {}", other_name,
-            other.device().str(), name, x.device().str());
+  DTENSOR_CHECK_ARG(x.dtype() == other.dtype(), kComponent, "{}: dtype {} differs from the {}'s {}",
+                    other_name, dtype_name(other.dtype()), name, dtype_name(x.dtype()));
+  DTENSOR_CHECK_ARG(x.device() == other.device(), kComponent, "{}: on {} but the {} is on {}",
+                    other_name, other.device().str(), name, x.device().str());
 }
 
 void check_covers(const TiledTensor& x) {
-  check_arg(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
-            shape_str(x.shape()));
+  DTENSOR_CHECK_ARG(x.complete(), kComponent, "input: the tiles do not cover the shape {}",
+                    shape_str(x.shape()));
 }
 
 // What forward and forward_into check of tiled operands alike, and what they
@@ -209,8 +209,8 @@ void LocalConvKernels::forward_into(const TiledTensor& x, const Tensor& w, const
   check_operand(out, "out");
   check_tiles(x, "input", out, "out");
   const TiledForward f = check_tiled_forward(x, w, b, params);
-  check_arg(out.shape() == f.out_shape, kComponent, "out: shape {} but the output is {}",
-            shape_str(out.shape()), shape_str(f.out_shape));
+  DTENSOR_CHECK_ARG(out.shape() == f.out_shape, kComponent, "out: shape {} but the output is {}",
+                    shape_str(out.shape()), shape_str(f.out_shape));
   if (f.degenerate) {
     Tensor dst = out;  // a view: writing it writes the caller's tensor
     dst.copy_(forward(x.assemble(), w, b, params));  // answered there
@@ -281,8 +281,9 @@ ConvWeightGrads LocalConvKernels::backward_weights_tiled_impl(const Tensor& grad
 
 void register_local_conv_kernels(DeviceType device, DType dtype,
                                  std::shared_ptr<LocalConvKernels> kernels) {
-  check_arg(kernels != nullptr, kComponent, "register_local_conv_kernels: null kernels for {} {}",
-            device_type_name(device), dtype_name(dtype));
+  DTENSOR_CHECK_ARG(kernels != nullptr, kComponent,
+                    "register_local_conv_kernels: null kernels for {} {}", device_type_name(device),
+                    dtype_name(dtype));
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   r.kernels[{device, dtype}] = std::move(kernels);

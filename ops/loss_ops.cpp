@@ -56,20 +56,20 @@ struct LossCall {
 
 void check_loss(const OpSchema& s) {
   const LossCall c = LossCall::decode(s);
-  check_arg(s.size() == (c.backward ? 4u : 3u), s.op(), "{} arguments given, {} expected", s.size(),
-            c.backward ? 4 : 3);
-  check_arg(c.input.shape() == c.target.shape(), s.op(),
-            "target: shape {} differs from the input's {}", shape_str(c.target.shape()),
-            shape_str(c.input.shape()));
-  check_arg(c.input.dtype() == c.target.dtype(), s.op(),
-            "target: dtype {} differs from the input's {}", dtype_name(c.target.dtype()),
-            dtype_name(c.input.dtype()));
+  DTENSOR_CHECK_ARG(s.size() == (c.backward ? 4u : 3u), s.op(), "{} arguments given, {} expected",
+                    s.size(), c.backward ? 4 : 3);
+  DTENSOR_CHECK_ARG(c.input.shape() == c.target.shape(), s.op(),
+                    "target: shape {} differs from the input's {}", shape_str(c.target.shape()),
+                    shape_str(c.input.shape()));
+  DTENSOR_CHECK_ARG(c.input.dtype() == c.target.dtype(), s.op(),
+                    "target: dtype {} differs from the input's {}", dtype_name(c.target.dtype()),
+                    dtype_name(c.input.dtype()));
   if (c.loss == Loss::CrossEntropy) {
-    check_arg(c.input.ndim() >= 2, s.op(),
-              "input: expected [N, C, d1, ...] (class dim 1), got shape {}",
-              shape_str(c.input.shape()));
-    check_arg(c.input.shape()[1] >= 1, s.op(), "input: no classes (dim 1 is empty) in {}",
-              shape_str(c.input.shape()));
+    DTENSOR_CHECK_ARG(c.input.ndim() >= 2, s.op(),
+                      "input: expected [N, C, d1, ...] (class dim 1), got shape {}",
+                      shape_str(c.input.shape()));
+    DTENSOR_CHECK_ARG(c.input.shape()[1] >= 1, s.op(), "input: no classes (dim 1 is empty) in {}",
+                      shape_str(c.input.shape()));
   }
 }
 
@@ -125,9 +125,9 @@ DTensor replicated(const DTensor& x) {
 }
 
 double scalar_of(const DTensor& grad_output, const char* op) {
-  check_arg(grad_output.ndim() == 0, op,
-            "grad_output: the loss's gradient is a scalar, got shape {}",
-            shape_str(grad_output.shape()));
+  DTENSOR_CHECK_ARG(grad_output.ndim() == 0, op,
+                    "grad_output: the loss's gradient is a scalar, got shape {}",
+                    shape_str(grad_output.shape()));
   return replicated(grad_output).to_local().item_flat(0);
 }
 

@@ -53,11 +53,11 @@ OpSchema::OpSchema(std::string op, std::vector<OpArg> args)
   }
 }
 
-#define DTENSOR_OPARG_GET(T, what)                                                        \
-  check_arg(i < args_.size(), "dispatch", "{}: argument {} is missing", op_, i);          \
-  const auto* v = std::get_if<T>(&args_[i]);                                              \
-  check_arg(v != nullptr, "dispatch", "{}: argument {} must be {}, got {}", op_, i, what, \
-            arg_kind(args_[i]));                                                          \
+#define DTENSOR_OPARG_GET(T, what)                                                                \
+  check_arg(i < args_.size(), "dispatch", "{}: argument {} is missing", op_, i);                  \
+  const auto* v = std::get_if<T>(&args_[i]);                                                      \
+  DTENSOR_CHECK_ARG(v != nullptr, "dispatch", "{}: argument {} must be {}, got {}", op_, i, what, \
+                    arg_kind(args_[i]));                                                          \
   return *v
 
 const DTensor& OpSchema::dtensor(std::size_t i) const {
@@ -103,9 +103,9 @@ const DeviceMesh& OpSchema::mesh() const {
   check_arg(!dtensor_pos_.empty(), "dispatch", "{}: no DTensor argument", op_);
   const DeviceMesh& m = std::get<DTensor>(args_[dtensor_pos_[0]]).mesh();
   for (auto p : dtensor_pos_)
-    check_arg(std::get<DTensor>(args_[p]).mesh() == m, "dispatch",
-              "{}: arguments {} and {} live on different meshes ({} vs {})", op_, dtensor_pos_[0],
-              p, m.str(), std::get<DTensor>(args_[p]).mesh().str());
+    DTENSOR_CHECK_ARG(std::get<DTensor>(args_[p]).mesh() == m, "dispatch",
+                      "{}: arguments {} and {} live on different meshes ({} vs {})", op_,
+                      dtensor_pos_[0], p, m.str(), std::get<DTensor>(args_[p]).mesh().str());
   return m;
 }
 

@@ -35,13 +35,14 @@ std::string loaded_plugins_description() {
 void load_plugin(const std::string& path) {
   std::error_code ec;
   const auto canonical = std::filesystem::canonical(path, ec);
-  check_arg(!ec, "plugin", "load_plugin: '{}' does not exist ({})", path, ec.message());
+  DTENSOR_CHECK_ARG(!ec, "plugin", "load_plugin: '{}' does not exist ({})", path, ec.message());
   std::lock_guard lock(g_mutex);
   for (auto& p : g_loaded)
     if (p == canonical.string()) return;  // registration already ran
   // RTLD_LOCAL: two plugins may use the same internal symbol names.
   void* handle = dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
-  check_arg(handle != nullptr, "plugin", "load_plugin: cannot open '{}': {}", path, dlerror());
+  DTENSOR_CHECK_ARG(handle != nullptr, "plugin", "load_plugin: cannot open '{}': {}", path,
+                    dlerror());
   using AbiFn = int (*)();
   using RegisterFn = void (*)();
   auto abi = reinterpret_cast<AbiFn>(dlsym(handle, "dtensor_plugin_abi_version"));

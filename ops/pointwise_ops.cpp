@@ -17,10 +17,10 @@ namespace {
 void check_same_shape(const OpSchema& s, std::size_t i, std::size_t j) {
   const auto& a = s.dtensor(i);
   const auto& b = s.dtensor(j);
-  check_arg(a.shape() == b.shape(), "ops", "{}: shapes {} and {} differ", s.op(),
-            shape_str(a.shape()), shape_str(b.shape()));
-  check_arg(a.dtype() == b.dtype(), "ops", "{}: dtypes {} and {} differ", s.op(),
-            dtype_name(a.dtype()), dtype_name(b.dtype()));
+  DTENSOR_CHECK_ARG(a.shape() == b.shape(), "ops", "{}: shapes {} and {} differ", s.op(),
+                    shape_str(a.shape()), shape_str(b.shape()));
+  DTENSOR_CHECK_ARG(a.dtype() == b.dtype(), "ops", "{}: dtypes {} and {} differ", s.op(),
+                    dtype_name(a.dtype()), dtype_name(b.dtype()));
 }
 
 std::vector<TensorMeta> same_as_input(const OpSchema& s) {

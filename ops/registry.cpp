@@ -60,8 +60,8 @@ std::string ShardingStrategy::str() const {
 }
 
 const Tensor& KernelCall::local(std::size_t i) const {
-  check_arg(i < local_args.size() && std::holds_alternative<Tensor>(local_args[i]), "dispatch",
-            "{}: argument {} is not a tensor", schema.op(), i);
+  DTENSOR_CHECK_ARG(i < local_args.size() && std::holds_alternative<Tensor>(local_args[i]),
+                    "dispatch", "{}: argument {} is not a tensor", schema.op(), i);
   return std::get<Tensor>(local_args[i]);
 }
 
@@ -95,13 +95,13 @@ void register_typed_kernel(const std::string& name, DeviceType device, DType dty
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   auto& slot = r.ops[name].kernels[{device, dtype}];
-  check_arg(
+  DTENSOR_CHECK_ARG(
       !slot.fn || override_existing, "registry",
       "register_kernel: '{}' already has a {} {} kernel (pass override_existing to replace it)",
       name, device_type_name(device), dtype_name(dtype));
-  check_arg(!slot.fn || slot.args == args, "registry",
-            "register_kernel: '{}' takes other arguments than the kernel given for {} {}", name,
-            device_type_name(device), dtype_name(dtype));
+  DTENSOR_CHECK_ARG(!slot.fn || slot.args == args, "registry",
+                    "register_kernel: '{}' takes other arguments than the kernel given for {} {}",
+                    name, device_type_name(device), dtype_name(dtype));
   if (slot.fn)
     log::warn("register_kernel: replacing the {} {} kernel of '{}'", device_type_name(device),
               dtype_name(dtype), name);
@@ -116,9 +116,9 @@ const void* typed_kernel(const std::string& name, DeviceType device, DType dtype
   if (it != r.ops.end()) {
     auto k = it->second.kernels.find({device, dtype});
     if (k != it->second.kernels.end() && k->second.fn) {
-      check_arg(k->second.args == args, "registry",
-                "kernel '{}' for {} {} was registered with other arguments", name,
-                device_type_name(device), dtype_name(dtype));
+      DTENSOR_CHECK_ARG(k->second.args == args, "registry",
+                        "kernel '{}' for {} {} was registered with other arguments", name,
+                        device_type_name(device), dtype_name(dtype));
       return k->second.fn.get();
     }
   }

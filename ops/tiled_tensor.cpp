@@ -28,7 +28,8 @@ bool boxes_overlap(const Shape& oa, const Shape& sa, const Shape& ob, const Shap
 TiledTensor::TiledTensor(Shape shape, DType dtype, Device device)
     : shape_(std::move(shape)), dtype_(dtype), device_(device) {
   for (auto s : shape_)
-    check_arg(s >= 0, kComponent, "TiledTensor: negative extent in shape {}", shape_str(shape_));
+    DTENSOR_CHECK_ARG(s >= 0, kComponent, "TiledTensor: negative extent in shape {}",
+                      shape_str(shape_));
 }
 
 TiledTensor TiledTensor::whole(const Tensor& t) {
@@ -39,28 +40,29 @@ TiledTensor TiledTensor::whole(const Tensor& t) {
 
 void TiledTensor::add(const Tensor& data, const Shape& offset) {
   check_arg(data.defined(), kComponent, "TiledTensor::add: undefined tile");
-  check_arg(data.dtype() == dtype_ && data.device() == device_, kComponent,
-            "TiledTensor::add: tile {} but the tensor is {} on {}", data.str(), dtype_name(dtype_),
-            device_.str());
-  check_arg(data.shape().size() == shape_.size() && offset.size() == shape_.size(), kComponent,
-            "TiledTensor::add: tile of rank {} at offset {} in a tensor of rank {}",
-            data.shape().size(), shape_str(offset), shape_.size());
+  DTENSOR_CHECK_ARG(data.dtype() == dtype_ && data.device() == device_, kComponent,
+                    "TiledTensor::add: tile {} but the tensor is {} on {}", data.str(),
+                    dtype_name(dtype_), device_.str());
+  DTENSOR_CHECK_ARG(data.shape().size() == shape_.size() && offset.size() == shape_.size(),
+                    kComponent,
+                    "TiledTensor::add: tile of rank {} at offset {} in a tensor of rank {}",
+                    data.shape().size(), shape_str(offset), shape_.size());
   for (std::size_t d = 0; d < shape_.size(); ++d)
-    check_arg(offset[d] >= 0 && offset[d] + data.shape()[d] <= shape_[d], kComponent,
-              "TiledTensor::add: tile {} at offset {} reaches outside {}", shape_str(data.shape()),
-              shape_str(offset), shape_str(shape_));
+    DTENSOR_CHECK_ARG(offset[d] >= 0 && offset[d] + data.shape()[d] <= shape_[d], kComponent,
+                      "TiledTensor::add: tile {} at offset {} reaches outside {}",
+                      shape_str(data.shape()), shape_str(offset), shape_str(shape_));
   if (data.numel() == 0) return;
   for (const auto& t : tiles_)
-    check_arg(!boxes_overlap(t.offset, t.data.shape(), offset, data.shape()), kComponent,
-              "TiledTensor::add: tile {} at offset {} overlaps the tile {} at {}",
-              shape_str(data.shape()), shape_str(offset), shape_str(t.data.shape()),
-              shape_str(t.offset));
+    DTENSOR_CHECK_ARG(!boxes_overlap(t.offset, t.data.shape(), offset, data.shape()), kComponent,
+                      "TiledTensor::add: tile {} at offset {} overlaps the tile {} at {}",
+                      shape_str(data.shape()), shape_str(offset), shape_str(t.data.shape()),
+                      shape_str(t.offset));
   tiles_.push_back({data, offset});
 }
 
 TiledTensor TiledTensor::narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const {
   const auto d = static_cast<std::size_t>(dim);
-  check_arg(
+  DTENSOR_CHECK_ARG(
       dim >= 0 && d < shape_.size() && start >= 0 && length >= 0 && start + length <= shape_[d],
       kComponent, "TiledTensor::narrow: [{}, {}) along dim {} of {}", start, start + length, dim,
       shape_str(shape_));
@@ -90,8 +92,8 @@ bool TiledTensor::is_whole() const {
 }
 
 Tensor TiledTensor::assemble() const {
-  check_arg(complete(), kComponent, "TiledTensor::assemble: the tiles do not cover {}",
-            shape_str(shape_));
+  DTENSOR_CHECK_ARG(complete(), kComponent, "TiledTensor::assemble: the tiles do not cover {}",
+                    shape_str(shape_));
   if (is_whole()) return tiles_[0].data;
   Tensor out = Tensor::empty(shape_, dtype_, device_);
   for (const auto& t : tiles_)
@@ -100,9 +102,9 @@ Tensor TiledTensor::assemble() const {
 }
 
 void TiledTensor::scatter(const Tensor& full) const {
-  check_arg(full.shape() == shape_, kComponent,
-            "TiledTensor::scatter: source {} but the shape is {}", shape_str(full.shape()),
-            shape_str(shape_));
+  DTENSOR_CHECK_ARG(full.shape() == shape_, kComponent,
+                    "TiledTensor::scatter: source {} but the shape is {}", shape_str(full.shape()),
+                    shape_str(shape_));
   for (const auto& t : tiles_) {
     Tensor d = t.data;  // a view: writing it writes the tile
     d.copy_(region(full, t.offset, t.data.shape()));

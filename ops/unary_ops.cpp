@@ -64,20 +64,22 @@ void check_parameters(const OpSchema& s, std::size_t at) {
 
 void check_forward(const OpSchema& s) {
   const std::size_t n = 1 + parameter_count(s.op());
-  check_arg(s.size() == n, s.op(), "{} arguments given, {} expected", s.size(), n);
+  DTENSOR_CHECK_ARG(s.size() == n, s.op(), "{} arguments given, {} expected", s.size(), n);
   s.dtensor(0);
   check_parameters(s, 1);
 }
 
 void check_backward(const OpSchema& s) {
   const std::size_t n = 2 + parameter_count(s.op());
-  check_arg(s.size() == n, s.op(), "{} arguments given, {} expected", s.size(), n);
+  DTENSOR_CHECK_ARG(s.size() == n, s.op(), "{} arguments given, {} expected", s.size(), n);
   const DTensor& g = s.dtensor(0);
   const DTensor& x = s.dtensor(1);
-  check_arg(g.shape() == x.shape(), s.op(), "grad_output: shape {} differs from the input's {}",
-            shape_str(g.shape()), shape_str(x.shape()));
-  check_arg(g.dtype() == x.dtype(), s.op(), "grad_output: dtype {} differs from the input's {}",
-            dtype_name(g.dtype()), dtype_name(x.dtype()));
+  DTENSOR_CHECK_ARG(g.shape() == x.shape(), s.op(),
+                    "grad_output: shape {} differs from the input's {}", shape_str(g.shape()),
+                    shape_str(x.shape()));
+  DTENSOR_CHECK_ARG(g.dtype() == x.dtype(), s.op(),
+                    "grad_output: dtype {} differs from the input's {}", dtype_name(g.dtype()),
+                    dtype_name(x.dtype()));
   check_parameters(s, 2);
 }
 

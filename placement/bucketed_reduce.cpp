@@ -69,9 +69,9 @@ std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const DTensorSpec& s = tensors[i].spec();
     if (target_of(s.placements()) == s.placements()) continue;  // nothing pending
-    check_arg(s.mesh() == tensors[0].mesh(), "reduce_partials",
-              "tensors: all must live on one mesh ({} vs {})", s.mesh().str(),
-              tensors[0].mesh().str());
+    DTENSOR_CHECK_ARG(s.mesh() == tensors[0].mesh(), "reduce_partials",
+                      "tensors: all must live on one mesh ({} vs {})", s.mesh().str(),
+                      tensors[0].mesh().str());
     const std::size_t key = s.mesh().hash() * 31 + static_cast<std::size_t>(s.dtype()) * 7 +
                             std::hash<std::string>()(placements_str(s.placements()));
     const std::size_t bytes = tensors[i].to_local().nbytes();

@@ -43,15 +43,16 @@ DTensor::DTensor(Tensor local, DTensorSpec spec)
   check_arg(local_.defined(), "dtensor", "DTensor: the local tensor is undefined");
   // A local tensor on another device than its mesh would reach a backend
   // that cannot read it (e.g. Gloo given CUDA memory): refuse it here, by name.
-  check_arg(local_.device().type == spec_.mesh().device_type(), "dtensor",
-            "device: the local tensor is on {} but {} is a {} mesh",
-            device_type_name(local_.device().type), spec_.mesh().str(),
-            device_type_name(spec_.mesh().device_type()));
-  check_arg(local_.dtype() == spec_.dtype(), "dtensor", "DTensor: local dtype {} but spec says {}",
-            dtype_name(local_.dtype()), dtype_name(spec_.dtype()));
-  check_arg(local_.shape() == spec_.local_shape(), "dtensor",
-            "DTensor: local shape {} does not match {} (expected {})", shape_str(local_.shape()),
-            spec_.str(), shape_str(spec_.local_shape()));
+  DTENSOR_CHECK_ARG(local_.device().type == spec_.mesh().device_type(), "dtensor",
+                    "device: the local tensor is on {} but {} is a {} mesh",
+                    device_type_name(local_.device().type), spec_.mesh().str(),
+                    device_type_name(spec_.mesh().device_type()));
+  DTENSOR_CHECK_ARG(local_.dtype() == spec_.dtype(), "dtensor",
+                    "DTensor: local dtype {} but spec says {}", dtype_name(local_.dtype()),
+                    dtype_name(spec_.dtype()));
+  DTENSOR_CHECK_ARG(local_.shape() == spec_.local_shape(), "dtensor",
+                    "DTensor: local shape {} does not match {} (expected {})",
+                    shape_str(local_.shape()), spec_.str(), shape_str(spec_.local_shape()));
 }
 
 namespace {
@@ -97,11 +98,11 @@ DTensor from_local_with_shape(const Tensor& local, const DeviceMesh& mesh,
     Shape held(static_cast<std::size_t>(nd));
     for (std::int64_t d = 0; d < nd; ++d)
       held[static_cast<std::size_t>(d)] = static_cast<std::int64_t>(all.item({r * nd + d}));
-    check_arg(held == need, "dtensor",
-              "from_local: rank {} holds a local shape {} but {} with global shape {} needs {}",
-              world_rank,
-              held.empty() || held[0] >= 0 ? shape_str(held) : std::string("of another rank"),
-              placements_str(spec->placements()), shape_str(global_shape), shape_str(need));
+    DTENSOR_CHECK_ARG(
+        held == need, "dtensor",
+        "from_local: rank {} holds a local shape {} but {} with global shape {} needs {}",
+        world_rank, held.empty() || held[0] >= 0 ? shape_str(held) : std::string("of another rank"),
+        placements_str(spec->placements()), shape_str(global_shape), shape_str(need));
   }
   return DTensor(local, *spec);
 }
@@ -156,20 +157,21 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh,
   // Every rank checks every rank's shape, so all reach the same verdict.
   for (std::int64_t f = 0; f < mesh.size(); ++f) {
     const auto coord = *mesh.coordinate_of(mesh.ranks()[f]);
-    check_arg(shape_of(coord) == spec.local_shape_at(coord), "dtensor",
-              "from_local: rank {} holds a local shape {} but {} with global shape {} needs {} "
-              "(torch.chunk rule); pass global_shape or fix the shards",
-              mesh.ranks()[f], shape_str(shape_of(coord)), placements_str(spec.placements()),
-              shape_str(global), shape_str(spec.local_shape_at(coord)));
+    DTENSOR_CHECK_ARG(
+        shape_of(coord) == spec.local_shape_at(coord), "dtensor",
+        "from_local: rank {} holds a local shape {} but {} with global shape {} needs {} "
+        "(torch.chunk rule); pass global_shape or fix the shards",
+        mesh.ranks()[f], shape_str(shape_of(coord)), placements_str(spec.placements()),
+        shape_str(global), shape_str(spec.local_shape_at(coord)));
   }
   return DTensor(local, spec);
 }
 
 DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placements) const {
   detail::CommScope scope("redistribute");
-  check_arg(mesh == spec_.mesh(), "redistribute",
-            "mesh: redistributing to another mesh is not supported ({} -> {})", spec_.mesh().str(),
-            mesh.str());
+  DTENSOR_CHECK_ARG(mesh == spec_.mesh(), "redistribute",
+                    "mesh: redistributing to another mesh is not supported ({} -> {})",
+                    spec_.mesh().str(), mesh.str());
   // Agreement comes before any validation of the target: a rank whose target
   // is invalid must not throw alone while the others wait in a collective
   // (they would hang until the timeout). An invalid target enters the
@@ -227,8 +229,9 @@ void DTensor::set_grad(const std::optional<DTensor>& grad) {
     if (autograd_) autograd_->grad.reset();
     return;
   }
-  check_arg(grad->spec() == spec_, "grad", "set_grad: the gradient is {} but the tensor is {}",
-            grad->spec().str(), spec_.str());
+  DTENSOR_CHECK_ARG(grad->spec() == spec_, "grad",
+                    "set_grad: the gradient is {} but the tensor is {}", grad->spec().str(),
+                    spec_.str());
   if (!autograd_) autograd_ = std::make_shared<AutogradMeta>();
   autograd_->grad = std::make_shared<DTensor>(grad->detach());
 }
@@ -245,9 +248,9 @@ Tensor DTensor::full_tensor() const {
 double DTensor::item() const {
   // Checked before any communication: the global shape is the same on every
   // rank, so every rank raises alike.
-  check_arg(shape_numel(shape()) == 1, "dtensor",
-            "item: the tensor has numel {} (shape {}); item() needs exactly one element",
-            shape_numel(shape()), shape_str(shape()));
+  DTENSOR_CHECK_ARG(shape_numel(shape()) == 1, "dtensor",
+                    "item: the tensor has numel {} (shape {}); item() needs exactly one element",
+                    shape_numel(shape()), shape_str(shape()));
   return full_tensor().to(Device::cpu()).item_flat(0);
 }
 
@@ -255,8 +258,8 @@ DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
                           const Placements& placements, int src) {
   detail::CommScope scope("distribute_tensor");
   mesh.require_member("distribute_tensor");
-  check_arg(mesh.coordinate_of(src).has_value(), "dtensor",
-            "distribute_tensor: src rank {} is not in {}", src, mesh.str());
+  DTENSOR_CHECK_ARG(mesh.coordinate_of(src).has_value(), "dtensor",
+                    "distribute_tensor: src rank {} is not in {}", src, mesh.str());
   auto group = mesh.get_mesh_group();
   const int src_g = mesh_group_rank_of(mesh, src);
   const bool i_am_src = group->rank() == src_g;
@@ -287,9 +290,9 @@ DTensor distribute_tensor(const Tensor& global, const DeviceMesh& mesh,
   group->broadcast(meta, src_g);
   check_arg(meta.item({0}) != kUndefined, "dtensor",
             "distribute_tensor: the source rank {} passed an undefined tensor", src);
-  check_arg(meta.item({0}) != kTooManyDims, "dtensor",
-            "distribute_tensor: the source's tensor has {} dims; at most 8 are supported",
-            meta.item({1}));
+  DTENSOR_CHECK_ARG(meta.item({0}) != kTooManyDims, "dtensor",
+                    "distribute_tensor: the source's tensor has {} dims; at most 8 are supported",
+                    meta.item({1}));
   const auto dtype = static_cast<DType>(static_cast<int>(meta.item({0})));
   Shape shape(static_cast<std::size_t>(meta.item({1})));
   for (std::size_t d = 0; d < shape.size(); ++d)

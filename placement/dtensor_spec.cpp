@@ -10,22 +10,23 @@ DTensorSpec::DTensorSpec(DeviceMesh mesh, Placements placements, Shape global_sh
       placements_(std::move(placements)),
       shape_(std::move(global_shape)),
       dtype_(dtype) {
-  check_arg(static_cast<std::int64_t>(placements_.size()) == mesh_.ndim(), "placement",
-            "placements: {} given ({}) for a {}-D mesh; one per mesh dim is needed",
-            placements_.size(), placements_str(placements_), mesh_.ndim());
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(placements_.size()) == mesh_.ndim(), "placement",
+                    "placements: {} given ({}) for a {}-D mesh; one per mesh dim is needed",
+                    placements_.size(), placements_str(placements_), mesh_.ndim());
   for (auto e : shape_)
-    check_arg(e >= 0, "placement", "global shape {} has a negative extent", shape_str(shape_));
+    DTENSOR_CHECK_ARG(e >= 0, "placement", "global shape {} has a negative extent",
+                      shape_str(shape_));
   // The element count must fit (shape_numel throws InvalidArgument otherwise),
   // and so must its bytes.
   std::int64_t bytes = 0;
-  check_arg(!__builtin_mul_overflow(shape_numel(shape_),
-                                    static_cast<std::int64_t>(dtype_size(dtype_)), &bytes),
-            "placement", "global shape {} of {} needs more than 2^63 bytes", shape_str(shape_),
-            dtype_name(dtype_));
+  DTENSOR_CHECK_ARG(!__builtin_mul_overflow(shape_numel(shape_),
+                                            static_cast<std::int64_t>(dtype_size(dtype_)), &bytes),
+                    "placement", "global shape {} of {} needs more than 2^63 bytes",
+                    shape_str(shape_), dtype_name(dtype_));
   for (auto& p : placements_) {
     if (p.is_shard())
-      check_arg(p.dim() >= -ndim() && p.dim() < ndim(), "placement",
-                "placements: {} is out of range for a tensor of rank {}", p.str(), ndim());
+      DTENSOR_CHECK_ARG(p.dim() >= -ndim() && p.dim() < ndim(), "placement",
+                        "placements: {} is out of range for a tensor of rank {}", p.str(), ndim());
     p = p.normalized(ndim());
   }
 }
@@ -37,13 +38,13 @@ namespace {
 // coordinate is an error whatever the placements.
 void check_coordinate(const DeviceMesh& mesh, const std::vector<std::int64_t>& c,
                       const char* what) {
-  check_arg(static_cast<std::int64_t>(c.size()) == mesh.ndim(), "placement",
-            "{}: coordinate {} has {} entries for a {}-D mesh", what, shape_str(c), c.size(),
-            mesh.ndim());
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(c.size()) == mesh.ndim(), "placement",
+                    "{}: coordinate {} has {} entries for a {}-D mesh", what, shape_str(c),
+                    c.size(), mesh.ndim());
   for (std::size_t i = 0; i < c.size(); ++i)
-    check_arg(c[i] >= 0 && c[i] < mesh.shape()[i], "placement",
-              "{}: coordinate {} is outside the mesh shape {}", what, shape_str(c),
-              shape_str(mesh.shape()));
+    DTENSOR_CHECK_ARG(c[i] >= 0 && c[i] < mesh.shape()[i], "placement",
+                      "{}: coordinate {} is outside the mesh shape {}", what, shape_str(c),
+                      shape_str(mesh.shape()));
 }
 }  // namespace
 

@@ -27,21 +27,23 @@ std::string RedistributeStep::str() const {
 
 std::vector<RedistributeStep> plan_redistribute(const DTensorSpec& src, const Placements& dst_in) {
   const std::int64_t nm = src.mesh().ndim();
-  check_arg(static_cast<std::int64_t>(dst_in.size()) == nm, "redistribute",
-            "placements: {} given ({}) for a {}-D mesh", dst_in.size(), placements_str(dst_in), nm);
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(dst_in.size()) == nm, "redistribute",
+                    "placements: {} given ({}) for a {}-D mesh", dst_in.size(),
+                    placements_str(dst_in), nm);
   Placements dst;
   for (auto& p : dst_in) {
     if (p.is_shard())
-      check_arg(p.dim() >= -src.ndim() && p.dim() < src.ndim(), "redistribute",
-                "placements: {} is out of range for a tensor of rank {}", p.str(), src.ndim());
+      DTENSOR_CHECK_ARG(p.dim() >= -src.ndim() && p.dim() < src.ndim(), "redistribute",
+                        "placements: {} is out of range for a tensor of rank {}", p.str(),
+                        src.ndim());
     dst.push_back(p.normalized(src.ndim()));
   }
   const Placements& from = src.placements();
   for (std::int64_t i = 0; i < nm; ++i)
-    check_arg(!(from[i].is_shard() && dst[i].is_partial()), "redistribute",
-              "placements: mesh dim {}: {} -> {} is not supported (a shard cannot become a "
-              "pending reduction; reduce or replicate it first)",
-              i, from[i].str(), dst[i].str());
+    DTENSOR_CHECK_ARG(!(from[i].is_shard() && dst[i].is_partial()), "redistribute",
+                      "placements: mesh dim {}: {} -> {} is not supported (a shard cannot become a "
+                      "pending reduction; reduce or replicate it first)",
+                      i, from[i].str(), dst[i].str());
 
   // keep[i]: mesh dim i ends as it started and needs no step.
   std::vector<bool> keep(nm);

@@ -200,10 +200,10 @@ DTENSOR_SIMD_CLONES void scale_rows(double* x, double s, std::int64_t n) {
 // ---- the kernels ----
 
 void check_like(const Tensor& t, const Tensor& param, const char* what, const char* slot) {
-  check_arg(t.shape() == param.shape() && t.dtype() == param.dtype() && t.is_contiguous(), slot,
-            "internal: {} is {} {}, the parameter {} {} (both contiguous)", what,
-            shape_str(t.shape()), dtype_name(t.dtype()), shape_str(param.shape()),
-            dtype_name(param.dtype()));
+  DTENSOR_CHECK_ARG(t.shape() == param.shape() && t.dtype() == param.dtype() && t.is_contiguous(),
+                    slot, "internal: {} is {} {}, the parameter {} {} (both contiguous)", what,
+                    shape_str(t.shape()), dtype_name(t.dtype()), shape_str(param.shape()),
+                    dtype_name(param.dtype()));
 }
 template <typename T>
 T* data_of(const std::optional<Tensor>& t) {
@@ -291,10 +291,10 @@ template <typename T>
 void run_norm_part(const kernels::NormPartArgs& a) {
   const char* slot = kernels::kNormPart.name;
   check_arg(a.input.is_contiguous(), slot, "internal: the input is not contiguous");
-  check_arg(a.result.dtype() == DType::F64 && a.result.numel() == 1 &&
-                a.result.device().type == DeviceType::CPU,
-            slot, "internal: the result goes into a 0-d f64 CPU tensor, got {} {}",
-            dtype_name(a.result.dtype()), shape_str(a.result.shape()));
+  DTENSOR_CHECK_ARG(a.result.dtype() == DType::F64 && a.result.numel() == 1 &&
+                        a.result.device().type == DeviceType::CPU,
+                    slot, "internal: the result goes into a 0-d f64 CPU tensor, got {} {}",
+                    dtype_name(a.result.dtype()), shape_str(a.result.shape()));
   const T* x = a.input.data<T>();
   const std::int64_t n = a.input.numel();
   double out = 0;

@@ -62,8 +62,9 @@ struct Geometry {
   const PoolTaps* taps[3] = {nullptr, nullptr, nullptr};
 
   Geometry(const Shape& window_shape, const std::vector<PoolTaps>& d) {
-    check_arg(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2, "pool",
-              "internal: pool over {} dims of a window {}", d.size(), shape_str(window_shape));
+    DTENSOR_CHECK_ARG(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2, "pool",
+                      "internal: pool over {} dims of a window {}", d.size(),
+                      shape_str(window_shape));
     planes = window_shape[0] * window_shape[1];
     // Right-aligned: the last spatial dim is always dim[2], the inner loop.
     std::int64_t win[3] = {1, 1, 1};

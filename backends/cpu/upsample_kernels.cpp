@@ -79,9 +79,9 @@ struct Geometry {
   std::vector<T> w0, w1;  // the last dim's weights in the compute type
 
   Geometry(const Shape& window_shape, const std::vector<ResampleTaps>& d) {
-    check_arg(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2, "upsample",
-              "internal: interpolation over {} dims of a window {}", d.size(),
-              shape_str(window_shape));
+    DTENSOR_CHECK_ARG(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2,
+                      "upsample", "internal: interpolation over {} dims of a window {}", d.size(),
+                      shape_str(window_shape));
     planes = window_shape[0] * window_shape[1];
     std::int64_t win[3] = {1, 1, 1};
     const std::size_t first = 3 - d.size();
@@ -190,9 +190,9 @@ void backward(const Tensor& grad_output, Tensor& grad_window, const Geometry<T>&
 }
 
 void run_forward(const kernels::UpsampleForwardArgs& a) {
-  check_arg(a.output.shape() == kernels::resample_output_shape(a.window.shape(), a.dims),
-            "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
-            shape_str(kernels::resample_output_shape(a.window.shape(), a.dims)));
+  DTENSOR_CHECK_ARG(a.output.shape() == kernels::resample_output_shape(a.window.shape(), a.dims),
+                    "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
+                    shape_str(kernels::resample_output_shape(a.window.shape(), a.dims)));
   const Tensor x = in_compute(a.window);
   compute_into(a.output, [&](auto t, Tensor& y) {
     using T = decltype(t);
@@ -201,10 +201,11 @@ void run_forward(const kernels::UpsampleForwardArgs& a) {
 }
 
 void run_backward(const kernels::UpsampleBackwardArgs& a) {
-  check_arg(a.grad_output.shape() == kernels::resample_output_shape(a.grad_window.shape(), a.dims),
-            "upsample", "internal: local grad_output {} but the outputs are {}",
-            shape_str(a.grad_output.shape()),
-            shape_str(kernels::resample_output_shape(a.grad_window.shape(), a.dims)));
+  DTENSOR_CHECK_ARG(
+      a.grad_output.shape() == kernels::resample_output_shape(a.grad_window.shape(), a.dims),
+      "upsample", "internal: local grad_output {} but the outputs are {}",
+      shape_str(a.grad_output.shape()),
+      shape_str(kernels::resample_output_shape(a.grad_window.shape(), a.dims)));
   const Tensor gy = in_compute(a.grad_output);
   compute_into(a.grad_window, [&](auto t, Tensor& gx) {
     using T = decltype(t);

@@ -139,8 +139,8 @@ std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device) {
   std::string reason;
   const int n = device_count(&reason);
   if (n == 0) throw NotSupported("cuda", fmt::format("allocating on {}: {}", device.str(), reason));
-  check_arg(device.index >= 0 && device.index < n, "cuda", "{}: only {} device(s)", device.str(),
-            n);
+  DTENSOR_CHECK_ARG(device.index >= 0 && device.index < n, "cuda", "{}: only {} device(s)",
+                    device.str(), n);
   DeviceGuard guard(device.index);
   cudaStream_t s = stream_for(device.index);
   void* p = nullptr;

@@ -25,9 +25,9 @@ StridedLayout make_layout(const Shape& shape, const Shape& dst_strides, const Sh
     ds.push_back(dst_strides[d]);
     ss.push_back(src_strides[d]);
   }
-  check_arg(static_cast<int>(sz.size()) <= kMaxKernelDims, "cuda",
-            "a strided copy of shape {} has {} non-mergeable dimensions (at most {})",
-            shape_str(shape), sz.size(), kMaxKernelDims);
+  DTENSOR_CHECK_ARG(static_cast<int>(sz.size()) <= kMaxKernelDims, "cuda",
+                    "a strided copy of shape {} has {} non-mergeable dimensions (at most {})",
+                    shape_str(shape), sz.size(), kMaxKernelDims);
   l.ndim = static_cast<int>(sz.size());
   for (int d = 0; d < l.ndim; ++d) {
     l.sizes[d] = sz[static_cast<std::size_t>(d)];

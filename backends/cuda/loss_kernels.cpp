@@ -17,14 +17,15 @@ namespace dtensor::cuda_backend {
 namespace {
 
 void check_same(const Tensor& input, const Tensor& target, const char* slot) {
-  check_arg(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
-            shape_str(target.shape()), shape_str(input.shape()));
+  DTENSOR_CHECK_ARG(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
+                    shape_str(target.shape()), shape_str(input.shape()));
 }
 
 void put_sum(const Tensor& out, const Tensor& partials, const char* slot) {
-  check_arg(out.dtype() == DType::F64 && out.numel() == 1 && out.device().type == DeviceType::CPU,
-            slot, "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}",
-            dtype_name(out.dtype()), shape_str(out.shape()));
+  DTENSOR_CHECK_ARG(
+      out.dtype() == DType::F64 && out.numel() == 1 && out.device().type == DeviceType::CPU, slot,
+      "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}", dtype_name(out.dtype()),
+      shape_str(out.shape()));
   double total = 0;
   for (double v : download_f64(partials))
     total += v;

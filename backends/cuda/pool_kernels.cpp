@@ -27,8 +27,9 @@ struct DeviceGeometry {
 
   DeviceGeometry(const Shape& window_shape, const std::vector<PoolTaps>& d, int dev,
                  const AvgDivisor* rule) {
-    check_arg(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2, "pool",
-              "internal: pool over {} dims of a window {}", d.size(), shape_str(window_shape));
+    DTENSOR_CHECK_ARG(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2, "pool",
+                      "internal: pool over {} dims of a window {}", d.size(),
+                      shape_str(window_shape));
     g.planes = window_shape[0] * window_shape[1];
     // Right-aligned: the last spatial dim is always dim 2.
     std::int64_t win[3] = {1, 1, 1};

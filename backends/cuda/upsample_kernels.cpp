@@ -24,9 +24,9 @@ struct DeviceGeometry {
   Tensor indices, weights;
 
   DeviceGeometry(const Shape& window_shape, const std::vector<ResampleTaps>& d, int dev) {
-    check_arg(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2, "upsample",
-              "internal: interpolation over {} dims of a window {}", d.size(),
-              shape_str(window_shape));
+    DTENSOR_CHECK_ARG(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2,
+                      "upsample", "internal: interpolation over {} dims of a window {}", d.size(),
+                      shape_str(window_shape));
     g.planes = window_shape[0] * window_shape[1];
     std::int64_t win[3] = {1, 1, 1};
     const std::size_t first = 3 - d.size();
@@ -80,9 +80,9 @@ struct DeviceGeometry {
 };
 
 void run_forward(const kernels::UpsampleForwardArgs& a) {
-  check_arg(a.output.shape() == kernels::resample_output_shape(a.window.shape(), a.dims),
-            "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
-            shape_str(kernels::resample_output_shape(a.window.shape(), a.dims)));
+  DTENSOR_CHECK_ARG(a.output.shape() == kernels::resample_output_shape(a.window.shape(), a.dims),
+                    "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
+                    shape_str(kernels::resample_output_shape(a.window.shape(), a.dims)));
   const int dev = a.window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.window.shape(), a.dims, dev);
@@ -92,10 +92,11 @@ void run_forward(const kernels::UpsampleForwardArgs& a) {
 }
 
 void run_backward(const kernels::UpsampleBackwardArgs& a) {
-  check_arg(a.grad_output.shape() == kernels::resample_output_shape(a.grad_window.shape(), a.dims),
-            "upsample", "internal: local grad_output {} but the outputs are {}",
-            shape_str(a.grad_output.shape()),
-            shape_str(kernels::resample_output_shape(a.grad_window.shape(), a.dims)));
+  DTENSOR_CHECK_ARG(
+      a.grad_output.shape() == kernels::resample_output_shape(a.grad_window.shape(), a.dims),
+      "upsample", "internal: local grad_output {} but the outputs are {}",
+      shape_str(a.grad_output.shape()),
+      shape_str(kernels::resample_output_shape(a.grad_window.shape(), a.dims)));
   const int dev = a.grad_window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.grad_window.shape(), a.dims, dev);

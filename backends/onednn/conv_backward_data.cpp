@@ -51,7 +51,7 @@ namespace {
 std::shared_ptr<const BackwardDataPlan> get_plan(DType t, const Shape& in, const Shape& w,
                                                  const ConvParams& p, DType acc) {
   try {
-    const std::string pass = fmt::format("bwd_data>{}", dtype_name(acc));
+    const std::string pass = "bwd_data>" + std::string(dtype_name(acc));
     return cache().get(cache_key(pass.c_str(), t, in, w, false, p),
                        [&] { return make_plan(t, in, w, p, acc); });
   } catch (const dnnl::error& e) {

@@ -60,7 +60,7 @@ std::shared_ptr<const BackwardWeightsPlan> get_plan(DType t, const Shape& in, co
                                                     bool want_bias, const ConvParams& p,
                                                     DType acc) {
   try {
-    const std::string pass = fmt::format("bwd_weights>{}", dtype_name(acc));
+    const std::string pass = "bwd_weights>" + std::string(dtype_name(acc));
     return cache().get(cache_key(pass.c_str(), t, in, w, want_bias, p),
                        [&] { return make_plan(t, in, w, want_bias, p, acc); });
   } catch (const dnnl::error& e) {

@@ -235,8 +235,32 @@ dnnl::memory ReusedInput::get(const Operand& op) {
 
 std::string cache_key(const char* pass, DType t, const Shape& input, const Shape& weight, bool bias,
                       const ConvParams& p) {
-  return fmt::format("{}|{}|x{}|w{}|{}|{}", pass, dtype_name(t), shape_str(input),
-                     shape_str(weight), bias ? "bias" : "nobias", p.str());
+  // Raw bytes rather than text: a key is built on every convolution call
+  // (and per tile), where formatting it cost more than the lookup.
+  std::string key(pass);
+  key.reserve(key.size() + 8 * (8 + input.size() + weight.size() + 4 * p.stride.size()));
+  const auto put = [&key](std::int64_t v) {
+    key.append(reinterpret_cast<const char*>(&v), sizeof v);
+  };
+  const auto put_list = [&put](const std::vector<std::int64_t>& v) {
+    put(static_cast<std::int64_t>(v.size()));
+    for (const auto x : v)
+      put(x);
+  };
+  put(static_cast<std::int64_t>(t));
+  put(bias ? 1 : 0);
+  put_list(input);
+  put_list(weight);
+  put_list(p.stride);
+  put_list(p.dilation);
+  put(static_cast<std::int64_t>(p.padding.size()));
+  for (const auto& [lo, hi] : p.padding) {
+    put(lo);
+    put(hi);
+  }
+  put(p.groups);
+  put(static_cast<std::int64_t>(p.padding_mode));
+  return key;
 }
 
 void rethrow_unsupported(const dnnl::error& e, const std::string& what) {

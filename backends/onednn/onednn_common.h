@@ -133,7 +133,8 @@ class BandBuffer {
   void* data_ = nullptr;
 };
 
-/// "fwd|f32|x[1, 3, 8]|w[4, 3, 3]|bias|stride=[1] ..." — what determines a primitive.
+/// What determines a primitive (the pass's name, then the dtype, shapes and
+/// parameters as raw bytes): a lookup key, not text.
 std::string cache_key(const char* pass, DType t, const Shape& input, const Shape& weight, bool bias,
                       const ConvParams& p);
 

@@ -13,8 +13,8 @@ std::vector<OpArg> grad_then_forward_args(const DTensor& grad_output, const OpSc
 }
 
 const DTensor& grad_of_output(const BackwardCall& c, std::size_t i) {
-  check_arg(i < c.grad_outputs.size() && c.grad_outputs[i].has_value(), "autograd",
-            "{}: no gradient for output {}", c.forward.op(), i);
+  DTENSOR_CHECK_ARG(i < c.grad_outputs.size() && c.grad_outputs[i].has_value(), "autograd",
+                    "{}: no gradient for output {}", c.forward.op(), i);
   return *c.grad_outputs[i];
 }
 

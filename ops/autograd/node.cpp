@@ -24,8 +24,9 @@ Node::Node(std::string name, const std::vector<DTensor>& inputs, std::size_t num
 }
 
 std::vector<DTensor> attach(const std::shared_ptr<Node>& node, std::vector<DTensor> outputs) {
-  check_arg(outputs.size() == node->num_outputs(), "autograd", "{}: {} outputs for a node with {}",
-            node->name(), outputs.size(), node->num_outputs());
+  DTENSOR_CHECK_ARG(outputs.size() == node->num_outputs(), "autograd",
+                    "{}: {} outputs for a node with {}", node->name(), outputs.size(),
+                    node->num_outputs());
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     // Fresh state: an output may share its input's (a no-op redistribute
     // returns the input itself), which must keep its own history.

@@ -34,18 +34,19 @@ class DispatchNode final : public Node {
 
   std::vector<std::optional<DTensor>> apply(
       const std::vector<std::optional<DTensor>>& grad_outputs) override {
-    check_arg(forward_.has_value(), "autograd",
-              "backward through {} a second time: its saved tensors were freed after the first "
-              "backward (pass retain_graph=true to keep them)",
-              name());
+    DTENSOR_CHECK_ARG(
+        forward_.has_value(), "autograd",
+        "backward through {} a second time: its saved tensors were freed after the first "
+        "backward (pass retain_graph=true to keep them)",
+        name());
     std::vector<bool> needs;
     for (const auto& e : next_edges())
       needs.push_back(!e.empty());
     BackwardCall call{*forward_, outputs_, grad_outputs, needs};
     auto grads = backward_(call);
-    check_arg(grads.size() == needs.size(), "autograd",
-              "{}: its backward returned {} gradients for {} DTensor arguments", name(),
-              grads.size(), needs.size());
+    DTENSOR_CHECK_ARG(grads.size() == needs.size(), "autograd",
+                      "{}: its backward returned {} gradients for {} DTensor arguments", name(),
+                      grads.size(), needs.size());
     return grads;
   }
 

@@ -29,7 +29,8 @@ ConvParams read_params(const OpSchema& s, std::size_t first) {
   ConvParams p;
   p.stride = s.int_list(first);
   const IntList& pad = s.int_list(first + 1);
-  check_arg(pad.size() % 2 == 0, "conv", "{}: padding must hold (left, right) pairs", s.op());
+  DTENSOR_CHECK_ARG(pad.size() % 2 == 0, "conv", "{}: padding must hold (left, right) pairs",
+                    s.op());
   p.padding.clear();
   for (std::size_t i = 0; i < pad.size(); i += 2)
     p.padding.emplace_back(pad[i], pad[i + 1]);
@@ -56,7 +57,7 @@ std::vector<OpArg> ForwardCall::encode(const DTensor& input, const DTensor& weig
 
 BackwardCall BackwardCall::decode(const OpSchema& s) {
   const IntList& m = s.int_list(8);
-  check_arg(m.size() == 3, "conv", "{}: the output mask has 3 flags", s.op());
+  DTENSOR_CHECK_ARG(m.size() == 3, "conv", "{}: the output mask has 3 flags", s.op());
   return {s.dtensor(0), s.dtensor(1), s.dtensor(2), read_params(s, 3),
           ConvOutputMask{m[0] != 0, m[1] != 0, m[2] != 0}};
 }

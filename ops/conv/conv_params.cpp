@@ -97,15 +97,16 @@ std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::i
 ConvParams check_conv_args(const Shape& input, const Shape& weight,
                            const std::optional<Shape>& bias, const ConvParams& params) {
   const auto rank = static_cast<std::int64_t>(input.size());
-  check_arg(rank >= 3 && rank <= 5, kComponent,
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(input));
+  DTENSOR_CHECK_ARG(rank >= 3 && rank <= 5, kComponent,
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(input));
   for (auto e : input)
-    check_arg(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
-  check_arg(static_cast<std::int64_t>(weight.size()) == rank, kComponent,
-            "weight: shape {} has rank {} but the input {} has rank {} (expected [OC, C/groups, "
-            "k...])",
-            shape_str(weight), weight.size(), shape_str(input), rank);
+    DTENSOR_CHECK_ARG(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
+  DTENSOR_CHECK_ARG(
+      static_cast<std::int64_t>(weight.size()) == rank, kComponent,
+      "weight: shape {} has rank {} but the input {} has rank {} (expected [OC, C/groups, "
+      "k...])",
+      shape_str(weight), weight.size(), shape_str(input), rank);
   const std::int64_t n_spatial = rank - 2;
   ConvParams p = params.expanded(n_spatial);
 
@@ -113,54 +114,58 @@ ConvParams check_conv_args(const Shape& input, const Shape& weight,
   // padding of 2^63 - 1 would otherwise wrap around to a "valid" output).
   constexpr std::int64_t kMaxParam = std::int64_t{1} << 40;
   for (std::int64_t i = 0; i < n_spatial; ++i) {
-    check_arg(p.stride[i] <= kMaxParam && p.dilation[i] <= kMaxParam &&
-                  p.padding[i].first <= kMaxParam && p.padding[i].second <= kMaxParam &&
-                  weight[static_cast<std::size_t>(2 + i)] <= kMaxParam,
-              kComponent,
-              "padding: stride, dilation, padding and kernel extents must be at most 2^40, got "
-              "stride {} dilation {} padding ({}, {}) kernel {}",
-              p.stride[i], p.dilation[i], p.padding[i].first, p.padding[i].second,
-              weight[static_cast<std::size_t>(2 + i)]);
-    check_arg(p.stride[i] >= 1, kComponent, "stride: must be >= 1 in every spatial dim, got [{}]",
-              fmt::join(p.stride, ", "));
-    check_arg(p.dilation[i] >= 1, kComponent,
-              "dilation: must be >= 1 in every spatial dim, got [{}]", fmt::join(p.dilation, ", "));
-    check_arg(p.padding[i].first >= 0 && p.padding[i].second >= 0, kComponent,
-              "padding: must be >= 0 on both sides, got {}", padding_str(p.padding));
+    DTENSOR_CHECK_ARG(
+        p.stride[i] <= kMaxParam && p.dilation[i] <= kMaxParam && p.padding[i].first <= kMaxParam &&
+            p.padding[i].second <= kMaxParam &&
+            weight[static_cast<std::size_t>(2 + i)] <= kMaxParam,
+        kComponent,
+        "padding: stride, dilation, padding and kernel extents must be at most 2^40, got "
+        "stride {} dilation {} padding ({}, {}) kernel {}",
+        p.stride[i], p.dilation[i], p.padding[i].first, p.padding[i].second,
+        weight[static_cast<std::size_t>(2 + i)]);
+    DTENSOR_CHECK_ARG(p.stride[i] >= 1, kComponent,
+                      "stride: must be >= 1 in every spatial dim, got [{}]",
+                      fmt::join(p.stride, ", "));
+    DTENSOR_CHECK_ARG(p.dilation[i] >= 1, kComponent,
+                      "dilation: must be >= 1 in every spatial dim, got [{}]",
+                      fmt::join(p.dilation, ", "));
+    DTENSOR_CHECK_ARG(p.padding[i].first >= 0 && p.padding[i].second >= 0, kComponent,
+                      "padding: must be >= 0 on both sides, got {}", padding_str(p.padding));
   }
   check_arg(p.groups >= 1, kComponent, "groups: must be >= 1, got {}", p.groups);
 
   const std::int64_t channels = input[1];
   const std::int64_t out_channels = weight[0];
-  check_arg(out_channels >= 0 && weight[1] >= 0, kComponent, "weight: negative extent in {}",
-            shape_str(weight));
+  DTENSOR_CHECK_ARG(out_channels >= 0 && weight[1] >= 0, kComponent,
+                    "weight: negative extent in {}", shape_str(weight));
   check_arg(channels % p.groups == 0, kComponent,
             "groups: {} groups do not divide the input's {} channels", p.groups, channels);
   check_arg(out_channels % p.groups == 0, kComponent,
             "groups: {} groups do not divide the weight's {} output channels", p.groups,
             out_channels);
-  check_arg(weight[1] * p.groups == channels, kComponent,
-            "weight: shape {} expects {} input channels ({} per group x {} groups), the input {} "
-            "has {}",
-            shape_str(weight), weight[1] * p.groups, weight[1], p.groups, shape_str(input),
-            channels);
+  DTENSOR_CHECK_ARG(
+      weight[1] * p.groups == channels, kComponent,
+      "weight: shape {} expects {} input channels ({} per group x {} groups), the input {} "
+      "has {}",
+      shape_str(weight), weight[1] * p.groups, weight[1], p.groups, shape_str(input), channels);
   for (std::int64_t i = 0; i < n_spatial; ++i)
-    check_arg(weight[2 + i] >= 1, kComponent, "weight: kernel extents must be >= 1, got shape {}",
-              shape_str(weight));
+    DTENSOR_CHECK_ARG(weight[2 + i] >= 1, kComponent,
+                      "weight: kernel extents must be >= 1, got shape {}", shape_str(weight));
   if (bias) {
-    check_arg(bias->size() == 1 && (*bias)[0] == out_channels, kComponent,
-              "bias: expected shape [{}] (one per output channel), got {}", out_channels,
-              shape_str(*bias));
+    DTENSOR_CHECK_ARG(bias->size() == 1 && (*bias)[0] == out_channels, kComponent,
+                      "bias: expected shape [{}] (one per output channel), got {}", out_channels,
+                      shape_str(*bias));
   }
   for (std::int64_t i = 0; i < n_spatial; ++i) {
     const std::int64_t len = input[2 + i];
     const std::int64_t o = conv_output_length(len, weight[2 + i], p.stride[i], p.dilation[i],
                                               p.padding[i].first, p.padding[i].second);
-    check_arg(o >= 1, kComponent,
-              "input: spatial dim {} of length {} with padding ({}, {}) is shorter than the "
-              "kernel's extent {} (kernel {}, dilation {}): the output would be empty",
-              i, len, p.padding[i].first, p.padding[i].second,
-              conv_kernel_extent(weight[2 + i], p.dilation[i]), weight[2 + i], p.dilation[i]);
+    DTENSOR_CHECK_ARG(
+        o >= 1, kComponent,
+        "input: spatial dim {} of length {} with padding ({}, {}) is shorter than the "
+        "kernel's extent {} (kernel {}, dilation {}): the output would be empty",
+        i, len, p.padding[i].first, p.padding[i].second,
+        conv_kernel_extent(weight[2 + i], p.dilation[i]), weight[2 + i], p.dilation[i]);
     // nn.Conv*d pads with F.pad, whose modes have limits of their own.
     const auto [pl, pr] = p.padding[i];
     const bool pads = pl > 0 || pr > 0;

@@ -21,9 +21,9 @@ Shape at(std::size_t ndim, std::int64_t dim, std::int64_t pos) {
 
 PendingWindow::PendingWindow(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
                              ProcessGroup& group, int tag) {
-  check_arg(local.size(dim) == me.input.length, "conv",
-            "halo exchange: local extent {} along dim {} but the plan owns {}", local.size(dim),
-            dim, me.input.length);
+  DTENSOR_CHECK_ARG(local.size(dim) == me.input.length, "conv",
+                    "halo exchange: local extent {} along dim {} but the plan owns {}",
+                    local.size(dim), dim, me.input.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
   const std::size_t nd = local.shape().size();
   window_ =
@@ -68,9 +68,9 @@ Tensor gather_window(const Tensor& local, std::int64_t dim, const HaloRankPlan& 
 WindowGradient::WindowGradient(const Shape& owned_shape, DType dtype, Device device,
                                std::int64_t dim, const HaloRankPlan& me)
     : dim_(dim), me_(me) {
-  check_arg(owned_shape[static_cast<std::size_t>(dim)] == me.input.length, "conv",
-            "halo exchange: owned extent {} along dim {} but the plan owns {}",
-            owned_shape[static_cast<std::size_t>(dim)], dim, me.input.length);
+  DTENSOR_CHECK_ARG(owned_shape[static_cast<std::size_t>(dim)] == me.input.length, "conv",
+                    "halo exchange: owned extent {} along dim {} but the plan owns {}",
+                    owned_shape[static_cast<std::size_t>(dim)], dim, me.input.length);
   const std::int64_t a = me.window.offset, i0 = me.input.offset;
   const std::size_t nd = owned_shape.size();
   const Extent own = me.own_part();
@@ -122,9 +122,9 @@ Tensor WindowGradient::finish(ProcessGroup& group, int tag) {
 
 Tensor scatter_add_window(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,
                           ProcessGroup& group, const Shape& owned_shape, int tag) {
-  check_arg(grad_window.size(dim) == me.window.length, "conv",
-            "halo exchange: gradient extent {} along dim {} but the window is {}",
-            grad_window.size(dim), dim, me.window.length);
+  DTENSOR_CHECK_ARG(grad_window.size(dim) == me.window.length, "conv",
+                    "halo exchange: gradient extent {} along dim {} but the window is {}",
+                    grad_window.size(dim), dim, me.window.length);
   if (me.recv.empty() && me.send.empty() && me.window == me.input) return grad_window;
   WindowGradient g(owned_shape, grad_window.dtype(), grad_window.device(), dim, me);
   g.window().scatter(grad_window);

@@ -172,9 +172,9 @@ std::vector<DTensor> forward_handler(OpCall& call) {
     y = g.has_output ? kernels->forward(window, w.to_local(), bias, g.params)
                      : Tensor::zeros(out_spec.local_shape(), x.dtype(), local.device());
   }
-  check_arg(y.shape() == out_spec.local_shape(), "conv",
-            "internal: local output {} but the output spec {} needs {}", shape_str(y.shape()),
-            out_spec.str(), shape_str(out_spec.local_shape()));
+  DTENSOR_CHECK_ARG(y.shape() == out_spec.local_shape(), "conv",
+                    "internal: local output {} but the output spec {} needs {}",
+                    shape_str(y.shape()), out_spec.str(), shape_str(out_spec.local_shape()));
   return {DTensor(y, out_spec)};
 }
 
@@ -310,9 +310,9 @@ namespace dtensor {
 
 namespace {
 ConvParams expand_for(const DTensor& input, const ConvParams& params) {
-  check_arg(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, "conv",
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(input.shape()));
+  DTENSOR_CHECK_ARG(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, "conv",
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(input.shape()));
   return params.expanded(input.spec().ndim() - 2);
 }
 }  // namespace

@@ -12,9 +12,9 @@ namespace dtensor::detail {
 
 /// `local` wrapped with `spec`, after checking its shape against the spec's.
 inline DTensor wrap_checked(const Tensor& local, const DTensorSpec& spec, const char* op) {
-  check_arg(local.shape() == spec.local_shape(), op,
-            "internal: local result {} but the spec {} needs {}", shape_str(local.shape()),
-            spec.str(), shape_str(spec.local_shape()));
+  DTENSOR_CHECK_ARG(local.shape() == spec.local_shape(), op,
+                    "internal: local result {} but the spec {} needs {}", shape_str(local.shape()),
+                    spec.str(), shape_str(spec.local_shape()));
   return DTensor(local, spec);
 }
 

@@ -47,9 +47,9 @@ inline std::vector<DTensor> weighted_gradients(const char* component,
   std::vector<DTensor> outs;
   for (std::size_t i = 0; i < locals.size(); ++i) {
     const DTensorSpec& spec = specs[i];
-    check_arg(locals[i].shape() == spec.local_shape(), component,
-              "internal: gradient {} has local shape {} but {} needs {}", i,
-              shape_str(locals[i].shape()), spec.str(), shape_str(spec.local_shape()));
+    DTENSOR_CHECK_ARG(locals[i].shape() == spec.local_shape(), component,
+                      "internal: gradient {} has local shape {} but {} needs {}", i,
+                      shape_str(locals[i].shape()), spec.str(), shape_str(spec.local_shape()));
     outs.emplace_back(locals[i], spec);
   }
   if (has_input_gradient) outs[0] = placed_like_input(outs[0], input);
@@ -65,16 +65,16 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
   fwd.name = op.forward_op;
   fwd.validate = [op](const OpSchema& s) {
     const Forward c = Forward::decode(s);
-    check_arg(c.weight.dtype() == c.input.dtype(), op.component,
-              "weight: dtype {} differs from the input's {}", dtype_name(c.weight.dtype()),
-              dtype_name(c.input.dtype()));
+    DTENSOR_CHECK_ARG(c.weight.dtype() == c.input.dtype(), op.component,
+                      "weight: dtype {} differs from the input's {}", dtype_name(c.weight.dtype()),
+                      dtype_name(c.input.dtype()));
     std::optional<Shape> b;
     if (c.has_bias) {
       const DTensor& bias = s.dtensor(2);
       b = bias.shape();
-      check_arg(bias.dtype() == c.input.dtype(), op.component,
-                "bias: dtype {} differs from the input's {}", dtype_name(bias.dtype()),
-                dtype_name(c.input.dtype()));
+      DTENSOR_CHECK_ARG(bias.dtype() == c.input.dtype(), op.component,
+                        "bias: dtype {} differs from the input's {}", dtype_name(bias.dtype()),
+                        dtype_name(c.input.dtype()));
     } else {
       check_arg(s.is_none(2), op.component, "bias: expected a DTensor or None");
     }
@@ -94,15 +94,17 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
   bwd.name = op.backward_op;
   bwd.validate = [op](const OpSchema& s) {
     const Backward c = Backward::decode(s);
-    check_arg(c.weight.dtype() == c.input.dtype() && c.grad_output.dtype() == c.input.dtype(),
-              op.component,
-              "grad_output: dtypes of grad_output ({}), input ({}) and weight ({}) must match",
-              dtype_name(c.grad_output.dtype()), dtype_name(c.input.dtype()),
-              dtype_name(c.weight.dtype()));
+    DTENSOR_CHECK_ARG(
+        c.weight.dtype() == c.input.dtype() && c.grad_output.dtype() == c.input.dtype(),
+        op.component,
+        "grad_output: dtypes of grad_output ({}), input ({}) and weight ({}) must match",
+        dtype_name(c.grad_output.dtype()), dtype_name(c.input.dtype()),
+        dtype_name(c.weight.dtype()));
     op.check(c.input.shape(), c.weight.shape(), std::nullopt, c.params);
     const Shape expect = op.output_shape(c.input.shape(), c.weight.shape(), c.params);
-    check_arg(c.grad_output.shape() == expect, op.component, "grad_output: shape {} but {} is {}",
-              shape_str(c.grad_output.shape()), op.output_name, shape_str(expect));
+    DTENSOR_CHECK_ARG(c.grad_output.shape() == expect, op.component,
+                      "grad_output: shape {} but {} is {}", shape_str(c.grad_output.shape()),
+                      op.output_name, shape_str(expect));
   };
   bwd.output_meta = [op](const OpSchema& s) {
     const Backward c = Backward::decode(s);

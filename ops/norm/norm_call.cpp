@@ -11,8 +11,8 @@ const DTensor* optional_dtensor(const OpSchema& s, std::size_t i) {
 
 NormOutputMask decode_mask(const OpSchema& s, std::size_t i) {
   const IntList& m = s.int_list(i);
-  check_arg(m.size() == 3, s.op(), "mask: expected {{input, weight, bias}} flags, got {} values",
-            m.size());
+  DTENSOR_CHECK_ARG(m.size() == 3, s.op(),
+                    "mask: expected {{input, weight, bias}} flags, got {} values", m.size());
   return {m[0] != 0, m[1] != 0, m[2] != 0};
 }
 
@@ -35,8 +35,8 @@ Shape param_shape(const NormCall& c) {
 void check_param(const NormCall& c, const DTensor* p, const char* what) {
   if (!p) return;
   const Shape want = param_shape(c);
-  check_arg(p->shape() == want, c.op.name, "{}: shape {} but expected {}", what,
-            shape_str(p->shape()), shape_str(want));
+  DTENSOR_CHECK_ARG(p->shape() == want, c.op.name, "{}: shape {} but expected {}", what,
+                    shape_str(p->shape()), shape_str(want));
 }
 
 }  // namespace
@@ -61,8 +61,8 @@ NormCall NormCall::decode(const OpSchema& s, const NormOp& op, bool backward) {
   // The fused activation: an optional last argument of the forwards but
   // batch_norm's (its name), and of their backwards (its output).
   const bool may_fuse = op.kind != NormKind::Batch;
-  check_arg(s.size() == expected || (may_fuse && s.size() == expected + 1), op.name,
-            "{}: expected {} arguments, got {}", s.op(), expected, s.size());
+  DTENSOR_CHECK_ARG(s.size() == expected || (may_fuse && s.size() == expected + 1), op.name,
+                    "{}: expected {} arguments, got {}", s.op(), expected, s.size());
   if (backward) c.grad_output = &s.dtensor(at++);
   c.input = &s.dtensor(at++);
   if (op.kind == NormKind::Group) c.num_groups = s.int_value(at++);
@@ -108,31 +108,32 @@ void NormCall::validate() const {
   const Shape& x = input->shape();
   const auto rank = static_cast<std::int64_t>(x.size());
   const std::int64_t min_rank = op.kind == NormKind::Instance ? 3 : 2;
-  check_arg(rank >= min_rank && rank <= 5, name,
-            "input: expected [N, C, spatial...] with {} to 3 spatial dims, got shape {}",
-            min_rank - 2, shape_str(x));
+  DTENSOR_CHECK_ARG(rank >= min_rank && rank <= 5, name,
+                    "input: expected [N, C, spatial...] with {} to 3 spatial dims, got shape {}",
+                    min_rank - 2, shape_str(x));
   std::int64_t spatial = 1;
   for (std::int64_t d = 2; d < rank; ++d)
     spatial *= x[d];
   if (backward) {
-    check_arg(grad_output->shape() == x, name, "grad_output: shape {} but the input is {}",
-              shape_str(grad_output->shape()), shape_str(x));
-    check_arg(grad_output->dtype() == input->dtype(), name,
-              "grad_output: dtype {} differs from the input's {}", dtype_name(grad_output->dtype()),
-              dtype_name(input->dtype()));
+    DTENSOR_CHECK_ARG(grad_output->shape() == x, name, "grad_output: shape {} but the input is {}",
+                      shape_str(grad_output->shape()), shape_str(x));
+    DTENSOR_CHECK_ARG(grad_output->dtype() == input->dtype(), name,
+                      "grad_output: dtype {} differs from the input's {}",
+                      dtype_name(grad_output->dtype()), dtype_name(input->dtype()));
     check_arg(mask.input || mask.weight || mask.bias, name, "mask: asks for no gradient");
     if (relu_output)
-      check_arg(relu_output->shape() == x && relu_output->dtype() == input->dtype(), name,
-                "relu_output: {} {} but the input is {} {}", shape_str(relu_output->shape()),
-                dtype_name(relu_output->dtype()), shape_str(x), dtype_name(input->dtype()));
+      DTENSOR_CHECK_ARG(relu_output->shape() == x && relu_output->dtype() == input->dtype(), name,
+                        "relu_output: {} {} but the input is {} {}",
+                        shape_str(relu_output->shape()), dtype_name(relu_output->dtype()),
+                        shape_str(x), dtype_name(input->dtype()));
   }
   check_param(*this, weight, "weight");
   check_param(*this, bias, "bias");
   for (const DTensor* p : {weight, bias})
     if (p)
-      check_arg(p->dtype() == input->dtype(), name, "{}: dtype {} differs from the input's {}",
-                p == weight ? "weight" : "bias", dtype_name(p->dtype()),
-                dtype_name(input->dtype()));
+      DTENSOR_CHECK_ARG(p->dtype() == input->dtype(), name,
+                        "{}: dtype {} differs from the input's {}", p == weight ? "weight" : "bias",
+                        dtype_name(p->dtype()), dtype_name(input->dtype()));
   switch (op.kind) {
     case NormKind::Batch: {
       check_arg((running_mean == nullptr) == (running_var == nullptr), name,
@@ -142,13 +143,14 @@ void NormCall::validate() const {
                 "running_mean: eval mode (training=false) needs running_mean and running_var");
       for (const DTensor* p : {running_mean, running_var})
         if (p)
-          check_arg(p->shape() == Shape{x[1]}, name, "{}: shape {} but expected [{}]",
-                    p == running_mean ? "running_mean" : "running_var", shape_str(p->shape()),
-                    x[1]);
+          DTENSOR_CHECK_ARG(p->shape() == Shape{x[1]}, name, "{}: shape {} but expected [{}]",
+                            p == running_mean ? "running_mean" : "running_var",
+                            shape_str(p->shape()), x[1]);
       if (training && !backward)
-        check_arg(x[0] * spatial != 1, name,
-                  "input: expected more than 1 value per channel when training, got input size {}",
-                  shape_str(x));
+        DTENSOR_CHECK_ARG(
+            x[0] * spatial != 1, name,
+            "input: expected more than 1 value per channel when training, got input size {}",
+            shape_str(x));
       break;
     }
     case NormKind::Group:
@@ -160,9 +162,10 @@ void NormCall::validate() const {
       break;
     case NormKind::Instance:
       if (!backward)
-        check_arg(spatial != 1, name,
-                  "input: expected more than 1 spatial element when training, got input size {}",
-                  shape_str(x));
+        DTENSOR_CHECK_ARG(
+            spatial != 1, name,
+            "input: expected more than 1 spatial element when training, got input size {}",
+            shape_str(x));
       break;
     case NormKind::Layer:
       break;

@@ -110,9 +110,9 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   WindowExchange engine(call, x.spec(), forward_dims(w.shape(), p), kWindowStream);
   const Tensor window = engine.gather(local);
   const Shape local_out = engine.local_output_shape(local.size(0), out_channels);
-  check_arg(local_out == out_spec.local_shape(), kComponent,
-            "internal: the engine's local output {} but the output spec {} needs {}",
-            shape_str(local_out), out_spec.str(), shape_str(out_spec.local_shape()));
+  DTENSOR_CHECK_ARG(local_out == out_spec.local_shape(), kComponent,
+                    "internal: the engine's local output {} but the output spec {} needs {}",
+                    shape_str(local_out), out_spec.str(), shape_str(out_spec.local_shape()));
   Tensor y;
   if (window_live(engine)) {
     // The window's transposed convolution: global outputs [w0*s - p,
@@ -200,9 +200,10 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
       const auto u = static_cast<std::size_t>(sd);
       const WindowSpan& s = engine.spans()[u];
-      check_arg(s.output.length == local.size(sd + 2), kComponent,
-                "internal: the engine computes {} inputs along spatial dim {}, the shard has {}",
-                s.output.length, sd, local.size(sd + 2));
+      DTENSOR_CHECK_ARG(
+          s.output.length == local.size(sd + 2), kComponent,
+          "internal: the engine computes {} inputs along spatial dim {}, the shard has {}",
+          s.output.length, sd, local.size(sd + 2));
       if (s.output.length == 0) continue;
       const std::int64_t extent = p.dilation[u] * (w.shape()[u + 2] - 1) + 1;
       const std::int64_t first = s.output.offset * p.stride[u] - p.padding[u];
@@ -248,9 +249,9 @@ namespace dtensor {
 
 namespace {
 ConvTransposeParams expand_for(const DTensor& input, const ConvTransposeParams& params) {
-  check_arg(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, tconv::kComponent,
-            "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(input.shape()));
+  DTENSOR_CHECK_ARG(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, tconv::kComponent,
+                    "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(input.shape()));
   return params.expanded(input.spec().ndim() - 2);
 }
 }  // namespace

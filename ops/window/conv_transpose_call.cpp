@@ -69,7 +69,7 @@ std::vector<OpArg> ForwardCall::encode(const DTensor& input, const DTensor& weig
 
 BackwardCall BackwardCall::decode(const OpSchema& s) {
   const IntList& m = s.int_list(8);
-  check_arg(m.size() == 3, kComponent, "{}: the output mask has 3 flags", s.op());
+  DTENSOR_CHECK_ARG(m.size() == 3, kComponent, "{}: the output mask has 3 flags", s.op());
   return {s.dtensor(0), s.dtensor(1), s.dtensor(2), read_params(s, 3),
           ConvOutputMask{m[0] != 0, m[1] != 0, m[2] != 0}};
 }
@@ -93,15 +93,15 @@ ConvTransposeParams check_args(const Shape& input, const Shape& weight,
                                const std::optional<Shape>& bias,
                                const ConvTransposeParams& params) {
   const auto rank = static_cast<std::int64_t>(input.size());
-  check_arg(rank >= 3 && rank <= 5, kComponent,
-            "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(input));
+  DTENSOR_CHECK_ARG(rank >= 3 && rank <= 5, kComponent,
+                    "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(input));
   for (auto e : input)
-    check_arg(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
-  check_arg(static_cast<std::int64_t>(weight.size()) == rank, kComponent,
-            "weight: shape {} has rank {} but the input {} has rank {} (expected [C_in, "
-            "C_out/groups, k...])",
-            shape_str(weight), weight.size(), shape_str(input), rank);
+    DTENSOR_CHECK_ARG(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(weight.size()) == rank, kComponent,
+                    "weight: shape {} has rank {} but the input {} has rank {} (expected [C_in, "
+                    "C_out/groups, k...])",
+                    shape_str(weight), weight.size(), shape_str(input), rank);
   const std::int64_t n_spatial = rank - 2;
   ConvTransposeParams p = params.expanded(n_spatial);
   for (std::int64_t i = 0; i < n_spatial; ++i) {
@@ -113,14 +113,16 @@ ConvTransposeParams check_args(const Shape& input, const Shape& weight,
               kComponent,
               "padding: stride, dilation, padding, output_padding and kernel extents must be at "
               "most 2^40");
-    check_arg(p.stride[u] >= 1, kComponent, "stride: must be >= 1 in every spatial dim, got [{}]",
-              fmt::join(p.stride, ", "));
-    check_arg(p.dilation[u] >= 1, kComponent,
-              "dilation: must be >= 1 in every spatial dim, got [{}]", fmt::join(p.dilation, ", "));
-    check_arg(p.padding[u] >= 0, kComponent, "padding: must be >= 0, got [{}]",
-              fmt::join(p.padding, ", "));
-    check_arg(p.output_padding[u] >= 0, kComponent, "output_padding: must be >= 0, got [{}]",
-              fmt::join(p.output_padding, ", "));
+    DTENSOR_CHECK_ARG(p.stride[u] >= 1, kComponent,
+                      "stride: must be >= 1 in every spatial dim, got [{}]",
+                      fmt::join(p.stride, ", "));
+    DTENSOR_CHECK_ARG(p.dilation[u] >= 1, kComponent,
+                      "dilation: must be >= 1 in every spatial dim, got [{}]",
+                      fmt::join(p.dilation, ", "));
+    DTENSOR_CHECK_ARG(p.padding[u] >= 0, kComponent, "padding: must be >= 0, got [{}]",
+                      fmt::join(p.padding, ", "));
+    DTENSOR_CHECK_ARG(p.output_padding[u] >= 0, kComponent,
+                      "output_padding: must be >= 0, got [{}]", fmt::join(p.output_padding, ", "));
     check_arg(p.output_padding[u] < p.stride[u] || p.output_padding[u] < p.dilation[u], kComponent,
               "output_padding: {} in spatial dim {} must be smaller than either the stride ({}) "
               "or the dilation ({})",
@@ -128,28 +130,30 @@ ConvTransposeParams check_args(const Shape& input, const Shape& weight,
   }
   check_arg(p.groups >= 1, kComponent, "groups: must be >= 1, got {}", p.groups);
   const std::int64_t channels = input[1];
-  check_arg(weight[0] >= 0 && weight[1] >= 0, kComponent, "weight: negative extent in {}",
-            shape_str(weight));
+  DTENSOR_CHECK_ARG(weight[0] >= 0 && weight[1] >= 0, kComponent, "weight: negative extent in {}",
+                    shape_str(weight));
   check_arg(channels % p.groups == 0, kComponent,
             "groups: {} groups do not divide the input's {} channels", p.groups, channels);
-  check_arg(weight[0] == channels, kComponent,
-            "weight: shape {} is for {} input channels (expected [C_in, C_out/groups, k...]), the "
-            "input {} has {}",
-            shape_str(weight), weight[0], shape_str(input), channels);
+  DTENSOR_CHECK_ARG(
+      weight[0] == channels, kComponent,
+      "weight: shape {} is for {} input channels (expected [C_in, C_out/groups, k...]), the "
+      "input {} has {}",
+      shape_str(weight), weight[0], shape_str(input), channels);
   for (std::int64_t i = 0; i < n_spatial; ++i)
-    check_arg(weight[static_cast<std::size_t>(2 + i)] >= 1, kComponent,
-              "weight: kernel extents must be >= 1, got shape {}", shape_str(weight));
+    DTENSOR_CHECK_ARG(weight[static_cast<std::size_t>(2 + i)] >= 1, kComponent,
+                      "weight: kernel extents must be >= 1, got shape {}", shape_str(weight));
   const std::int64_t out_channels = weight[1] * p.groups;
   if (bias)
-    check_arg(bias->size() == 1 && (*bias)[0] == out_channels, kComponent,
-              "bias: expected shape [{}] (one per output channel), got {}", out_channels,
-              shape_str(*bias));
+    DTENSOR_CHECK_ARG(bias->size() == 1 && (*bias)[0] == out_channels, kComponent,
+                      "bias: expected shape [{}] (one per output channel), got {}", out_channels,
+                      shape_str(*bias));
   for (std::int64_t i = 0; i < n_spatial; ++i) {
     const auto u = static_cast<std::size_t>(i);
     const std::int64_t len = input[2 + u];
-    check_arg(len >= 1, kComponent,
-              "input: spatial dim {} is empty (shape {}); a transposed convolution needs inputs", i,
-              shape_str(input));
+    DTENSOR_CHECK_ARG(
+        len >= 1, kComponent,
+        "input: spatial dim {} is empty (shape {}); a transposed convolution needs inputs", i,
+        shape_str(input));
     const std::int64_t o = output_length(len, weight[2 + u], p.stride[u], p.dilation[u],
                                          p.padding[u], p.output_padding[u]);
     check_arg(o >= 1, kComponent,

@@ -170,8 +170,8 @@ void HaloPlan::build() {
 }
 
 const HaloRankPlan& HaloPlan::rank(std::int64_t r) const {
-  check_arg(r >= 0 && r < ranks_count(), kComponent, "halo plan: rank {} is outside [0, {})", r,
-            ranks_count());
+  DTENSOR_CHECK_ARG(r >= 0 && r < ranks_count(), kComponent,
+                    "halo plan: rank {} is outside [0, {})", r, ranks_count());
   return ranks_[static_cast<std::size_t>(r)];
 }
 

@@ -119,11 +119,11 @@ struct PadCall {
 
 void check_pad(const PadCall& c) {
   const Shape& x = c.input.shape();
-  check_arg(x.size() >= 3 && x.size() <= 5, kPad,
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(x));
-  check_arg(c.padding.size() == x.size() - 2, kPad, "padding: {} pairs for {} spatial dims",
-            c.padding.size(), x.size() - 2);
+  DTENSOR_CHECK_ARG(x.size() >= 3 && x.size() <= 5, kPad,
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(x));
+  DTENSOR_CHECK_ARG(c.padding.size() == x.size() - 2, kPad, "padding: {} pairs for {} spatial dims",
+                    c.padding.size(), x.size() - 2);
   for (std::size_t i = 0; i < c.padding.size(); ++i) {
     const auto [l, r] = c.padding[i];
     const std::int64_t L = x[i + 2];
@@ -136,8 +136,8 @@ void check_pad(const PadCall& c) {
                 L);
       continue;
     }
-    check_arg(l >= 0 && r >= 0, kPad, "padding: {} padding must be >= 0, got ({}, {})",
-              pad_mode_name(c.mode), l, r);
+    DTENSOR_CHECK_ARG(l >= 0 && r >= 0, kPad, "padding: {} padding must be >= 0, got ({}, {})",
+                      pad_mode_name(c.mode), l, r);
     // WindowDim checks the mode's own limits (reflect < L, circular <= L).
     c.dims()[i].output_length_for(L);
   }
@@ -231,12 +231,12 @@ struct Registrar {
     bwd.validate = [](const OpSchema& s) {
       const PadCall c = PadCall::decode(s, true);
       check_pad(c);
-      check_arg(c.grad_output->shape() == c.output_shape(), kPad,
-                "grad_output: shape {} but pad's output is {}", shape_str(c.grad_output->shape()),
-                shape_str(c.output_shape()));
-      check_arg(c.grad_output->dtype() == c.input.dtype(), kPad,
-                "grad_output: dtype {} differs from the input's {}",
-                dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
+      DTENSOR_CHECK_ARG(c.grad_output->shape() == c.output_shape(), kPad,
+                        "grad_output: shape {} but pad's output is {}",
+                        shape_str(c.grad_output->shape()), shape_str(c.output_shape()));
+      DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), kPad,
+                        "grad_output: dtype {} differs from the input's {}",
+                        dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
     };
     bwd.output_meta = [](const OpSchema& s) {
       const PadCall c = PadCall::decode(s, true);
@@ -254,12 +254,13 @@ const Registrar registrar;
 
 ConvParams::Padding expanded_padding(const DTensor& input, const ConvParams::Padding& padding) {
   const std::int64_t n = input.spec().ndim() - 2;
-  check_arg(n >= 1 && n <= 3, kPad,
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(input.shape()));
+  DTENSOR_CHECK_ARG(n >= 1 && n <= 3, kPad,
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(input.shape()));
   if (padding.size() == 1) return ConvParams::Padding(static_cast<std::size_t>(n), padding[0]);
-  check_arg(static_cast<std::int64_t>(padding.size()) == n, kPad,
-            "padding: {} pairs given for {} spatial dims (give 1 or {})", padding.size(), n, n);
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(padding.size()) == n, kPad,
+                    "padding: {} pairs given for {} spatial dims (give 1 or {})", padding.size(), n,
+                    n);
   return padding;
 }
 

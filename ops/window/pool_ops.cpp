@@ -117,13 +117,13 @@ struct PoolCall {
 void check_pool(const PoolCall& c, const PoolOp& op) {
   const Shape& x = c.input.shape();
   const auto rank = static_cast<std::int64_t>(x.size());
-  check_arg(rank >= 3 && rank <= 5, op.name,
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(x));
+  DTENSOR_CHECK_ARG(rank >= 3 && rank <= 5, op.name,
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(x));
   const auto spatial = static_cast<std::size_t>(rank - 2);
   if (op.shape == WindowShape::Adaptive) {
-    check_arg(c.output_size.size() == spatial, op.name,
-              "output_size: {} values for {} spatial dims", c.output_size.size(), spatial);
+    DTENSOR_CHECK_ARG(c.output_size.size() == spatial, op.name,
+                      "output_size: {} values for {} spatial dims", c.output_size.size(), spatial);
     for (std::size_t i = 0; i < spatial; ++i) {
       check_arg(c.output_size[i] >= 1, op.name, "output_size: must be >= 1, got {}",
                 c.output_size[i]);
@@ -243,13 +243,13 @@ void register_pool(const PoolOp& op) {
   bwd.validate = [op](const OpSchema& s) {
     const PoolCall c = PoolCall::decode(s, op, true);
     check_pool(c, op);
-    check_arg(c.grad_output->dtype() == c.input.dtype(), op.name,
-              "grad_output: dtype {} differs from the input's {}",
-              dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
+    DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), op.name,
+                      "grad_output: dtype {} differs from the input's {}",
+                      dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
     const Shape expect = c.output_shape(op);
-    check_arg(c.grad_output->shape() == expect, op.name,
-              "grad_output: shape {} but the pool's output is {}",
-              shape_str(c.grad_output->shape()), shape_str(expect));
+    DTENSOR_CHECK_ARG(c.grad_output->shape() == expect, op.name,
+                      "grad_output: shape {} but the pool's output is {}",
+                      shape_str(c.grad_output->shape()), shape_str(expect));
   };
   bwd.output_meta = [op](const OpSchema& s) {
     const PoolCall c = PoolCall::decode(s, op, true);
@@ -274,9 +274,9 @@ const Registrar registrar;
 
 std::int64_t spatial_dims_of(const DTensor& x, const char* op) {
   const std::int64_t n = x.spec().ndim() - 2;
-  check_arg(n >= 1 && n <= 3, op,
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(x.shape()));
+  DTENSOR_CHECK_ARG(n >= 1 && n <= 3, op,
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(x.shape()));
   return n;
 }
 
@@ -296,9 +296,9 @@ DTensor adaptive(const PoolOp& op, const DTensor* grad_output, const DTensor& in
   const IntList sizes = detail::agreed_front_end(input.mesh(), op.name, [&] {
     const std::int64_t n = spatial_dims_of(input, op.name);
     if (output_size.size() == 1) return IntList(static_cast<std::size_t>(n), output_size[0]);
-    check_arg(static_cast<std::int64_t>(output_size.size()) == n, op.name,
-              "output_size: {} values for {} spatial dims (give 1 or {})", output_size.size(), n,
-              n);
+    DTENSOR_CHECK_ARG(static_cast<std::int64_t>(output_size.size()) == n, op.name,
+                      "output_size: {} values for {} spatial dims (give 1 or {})",
+                      output_size.size(), n, n);
     return IntList(output_size);
   });
   std::vector<OpArg> args;

@@ -73,9 +73,9 @@ bool window_is_own_slice(const HaloRankPlan& me) {
 
 Tensor gather_runs(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
                    ProcessGroup* group, int tag) {
-  check_arg(local.size(dim) == me.input.length, "window",
-            "window exchange: local extent {} along dim {} but the plan owns {}", local.size(dim),
-            dim, me.input.length);
+  DTENSOR_CHECK_ARG(local.size(dim) == me.input.length, "window",
+                    "window exchange: local extent {} along dim {} but the plan owns {}",
+                    local.size(dim), dim, me.input.length);
   const std::int64_t i0 = me.input.offset;
   const bool own_slice = window_is_own_slice(me);
   Tensor window = own_slice ? local.narrow(dim, me.window.offset - i0, me.window.length)
@@ -123,9 +123,9 @@ Tensor gather_runs(const Tensor& local, std::int64_t dim, const HaloRankPlan& me
 
 Tensor scatter_add_runs(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,
                         ProcessGroup* group, const Shape& owned_shape, int tag) {
-  check_arg(grad_window.size(dim) == me.window.length, "window",
-            "window exchange: gradient extent {} along dim {} but the window is {}",
-            grad_window.size(dim), dim, me.window.length);
+  DTENSOR_CHECK_ARG(grad_window.size(dim) == me.window.length, "window",
+                    "window exchange: gradient extent {} along dim {} but the window is {}",
+                    grad_window.size(dim), dim, me.window.length);
   const std::int64_t i0 = me.input.offset;
   // The window is the whole shard and nothing arrives: the gradient is the
   // window's own (the others' strips still leave).

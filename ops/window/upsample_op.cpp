@@ -75,14 +75,14 @@ struct UpsampleCall {
 void check_upsample(const UpsampleCall& c) {
   const Shape& x = c.input.shape();
   const auto rank = static_cast<std::int64_t>(x.size());
-  check_arg(rank >= 3 && rank <= 5, kOp,
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(x));
+  DTENSOR_CHECK_ARG(rank >= 3 && rank <= 5, kOp,
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(x));
   const auto spatial = static_cast<std::size_t>(rank - 2);
-  check_arg(c.output_size.size() == spatial, kOp, "output_size: {} values for {} spatial dims",
-            c.output_size.size(), spatial);
-  check_arg(c.scales.size() == spatial, kOp, "scale_factor: {} values for {} spatial dims",
-            c.scales.size(), spatial);
+  DTENSOR_CHECK_ARG(c.output_size.size() == spatial, kOp,
+                    "output_size: {} values for {} spatial dims", c.output_size.size(), spatial);
+  DTENSOR_CHECK_ARG(c.scales.size() == spatial, kOp, "scale_factor: {} values for {} spatial dims",
+                    c.scales.size(), spatial);
   check_arg(c.linear || !c.align_corners, kOp,
             "align_corners: only the linear modes take align_corners");
   for (std::size_t i = 0; i < spatial; ++i) {
@@ -156,12 +156,12 @@ struct Registrar {
     bwd.validate = [](const OpSchema& s) {
       const UpsampleCall c = UpsampleCall::decode(s, true);
       check_upsample(c);
-      check_arg(c.grad_output->dtype() == c.input.dtype(), kOp,
-                "grad_output: dtype {} differs from the input's {}",
-                dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
-      check_arg(c.grad_output->shape() == c.output_shape(), kOp,
-                "grad_output: shape {} but upsample's output is {}",
-                shape_str(c.grad_output->shape()), shape_str(c.output_shape()));
+      DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), kOp,
+                        "grad_output: dtype {} differs from the input's {}",
+                        dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
+      DTENSOR_CHECK_ARG(c.grad_output->shape() == c.output_shape(), kOp,
+                        "grad_output: shape {} but upsample's output is {}",
+                        shape_str(c.grad_output->shape()), shape_str(c.output_shape()));
     };
     bwd.output_meta = [](const OpSchema& s) {
       const UpsampleCall c = UpsampleCall::decode(s, true);
@@ -186,9 +186,9 @@ struct Expanded {
 
 Expanded expand(const Shape& x, const UpsampleParams& p) {
   const auto n = static_cast<std::int64_t>(x.size()) - 2;
-  check_arg(n >= 1 && n <= 3, kOp,
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(x));
+  DTENSOR_CHECK_ARG(n >= 1 && n <= 3, kOp,
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(x));
   check_arg(p.size.empty() != p.scale_factor.empty(), kOp,
             "size: give exactly one of size and scale_factor");
   check_arg(p.mode == UpsampleMode::Linear || !p.align_corners, kOp,
@@ -196,15 +196,15 @@ Expanded expand(const Shape& x, const UpsampleParams& p) {
   Expanded e;
   const auto un = static_cast<std::size_t>(n);
   if (!p.size.empty()) {
-    check_arg(p.size.size() == 1 || p.size.size() == un, kOp,
-              "size: {} values for {} spatial dims (give 1 or {})", p.size.size(), n, n);
+    DTENSOR_CHECK_ARG(p.size.size() == 1 || p.size.size() == un, kOp,
+                      "size: {} values for {} spatial dims (give 1 or {})", p.size.size(), n, n);
     for (std::size_t i = 0; i < un; ++i)
       e.output_size.push_back(p.size.size() == 1 ? p.size[0] : p.size[i]);
     e.scales.assign(un, 0.0);
   } else {
-    check_arg(p.scale_factor.size() == 1 || p.scale_factor.size() == un, kOp,
-              "scale_factor: {} values for {} spatial dims (give 1 or {})", p.scale_factor.size(),
-              n, n);
+    DTENSOR_CHECK_ARG(p.scale_factor.size() == 1 || p.scale_factor.size() == un, kOp,
+                      "scale_factor: {} values for {} spatial dims (give 1 or {})",
+                      p.scale_factor.size(), n, n);
     for (std::size_t i = 0; i < un; ++i) {
       const double sf = p.scale_factor.size() == 1 ? p.scale_factor[0] : p.scale_factor[i];
       check_arg(std::isfinite(sf) && sf > 0, kOp, "scale_factor: must be positive, got {}", sf);

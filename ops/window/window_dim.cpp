@@ -120,12 +120,13 @@ std::int64_t WindowDim::output_length_for(std::int64_t length) const {
   check_arg(length >= 0, kComponent, "input: negative length {}", length);
   // Bounds that keep every length computation far from overflowing.
   constexpr std::int64_t kMax = std::int64_t{1} << 40;
-  check_arg(std::abs(kernel) <= kMax && std::abs(stride) <= kMax && std::abs(dilation) <= kMax &&
-                std::abs(pad_left) <= kMax && std::abs(pad_right) <= kMax && output_length <= kMax,
-            kComponent,
-            "padding: kernel, stride, dilation, padding and output size must be at most 2^40 in "
-            "magnitude ({})",
-            str());
+  DTENSOR_CHECK_ARG(
+      std::abs(kernel) <= kMax && std::abs(stride) <= kMax && std::abs(dilation) <= kMax &&
+          std::abs(pad_left) <= kMax && std::abs(pad_right) <= kMax && output_length <= kMax,
+      kComponent,
+      "padding: kernel, stride, dilation, padding and output size must be at most 2^40 in "
+      "magnitude ({})",
+      str());
   if (kind == Kind::Resample) {
     check_arg(kernel == 1 || kernel == 2, kComponent,
               "mode: a resampling window reads 1 (nearest) or 2 (linear) inputs, not {}", kernel);
@@ -146,12 +147,12 @@ std::int64_t WindowDim::output_length_for(std::int64_t length) const {
   check_arg(stride >= 1, kComponent, "stride: must be >= 1, got {}", stride);
   check_arg(dilation >= 1, kComponent, "dilation: must be >= 1, got {}", dilation);
   if (boundary != Boundary::Zeros) {
-    check_arg(kind == Kind::Sliding, kComponent,
-              "padding_mode: {} needs a sliding window (not adaptive or transposed)",
-              boundary_name(boundary));
-    check_arg(pad_left >= 0 && pad_right >= 0, kComponent,
-              "padding: {} padding must be >= 0, got ({}, {})", boundary_name(boundary), pad_left,
-              pad_right);
+    DTENSOR_CHECK_ARG(kind == Kind::Sliding, kComponent,
+                      "padding_mode: {} needs a sliding window (not adaptive or transposed)",
+                      boundary_name(boundary));
+    DTENSOR_CHECK_ARG(pad_left >= 0 && pad_right >= 0, kComponent,
+                      "padding: {} padding must be >= 0, got ({}, {})", boundary_name(boundary),
+                      pad_left, pad_right);
     const bool pads = pad_left > 0 || pad_right > 0;
     if (boundary == Boundary::Reflect)
       check_arg(!pads || (pad_left < length && pad_right < length), kComponent,
@@ -177,9 +178,9 @@ std::int64_t WindowDim::output_length_for(std::int64_t length) const {
   }
   if (output_length >= 0) return output_length;
   const std::int64_t span = length + pad_left + pad_right - extent();
-  check_arg(span >= 0, kComponent,
-            "input: length {} with padding ({}, {}) is shorter than the kernel's extent {}", length,
-            pad_left, pad_right, extent());
+  DTENSOR_CHECK_ARG(span >= 0, kComponent,
+                    "input: length {} with padding ({}, {}) is shorter than the kernel's extent {}",
+                    length, pad_left, pad_right, extent());
   return span / stride + 1;
 }
 

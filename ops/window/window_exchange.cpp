@@ -33,11 +33,11 @@ WindowExchange::WindowExchange(OpCall& call, const DTensorSpec& input, std::vect
                                int stream)
     : call_(call), stream_(stream), local_shape_(input.local_shape()) {
   const std::int64_t spatial = input.ndim() - 2;
-  check_arg(spatial >= 1 && spatial <= 3, "window",
-            "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-            shape_str(input.shape()));
-  check_arg(static_cast<std::int64_t>(dims.size()) == spatial, "window",
-            "dims: {} window dims given for {} spatial dims", dims.size(), spatial);
+  DTENSOR_CHECK_ARG(spatial >= 1 && spatial <= 3, "window",
+                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
+                    shape_str(input.shape()));
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(dims.size()) == spatial, "window",
+                    "dims: {} window dims given for {} spatial dims", dims.size(), spatial);
   const DeviceMesh& mesh = input.mesh();
   const auto& coord = *mesh.get_coordinate();
   // Which mesh dim shards each spatial dim (-1: none).
@@ -46,10 +46,11 @@ WindowExchange::WindowExchange(OpCall& call, const DTensorSpec& input, std::vect
     const Placement& pl = input.placements()[static_cast<std::size_t>(m)];
     if (!pl.is_shard() || pl.dim() < 2) continue;
     auto& by = sharded_by[static_cast<std::size_t>(pl.dim() - 2)];
-    check_arg(by < 0, "window",
-              "placements: spatial dim {} is sharded on mesh dims {} and {}; a window operator "
-              "needs each spatial dim on one mesh dim at most",
-              pl.dim(), by, m);
+    DTENSOR_CHECK_ARG(
+        by < 0, "window",
+        "placements: spatial dim {} is sharded on mesh dims {} and {}; a window operator "
+        "needs each spatial dim on one mesh dim at most",
+        pl.dim(), by, m);
     by = m;
   }
   // Sharded dims in mesh order first, then the others.
@@ -110,9 +111,9 @@ Shape WindowExchange::local_window_shape() const {
 }
 
 Tensor WindowExchange::gather(const Tensor& local) {
-  check_arg(local.shape() == local_shape_, "window",
-            "internal: local input {} but the spec's shard is {}", shape_str(local.shape()),
-            shape_str(local_shape_));
+  DTENSOR_CHECK_ARG(local.shape() == local_shape_, "window",
+                    "internal: local input {} but the spec's shard is {}", shape_str(local.shape()),
+                    shape_str(local_shape_));
   confirm_if_silent();
   Tensor x = local;
   for (const auto& d : dims_)

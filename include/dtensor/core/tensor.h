@@ -54,7 +54,7 @@ class Tensor {
   void* data_ptr() const;
   template <typename T>
   T* data() const {
-    check_arg(dtype_of<T>::value == dtype_, "tensor", "data<{}>() on a {} tensor",
+    DTENSOR_CHECK_ARG(dtype_of<T>::value == dtype_, "tensor", "data<{}>() on a {} tensor",
               dtype_name(dtype_of<T>::value), dtype_name(dtype_));
     return static_cast<T*>(data_ptr());
   }
