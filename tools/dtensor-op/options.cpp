@@ -1022,8 +1022,9 @@ Options parse_options(const std::vector<std::string>& args) {
         std::min<Int>(parse_int_at_least("--warmup", value("--warmup"), 0), 1000000));
   }
 
-  // The operator's parameters, resolved per spatial dim.
-  const Int spatial = o.spatial_dims();
+  // The operator's parameters, resolved per spatial dim (none for a 1-d
+  // input of the shape operators).
+  const Int spatial = std::max<Int>(o.spatial_dims(), 0);
   const bool pool = o.op == OpKind::MaxPool || o.op == OpKind::AvgPool;
   o.kernel =
       per_dim("--kernel",
