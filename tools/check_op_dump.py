@@ -3,8 +3,9 @@
 
 Replays the operator named in meta.json with torch.nn.functional in float64
 on the dumped input (and weight and bias, cat's input1.., batch_norm's
-running statistics, the losses' target, the binary operators' other), and
-its gradients with autograd
+running statistics, the losses' target, the binary operators' other; the
+shape operators with torch.reshape/permute/transpose/flatten/narrow, exact),
+and its gradients with autograd
 from the dumped grad_output (the losses: from 1); compares every dumped
 result and prints the max abs error and the tolerance of each (dtensor-conv's
 bound, see tools/dtensor-conv/tolerance.h, widened for the normalisations by
@@ -79,6 +80,24 @@ LOSSES = ("mse_loss", "cross_entropy")
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 UNARY = ("exp", "log", "sqrt", "rsqrt", "neg", "abs", "square", "clamp", "pow")
 NN_OPS = ("upsample", "cat") + NORMS + ACTIVATIONS + LOSSES + BINARY + UNARY
+VIEWS = ("reshape", "permute", "transpose", "flatten", "narrow")
+
+
+def replay_view(meta, torch, x, leaves):
+    """The shape operators, with their resolved options from meta.json. They
+    move values: the output and grad_input must be exact."""
+    op = meta["op"]
+    if op == "reshape":
+        y = torch.reshape(x, [int(n) for n in meta["shape"]])
+    elif op == "permute":
+        y = x.permute([int(d) for d in meta["order"]])
+    elif op == "transpose":
+        y = torch.transpose(x, int(meta["dim0"]), int(meta["dim1"]))
+    elif op == "flatten":
+        y = torch.flatten(x, int(meta["start_dim"]), int(meta["end_dim"]))
+    else:
+        y = torch.narrow(x, int(meta["dim"]), int(meta["start"]), int(meta["length"]))
+    return y, [("output", 1, True)], [("grad_input", "input", 1, True)], leaves
 
 
 def replay_tensor_api(meta, load, files, torch, x, leaves):
@@ -228,6 +247,9 @@ def replay(meta, load, files, torch, F):
     """Returns (results, leaves): results is [(name, reference, terms, exact)]
     once backward ran; leaves maps input/weight/bias to their tensors."""
     op = meta["op"]
+    if op in VIEWS:  # any rank
+        x = load("input").requires_grad_(True)
+        return replay_view(meta, torch, x, {"input": x})
     nsp = int(meta["spatial_dims"])
     if nsp not in (1, 2, 3) and not (op in NN_OPS and nsp == 0):
         raise BadDump(f"{nsp} spatial dims are not supported")
@@ -443,7 +465,7 @@ def main(argv):
             per_output = 1
         else:
             gy = load("grad_output")
-            per_output = gy.shape[0] * math.prod(gy.shape[2:])
+            per_output = gy.shape[0] * math.prod(gy.shape[2:]) if gy.dim() else 1
         y.backward(gy)
         for entry in backward:
             name, leaf, terms = entry[:3]

@@ -44,6 +44,7 @@
 #include "dtensor/ops/registry.h"
 #include "dtensor/ops/unary.h"
 #include "dtensor/ops/upsample.h"
+#include "dtensor/ops/views.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/bucketed_reduce.h"

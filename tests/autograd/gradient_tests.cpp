@@ -171,6 +171,12 @@ void check_every_op(const DeviceMesh& mesh) {
   check("abs neg clamp pow", {{x, S}},
         [&](const Inputs& v) { return -abs(v[0]) + clamp(v[0], -0.8, 0.1) + pow(exp(v[0]), 1.5); });
   check("mean", {{x, S}}, [&](const Inputs& v) { return mean(v[0]); });
+  // Shape operators: H (7, uneven) and W sharded through views, squared so
+  // that the gradient depends on where each value went.
+  check("transpose reshape narrow flatten permute", {{x, S}}, [&](const Inputs& v) {
+    const DTensor t = v[0].transpose(1, 3).reshape({2, -1, 28}).narrow(2, 3, 20);
+    return square(t.flatten(1)).reshape({2, 6, 20}).permute({2, 0, 1});
+  });
   check("redistribute", {{x, S}}, [&](const Inputs& v) {
     return relu(v[0].redistribute(v[0].mesh(), all_replicated(v[0].mesh())));
   });

@@ -9,6 +9,7 @@
 #include "tools/reference/reference_conv.h"
 #include "tools/reference/reference_nn_ops.h"
 #include "tools/reference/reference_tensor_ops.h"
+#include "tools/reference/reference_view_ops.h"
 #include "tools/reference/reference_window_ops.h"
 
 namespace dtensor::op_cli {
@@ -159,6 +160,44 @@ void check_tensor_api(const Options& o, const GlobalTensors& g, int ranks,
                           ref_unary_grad_input(op, g.grad_output, g.input, p), 8, dt, ranks));
 }
 
+// The shape operators move values: output and grad_input must equal the
+// oracle's bit for bit (each grad_input element is one grad_output element or
+// zero).
+void check_view(const Options& o, const GlobalTensors& g, int ranks,
+                std::vector<TensorCheck>& out) {
+  using namespace dtensor::reference;
+  const Shape& x = g.input.shape();
+  Tensor y, gx;
+  switch (o.op) {
+    case OpKind::Reshape:
+    case OpKind::Flatten:
+      y = ref_reshape(g.input, o.output_shape());
+      if (o.backward) gx = ref_reshape(g.grad_output, x);
+      break;
+    case OpKind::Permute:
+    case OpKind::Transpose: {
+      std::vector<Int> order(x.size());
+      for (std::size_t k = 0; k < order.size(); ++k)
+        order[k] = static_cast<Int>(k);
+      if (o.op == OpKind::Permute)
+        order = o.order;
+      else
+        std::swap(order[static_cast<std::size_t>(o.dim0)], order[static_cast<std::size_t>(o.dim1)]);
+      y = ref_permute(g.input, order);
+      if (o.backward) gx = ref_permute_grad_input(g.grad_output, order);
+      break;
+    }
+    case OpKind::Narrow:
+      y = ref_narrow(g.input, o.dim, o.start, o.length);
+      if (o.backward) gx = ref_narrow_grad_input(g.grad_output, x, o.dim, o.start);
+      break;
+    default:
+      break;
+  }
+  out.push_back(compare("output", g.output, y, 1, o.dtype, ranks, true));
+  if (o.backward) out.push_back(compare("grad_input", g.grad_input, gx, 1, o.dtype, ranks, true));
+}
+
 // The U-Net operators (upsample, norms, cat, activations, losses).
 void check_nn(const Options& o, const GlobalTensors& g, int ranks, std::vector<TensorCheck>& out) {
   using namespace dtensor::reference;
@@ -262,6 +301,10 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
   std::vector<TensorCheck> out;
   if (o.is_binary() || o.is_unary()) {
     check_tensor_api(o, g, ranks, out);
+    return out;
+  }
+  if (o.is_view()) {
+    check_view(o, g, ranks, out);
     return out;
   }
   if (!o.is_window()) {

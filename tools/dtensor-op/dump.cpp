@@ -172,6 +172,26 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
     case OpKind::Abs:
     case OpKind::Square:
       break;
+    // The shape operators: their options resolved.
+    case OpKind::Reshape:
+      meta["shape"] = o.shape;
+      break;
+    case OpKind::Permute:
+      meta["order"] = o.order;
+      break;
+    case OpKind::Transpose:
+      meta["dim0"] = o.dim0;
+      meta["dim1"] = o.dim1;
+      break;
+    case OpKind::Flatten:
+      meta["start_dim"] = o.start_dim;
+      meta["end_dim"] = o.end_dim;
+      break;
+    case OpKind::Narrow:
+      meta["dim"] = o.dim;
+      meta["start"] = o.start;
+      meta["length"] = o.length;
+      break;
   }
   meta["backward"] = o.backward;
   meta["dtype"] = std::string(dtype_name(o.dtype));

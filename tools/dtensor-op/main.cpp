@@ -149,6 +149,16 @@ std::string params_line(const Options& o) {
     case OpKind::Abs:
     case OpKind::Square:
       return "(no parameters)";
+    case OpKind::Reshape:
+      return fmt::format("shape={}", list(o.shape));
+    case OpKind::Permute:
+      return fmt::format("order={}", list(o.order));
+    case OpKind::Transpose:
+      return fmt::format("dim0={} dim1={}", o.dim0, o.dim1);
+    case OpKind::Flatten:
+      return fmt::format("start_dim={} end_dim={}", o.start_dim, o.end_dim);
+    case OpKind::Narrow:
+      return fmt::format("dim={} start={} length={}", o.dim, o.start, o.length);
   }
   return "";
 }

@@ -53,7 +53,12 @@ constexpr OpKind kAllOps[] = {OpKind::Conv,
                               OpKind::Abs,
                               OpKind::Square,
                               OpKind::Clamp,
-                              OpKind::Pow};
+                              OpKind::Pow,
+                              OpKind::Reshape,
+                              OpKind::Permute,
+                              OpKind::Transpose,
+                              OpKind::Flatten,
+                              OpKind::Narrow};
 
 [[noreturn]] void fail(std::string_view option, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", option, message));
@@ -210,6 +215,15 @@ const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
       {"--min", {Clamp}},
       {"--max", {Clamp}},
       {"--exponent", {Pow}},
+      {"--shape", {Reshape}},
+      {"--order", {Permute}},
+      {"--dim0", {Transpose}},
+      {"--dim1", {Transpose}},
+      {"--start-dim", {Flatten}},
+      {"--end-dim", {Flatten}},
+      {"--dim", {Narrow}},
+      {"--start", {Narrow}},
+      {"--length", {Narrow}},
   };
   return table;
 }
@@ -246,6 +260,145 @@ Int pool_length(Int L, Int k, Int s, Int d, Int pl, Int pr, bool ceil_mode) {
 // floor(L * scale_factor), as PyTorch (in double).
 Int upsample_length(Int L, double scale) {
   return static_cast<Int>(std::floor(static_cast<double>(L) * scale));
+}
+
+// ---- the shape operators' options (this tool's own arithmetic, as above) ----
+
+// `text` (a dim of the --input's `rank` dims, negative counting from the end)
+// made non-negative.
+Int parse_dim(std::string_view option, std::string_view text, Int rank) {
+  const Int d = parse_int(option, text);
+  if (d < -rank || d >= rank)
+    fail(option, fmt::format("{} is outside the {}-d input (--input); give {}..{}", d, rank, -rank,
+                             rank - 1));
+  return d < 0 ? d + rank : d;
+}
+
+// --shape: sizes >= 0 and at most one -1 (inferred from the input's element
+// count), optionally in brackets; "" or [] is 0-d.
+Shape parse_view_shape(std::string_view text, const Shape& input) {
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']')
+    text = text.substr(1, text.size() - 2);
+  Shape shape = text.empty() ? Shape{} : parse_list("--shape", text, -1);
+  const Int numel = shape_numel(input);
+  Int known = 1, inferred = -1;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] >= 0) {
+      known *= shape[k];
+    } else if (inferred >= 0) {
+      fail("--shape", fmt::format("[{}]: only one size may be -1", fmt::join(shape, ",")));
+    } else {
+      inferred = static_cast<Int>(k);
+    }
+  }
+  if (inferred >= 0 && known != 0 && numel % known == 0)
+    shape[static_cast<std::size_t>(inferred)] = numel / known;
+  if (shape_numel(shape) != numel || (inferred >= 0 && known == 0))
+    fail("--shape", fmt::format("[{}] does not hold the {} elements of the input [{}] (--input)",
+                                fmt::join(shape, ","), numel, fmt::join(input, ",")));
+  return shape;
+}
+
+template <typename Has, typename Value>
+void parse_view_options(Options& o, const Has& has, const Value& value) {
+  const Int rank = static_cast<Int>(o.input.size());
+  const auto required = [&](std::string_view option, std::string_view usage) {
+    if (!has(option)) fail(option, fmt::format("{} needs it: {}", op_name(o.op), usage));
+  };
+  switch (o.op) {
+    case OpKind::Reshape:
+      required("--shape", "--shape s,... (one size may be -1)");
+      o.shape = parse_view_shape(value("--shape"), o.input);
+      break;
+    case OpKind::Permute: {
+      required("--order", "--order d,... (a permutation of the input's dims)");
+      const std::string& text = value("--order");
+      if (text.empty()) fail("--order", "empty list");
+      o.order.clear();
+      std::vector<bool> seen(static_cast<std::size_t>(rank), false);
+      for (auto part : split(text, ',')) {
+        const Int d = parse_dim("--order", part, rank);
+        if (seen[static_cast<std::size_t>(d)])
+          fail("--order", fmt::format("dim {} is repeated in {}", d, text));
+        seen[static_cast<std::size_t>(d)] = true;
+        o.order.push_back(d);
+      }
+      if (static_cast<Int>(o.order.size()) != rank)
+        fail("--order", fmt::format("{} dims given for the {}-d input (--input); give each once",
+                                    o.order.size(), rank));
+      break;
+    }
+    case OpKind::Transpose:
+      required("--dim0", "--dim0 a --dim1 b");
+      required("--dim1", "--dim0 a --dim1 b");
+      o.dim0 = parse_dim("--dim0", value("--dim0"), rank);
+      o.dim1 = parse_dim("--dim1", value("--dim1"), rank);
+      break;
+    case OpKind::Flatten:
+      o.start_dim = has("--start-dim") ? parse_dim("--start-dim", value("--start-dim"), rank)
+                                       : parse_dim("--start-dim", "1", rank);
+      o.end_dim = has("--end-dim") ? parse_dim("--end-dim", value("--end-dim"), rank) : rank - 1;
+      if (o.start_dim > o.end_dim)
+        fail("--start-dim",
+             fmt::format("dim {} comes after --end-dim (dim {})", o.start_dim, o.end_dim));
+      break;
+    case OpKind::Narrow: {
+      required("--dim", "--dim d --start s --length l");
+      required("--start", "--dim d --start s --length l");
+      required("--length", "--dim d --start s --length l");
+      o.dim = parse_dim("--dim", value("--dim"), rank);
+      const Int size = o.input[static_cast<std::size_t>(o.dim)];
+      const Int start = parse_int("--start", value("--start"));
+      if (start < -size || start > size)
+        fail("--start", fmt::format("{} is outside dim {} of size {}; give {}..{}", start, o.dim,
+                                    size, -size, size));
+      o.start = start < 0 ? start + size : start;
+      o.length = parse_int_at_least("--length", value("--length"), 0);
+      if (o.start + o.length > size)
+        fail("--length", fmt::format("start {} + length {} is past the end of dim {} (size {})",
+                                     o.start, o.length, o.dim, size));
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// The output shape of the shape operators.
+Shape view_output_shape(const Options& o) {
+  Shape out;
+  switch (o.op) {
+    case OpKind::Reshape:
+      return o.shape;
+    case OpKind::Permute:
+      for (Int d : o.order)
+        out.push_back(o.input[static_cast<std::size_t>(d)]);
+      return out;
+    case OpKind::Transpose:
+      out = o.input;
+      std::swap(out[static_cast<std::size_t>(o.dim0)], out[static_cast<std::size_t>(o.dim1)]);
+      return out;
+    case OpKind::Flatten: {
+      Int merged = 1;
+      for (Int d = 0; d < static_cast<Int>(o.input.size()); ++d) {
+        const Int n = o.input[static_cast<std::size_t>(d)];
+        if (d < o.start_dim || d > o.end_dim) {
+          if (d == o.end_dim + 1) out.push_back(merged);
+          out.push_back(n);
+        } else {
+          merged *= n;
+        }
+      }
+      if (o.end_dim + 1 == static_cast<Int>(o.input.size())) out.push_back(merged);
+      return out;
+    }
+    case OpKind::Narrow:
+      out = o.input;
+      out[static_cast<std::size_t>(o.dim)] = o.length;
+      return out;
+    default:
+      return o.input;
+  }
 }
 
 std::string padding_option(bool lr) {
@@ -395,6 +548,11 @@ void check_operator(const Options& o, bool padding_lr) {
     case OpKind::Square:
     case OpKind::Clamp:
     case OpKind::Pow:
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::Transpose:
+    case OpKind::Flatten:
+    case OpKind::Narrow:
       break;
     case OpKind::Pad:
       for (Int i = 0; i < spatial; ++i) {
@@ -527,6 +685,16 @@ std::string_view op_name(OpKind op) {
       return "clamp";
     case OpKind::Pow:
       return "pow";
+    case OpKind::Reshape:
+      return "reshape";
+    case OpKind::Permute:
+      return "permute";
+    case OpKind::Transpose:
+      return "transpose";
+    case OpKind::Flatten:
+      return "flatten";
+    case OpKind::Narrow:
+      return "narrow";
   }
   return "?";
 }
@@ -582,6 +750,11 @@ bool Options::is_unary() const {
   }
 }
 
+bool Options::is_view() const {
+  return op == OpKind::Reshape || op == OpKind::Permute || op == OpKind::Transpose ||
+         op == OpKind::Flatten || op == OpKind::Narrow;
+}
+
 bool Options::positive_input() const {
   return op == OpKind::Log || op == OpKind::Sqrt || op == OpKind::Rsqrt || op == OpKind::Pow;
 }
@@ -623,6 +796,7 @@ Shape Options::output_shape() const {
       out[static_cast<std::size_t>(cat_dim)] += input_shape(k)[static_cast<std::size_t>(cat_dim)];
     return out;
   }
+  if (is_view()) return view_output_shape(*this);
   if (!is_window() && op != OpKind::Upsample) return input;
   Shape out{input[0], op == OpKind::Conv || op == OpKind::ConvTranspose ? out_channels : input[1]};
   for (Int i = 0; i < spatial_dims(); ++i) {
@@ -732,7 +906,10 @@ Options parse_options(const std::vector<std::string>& args) {
                            "--inputs",         "--channels",     "--cat-dim",
                            "--negative-slope", "--approximate",  "--reduction",
                            "--other-shape",    "--min",          "--max",
-                           "--exponent"}) {
+                           "--exponent",       "--shape",        "--order",
+                           "--dim0",           "--dim1",         "--start-dim",
+                           "--end-dim",        "--dim",          "--start",
+                           "--length"}) {
     given[name] = app.add_option(name, text[name]);
     given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
@@ -795,9 +972,15 @@ Options parse_options(const std::vector<std::string>& args) {
     // others take [N, C] too.
     const bool needs_spatial =
         o.is_window() || o.op == OpKind::Upsample || o.op == OpKind::InstanceNorm;
-    if (o.input.size() < (needs_spatial ? 3u : 2u) || o.input.size() > 5)
+    if (o.is_view()) {
+      // The shape operators take any tensor of 1 to 5 dims.
+      if (o.input.size() > 5)
+        fail("--input",
+             fmt::format("{} dims given; expected 1 to 5 for {}", o.input.size(), op_name(o.op)));
+    } else if (o.input.size() < (needs_spatial ? 3u : 2u) || o.input.size() > 5) {
       fail("--input", fmt::format("{} dims given; expected {}N,C,W or N,C,H,W or N,C,D,H,W for {}",
                                   o.input.size(), needs_spatial ? "" : "N,C or ", op_name(o.op)));
+    }
   }
   if (has("--dtype")) {
     try {
@@ -839,8 +1022,9 @@ Options parse_options(const std::vector<std::string>& args) {
         std::min<Int>(parse_int_at_least("--warmup", value("--warmup"), 0), 1000000));
   }
 
-  // The operator's parameters, resolved per spatial dim.
-  const Int spatial = o.spatial_dims();
+  // The operator's parameters, resolved per spatial dim (none for a 1-d
+  // input of the shape operators).
+  const Int spatial = std::max<Int>(o.spatial_dims(), 0);
   const bool pool = o.op == OpKind::MaxPool || o.op == OpKind::AvgPool;
   o.kernel =
       per_dim("--kernel",
@@ -1046,6 +1230,8 @@ Options parse_options(const std::vector<std::string>& args) {
   else if (o.op == OpKind::Pow)
     fail("--exponent", "pow needs the exponent: --exponent e");
 
+  parse_view_options(o, has, value);
+
   check_operator(o, padding_lr);
 
   const Int rank = static_cast<Int>(o.input.size());
@@ -1091,7 +1277,7 @@ OP: conv | conv_transpose | max_pool | avg_pool | adaptive_avg_pool |
     instance_norm | layer_norm | cat | leaky_relu | gelu | silu | sigmoid |
     tanh | relu | mse_loss | cross_entropy | add | sub | mul | div |
     maximum | minimum | exp | log | sqrt | rsqrt | neg | abs | square |
-    clamp | pow
+    clamp | pow | reshape | permute | transpose | flatten | narrow
 
 Common (as dtensor-conv)
   --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
@@ -1174,6 +1360,15 @@ exp | log | sqrt | rsqrt | neg | abs | square | clamp | pow (log, sqrt,
 rsqrt and pow draw the input in [0.5, 1.5))
   --min v, --max v           clamp: the bounds, at least one
   --exponent e               pow: required
+reshape | permute | transpose | flatten | narrow (--input of 1 to 5 dims;
+the output's placements follow the library's view rules)
+  --shape s,...              reshape: required; one entry may be -1
+  --order d,...              permute: required, a permutation of the dims
+  --dim0 a --dim1 b          transpose: required
+  --start-dim a --end-dim b  flatten: defaults 1 and -1
+  --dim d --start s --length l
+                             narrow: required; a negative start counts from
+                             the end of the dim
 Lists take one value (for every spatial dim) or one per spatial dim.
 
 Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),

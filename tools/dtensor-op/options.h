@@ -75,6 +75,12 @@ enum class OpKind {
   Square,
   Clamp,
   Pow,
+  // Shape operators (views).
+  Reshape,
+  Permute,
+  Transpose,
+  Flatten,
+  Narrow,
 };
 
 /// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
@@ -149,6 +155,14 @@ struct Options {
   std::optional<double> min, max;  // clamp: at least one
   double exponent = 1.0;           // pow (required)
 
+  // Shape operators, resolved: reshape's -1 filled in, dims and narrow's
+  // start made non-negative.
+  Shape shape;                                  // reshape (--shape, required)
+  std::vector<std::int64_t> order;              // permute (--order, required)
+  std::int64_t dim0 = 0, dim1 = 0;              // transpose (required)
+  std::int64_t start_dim = 1, end_dim = -1;     // flatten (defaults 1, -1)
+  std::int64_t dim = 0, start = 0, length = 0;  // narrow (required)
+
   std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
   bool is_window() const;      // conv .. pad
   bool is_norm() const;        // batch_norm, group_norm, instance_norm, layer_norm
@@ -156,6 +170,7 @@ struct Options {
   bool is_loss() const;        // mse_loss, cross_entropy
   bool is_binary() const;      // add, sub, mul, div, maximum, minimum
   bool is_unary() const;       // exp, log, sqrt, rsqrt, neg, abs, square, clamp, pow
+  bool is_view() const;        // reshape, permute, transpose, flatten, narrow
   /// log, sqrt, rsqrt and pow draw their input in [0.5, 1.5) (1 + rand / 2).
   bool positive_input() const;
   /// conv and conv_transpose have a weight (and a bias unless --no-bias); so

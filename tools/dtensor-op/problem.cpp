@@ -9,6 +9,7 @@
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/unary.h"
 #include "dtensor/ops/upsample.h"
+#include "dtensor/ops/views.h"
 #include "dtensor/ops/window_ops.h"
 #include "tools/reference/reference_nn_ops.h"
 
@@ -95,6 +96,24 @@ DTensor tensor_api_forward(const Options& o, const DTensor& x, const std::option
       return dtensor::pow(x, o.exponent);
     default:
       throw std::logic_error("dtensor-op: not a tensor API op");
+  }
+}
+
+// The shape operators' forward, with the options resolved by the parser.
+DTensor view_forward(const Options& o, const DTensor& x) {
+  switch (o.op) {
+    case OpKind::Reshape:
+      return reshape(x, o.shape);
+    case OpKind::Permute:
+      return permute(x, o.order);
+    case OpKind::Transpose:
+      return transpose(x, o.dim0, o.dim1);
+    case OpKind::Flatten:
+      return flatten(x, o.start_dim, o.end_dim);
+    case OpKind::Narrow:
+      return narrow(x, o.dim, o.start, o.length);
+    default:
+      throw std::logic_error("dtensor-op: not a shape operator");
   }
 }
 
@@ -253,6 +272,7 @@ DTensor make_grad_output(const Options& o, const DTensor& output, const Seeds& s
 Forward run_forward(const Options& o, const Operands& ops) {
   const DTensor& x = ops.input;
   if (o.is_binary() || o.is_unary()) return {tensor_api_forward(o, x, ops.other)};
+  if (o.is_view()) return {view_forward(o, x)};
   switch (o.op) {
     case OpKind::Conv:
       return {convolution(x, *ops.weight, ops.bias, o.conv_params())};
@@ -318,6 +338,14 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
     return g;
   }
   const DTensor& gy = gy_opt.value();
+  if (o.is_view()) {
+    // Through autograd, as a user's program gets it (placed like the input).
+    DTensor xi = x.detach();
+    xi.requires_grad_();
+    backward(view_forward(o, xi), gy);
+    g.grad_input = xi.grad();
+    return g;
+  }
   if (o.is_binary() || o.is_unary()) {
     // Through autograd, as a user's program gets them: the other operand's
     // gradient summed back to its shape, placed like it.

@@ -13,6 +13,7 @@
 #include "dtensor/ops/conv_params.h"
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/upsample.h"
+#include "dtensor/ops/views.h"
 #include "dtensor/ops/window_ops.h"
 
 namespace dtensor::nn {
@@ -232,6 +233,37 @@ struct Sigmoid : Module {
 };
 struct Tanh : Module {
   DTensor forward(const DTensor& input) override;
+};
+
+// Shape layers (dtensor/ops/views.h; their placements follow the view rules).
+
+/// torch.nn.Flatten: dims start_dim..end_dim merged (defaults: all but the batch dim).
+struct Flatten : Module {
+  explicit Flatten(std::int64_t start = 1, std::int64_t end = -1)
+      : start_dim(start), end_dim(end) {}
+  DTensor forward(const DTensor& input) override;
+  std::int64_t start_dim, end_dim;
+};
+/// torch.nn.PixelShuffle: [*, C r^2, H, W] -> [*, C, H r, W r], element
+/// (c, h r + i, w r + j) taken from channel c r^2 + i r + j at (h, w).
+/// reshape, permute and reshape: a Shard of H or W is kept where the shards
+/// line up (H and W multiples of the mesh size), else made whole first.
+class PixelShuffle : public Module {
+ public:
+  explicit PixelShuffle(std::int64_t upscale_factor);
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  std::int64_t r_;
+};
+/// torch.nn.PixelUnshuffle: the inverse, [*, C, H r, W r] -> [*, C r^2, H, W].
+class PixelUnshuffle : public Module {
+ public:
+  explicit PixelUnshuffle(std::int64_t downscale_factor);
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  std::int64_t r_;
 };
 
 }  // namespace dtensor::nn

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "dtensor/core/tensor.h"
 #include "dtensor/placement/autograd_meta.h"
@@ -50,6 +51,14 @@ class DTensor {
   /// element is not already replicated (a Partial loss is reduced first).
   /// InvalidArgument naming numel when the tensor has more or fewer elements.
   double item() const;
+
+  // ---- shape operators (dtensor/ops/views.h; defined with them in ops/) ----
+  /// torch's reshape (one -1 allowed), flatten, permute, transpose and narrow.
+  DTensor reshape(const Shape& shape) const;
+  DTensor flatten(std::int64_t start_dim = 0, std::int64_t end_dim = -1) const;
+  DTensor permute(const std::vector<std::int64_t>& order) const;
+  DTensor transpose(std::int64_t dim0, std::int64_t dim1) const;
+  DTensor narrow(std::int64_t dim, std::int64_t start, std::int64_t length) const;
 
   // ---- autograd (docs/training.md) ----
   /// Whether gradients flow to this tensor: set on leaves (parameters) by
