@@ -70,7 +70,9 @@ def unet_step(build, P, shape, iters, env):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
-    return json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])
+    # dtensor-run prefixes each line with the rank ("[0] {...}").
+    line = [line for line in r.stdout.splitlines() if "{" in line][-1]
+    return json.loads(line[line.index("{"):])
 
 
 def sim_link_rows(a):
