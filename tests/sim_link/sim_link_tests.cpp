@@ -13,8 +13,10 @@
 
 #include "core/detail/simulated_link_process_group.h"
 #include "dtensor/core/config.h"
+#include "dtensor/core/device_mesh.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/forwarding_process_group.h"
+#include "dtensor/placement/dtensor.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/killed_rank_check.h"
 #include "tests/support/multiprocess.h"
@@ -300,6 +302,34 @@ TEST_CASE("sim link: collectives give right results and take the modelled time P
         timed("barrier", 2 * L, [&] { pg.barrier(); });
       },
       with_link("latency_us=10000,gbit=0.5"));
+}
+
+// ---- the library on top ----
+
+TEST_CASE("sim link: redistribute over the link on 1 rank, 2 ranks and a 2x2 mesh", "[sim_link]") {
+  // Uneven shards (5 x 7 over 2 or 2 x 2); the oracle is the global tensor.
+  for (int P : {1, 2, 4}) {
+    run_ranks(
+        P,
+        [](RankContext& ctx) {
+          const int P = ctx.world_size;
+          const Shape mesh_shape = P == 4 ? Shape{2, 2} : Shape{P};
+          const DeviceMesh mesh(DeviceType::CPU, mesh_shape);
+          for (std::int64_t d = 0; d < mesh.ndim(); ++d)
+            CHECK(has_link_layer(mesh.get_group(d)));
+          const Tensor G =
+              make_tensor(DType::F64, 35, [](auto i) { return 1.5 * i - 7; }).view({5, 7});
+          const auto global = [&](std::int64_t i) { return G.item_flat(i); };
+          const Placements sharded = P == 4 ? Placements{Shard(0), Shard(1)} : Placements{Shard(0)};
+          const Placements swapped = P == 4 ? Placements{Shard(1), Shard(0)} : Placements{Shard(1)};
+          const Placements replicated =
+              P == 4 ? Placements{Replicate(), Replicate()} : Placements{Replicate()};
+          const DTensor x = distribute_tensor(G, mesh, sharded);
+          CHECK(max_error(x.redistribute(mesh, replicated).to_local(), global) == 0);
+          CHECK(max_error(x.redistribute(mesh, swapped).full_tensor(), global) == 0);
+        },
+        with_link("latency_us=1000,gbit=1"));
+  }
 }
 
 // ---- failure ----
