@@ -1,5 +1,5 @@
 // A benchmark aid: the CPU backend's group behind a simulated slow link, for
-// measuring spatial parallelism over a network this machine does not have
+// measuring spatial parallelism over a slower network than the one at hand
 // (DTENSOR_SIM_LINK, docs/performance.md "Slow links, simulated").
 //
 //  - Point to point: isend returns at once; the message is handed to the

@@ -5,8 +5,10 @@
 // still ends in an error.
 #include <signal.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -51,7 +53,131 @@ double message_value(int src, int k, std::int64_t i) {
   return src * 1e6 + k * 1e3 + static_cast<double>(i % 997);
 }
 
+// A backend stand-in for the layer's in-process tests: two ranks, sends
+// recorded with the time they were handed over, and optionally refused.
+class RecordingGroup final : public ProcessGroup {
+ public:
+  struct DoneWork final : Work {
+    void wait(std::chrono::milliseconds) override {}
+  };
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend_name() const override { return "recording"; }
+  const std::vector<int>& global_ranks() const override { return ranks_; }
+  std::chrono::milliseconds timeout() const override { return 5s; }
+  std::shared_ptr<Work> isend(const Tensor& t, int, int tag) override {
+    if (refuse) throw CommError("recording", "send refused");
+    std::lock_guard lock(mutex);
+    sent.push_back({tag, t.item_flat(0), std::chrono::steady_clock::now()});
+    return std::make_shared<DoneWork>();
+  }
+  std::shared_ptr<Work> irecv(const Tensor&, int, int) override {
+    return std::make_shared<DoneWork>();
+  }
+  void allreduce(Tensor&, ReduceOp) override {}
+  void broadcast(Tensor&, int) override {}
+  void allgather(const Tensor&, Tensor&, const std::vector<std::int64_t>&) override {}
+  void reduce_scatter(const Tensor&, Tensor&, const std::vector<std::int64_t>&, ReduceOp) override {
+  }
+  void all_to_all(const Tensor&, const std::vector<std::int64_t>&, Tensor&,
+                  const std::vector<std::int64_t>&) override {}
+  void barrier() override {}
+  std::shared_ptr<ProcessGroup> new_subgroup(const std::vector<int>&) override { return nullptr; }
+  void abort(const std::string& reason) override { aborted = reason; }
+
+  struct Sent {
+    int tag;
+    double first;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::mutex mutex;
+  std::vector<Sent> sent;
+  std::atomic<bool> refuse{false};
+  std::string aborted;
+
+ private:
+  std::vector<int> ranks_{0, 1};
+};
+
 }  // namespace
+
+// ---- the layer alone, around a stand-in backend ----
+
+TEST_CASE("sim link layer: sends handed over in order after latency + bytes / bandwidth",
+          "[sim_link]") {
+  auto backend = std::make_shared<RecordingGroup>();
+  // 2 ms latency; 8 Mbit/s: 1000 bytes take 1 ms on the wire.
+  auto pg = detail::SimulatedLinkProcessGroup::wrap(backend, {2000, 0.008});
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Work>> works;
+  for (int k = 0; k < 10; ++k)  // 10 x 1000 bytes back to back, alternating tags
+    works.push_back(pg->isend(Tensor::full({125}, k, DType::F64), 1, k % 2));
+  CHECK(backend->sent.size() < 10);  // not handed over at once
+  wait_all(works);
+  std::lock_guard lock(backend->mutex);
+  REQUIRE(backend->sent.size() == 10);
+  for (int k = 0; k < 10; ++k) {
+    INFO("message " << k);
+    CHECK(backend->sent[k].first == k);  // in the order sent
+    CHECK(backend->sent[k].tag == k % 2);
+    // Message k leaves when k earlier ones have left: (k + 1) ms on the
+    // wire, then 2 ms of latency.
+    const double at = std::chrono::duration<double>(backend->sent[k].at - t0).count();
+    CHECK(at >= 0.001 * (k + 1) + 0.002 - 1e-4);
+  }
+}
+
+TEST_CASE("sim link layer: the backend's failure reaches wait(), abort and destruction never hang",
+          "[sim_link]") {
+  auto backend = std::make_shared<RecordingGroup>();
+  {
+    auto pg = detail::SimulatedLinkProcessGroup::wrap(backend, {1000, std::nullopt});
+    backend->refuse = true;
+    auto w = pg->isend(Tensor::full({4}, 1.0, DType::F32), 1);
+    CHECK_THROWS_WITH(w->wait(), Catch::Contains("send refused"));
+    backend->refuse = false;
+  }
+  {
+    // 10 s of latency: still on the link when the group is aborted.
+    auto pg = detail::SimulatedLinkProcessGroup::wrap(backend, {1e7, std::nullopt});
+    auto w = pg->isend(Tensor::full({4}, 1.0, DType::F32), 1, 3);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread([pg] {
+      std::this_thread::sleep_for(50ms);
+      pg->abort("rank 1 failed: test");
+    }).join();
+    CHECK_THROWS_AS(w->wait(), CommError);
+    CHECK_THROWS_WITH(w->wait(), Catch::Contains("send to rank 1 tag 3") &&
+                                     Catch::Contains("rank 1 failed: test"));
+    CHECK(seconds_since(t0) < 2.0);
+    CHECK(backend->aborted == "rank 1 failed: test");
+    // A collective's modelled sleep ends at once after an abort.
+    Tensor t = Tensor::full({4}, 1.0, DType::F32);
+    const auto t1 = std::chrono::steady_clock::now();
+    pg->allreduce(t);
+    CHECK(seconds_since(t1) < 2.0);
+  }
+  {
+    // Destroyed with a message still on the link: its wait fails, nothing hangs.
+    std::shared_ptr<Work> w;
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      auto pg = detail::SimulatedLinkProcessGroup::wrap(backend, {1e7, std::nullopt});
+      w = pg->isend(Tensor::full({4}, 1.0, DType::F32), 1);
+    }
+    CHECK_THROWS_AS(w->wait(), CommError);
+    CHECK(seconds_since(t0) < 2.0);
+  }
+  {
+    // A wait shorter than the latency times out, naming the message.
+    auto pg = detail::SimulatedLinkProcessGroup::wrap(backend, {1e6, std::nullopt});
+    auto w = pg->isend(Tensor::full({4}, 1.0, DType::F32), 1, 2);
+    CHECK_THROWS_AS(w->wait(100ms), TimeoutError);
+    CHECK_THROWS_WITH(w->wait(100ms), Catch::Contains("send to rank 1 tag 2"));
+  }
+  std::lock_guard lock(backend->mutex);
+  CHECK(backend->sent.empty());  // none of those messages reached the backend
+}
 
 // ---- the setting ----
 
