@@ -223,10 +223,15 @@ TEST_CASE("sim link: a bad DTENSOR_SIM_LINK is InvalidArgument naming it", "[sim
 
 TEST_CASE("sim link: the layer is there only when DTENSOR_SIM_LINK is set, subgroups too",
           "[sim_link]") {
-  run_ranks(2, [](RankContext& ctx) {
-    CHECK_FALSE(has_link_layer(ctx.pg));
-    CHECK_FALSE(has_link_layer(ctx.pg->new_subgroup({0, 1})));
-  });
+  RunOptions off;
+  off.env["DTENSOR_SIM_LINK"] = "";  // empty: off, whatever the caller's environment says
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        CHECK_FALSE(has_link_layer(ctx.pg));
+        CHECK_FALSE(has_link_layer(ctx.pg->new_subgroup({0, 1})));
+      },
+      off);
   run_ranks(
       2,
       [](RankContext& ctx) {
