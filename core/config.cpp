@@ -141,9 +141,10 @@ std::optional<Config::SimLink> read_sim_link(const Lookup& lookup) {
   const auto fail = [&](std::string_view why) {
     return InvalidArgument(
         kComponent,
-        fmt::format("{}='{}': {} (accepted: latency_us=MICROSECONDS >= 0 and/or gbit=GBIT_PER_S "
-                    "> 0, comma-separated, e.g. latency_us=500,gbit=10)",
-                    kName, v, why));
+        fmt::format(
+            "{}='{}': {} (accepted: latency_us=MICROSECONDS (0 to 1e9) and/or gbit=GBIT_PER_S "
+            "> 0, comma-separated, e.g. latency_us=500,gbit=10)",
+            kName, v, why));
   };
   // A finite number, the whole of `s`.
   const auto number = [&](std::string_view key, const std::string& s) {
