@@ -17,6 +17,13 @@ and minor page faults per step of the 1-rank run (the same difference of
 whole runs, from the kernel's count for the child: getrusage).
 --python names the interpreter with PyTorch (a venv; it is not a dependency
 of the project); its version is printed with the results.
+
+With --sim-link SPEC (e.g. latency_us=500,gbit=10; docs/performance.md,
+"Slow links, simulated") it times libdtensor alone, no PyTorch needed: for
+each of --sizes, dtensor-bench-unet-step at P = 2 with DTENSOR_SIM_LINK=SPEC,
+the same without it, and one rank's shard (half of H) trained alone on one
+process; the step-time medians, the overhead of P = 2 against the shard alone
+(with and without the link), and how much the link adds.
 """
 import argparse
 import json
@@ -54,16 +61,68 @@ def timed(cmd, env):
     return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
 
 
+def unet_step(build, P, shape, iters, env):
+    """dtensor-bench-unet-step's JSON line, P ranks under dtensor-run, each
+    bound to its own core (as bench/run_suite.py runs it)."""
+    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", str(P), "--bind-cores", "--",
+           os.path.join(build, "bin", "dtensor-bench-unet-step"), "--input", shape, "--iters",
+           str(iters), "--warmup", "2", "--json"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    # dtensor-run prefixes each line with the rank ("[0] {...}").
+    line = [line for line in r.stdout.splitlines() if "{" in line][-1]
+    return json.loads(line[line.index("{"):])
+
+
+def sim_link_rows(a):
+    """The U-Net step at P = 2 over a simulated link (DTENSOR_SIM_LINK), over
+    the real one (loopback), and one rank's shard alone; the runs alternate
+    and each keeps its fastest median (the machine may be busy)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("DTENSOR_SIM_LINK", None)
+    env_link = dict(env, DTENSOR_SIM_LINK=a.sim_link)
+    results = {"sim_link": a.sim_link, "iters": a.iters, "reps": a.reps, "rows": []}
+    for size in a.sizes.split(","):
+        n, c, h, w = (int(v) for v in size.split("x"))
+        whole, shard = f"{n},{c},{h},{w}", f"{n},{c},{h // 2},{w}"
+        best = {}
+        for _ in range(a.reps):
+            for key, P, shape, e in (("p2_sim", 2, whole, env_link), ("p2", 2, whole, env),
+                                     ("shard", 1, shard, env)):
+                ms = unet_step(a.build, P, shape, a.iters, e)["step_ms"]
+                best[key] = min(best.get(key, ms), ms)
+        row = {"size": size, "sim_link": a.sim_link, "p2_sim_link_ms": best["p2_sim"],
+               "p2_ms": best["p2"], "shard_alone_ms": best["shard"],
+               "overhead_sim_link": best["p2_sim"] / best["shard"],
+               "overhead": best["p2"] / best["shard"],
+               "link_adds_ms": best["p2_sim"] - best["p2"]}
+        results["rows"].append(row)
+        print(json.dumps(row), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-    p.add_argument("--python", required=True, help="an interpreter with PyTorch")
+    p.add_argument("--python", help="an interpreter with PyTorch (not needed with --sim-link)")
     p.add_argument("--sizes", default="2x8x128x128,2x8x256x256,1x16x512x512")
     p.add_argument("--one-rank-size", default="1x8x256x256")
     p.add_argument("--steps", default="3,13", help="the two step counts whose difference is timed")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--sim-link", metavar="SPEC",
+                   help="DTENSOR_SIM_LINK for the P = 2 runs: compare them with one rank's shard "
+                        "alone instead of with PyTorch")
+    p.add_argument("--iters", type=int, default=5, help="timed steps of each --sim-link run")
     a = p.parse_args()
+    if a.sim_link is not None:
+        return sim_link_rows(a)
+    if not a.python:
+        p.error("--python is required (unless --sim-link)")
     lo, hi = (int(v) for v in a.steps.split(","))
     cores = sorted(os.sched_getaffinity(0))
     bin_ = os.path.join(a.build, "bin")

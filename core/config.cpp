@@ -134,6 +134,58 @@ void read_job(const Lookup& lookup, Config& c) {
   }
 }
 
+// DTENSOR_SIM_LINK: comma-separated key=value pairs, each key at most once.
+std::optional<Config::SimLink> read_sim_link(const Lookup& lookup) {
+  constexpr const char* kName = "DTENSOR_SIM_LINK";
+  const char* v = get(lookup, kName);
+  if (!v) return std::nullopt;
+  const auto fail = [&](std::string_view why) {
+    return InvalidArgument(
+        kComponent,
+        fmt::format(
+            "{}='{}': {} (accepted: latency_us=MICROSECONDS (0 to 1e9) and/or gbit=GBIT_PER_S "
+            "> 0, comma-separated, e.g. latency_us=500,gbit=10)",
+            kName, v, why));
+  };
+  // A finite number, the whole of `s`.
+  const auto number = [&](std::string_view key, const std::string& s) {
+    char* end = nullptr;
+    const double x = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(x))
+      throw fail(fmt::format("{}='{}' is not a number", key, s));
+    return x;
+  };
+  Config::SimLink link;
+  bool seen_latency = false, seen_gbit = false;
+  std::string_view rest = v;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) throw fail(fmt::format("'{}' is not key=value", item));
+    const std::string_view key = item.substr(0, eq);
+    const std::string value(item.substr(eq + 1));
+    if (key == "latency_us") {
+      if (seen_latency) throw fail("latency_us is given twice");
+      seen_latency = true;
+      link.latency_us = number(key, value);
+      // At most 1e9 us (~17 min): a link no benchmark wants, and no overflow.
+      if (link.latency_us < 0 || link.latency_us > 1e9)
+        throw fail(fmt::format("latency_us={} is not between 0 and 1e9", value));
+    } else if (key == "gbit") {
+      if (seen_gbit) throw fail("gbit is given twice");
+      seen_gbit = true;
+      link.gbit = number(key, value);
+      if (*link.gbit <= 0) throw fail(fmt::format("gbit={} is not > 0", value));
+    } else {
+      throw fail(fmt::format("unknown key '{}'", key));
+    }
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  return link;
+}
+
 struct Current {
   std::mutex mutex;
   bool overridden = false;  // set_config was called: the environment no longer counts
@@ -210,6 +262,7 @@ Config Config::from(const Lookup& lookup) {
                                {"unchanged", Config::StdoutBuffering::Unchanged}},
                               c.stdout_buffering);
   c.flush_on_stop = flag(lookup, "DTENSOR_FLUSH_ON_STOP", c.flush_on_stop);
+  c.sim_link = read_sim_link(lookup);
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (lookup(name)) {
       c.mpi_launcher = name;

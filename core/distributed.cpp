@@ -18,6 +18,7 @@
 #include "core/detail/monitored_process_group.h"
 #include "core/detail/output_on_stop.h"
 #include "core/detail/routing_process_group.h"
+#include "core/detail/simulated_link_process_group.h"
 #include "core/detail/temp_dirs.h"
 #include "core/detail/thread_oversubscription.h"
 #include "core/detail/uncaught_failure.h"
@@ -90,6 +91,27 @@ std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, co
   detail::set_fault_monitor(monitor);
   detail::publish_uncaught_exceptions();
   return detail::MonitoredProcessGroup::wrap(std::move(pg), std::move(monitor), true);
+}
+
+// DTENSOR_SIM_LINK: the CPU backend's group behind a simulated link, inside
+// the validating layer (which checks arguments and keeps messages to this
+// rank off the link) and the fault monitor's (which records and handles
+// failures as without it). Unset: no layer at all.
+std::shared_ptr<ProcessGroup> simulate_link(std::shared_ptr<ProcessGroup> pg,
+                                            const std::string& backend, const Config& cfg) {
+  if (!cfg.sim_link || !pg) return pg;
+  // Its delay thread posts sends while the caller's thread runs other calls:
+  // MPI, initialised for serialized calls, does not take that.
+  if (backend == kMpiBackend)
+    throw NotSupported("init",
+                       "DTENSOR_SIM_LINK: the simulated link posts sends from a thread of its own, "
+                       "which backend mpi (serialized calls only) does not allow; use gloo");
+  const Config::SimLink& link = *cfg.sim_link;
+  log::info(
+      "DTENSOR_SIM_LINK: messages between ranks go over a simulated link: {:g} us latency, {}",
+      link.latency_us,
+      link.gbit ? fmt::format("{:g} Gbit/s", *link.gbit) : std::string("unlimited bandwidth"));
+  return detail::SimulatedLinkProcessGroup::wrap(std::move(pg), link);
 }
 
 std::map<std::string, ProcessGroupFactory>& factories() {
@@ -291,7 +313,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
                    : open_store(r.store, r.timeout, options.store ? "store" : "DTENSOR_STORE");
   const BackendInit init{r.rank, r.world_size, r.local_rank, store, r.timeout, r.hostname, r.iface};
   // Every backend's group behind the one contract (validating_process_group.h).
-  std::shared_ptr<ProcessGroup> pg = detail::ValidatingProcessGroup::wrap(cpu_factory(init));
+  std::shared_ptr<ProcessGroup> pg =
+      detail::ValidatingProcessGroup::wrap(simulate_link(cpu_factory(init), plan.cpu, config()));
   log::set_rank(pg->rank());
   // The router gets a layer of its own in front: a batch mixing devices is
   // then checked whole before either backend posts any of it.

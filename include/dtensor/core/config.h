@@ -106,6 +106,19 @@ struct Config {
   /// with it and a process without it is refused. Never printed.
   std::optional<std::string> job_token{};
 
+  // ---- benchmarks ----
+  /// A simulated link between ranks (core/detail/simulated_link_process_group.h).
+  struct SimLink {
+    /// One-way latency of every message, microseconds (>= 0).
+    double latency_us = 0;
+    /// Bandwidth of each link, Gbit/s (> 0); unset: unlimited.
+    std::optional<double> gbit{};
+  };
+  /// DTENSOR_SIM_LINK: "latency_us=L,gbit=G", either key optional. A
+  /// benchmark aid: every message of the CPU backend is delayed as on a link
+  /// of that latency and bandwidth. Unset or empty: off (no layer at all).
+  std::optional<SimLink> sim_link{};
+
   // ---- output of a rank ----
   /// DTENSOR_STDOUT_BUFFERING: auto | line | unchanged. auto: stdout is made
   /// line-buffered by init_process_group when it is a pipe (under a launcher),
