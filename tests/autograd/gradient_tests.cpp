@@ -171,6 +171,19 @@ void check_every_op(const DeviceMesh& mesh) {
   check("abs neg clamp pow", {{x, S}},
         [&](const Inputs& v) { return -abs(v[0]) + clamp(v[0], -0.8, 0.1) + pow(exp(v[0]), 1.5); });
   check("mean", {{x, S}}, [&](const Inputs& v) { return mean(v[0]); });
+  // Reductions over dims, the sharded ones among them, and softmax along a
+  // sharded dim.
+  check("sum mean dims", {{x, S}}, [&](const Inputs& v) {
+    return sum(v[0], {2, 3}) * mean(v[0], {-1, 2}) + sum(sum(v[0], {1}, true), {2, 3});
+  });
+  check("amax amin dims", {{x, S}}, [&](const Inputs& v) {
+    return amax(v[0], {2}, true) - amin(v[0], {0, 3}, true);
+  });
+  check("var dims", {{x, S}}, [&](const Inputs& v) {
+    return var(v[0], {2, 3}, 1.0, true) + var(v[0], {0, 2}, 0.5, true);
+  });
+  check("softmax log_softmax", {{x, S}},
+        [&](const Inputs& v) { return softmax(v[0], 2) + log_softmax(v[0], -1); });
   check("redistribute", {{x, S}}, [&](const Inputs& v) {
     return relu(v[0].redistribute(v[0].mesh(), all_replicated(v[0].mesh())));
   });
