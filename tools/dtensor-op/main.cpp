@@ -149,6 +149,16 @@ std::string params_line(const Options& o) {
     case OpKind::Abs:
     case OpKind::Square:
       return "(no parameters)";
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Amax:
+    case OpKind::Amin:
+      return fmt::format("dims={} keepdim={}", list(o.dims), o.keepdim);
+    case OpKind::Var:
+      return fmt::format("dims={} keepdim={} correction={}", list(o.dims), o.keepdim, o.correction);
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+      return fmt::format("dim={}", o.dim);
   }
   return "";
 }
