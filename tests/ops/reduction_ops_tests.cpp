@@ -377,3 +377,22 @@ TEST_CASE("softmax and log_softmax along a sharded dim, P=2 and a 2x2 mesh", "[o
     check_softmax(mesh, {3, 5, 3}, {Shard(2), Shard(2)});
   });
 }
+
+TEST_CASE("reductions and softmax of a 0-d input", "[ops][reduce]") {
+  run_ranks(2, [](RankContext&) {
+    const DeviceMesh mesh(DeviceType::CPU, {2});
+    DTensor x = distribute_tensor(Tensor::full({}, 0.75, DType::F64), mesh, {Replicate()});
+    x.requires_grad_();
+    CHECK(sum(x, {}).full_tensor().item_flat(0) == 0.75);
+    CHECK(mean(x, {0}, true).shape().empty());
+    CHECK(amax(x, {-1}).full_tensor().item_flat(0) == 0.75);
+    CHECK(std::isnan(var(x, {}).full_tensor().item_flat(0)));  // 0 / 0, as torch
+    CHECK(var(x, {}, 0.0).full_tensor().item_flat(0) == 0.0);
+    CHECK(softmax(x, 0).full_tensor().item_flat(0) == 1.0);
+    CHECK(log_softmax(x, -1).full_tensor().item_flat(0) == 0.0);
+    backward(sum(x, {}) * 3.0 + amin(x, {}));
+    REQUIRE(x.grad().has_value());
+    CHECK(x.grad()->full_tensor().item_flat(0) == 4.0);
+    CHECK_THROWS_WITH(sum(x, {1}), Catch::Contains("dims"));
+  });
+}
