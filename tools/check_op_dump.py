@@ -4,8 +4,9 @@
 Replays the operator named in meta.json with torch.nn.functional in float64
 on the dumped input (and weight and bias, cat's input1.., batch_norm's
 running statistics, the losses' target, the binary operators' other; the
-shape operators with torch.reshape/permute/transpose/flatten/narrow, exact),
-and its gradients with autograd
+shape operators with torch.reshape/permute/transpose/flatten/narrow, exact;
+reductions and softmax with torch's own functions), and its gradients with
+autograd
 from the dumped grad_output (the losses: from 1); compares every dumped
 result and prints the max abs error and the tolerance of each (dtensor-conv's
 bound, see tools/dtensor-conv/tolerance.h, widened for the normalisations by
@@ -79,7 +80,44 @@ ACTIVATIONS = ("leaky_relu", "gelu", "silu", "sigmoid", "tanh", "relu")
 LOSSES = ("mse_loss", "cross_entropy")
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 UNARY = ("exp", "log", "sqrt", "rsqrt", "neg", "abs", "square", "clamp", "pow")
-NN_OPS = ("upsample", "cat") + NORMS + ACTIVATIONS + LOSSES + BINARY + UNARY
+REDUCTIONS = ("sum", "mean", "amax", "amin", "var")
+SOFTMAX = ("softmax", "log_softmax")
+NN_OPS = (("upsample", "cat") + NORMS + ACTIVATIONS + LOSSES + BINARY + UNARY + REDUCTIONS
+          + SOFTMAX)
+
+
+def replay_reduction(meta, torch, x, leaves):
+    """The reductions over meta's `dims` (with `keepdim`; var with
+    `correction`) and softmax / log_softmax along `dim`. torch.var of torch
+    1.13 takes an integral correction only: another one is replayed as
+    sum((x - mean)^2) / max(0, N - correction), PyTorch's definition."""
+    op = meta["op"]
+    if op in SOFTMAX:
+        if "dim" not in meta:
+            raise BadDump(f"meta.json lists no 'dim' for {op}")
+        dim = int(meta["dim"])
+        y = (torch.softmax if op == "softmax" else torch.log_softmax)(x, dim)
+        n = x.shape[dim]
+        return y, [("output", n + 4, False)], [("grad_input", "input", 2 * n + 8)], leaves
+    if "dims" not in meta or "keepdim" not in meta:
+        raise BadDump(f"meta.json lists no 'dims' or 'keepdim' for {op}")
+    dims = [int(d) for d in meta["dims"]]
+    keepdim = bool(meta["keepdim"])
+    n = math.prod(x.shape[d] for d in dims)
+    if op == "var":
+        c = float(meta["correction"])
+        if c == int(c):
+            y = torch.var(x, dims, correction=int(c), keepdim=keepdim)
+        else:
+            m2 = ((x - x.mean(dims, keepdim=True)) ** 2).sum(dims, keepdim=keepdim)
+            y = m2 / max(0.0, n - c)
+    else:
+        y = {"sum": torch.sum, "mean": torch.mean, "amax": torch.amax,
+             "amin": torch.amin}[op](x, dims, keepdim=keepdim)
+    # amax and amin select an element: exact.
+    return y, [("output", n + 4, op in ("amax", "amin"))], [("grad_input", "input", n + 8)], leaves
+
+
 VIEWS = ("reshape", "permute", "transpose", "flatten", "narrow")
 
 
@@ -98,6 +136,8 @@ def replay_view(meta, torch, x, leaves):
     else:
         y = torch.narrow(x, int(meta["dim"]), int(meta["start"]), int(meta["length"]))
     return y, [("output", 1, True)], [("grad_input", "input", 1, True)], leaves
+
+
 
 
 def replay_tensor_api(meta, load, files, torch, x, leaves):
@@ -137,6 +177,8 @@ def replay_nn(meta, load, files, torch, F, x, leaves):
     nsp = x.dim() - 2
     if op in BINARY + UNARY:
         return replay_tensor_api(meta, load, files, torch, x, leaves)
+    if op in REDUCTIONS + SOFTMAX:
+        return replay_reduction(meta, torch, x, leaves)
     if op == "upsample":
         mode = meta["mode"]
         kwargs = {}

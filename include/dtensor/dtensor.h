@@ -41,6 +41,7 @@
 #include "dtensor/ops/op_schema.h"
 #include "dtensor/ops/plugin.h"
 #include "dtensor/ops/pointwise.h"
+#include "dtensor/ops/reductions.h"
 #include "dtensor/ops/registry.h"
 #include "dtensor/ops/unary.h"
 #include "dtensor/ops/upsample.h"

@@ -177,6 +177,19 @@ void check_every_op(const DeviceMesh& mesh) {
     const DTensor t = v[0].transpose(1, 3).reshape({2, -1, 28}).narrow(2, 3, 20);
     return square(t.flatten(1)).reshape({2, 6, 20}).permute({2, 0, 1});
   });
+  // Reductions over dims, the sharded ones among them, and softmax along a
+  // sharded dim.
+  check("sum mean dims", {{x, S}}, [&](const Inputs& v) {
+    return sum(v[0], {2, 3}) * mean(v[0], {-1, 2}) + sum(sum(v[0], {1}, true), {2, 3});
+  });
+  check("amax amin dims", {{x, S}}, [&](const Inputs& v) {
+    return amax(v[0], {2}, true) - amin(v[0], {0, 3}, true);
+  });
+  check("var dims", {{x, S}}, [&](const Inputs& v) {
+    return var(v[0], {2, 3}, 1.0, true) + var(v[0], {0, 2}, 0.5, true);
+  });
+  check("softmax log_softmax", {{x, S}},
+        [&](const Inputs& v) { return softmax(v[0], 2) + log_softmax(v[0], -1); });
   check("redistribute", {{x, S}}, [&](const Inputs& v) {
     return relu(v[0].redistribute(v[0].mesh(), all_replicated(v[0].mesh())));
   });

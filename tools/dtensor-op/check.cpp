@@ -8,6 +8,7 @@
 #include "tools/dtensor-conv/tolerance.h"
 #include "tools/reference/reference_conv.h"
 #include "tools/reference/reference_nn_ops.h"
+#include "tools/reference/reference_reductions.h"
 #include "tools/reference/reference_tensor_ops.h"
 #include "tools/reference/reference_view_ops.h"
 #include "tools/reference/reference_window_ops.h"
@@ -198,6 +199,38 @@ void check_view(const Options& o, const GlobalTensors& g, int ranks,
   if (o.backward) out.push_back(compare("grad_input", g.grad_input, gx, 1, o.dtype, ranks, true));
 }
 
+// The reductions (N terms per result, N the number of elements reduced into
+// it; amax and amin select an element: exact) and softmax / log_softmax (a
+// sum along the dim, then a few operations per element).
+void check_reductions(const Options& o, const GlobalTensors& g, int ranks,
+                      std::vector<TensorCheck>& out) {
+  using namespace dtensor::reference;
+  const std::string op(op_name(o.op));
+  const DType dt = o.dtype;
+  if (o.is_softmax()) {
+    const bool lg = o.op == OpKind::LogSoftmax;
+    const Int n = o.input[static_cast<std::size_t>(o.dim)];
+    out.push_back(
+        compare("output", g.output, ref_softmax_forward(lg, g.input, o.dim), n + 4, dt, ranks));
+    if (o.backward)
+      out.push_back(compare("grad_input", g.grad_input,
+                            ref_softmax_grad_input(lg, g.grad_output, g.input, o.dim), 2 * n + 8,
+                            dt, ranks));
+    return;
+  }
+  Int n = 1;
+  for (Int d : o.dims)
+    n *= o.input[static_cast<std::size_t>(d)];
+  const bool select = o.op == OpKind::Amax || o.op == OpKind::Amin;
+  out.push_back(compare("output", g.output,
+                        ref_reduce_forward(op, g.input, o.dims, o.keepdim, o.correction), n + 4, dt,
+                        ranks, select));
+  if (o.backward)
+    out.push_back(compare("grad_input", g.grad_input,
+                          ref_reduce_grad_input(op, g.grad_output, g.input, o.dims, o.correction),
+                          n + 8, dt, ranks));
+}
+
 // The U-Net operators (upsample, norms, cat, activations, losses).
 void check_nn(const Options& o, const GlobalTensors& g, int ranks, std::vector<TensorCheck>& out) {
   using namespace dtensor::reference;
@@ -305,6 +338,10 @@ std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalT
   }
   if (o.is_view()) {
     check_view(o, g, ranks, out);
+    return out;
+  }
+  if (o.is_reduction() || o.is_softmax()) {
+    check_reductions(o, g, ranks, out);
     return out;
   }
   if (!o.is_window()) {

@@ -192,6 +192,19 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       meta["start"] = o.start;
       meta["length"] = o.length;
       break;
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Amax:
+    case OpKind::Amin:
+    case OpKind::Var:
+      meta["dims"] = o.dims;
+      meta["keepdim"] = o.keepdim;
+      if (o.op == OpKind::Var) meta["correction"] = o.correction;
+      break;
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+      meta["dim"] = o.dim;
+      break;
   }
   meta["backward"] = o.backward;
   meta["dtype"] = std::string(dtype_name(o.dtype));

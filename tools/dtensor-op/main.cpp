@@ -159,6 +159,16 @@ std::string params_line(const Options& o) {
       return fmt::format("start_dim={} end_dim={}", o.start_dim, o.end_dim);
     case OpKind::Narrow:
       return fmt::format("dim={} start={} length={}", o.dim, o.start, o.length);
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Amax:
+    case OpKind::Amin:
+      return fmt::format("dims={} keepdim={}", list(o.dims), o.keepdim);
+    case OpKind::Var:
+      return fmt::format("dims={} keepdim={} correction={}", list(o.dims), o.keepdim, o.correction);
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
+      return fmt::format("dim={}", o.dim);
   }
   return "";
 }

@@ -58,7 +58,14 @@ constexpr OpKind kAllOps[] = {OpKind::Conv,
                               OpKind::Permute,
                               OpKind::Transpose,
                               OpKind::Flatten,
-                              OpKind::Narrow};
+                              OpKind::Narrow,
+                              OpKind::Sum,
+                              OpKind::Mean,
+                              OpKind::Amax,
+                              OpKind::Amin,
+                              OpKind::Var,
+                              OpKind::Softmax,
+                              OpKind::LogSoftmax};
 
 [[noreturn]] void fail(std::string_view option, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", option, message));
@@ -221,9 +228,12 @@ const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
       {"--dim1", {Transpose}},
       {"--start-dim", {Flatten}},
       {"--end-dim", {Flatten}},
-      {"--dim", {Narrow}},
+      {"--dim", {Narrow, Softmax, LogSoftmax}},
       {"--start", {Narrow}},
       {"--length", {Narrow}},
+      {"--dims", {Sum, Mean, Amax, Amin, Var}},
+      {"--keepdim", {Sum, Mean, Amax, Amin, Var}},
+      {"--correction", {Var}},
   };
   return table;
 }
@@ -553,6 +563,13 @@ void check_operator(const Options& o, bool padding_lr) {
     case OpKind::Transpose:
     case OpKind::Flatten:
     case OpKind::Narrow:
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Amax:
+    case OpKind::Amin:
+    case OpKind::Var:
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax:
       break;
     case OpKind::Pad:
       for (Int i = 0; i < spatial; ++i) {
@@ -695,6 +712,20 @@ std::string_view op_name(OpKind op) {
       return "flatten";
     case OpKind::Narrow:
       return "narrow";
+    case OpKind::Sum:
+      return "sum";
+    case OpKind::Mean:
+      return "mean";
+    case OpKind::Amax:
+      return "amax";
+    case OpKind::Amin:
+      return "amin";
+    case OpKind::Var:
+      return "var";
+    case OpKind::Softmax:
+      return "softmax";
+    case OpKind::LogSoftmax:
+      return "log_softmax";
   }
   return "?";
 }
@@ -755,6 +786,15 @@ bool Options::is_view() const {
          op == OpKind::Flatten || op == OpKind::Narrow;
 }
 
+bool Options::is_reduction() const {
+  return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Amax || op == OpKind::Amin ||
+         op == OpKind::Var;
+}
+
+bool Options::is_softmax() const {
+  return op == OpKind::Softmax || op == OpKind::LogSoftmax;
+}
+
 bool Options::positive_input() const {
   return op == OpKind::Log || op == OpKind::Sqrt || op == OpKind::Rsqrt || op == OpKind::Pow;
 }
@@ -789,6 +829,17 @@ Shape Options::weight_shape() const {
 
 Shape Options::output_shape() const {
   if (is_loss()) return {};
+  if (is_reduction()) {
+    Shape out;
+    for (std::size_t d = 0; d < input.size(); ++d) {
+      const bool reduced = std::find(dims.begin(), dims.end(), static_cast<Int>(d)) != dims.end();
+      if (!reduced)
+        out.push_back(input[d]);
+      else if (keepdim)
+        out.push_back(1);
+    }
+    return out;
+  }
   if (op == OpKind::Cat) {
     Shape out = input;
     out[static_cast<std::size_t>(cat_dim)] = 0;
@@ -909,7 +960,7 @@ Options parse_options(const std::vector<std::string>& args) {
                            "--exponent",       "--shape",        "--order",
                            "--dim0",           "--dim1",         "--start-dim",
                            "--end-dim",        "--dim",          "--start",
-                           "--length"}) {
+                           "--length",         "--dims",         "--correction"}) {
     given[name] = app.add_option(name, text[name]);
     given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
@@ -925,7 +976,8 @@ Options parse_options(const std::vector<std::string>& args) {
            {"--no-bias", &no_bias},
            {"--align-corners", &align_corners},
            {"--no-affine", &no_affine},
-           {"--eval", &eval}})
+           {"--eval", &eval},
+           {"--keepdim", &o.keepdim}})
     given[name] = app.add_flag(name, *flag);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads from the back
@@ -1231,6 +1283,38 @@ Options parse_options(const std::vector<std::string>& args) {
     fail("--exponent", "pow needs the exponent: --exponent e");
 
   parse_view_options(o, has, value);
+  // Reductions and softmax: dims of the input, negatives counted from the end.
+  const Int input_rank = static_cast<Int>(o.input.size());
+  const auto input_dim = [&](std::string_view option, std::string_view text) {
+    const Int d = parse_int(option, text);
+    if (d < -input_rank || d >= input_rank)
+      fail(option, fmt::format("{} is outside the {}-d input (--input); give {}..{}", d, input_rank,
+                               -input_rank, input_rank - 1));
+    return d < 0 ? d + input_rank : d;
+  };
+  if (o.is_reduction()) {
+    std::string_view t = has("--dims") ? std::string_view(value("--dims")) : std::string_view();
+    if (t.size() >= 2 && t.front() == '[' && t.back() == ']') t = t.substr(1, t.size() - 2);
+    if (t.empty()) {
+      for (Int d = 0; d < input_rank; ++d)
+        o.dims.push_back(d);
+    } else {
+      for (auto part : split(t, ','))
+        o.dims.push_back(input_dim("--dims", part));
+      std::sort(o.dims.begin(), o.dims.end());
+      if (std::adjacent_find(o.dims.begin(), o.dims.end()) != o.dims.end())
+        fail("--dims", fmt::format("'{}' names a dim twice", value("--dims")));
+    }
+  }
+  if (has("--correction")) {
+    o.correction = parse_double("--correction", value("--correction"));
+    if (o.correction < 0)
+      fail("--correction", fmt::format("{} must be >= 0", value("--correction")));
+  }
+  if (o.is_softmax()) {
+    if (!has("--dim")) fail("--dim", fmt::format("{} needs the dim: --dim d", op_name(o.op)));
+    o.dim = input_dim("--dim", value("--dim"));
+  }
 
   check_operator(o, padding_lr);
 
@@ -1277,7 +1361,8 @@ OP: conv | conv_transpose | max_pool | avg_pool | adaptive_avg_pool |
     instance_norm | layer_norm | cat | leaky_relu | gelu | silu | sigmoid |
     tanh | relu | mse_loss | cross_entropy | add | sub | mul | div |
     maximum | minimum | exp | log | sqrt | rsqrt | neg | abs | square |
-    clamp | pow | reshape | permute | transpose | flatten | narrow
+    clamp | pow | reshape | permute | transpose | flatten | narrow |
+    sum | mean | amax | amin | var | softmax | log_softmax
 
 Common (as dtensor-conv)
   --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
@@ -1369,6 +1454,13 @@ the output's placements follow the library's view rules)
   --dim d --start s --length l
                              narrow: required; a negative start counts from
                              the end of the dim
+sum | mean | amax | amin | var (torch.sum(x, dims, keepdim), ...)
+  --dims d,...               the reduced dims, negatives from the end
+                             (default: all)
+  --keepdim                  keep each reduced dim with size 1
+  --correction c             var: the divisor is N - c (default 1, >= 0)
+softmax | log_softmax
+  --dim d                    required; negatives from the end
 Lists take one value (for every spatial dim) or one per spatial dim.
 
 Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),

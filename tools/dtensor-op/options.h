@@ -81,6 +81,14 @@ enum class OpKind {
   Transpose,
   Flatten,
   Narrow,
+  // Reductions over dims, and softmax / log_softmax along one dim.
+  Sum,
+  Mean,
+  Amax,
+  Amin,
+  Var,
+  Softmax,
+  LogSoftmax,
 };
 
 /// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
@@ -161,7 +169,13 @@ struct Options {
   std::vector<std::int64_t> order;              // permute (--order, required)
   std::int64_t dim0 = 0, dim1 = 0;              // transpose (required)
   std::int64_t start_dim = 1, end_dim = -1;     // flatten (defaults 1, -1)
-  std::int64_t dim = 0, start = 0, length = 0;  // narrow (required)
+  std::int64_t dim = 0, start = 0, length = 0;  // narrow (required); dim: softmax too
+  // Reductions: the reduced dims, resolved (default every dim, negatives
+  // made non-negative, sorted); softmax, log_softmax: `dim` above
+  // (required, resolved non-negative).
+  std::vector<std::int64_t> dims;
+  bool keepdim = false;
+  double correction = 1.0;  // var
 
   std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
   bool is_window() const;      // conv .. pad
@@ -171,6 +185,8 @@ struct Options {
   bool is_binary() const;      // add, sub, mul, div, maximum, minimum
   bool is_unary() const;       // exp, log, sqrt, rsqrt, neg, abs, square, clamp, pow
   bool is_view() const;        // reshape, permute, transpose, flatten, narrow
+  bool is_reduction() const;   // sum, mean, amax, amin, var
+  bool is_softmax() const;     // softmax, log_softmax
   /// log, sqrt, rsqrt and pow draw their input in [0.5, 1.5) (1 + rand / 2).
   bool positive_input() const;
   /// conv and conv_transpose have a weight (and a bias unless --no-bias); so
@@ -188,7 +204,7 @@ struct Options {
   /// Input k's global shape (cat: dim 1 is channels[k]; otherwise `input`).
   Shape input_shape(std::int64_t k = 0) const;
   /// The global output shape, from PyTorch's formulas (computed here); a
-  /// loss's is 0-d.
+  /// loss's is 0-d; a reduction's drops (or, with keepdim, keeps as 1) its dims.
   Shape output_shape() const;
 
   ConvParams conv_params() const;

@@ -7,6 +7,7 @@
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/pointwise.h"
+#include "dtensor/ops/reductions.h"
 #include "dtensor/ops/unary.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/views.h"
@@ -61,7 +62,8 @@ Tensor whole_input(const Options& o, const Seeds& seeds) {
   return Tensor::rand(o.input_shape(0), o.dtype, seeds.input);
 }
 
-// The tensor API's forward: the input (and the other operand) to the output.
+// The tensor API's forward (element-wise operators, reductions, softmax):
+// the input (and the other operand) to the output.
 DTensor tensor_api_forward(const Options& o, const DTensor& x, const std::optional<DTensor>& b) {
   switch (o.op) {
     case OpKind::Add:
@@ -94,6 +96,20 @@ DTensor tensor_api_forward(const Options& o, const DTensor& x, const std::option
       return clamp(x, o.min, o.max);
     case OpKind::Pow:
       return dtensor::pow(x, o.exponent);
+    case OpKind::Sum:
+      return sum(x, o.dims, o.keepdim);
+    case OpKind::Mean:
+      return mean(x, o.dims, o.keepdim);
+    case OpKind::Amax:
+      return amax(x, o.dims, o.keepdim);
+    case OpKind::Amin:
+      return amin(x, o.dims, o.keepdim);
+    case OpKind::Var:
+      return var(x, o.dims, o.correction, o.keepdim);
+    case OpKind::Softmax:
+      return softmax(x, o.dim);
+    case OpKind::LogSoftmax:
+      return log_softmax(x, o.dim);
     default:
       throw std::logic_error("dtensor-op: not a tensor API op");
   }
@@ -271,7 +287,8 @@ DTensor make_grad_output(const Options& o, const DTensor& output, const Seeds& s
 
 Forward run_forward(const Options& o, const Operands& ops) {
   const DTensor& x = ops.input;
-  if (o.is_binary() || o.is_unary()) return {tensor_api_forward(o, x, ops.other)};
+  if (o.is_binary() || o.is_unary() || o.is_reduction() || o.is_softmax())
+    return {tensor_api_forward(o, x, ops.other)};
   if (o.is_view()) return {view_forward(o, x)};
   switch (o.op) {
     case OpKind::Conv:
@@ -346,7 +363,7 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
     g.grad_input = xi.grad();
     return g;
   }
-  if (o.is_binary() || o.is_unary()) {
+  if (o.is_binary() || o.is_unary() || o.is_reduction() || o.is_softmax()) {
     // Through autograd, as a user's program gets them: the other operand's
     // gradient summed back to its shape, placed like it.
     DTensor xi = x.detach();
