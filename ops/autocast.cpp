@@ -18,8 +18,9 @@ thread_local DType lower = DType::BF16;
 
 // torch.autocast's CPU lists, for the operators the library has: the
 // lower-precision list (convolutions, linear), the fp32 list (losses,
-// normalisations, reductions, softmax) and the promote list (cat and the
-// binary arithmetic).
+// normalisations, the sums, means and variances; softmax and log_softmax
+// are composed of operators, their sum among them) and the promote list
+// (cat and the binary arithmetic).
 struct PolicyTable {
   std::shared_mutex mutex;
   std::unordered_map<std::string, AutocastPolicy> by_op{
@@ -38,9 +39,9 @@ struct PolicyTable {
       {"binary_cross_entropy_with_logits", AutocastPolicy::Float32},
       {"sum", AutocastPolicy::Float32},
       {"mean", AutocastPolicy::Float32},
+      {"sum_dims", AutocastPolicy::Float32},
+      {"mean_dims", AutocastPolicy::Float32},
       {"var", AutocastPolicy::Float32},
-      {"softmax", AutocastPolicy::Float32},
-      {"log_softmax", AutocastPolicy::Float32},
       {"cat", AutocastPolicy::Widest},
       {"add", AutocastPolicy::Widest},
       {"sub", AutocastPolicy::Widest},

@@ -3,7 +3,7 @@
 // Inside an AutocastScope the operators that gain from a lower precision
 // (convolution, conv_transpose, linear) run in bf16 on f32 inputs, weights
 // and biases; those that need range or long accumulations (the
-// normalisations, the losses, the reductions, softmax) run in f32 on bf16
+// normalisations, the losses, sums, means and variances) run in f32 on bf16
 // inputs; those that combine tensors (cat, the binary operators) run in the
 // widest floating dtype among their inputs. Everything else runs in the
 // dtype it is given. The casts are ordinary calls of "to" (dtype_cast.h)
