@@ -32,6 +32,8 @@
 #include "dtensor/ops/conv_params.h"
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/dropout.h"
+#include "dtensor/ops/linear.h"
 #include "dtensor/ops/local_conv.h"
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/normalization.h"
