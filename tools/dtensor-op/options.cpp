@@ -406,16 +406,14 @@ void check_operator(const Options& o, bool padding_lr) {
     case OpKind::Square:
     case OpKind::Clamp:
     case OpKind::Pow:
-      break;
+    // --beta, --delta, --p and --out-features were checked when parsed.
     case OpKind::L1Loss:
     case OpKind::SmoothL1Loss:
     case OpKind::HuberLoss:
     case OpKind::BinaryCrossEntropyWithLogits:
-      break;  // --beta and --delta were checked when parsed
     case OpKind::Dropout:
-      break;  // --p was checked when parsed
     case OpKind::Linear:
-      break;  // --out-features was checked when parsed
+      break;
     case OpKind::Pad:
       for (Int i = 0; i < spatial; ++i) {
         const auto s = static_cast<std::size_t>(i);
