@@ -28,7 +28,10 @@ template <typename T>
 #pragma omp simd
   for (Int j = 0; j < n; ++j) {
     const bool keep = kernels::dropout_uniform(key, first + static_cast<std::uint64_t>(j)) >= p;
-    y[j] = x[j] * (keep ? scale : T(0));
+    // A dropped element is +0 whatever the input (not x * 0, which is -0 for a
+    // negative x): so a Partial input, whose ranks' parts add up, gives the
+    // same bits as a whole one.
+    y[j] = keep ? x[j] * scale : T(0);
   }
 }
 DTENSOR_SIMD_CLONES void mask_row(const float* x, float* y, Int n, std::uint64_t key,

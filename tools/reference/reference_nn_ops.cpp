@@ -730,7 +730,7 @@ Tensor ref_dropout(const Tensor& x, double p, std::uint64_t seed, std::uint64_t 
   for (std::size_t i = 0; i < v.size(); ++i) {
     const std::uint64_t bits = splitmix64(key + (static_cast<std::uint64_t>(i) + 1) * golden) >> 11;
     const bool keep = std::ldexp(static_cast<double>(bits), -53) >= p;
-    v[i] *= keep ? scale : 0.0;
+    v[i] = keep ? v[i] * scale : 0.0;
   }
   return from_values(x.shape(), v);
 }

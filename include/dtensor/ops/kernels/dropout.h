@@ -28,7 +28,7 @@ constexpr double dropout_uniform(std::uint64_t key, std::uint64_t index) {
          0x1.0p-53;
 }
 
-/// output = input * (uniform >= p ? 1 / (1 - p) : 0) per element, where the
+/// output = uniform >= p ? input / (1 - p) : +0 per element, where the
 /// element at local multi-index j has the global index of offset + j in
 /// global_shape (row-major). p = 1 multiplies everything by 0.
 struct DropoutArgs {
