@@ -7,6 +7,8 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/convolution.h"
+#include "dtensor/ops/dropout.h"
+#include "dtensor/ops/linear.h"
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/pointwise.h"
 
@@ -209,6 +211,26 @@ DTensor Sigmoid::forward(const DTensor& x) {
 }
 DTensor Tanh::forward(const DTensor& x) {
   return dtensor::tanh(x);
+}
+
+Linear::Linear(std::int64_t in, std::int64_t out, bool bias, DType dtype) {
+  check_arg(in >= 0 && out >= 0, "nn", "Linear: in_features {} and out_features {} must be >= 0",
+            in, out);
+  weight_ = register_parameter("weight", fan_in_uniform({out, in}, in, dtype));
+  if (bias) bias_ = register_parameter("bias", fan_in_uniform({out}, in, dtype));
+}
+
+DTensor Linear::forward(const DTensor& x) {
+  return linear(x, value(weight_), value_if(bias_));
+}
+
+Dropout::Dropout(double p) : p_(p) {
+  check_arg(p >= 0.0 && p <= 1.0, "nn",
+            "Dropout: p: dropout probability has to be between 0 and 1, but got {}", p);
+}
+
+DTensor Dropout::forward(const DTensor& x) {
+  return dropout(x, p_, is_training());
 }
 
 }  // namespace dtensor::nn

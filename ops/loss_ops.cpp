@@ -1,9 +1,13 @@
-// mse_loss and cross_entropy (class-probability targets), forward and
-// backward.
+// mse_loss, cross_entropy (class-probability targets) and the pointwise
+// losses (l1_loss, smooth_l1_loss, huber_loss,
+// binary_cross_entropy_with_logits), forward and backward.
 //
 // Argument layouts (docs/operators.md):
 //   mse_loss | cross_entropy:                   input, target, reduction ("mean"|"sum")
 //   mse_loss_backward | cross_entropy_backward: input, target, reduction, grad (double)
+//   the pointwise losses:                       input, target, reduction, param (double)
+//   their _backward:                            input, target, reduction, param, grad
+// (param: smooth_l1's beta, huber's delta, ignored by the other two).
 //
 // Strategies (per mesh dim; input and target alike): forward Shard(d) ->
 // Partial (each rank's sum over its shard is a partial sum of the whole),
@@ -23,7 +27,42 @@
 namespace dtensor {
 namespace {
 
-enum class Loss { Mse, CrossEntropy };
+enum class Loss { Mse, CrossEntropy, L1, SmoothL1, Huber, BceWithLogits };
+
+struct LossName {
+  const char* op;
+  Loss loss;
+};
+constexpr LossName kLosses[] = {
+    {"mse_loss", Loss::Mse},     {"cross_entropy", Loss::CrossEntropy},
+    {"l1_loss", Loss::L1},       {"smooth_l1_loss", Loss::SmoothL1},
+    {"huber_loss", Loss::Huber}, {"binary_cross_entropy_with_logits", Loss::BceWithLogits}};
+
+Loss loss_of(const std::string& op) {
+  constexpr std::string_view suffix = "_backward";
+  const bool bw = op.size() > suffix.size() && op.ends_with(suffix);
+  const std::string base = bw ? op.substr(0, op.size() - suffix.size()) : op;
+  for (const LossName& l : kLosses)
+    if (base == l.op) return l.loss;
+  throw InvalidArgument(op, "not a loss");
+}
+
+bool is_pointwise(Loss l) {
+  return l != Loss::Mse && l != Loss::CrossEntropy;
+}
+
+kernels::PointwiseLoss pointwise_kind(Loss l) {
+  switch (l) {
+    case Loss::SmoothL1:
+      return kernels::PointwiseLoss::SmoothL1;
+    case Loss::Huber:
+      return kernels::PointwiseLoss::Huber;
+    case Loss::BceWithLogits:
+      return kernels::PointwiseLoss::BceWithLogits;
+    default:
+      return kernels::PointwiseLoss::L1;
+  }
+}
 
 struct LossCall {
   Loss loss;
@@ -32,16 +71,23 @@ struct LossCall {
   const DTensor& target;
   bool mean = true;
   double grad = 1.0;
+  double param = 0.0;  // smooth_l1's beta, huber's delta
+
+  // The arguments after the reduction: the pointwise losses' param, then a
+  // backward's grad.
+  std::size_t arity() const { return 3 + (is_pointwise(loss) ? 1 : 0) + (backward ? 1 : 0); }
 
   static LossCall decode(const OpSchema& s) {
-    const Loss l = s.op().rfind("mse", 0) == 0 ? Loss::Mse : Loss::CrossEntropy;
+    const Loss l = loss_of(s.op());
     const bool bw = s.op().find("_backward") != std::string::npos;
-    LossCall c{l, bw, s.dtensor(0), s.dtensor(1), true, 1.0};
+    LossCall c{l, bw, s.dtensor(0), s.dtensor(1), true, 1.0, 0.0};
     const std::string& r = s.text(2);
     check_arg(r == "mean" || r == "sum", s.op(),
               "reduction: \"mean\" or \"sum\" expected, got \"{}\"", r);
     c.mean = r == "mean";
-    if (bw) c.grad = s.scalar(3);
+    std::size_t next = 3;
+    if (is_pointwise(l)) c.param = s.scalar(next++);
+    if (bw) c.grad = s.scalar(next);
     return c;
   }
 
@@ -50,14 +96,14 @@ struct LossCall {
   double denominator() const {
     const double n = static_cast<double>(shape_numel(input.shape()));
     if (!mean) return 1.0;
-    return loss == Loss::Mse ? n : n / static_cast<double>(input.shape()[1]);
+    return loss == Loss::CrossEntropy ? n / static_cast<double>(input.shape()[1]) : n;
   }
 };
 
 void check_loss(const OpSchema& s) {
   const LossCall c = LossCall::decode(s);
-  DTENSOR_CHECK_ARG(s.size() == (c.backward ? 4u : 3u), s.op(), "{} arguments given, {} expected",
-                    s.size(), c.backward ? 4 : 3);
+  DTENSOR_CHECK_ARG(s.size() == c.arity(), s.op(), "{} arguments given, {} expected", s.size(),
+                    c.arity());
   DTENSOR_CHECK_ARG(c.input.shape() == c.target.shape(), s.op(),
                     "target: shape {} differs from the input's {}", shape_str(c.target.shape()),
                     shape_str(c.input.shape()));
@@ -71,6 +117,11 @@ void check_loss(const OpSchema& s) {
     DTENSOR_CHECK_ARG(c.input.shape()[1] >= 1, s.op(), "input: no classes (dim 1 is empty) in {}",
                       shape_str(c.input.shape()));
   }
+  // PyTorch's bounds (smooth_l1: "does not support negative values for
+  // beta"; huber: "does not support non-positive values for delta").
+  if (c.loss == Loss::SmoothL1)
+    check_arg(c.param >= 0, s.op(), "beta: must be >= 0, got {}", c.param);
+  if (c.loss == Loss::Huber) check_arg(c.param > 0, s.op(), "delta: must be > 0, got {}", c.param);
 }
 
 std::vector<TensorMeta> loss_meta(const OpSchema& s) {
@@ -99,15 +150,21 @@ Tensor loss_local(const LossCall& c, const Tensor& x, const Tensor& t) {
     Tensor sum = Tensor::empty({}, DType::F64);
     if (c.loss == Loss::Mse)
       run_kernel(kernels::kMseLoss, device, x.dtype(), {x, t, sum});
-    else
+    else if (c.loss == Loss::CrossEntropy)
       run_kernel(kernels::kCrossEntropy, device, x.dtype(), {x, t, sum});
+    else
+      run_kernel(kernels::kPointwiseLoss, device, x.dtype(),
+                 {x, t, pointwise_kind(c.loss), c.param, sum});
     return Tensor::full({}, sum.item_flat(0) / denom, x.dtype());
   }
   Tensor g = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (c.loss == Loss::Mse)
     run_kernel(kernels::kMseLossBackward, device, x.dtype(), {x, t, 2.0 * c.grad / denom, g});
-  else
+  else if (c.loss == Loss::CrossEntropy)
     run_kernel(kernels::kCrossEntropyBackward, device, x.dtype(), {x, t, c.grad / denom, g});
+  else
+    run_kernel(kernels::kPointwiseLossBackward, device, x.dtype(),
+               {x, t, pointwise_kind(c.loss), c.param, c.grad / denom, g});
   return g;
 }
 
@@ -132,19 +189,22 @@ double scalar_of(const DTensor& grad_output, const char* op) {
 }
 
 // The gradient of a loss call: the "<op>_backward" operator with the loss's
-// gradient as its scalar factor; the target's is the negated input's for
-// mse (for cross_entropy it is not provided).
+// gradient as its scalar factor; the target's is the negated input's for the
+// losses of input - target (for cross_entropy and
+// binary_cross_entropy_with_logits it is not provided).
 std::vector<std::optional<DTensor>> loss_backward(const BackwardCall& c) {
   const std::string& op = c.forward.op();
+  const Loss loss = loss_of(op);
   const DTensor& input = c.forward.dtensor(0);
   std::vector<std::optional<DTensor>> grads(2);
   if (!c.needs_input_grad[0] && !c.needs_input_grad[1]) return grads;
-  if (c.needs_input_grad[1] && op != "mse_loss")
+  if (c.needs_input_grad[1] && (loss == Loss::CrossEntropy || loss == Loss::BceWithLogits))
     throw NotSupported(op, "the gradient with respect to the target is not provided");
   const double factor = scalar_of(autograd::detail::grad_of_output(c), op.c_str());
-  DTensor gi = detail::placed_like_input(
-      dispatch(op + "_backward", {input, c.forward.dtensor(1), c.forward.text(2), factor}).at(0),
-      input);
+  std::vector<OpArg> args{input, c.forward.dtensor(1), c.forward.text(2)};
+  if (is_pointwise(loss)) args.emplace_back(c.forward.scalar(3));
+  args.emplace_back(factor);
+  DTensor gi = detail::placed_like_input(dispatch(op + "_backward", args).at(0), input);
   if (c.needs_input_grad[1]) grads[1] = scale(gi, -1.0);
   if (c.needs_input_grad[0]) grads[0] = std::move(gi);
   return grads;
@@ -152,15 +212,18 @@ std::vector<std::optional<DTensor>> loss_backward(const BackwardCall& c) {
 
 struct Registrar {
   Registrar() {
-    for (const char* op :
-         {"mse_loss", "mse_loss_backward", "cross_entropy", "cross_entropy_backward"}) {
+    std::vector<std::string> ops;
+    for (const LossName& l : kLosses) {
+      ops.emplace_back(l.op);
+      ops.push_back(std::string(l.op) + "_backward");
+    }
+    for (const std::string& op : ops) {
       OpDef d;
       d.name = op;
       d.validate = check_loss;
       d.output_meta = loss_meta;
       d.signatures = loss_signatures;
-      if (std::string_view(op).find("_backward") == std::string_view::npos)
-        d.backward = loss_backward;
+      if (op.find("_backward") == std::string::npos) d.backward = loss_backward;
       register_op(d);
       // Local sums (the output is a pending sum): the agreement is confirmed
       // after them, or first where the inputs are redistributed.
@@ -178,6 +241,18 @@ DTensor backward(const char* op, const DTensor& input, const DTensor& target, Lo
                  double grad) {
   return detail::placed_like_input(
       dispatch(op, {input, target, std::string(loss_reduction_name(r)), grad}).at(0), input);
+}
+
+DTensor pointwise_forward(const char* op, const DTensor& input, const DTensor& target,
+                          LossReduction r, double param) {
+  return replicated(
+      dispatch(op, {input, target, std::string(loss_reduction_name(r)), param}).at(0));
+}
+
+DTensor pointwise_backward(const char* op, const DTensor& input, const DTensor& target,
+                           LossReduction r, double param, double grad) {
+  return detail::placed_like_input(
+      dispatch(op, {input, target, std::string(loss_reduction_name(r)), param, grad}).at(0), input);
 }
 
 }  // namespace
@@ -208,6 +283,39 @@ DTensor cross_entropy_backward(const DTensor& grad_output, const DTensor& input,
                                const DTensor& target, LossReduction reduction) {
   return cross_entropy_backward(input, target, reduction,
                                 scalar_of(grad_output, "cross_entropy_backward"));
+}
+
+DTensor l1_loss(const DTensor& input, const DTensor& target, LossReduction reduction) {
+  return pointwise_forward("l1_loss", input, target, reduction, 0.0);
+}
+DTensor l1_loss_backward(const DTensor& input, const DTensor& target, LossReduction reduction,
+                         double grad) {
+  return pointwise_backward("l1_loss_backward", input, target, reduction, 0.0, grad);
+}
+DTensor smooth_l1_loss(const DTensor& input, const DTensor& target, LossReduction reduction,
+                       double beta) {
+  return pointwise_forward("smooth_l1_loss", input, target, reduction, beta);
+}
+DTensor smooth_l1_loss_backward(const DTensor& input, const DTensor& target,
+                                LossReduction reduction, double beta, double grad) {
+  return pointwise_backward("smooth_l1_loss_backward", input, target, reduction, beta, grad);
+}
+DTensor huber_loss(const DTensor& input, const DTensor& target, LossReduction reduction,
+                   double delta) {
+  return pointwise_forward("huber_loss", input, target, reduction, delta);
+}
+DTensor huber_loss_backward(const DTensor& input, const DTensor& target, LossReduction reduction,
+                            double delta, double grad) {
+  return pointwise_backward("huber_loss_backward", input, target, reduction, delta, grad);
+}
+DTensor binary_cross_entropy_with_logits(const DTensor& input, const DTensor& target,
+                                         LossReduction reduction) {
+  return pointwise_forward("binary_cross_entropy_with_logits", input, target, reduction, 0.0);
+}
+DTensor binary_cross_entropy_with_logits_backward(const DTensor& input, const DTensor& target,
+                                                  LossReduction reduction, double grad) {
+  return pointwise_backward("binary_cross_entropy_with_logits_backward", input, target, reduction,
+                            0.0, grad);
 }
 
 }  // namespace dtensor

@@ -77,12 +77,13 @@ class BadDump(Exception):
 
 NORMS = ("batch_norm", "group_norm", "instance_norm", "layer_norm")
 ACTIVATIONS = ("leaky_relu", "gelu", "silu", "sigmoid", "tanh", "relu")
-LOSSES = ("mse_loss", "cross_entropy")
+POINTWISE_LOSSES = ("l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits")
+LOSSES = ("mse_loss", "cross_entropy") + POINTWISE_LOSSES
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 UNARY = ("exp", "log", "sqrt", "rsqrt", "neg", "abs", "square", "clamp", "pow")
 REDUCTIONS = ("sum", "mean", "amax", "amin", "var")
 SOFTMAX = ("softmax", "log_softmax")
-NN_OPS = (("upsample", "cat") + NORMS + ACTIVATIONS + LOSSES + BINARY + UNARY + REDUCTIONS
+NN_OPS = (("upsample", "cat", "dropout", "linear") + NORMS + ACTIVATIONS + LOSSES + BINARY + UNARY + REDUCTIONS
           + SOFTMAX)
 
 
@@ -138,6 +139,34 @@ def replay_view(meta, torch, x, leaves):
     return y, [("output", 1, True)], [("grad_input", "input", 1, True)], leaves
 
 
+# Checks that are not a comparison of two tensors (dropout's kept fraction):
+# (line to print, passed).
+EXTRA_CHECKS = []
+
+
+def replay_dropout(meta, load, files, x, leaves):
+    """dropout's mask is the library's own (seed, index) hash, which PyTorch
+    does not have: the dumped output must be, element by element, either 0
+    or input / (1 - p); that mask read back from it (an element whose input
+    is 0 counts as kept where its gradient is not 0) must give grad_input =
+    grad_output * mask / (1 - p); and the kept fraction must be within 6
+    standard deviations of 1 - p."""
+    p = float(meta["p"])
+    xd = x.detach()
+    out = load("output")
+    scale = 1.0 / (1.0 - p) if p < 1 else 0.0
+    kept = out != 0
+    if "grad_input" in files:
+        kept = kept | ((xd == 0) & (load("grad_input") != 0))
+    y = x * kept.to(x.dtype) * scale
+    n = xd.numel()
+    if n and 0 < p < 1:
+        fraction = float(kept.sum()) / n
+        spread = 6 * math.sqrt(p * (1 - p) / n) + 1.0 / n
+        good = abs(fraction - (1 - p)) <= spread
+        EXTRA_CHECKS.append((f"{'kept':<12} {fraction:.4f} of {n} (1 - p = {1 - p:.4f}, "
+                             f"+-{spread:.4f})  {'ok' if good else 'IMPLAUSIBLE'}", good))
+    return y, [("output", 1, False)], [("grad_input", "input", 1)], leaves
 
 
 def replay_tensor_api(meta, load, files, torch, x, leaves):
@@ -271,12 +300,39 @@ def replay_nn(meta, load, files, torch, F, x, leaves):
             y = F.relu(x)
         return y, [("output", 4, False)], [("grad_input", "input", 4)], leaves
 
+    if op == "dropout":
+        return replay_dropout(meta, load, files, x, leaves)
+
+    if op == "linear":
+        w = load("weight").requires_grad_(True)
+        b = load("bias").requires_grad_(True) if meta["bias"] else None
+        leaves["weight"], leaves["bias"] = w, b
+        rows = x.numel() // max(x.shape[-1], 1)
+        y = F.linear(x, w, b)
+        return y, [("output", x.shape[-1] + 1, False)], [
+            ("grad_input", "input", w.shape[0]),
+            ("grad_weight", "weight", rows),
+            ("grad_bias", "bias", rows),
+        ], leaves
+
     if op in LOSSES:
         t = load("target")
         reduction = meta["reduction"]
         if op == "mse_loss":
             y = F.mse_loss(x, t, reduction=reduction)
             terms_gx = 2
+        elif op == "l1_loss":
+            y = F.l1_loss(x, t, reduction=reduction)
+            terms_gx = 4
+        elif op == "smooth_l1_loss":
+            y = F.smooth_l1_loss(x, t, reduction=reduction, beta=float(meta["beta"]))
+            terms_gx = 4
+        elif op == "huber_loss":
+            y = F.huber_loss(x, t, reduction=reduction, delta=float(meta["delta"]))
+            terms_gx = 4
+        elif op == "binary_cross_entropy_with_logits":
+            y = F.binary_cross_entropy_with_logits(x, t, reduction=reduction)
+            terms_gx = 4
         else:
             y = F.cross_entropy(x, t, reduction=reduction)
             terms_gx = x.shape[1] + 2
@@ -550,6 +606,9 @@ def main(argv):
         if not quiet or not good:
             print(f"{name:<12} max|err| {err:.3e}  tol {tol:.3e}  (max|ref| {ref_max:.3e})  "
                   f"{'ok' if good else 'OVER TOLERANCE'}")
+    for line, good in EXTRA_CHECKS:
+        print(line)
+        ok = ok and good
     print(f"check_op_dump.py: {directory}: {'ok' if ok else 'FAILED'} "
           f"({meta['op']}, {dtype}, {meta['spatial_dims']}-d, torch {torch.__version__})")
     return 0 if ok else 1

@@ -155,6 +155,20 @@ void check_every_op(const DeviceMesh& mesh) {
   check("sigmoid", {{x, S}}, [&](const Inputs& v) { return sigmoid(v[0]); });
   check("tanh", {{x, S}}, [&](const Inputs& v) { return dtensor::tanh(v[0]); });
   check("mse_loss", {{x, S}, {x, S}}, [&](const Inputs& v) { return mse_loss(v[0], v[1]); });
+  check("l1_loss sum", {{x, S}, {x, S}},
+        [&](const Inputs& v) { return l1_loss(v[0], v[1], LossReduction::Sum); });
+  check("smooth_l1_loss beta 0.3", {{x, S}, {x, R}},
+        [&](const Inputs& v) { return smooth_l1_loss(v[0], v[1], LossReduction::Mean, 0.3); });
+  check("huber_loss delta 0.4", {{x, S}, {x, S}},
+        [&](const Inputs& v) { return huber_loss(v[0], v[1], LossReduction::Sum, 0.4); });
+  // bce's target is data (no gradient): a fixed tensor placed like the input.
+  Tensor probabilities = Tensor::rand(x, DType::F64, 99);
+  for (std::int64_t i = 0; i < probabilities.numel(); ++i)
+    probabilities.data<double>()[i] = (1 + probabilities.data<double>()[i]) / 2;
+  check("binary_cross_entropy_with_logits", {{x, S}}, [&](const Inputs& v) {
+    return binary_cross_entropy_with_logits(
+        v[0], distribute_tensor(probabilities, v[0].mesh(), v[0].placements()));
+  });
   check("add mul scale", {{x, S}, {x, S}},
         [&](const Inputs& v) { return scale(mul(add(v[0], v[1]), v[0]), 0.5); });
   // Broadcasting binary operators: the small operand's gradient is summed
@@ -190,6 +204,12 @@ void check_every_op(const DeviceMesh& mesh) {
   });
   check("softmax log_softmax", {{x, S}},
         [&](const Inputs& v) { return softmax(v[0], 2) + log_softmax(v[0], -1); });
+  // linear over W (6): on the 2x2 mesh the input's features are sharded.
+  check("linear", {{x, S}, {{5, 6}, R}, {{5}, R}},
+        [&](const Inputs& v) { return linear(v[0], v[1], v[2]); });
+  check("linear no bias rows sharded", {{x, Sb}, {{3, 6}, R}},
+        [&](const Inputs& v) { return linear(v[0], v[1]); });
+  check("dropout", {{x, S}}, [&](const Inputs& v) { return dropout(v[0], 0.3, 5, 2); });
   check("redistribute", {{x, S}}, [&](const Inputs& v) {
     return relu(v[0].redistribute(v[0].mesh(), all_replicated(v[0].mesh())));
   });

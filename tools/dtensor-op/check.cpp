@@ -311,6 +311,43 @@ void check_nn(const Options& o, const GlobalTensors& g, int ranks, std::vector<T
                             4, dt, ranks));
     return;
   }
+  if (o.op == OpKind::Linear) {
+    const Int in = x.back(), K = o.out_features;
+    const Int rows = prod_from(Shape(x.begin(), x.end() - 1), 0);
+    out.push_back(
+        compare("output", g.output, ref_linear(g.input, g.weight, g.bias), in + 1, dt, ranks));
+    if (!bwd) return;
+    const RefLinearGrads r = ref_linear_backward(g.grad_output, g.input, g.weight);
+    out.push_back(compare("grad_input", g.grad_input, r.grad_input, K, dt, ranks));
+    out.push_back(compare("grad_weight", g.grad_weight, r.grad_weight, rows, dt, ranks));
+    if (o.bias) out.push_back(compare("grad_bias", g.grad_bias, r.grad_bias, rows, dt, ranks));
+    return;
+  }
+  if (o.op == OpKind::Dropout) {
+    // The mask is the documented function of (seed, index): exact but for
+    // the one product by 1 / (1 - p).
+    const std::uint64_t seed = dropout_seed(o.seed);
+    out.push_back(compare("output", g.output, ref_dropout(g.input, o.p, seed, 0), 1, dt, ranks));
+    if (bwd)
+      out.push_back(compare("grad_input", g.grad_input, ref_dropout(g.grad_output, o.p, seed, 0), 1,
+                            dt, ranks));
+    return;
+  }
+  if (o.is_pointwise_loss()) {
+    const bool mean = o.reduction == LossReduction::Mean;
+    const RefPointwiseLoss l = o.op == OpKind::L1Loss         ? RefPointwiseLoss::L1
+                               : o.op == OpKind::SmoothL1Loss ? RefPointwiseLoss::SmoothL1
+                               : o.op == OpKind::HuberLoss    ? RefPointwiseLoss::Huber
+                                                              : RefPointwiseLoss::BceWithLogits;
+    const double param = o.op == OpKind::HuberLoss ? o.delta : o.beta;
+    out.push_back(compare("output", g.output, ref_pointwise_loss(l, g.input, g.target, mean, param),
+                          g.input.numel() + 1, dt, ranks));
+    if (bwd)
+      out.push_back(compare("grad_input", g.grad_input,
+                            ref_pointwise_loss_grad_input(l, g.input, g.target, mean, param), 4, dt,
+                            ranks));
+    return;
+  }
   if (o.is_loss()) {
     const bool mean = o.reduction == LossReduction::Mean;
     const bool mse = o.op == OpKind::MseLoss;

@@ -149,6 +149,26 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
       meta["reduction"] = std::string(loss_reduction_name(o.reduction));
       if (o.op == OpKind::CrossEntropy) meta["target"] = "probabilities";
       break;
+    case OpKind::L1Loss:
+    case OpKind::BinaryCrossEntropyWithLogits:
+      meta["reduction"] = std::string(loss_reduction_name(o.reduction));
+      break;
+    case OpKind::SmoothL1Loss:
+      meta["reduction"] = std::string(loss_reduction_name(o.reduction));
+      meta["beta"] = o.beta;
+      break;
+    case OpKind::HuberLoss:
+      meta["reduction"] = std::string(loss_reduction_name(o.reduction));
+      meta["delta"] = o.delta;
+      break;
+    case OpKind::Dropout:
+      meta["p"] = o.p;
+      break;
+    case OpKind::Linear:
+      meta["out_features"] = o.out_features;
+      meta["bias"] = o.bias;
+      meta["weight_shape"] = o.weight_shape();
+      break;
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::Mul:

@@ -169,6 +169,17 @@ std::string params_line(const Options& o) {
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
       return fmt::format("dim={}", o.dim);
+    case OpKind::L1Loss:
+    case OpKind::BinaryCrossEntropyWithLogits:
+      return fmt::format("reduction={}", loss_reduction_name(o.reduction));
+    case OpKind::SmoothL1Loss:
+      return fmt::format("reduction={} beta={}", loss_reduction_name(o.reduction), o.beta);
+    case OpKind::HuberLoss:
+      return fmt::format("reduction={} delta={}", loss_reduction_name(o.reduction), o.delta);
+    case OpKind::Dropout:
+      return fmt::format("p={} training=true", o.p);
+    case OpKind::Linear:
+      return fmt::format("out_features={} bias={}", o.out_features, o.bias);
   }
   return "";
 }

@@ -65,7 +65,13 @@ constexpr OpKind kAllOps[] = {OpKind::Conv,
                               OpKind::Amin,
                               OpKind::Var,
                               OpKind::Softmax,
-                              OpKind::LogSoftmax};
+                              OpKind::LogSoftmax,
+                              OpKind::L1Loss,
+                              OpKind::SmoothL1Loss,
+                              OpKind::HuberLoss,
+                              OpKind::BinaryCrossEntropyWithLogits,
+                              OpKind::Dropout,
+                              OpKind::Linear};
 
 [[noreturn]] void fail(std::string_view option, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", option, message));
@@ -199,7 +205,7 @@ const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
       {"--output-size", {AdaptiveAvgPool, AdaptiveMaxPool}},
       {"--out-channels", {Conv, ConvTranspose}},
       {"--groups", {Conv, ConvTranspose}},
-      {"--no-bias", {Conv, ConvTranspose}},
+      {"--no-bias", {Conv, ConvTranspose, Linear}},
       {"--output-padding", {ConvTranspose}},
       {"--padding-mode", {Conv, ConvTranspose}},
       {"--mode", {Pad, Upsample}},
@@ -217,7 +223,12 @@ const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
       {"--cat-dim", {Cat}},
       {"--negative-slope", {LeakyRelu}},
       {"--approximate", {Gelu}},
-      {"--reduction", {MseLoss, CrossEntropy}},
+      {"--reduction",
+       {MseLoss, CrossEntropy, L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropyWithLogits}},
+      {"--beta", {SmoothL1Loss}},
+      {"--delta", {HuberLoss}},
+      {"--p", {Dropout}},
+      {"--out-features", {Linear}},
       {"--other-shape", {Add, Sub, Mul, Div, Maximum, Minimum}},
       {"--min", {Clamp}},
       {"--max", {Clamp}},
@@ -570,6 +581,13 @@ void check_operator(const Options& o, bool padding_lr) {
     case OpKind::Var:
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
+    // --beta, --delta, --p and --out-features were checked when parsed.
+    case OpKind::L1Loss:
+    case OpKind::SmoothL1Loss:
+    case OpKind::HuberLoss:
+    case OpKind::BinaryCrossEntropyWithLogits:
+    case OpKind::Dropout:
+    case OpKind::Linear:
       break;
     case OpKind::Pad:
       for (Int i = 0; i < spatial; ++i) {
@@ -726,6 +744,18 @@ std::string_view op_name(OpKind op) {
       return "softmax";
     case OpKind::LogSoftmax:
       return "log_softmax";
+    case OpKind::L1Loss:
+      return "l1_loss";
+    case OpKind::SmoothL1Loss:
+      return "smooth_l1_loss";
+    case OpKind::HuberLoss:
+      return "huber_loss";
+    case OpKind::BinaryCrossEntropyWithLogits:
+      return "binary_cross_entropy_with_logits";
+    case OpKind::Dropout:
+      return "dropout";
+    case OpKind::Linear:
+      return "linear";
   }
   return "?";
 }
@@ -756,7 +786,12 @@ bool Options::is_activation() const {
 }
 
 bool Options::is_loss() const {
-  return op == OpKind::MseLoss || op == OpKind::CrossEntropy;
+  return op == OpKind::MseLoss || op == OpKind::CrossEntropy || is_pointwise_loss();
+}
+
+bool Options::is_pointwise_loss() const {
+  return op == OpKind::L1Loss || op == OpKind::SmoothL1Loss || op == OpKind::HuberLoss ||
+         op == OpKind::BinaryCrossEntropyWithLogits;
 }
 
 bool Options::is_binary() const {
@@ -800,12 +835,14 @@ bool Options::positive_input() const {
 }
 
 bool Options::has_weight() const {
-  return op == OpKind::Conv || op == OpKind::ConvTranspose || (is_norm() && affine);
+  return op == OpKind::Conv || op == OpKind::ConvTranspose || op == OpKind::Linear ||
+         (is_norm() && affine);
 }
 
 Shape Options::bias_shape() const {
   if (!has_weight() || !bias) return {};
   if (is_norm()) return weight_shape();
+  if (op == OpKind::Linear) return {out_features};
   return {out_channels};
 }
 
@@ -820,6 +857,7 @@ Shape Options::weight_shape() const {
   if (!has_weight()) return {};
   if (op == OpKind::LayerNorm) return Shape(input.begin() + 1, input.end());
   if (is_norm()) return {input[1]};
+  if (op == OpKind::Linear) return {out_features, input.back()};
   const Int C = input[1];
   const Int g = std::max<Int>(groups, 1);
   Shape w = op == OpKind::Conv ? Shape{out_channels, C / g} : Shape{C, out_channels / g};
@@ -838,6 +876,11 @@ Shape Options::output_shape() const {
       else if (keepdim)
         out.push_back(1);
     }
+    return out;
+  }
+  if (op == OpKind::Linear) {
+    Shape out = input;
+    out.back() = out_features;
     return out;
   }
   if (op == OpKind::Cat) {
@@ -960,7 +1003,9 @@ Options parse_options(const std::vector<std::string>& args) {
                            "--exponent",       "--shape",        "--order",
                            "--dim0",           "--dim1",         "--start-dim",
                            "--end-dim",        "--dim",          "--start",
-                           "--length",         "--dims",         "--correction"}) {
+                           "--length",         "--dims",         "--correction",
+                           "--beta",           "--delta",        "--p",
+                           "--out-features"}) {
     given[name] = app.add_option(name, text[name]);
     given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
@@ -1256,6 +1301,23 @@ Options parse_options(const std::vector<std::string>& args) {
     else
       fail("--reduction", fmt::format("unknown reduction '{}' (expected mean or sum)", v));
   }
+  if (has("--beta")) {
+    o.beta = parse_double("--beta", value("--beta"));
+    if (o.beta < 0) fail("--beta", fmt::format("{} must be >= 0 (as PyTorch)", value("--beta")));
+  }
+  o.out_features = has("--out-features")
+                       ? parse_int_at_least("--out-features", value("--out-features"), 1)
+                       : o.input.back();
+  if (has("--p")) {
+    o.p = parse_double("--p", value("--p"));
+    if (!(o.p >= 0 && o.p <= 1))
+      fail("--p", fmt::format("{} is not a probability (expected 0 <= p <= 1)", value("--p")));
+  }
+  if (has("--delta")) {
+    o.delta = parse_double("--delta", value("--delta"));
+    if (!(o.delta > 0))
+      fail("--delta", fmt::format("{} must be > 0 (as PyTorch)", value("--delta")));
+  }
 
   // The tensor API.
   if (o.is_binary()) {
@@ -1362,7 +1424,9 @@ OP: conv | conv_transpose | max_pool | avg_pool | adaptive_avg_pool |
     tanh | relu | mse_loss | cross_entropy | add | sub | mul | div |
     maximum | minimum | exp | log | sqrt | rsqrt | neg | abs | square |
     clamp | pow | reshape | permute | transpose | flatten | narrow |
-    sum | mean | amax | amin | var | softmax | log_softmax
+    sum | mean | amax | amin | var | softmax | log_softmax | l1_loss |
+    smooth_l1_loss | huber_loss | binary_cross_entropy_with_logits |
+    dropout | linear
 
 Common (as dtensor-conv)
   --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
@@ -1437,6 +1501,20 @@ leaky_relu | gelu | silu | sigmoid | tanh | relu
 mse_loss, cross_entropy (a seeded target placed like the input;
 cross_entropy's: class probabilities, a softmax over dim 1)
   --reduction mean|sum       default mean; the loss is a 0-d tensor
+l1_loss | smooth_l1_loss | huber_loss | binary_cross_entropy_with_logits (a
+seeded target of the input's shape placed like the input; bce's in [0, 1))
+  --reduction mean|sum       default mean
+  --beta b                   smooth_l1_loss: default 1.0 (>= 0)
+  --delta d                  huber_loss: default 1.0 (> 0)
+dropout (training mode; the mask is drawn from --seed and each element's
+global index, so it does not depend on the ranks or the placements)
+  --p p                      probability of zeroing an element, default 0.5
+                             (0 <= p <= 1; the kept ones are scaled by
+                             1 / (1 - p))
+linear (F.linear over the last dim; seeded replicated weight [K, in] and bias
+[K])
+  --out-features K           default: in (the input's last dim)
+  --no-bias                  no bias
 add | sub | mul | div | maximum | minimum (NumPy broadcasting; a seeded other
 operand placed like the input when the shapes are equal, else replicated)
   --other-shape s,...        the other's shape, broadcastable to --input

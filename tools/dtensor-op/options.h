@@ -89,6 +89,15 @@ enum class OpKind {
   Var,
   Softmax,
   LogSoftmax,
+  // Losses of one term per element (beside mse_loss).
+  L1Loss,
+  SmoothL1Loss,
+  HuberLoss,
+  BinaryCrossEntropyWithLogits,
+  // Dropout (its mask from --seed).
+  Dropout,
+  // F.linear over the last dim.
+  Linear,
 };
 
 /// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
@@ -156,6 +165,14 @@ struct Options {
 
   // Losses: a seeded target placed like the input.
   LossReduction reduction = LossReduction::Mean;
+  double beta = 1.0;   // smooth_l1_loss (>= 0)
+  double delta = 1.0;  // huber_loss (> 0)
+
+  // dropout: the probability of zeroing an element (PyTorch's default).
+  double p = 0.5;
+
+  // linear: weight [out_features, in_features] (in: the input's last dim).
+  std::int64_t out_features = 0;  // --out-features (default: in_features)
 
   // The tensor API. Binary operators: the other operand's shape,
   // broadcastable to the input's (default: the input's).
@@ -181,25 +198,28 @@ struct Options {
   bool is_window() const;      // conv .. pad
   bool is_norm() const;        // batch_norm, group_norm, instance_norm, layer_norm
   bool is_activation() const;  // leaky_relu, gelu, silu, sigmoid, tanh, relu
-  bool is_loss() const;        // mse_loss, cross_entropy
-  bool is_binary() const;      // add, sub, mul, div, maximum, minimum
-  bool is_unary() const;       // exp, log, sqrt, rsqrt, neg, abs, square, clamp, pow
-  bool is_view() const;        // reshape, permute, transpose, flatten, narrow
-  bool is_reduction() const;   // sum, mean, amax, amin, var
-  bool is_softmax() const;     // softmax, log_softmax
+  bool is_loss() const;        // mse_loss, cross_entropy and the pointwise losses
+  /// l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy_with_logits.
+  bool is_pointwise_loss() const;
+  bool is_binary() const;     // add, sub, mul, div, maximum, minimum
+  bool is_unary() const;      // exp, log, sqrt, rsqrt, neg, abs, square, clamp, pow
+  bool is_view() const;       // reshape, permute, transpose, flatten, narrow
+  bool is_reduction() const;  // sum, mean, amax, amin, var
+  bool is_softmax() const;    // softmax, log_softmax
   /// log, sqrt, rsqrt and pow draw their input in [0.5, 1.5) (1 + rand / 2).
   bool positive_input() const;
-  /// conv and conv_transpose have a weight (and a bias unless --no-bias); so
-  /// do the normalisations unless --no-affine (both or neither).
+  /// conv, conv_transpose and linear have a weight (and a bias unless
+  /// --no-bias); so do the normalisations unless --no-affine (both or
+  /// neither).
   bool has_weight() const;
   /// batch_norm has running statistics (seeded, replicated).
   bool has_running_stats() const { return op == OpKind::BatchNorm; }
   /// The backward starts from a seeded grad_output (the losses' from 1).
   bool has_grad_output() const { return !is_loss(); }
-  /// conv: [K, C/g, k...]; conv_transpose: [C, K/g, k...]; the norms' [C]
-  /// (layer_norm's [C, spatial...]); empty otherwise.
+  /// conv: [K, C/g, k...]; conv_transpose: [C, K/g, k...]; linear: [K, in];
+  /// the norms' [C] (layer_norm's [C, spatial...]); empty otherwise.
   Shape weight_shape() const;
-  /// conv, conv_transpose: [K]; the norms': the weight's.
+  /// conv, conv_transpose, linear: [K]; the norms': the weight's.
   Shape bias_shape() const;
   /// Input k's global shape (cat: dim 1 is channels[k]; otherwise `input`).
   Shape input_shape(std::int64_t k = 0) const;

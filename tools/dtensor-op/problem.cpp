@@ -4,6 +4,8 @@
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/cat.h"
 #include "dtensor/ops/convolution.h"
+#include "dtensor/ops/dropout.h"
+#include "dtensor/ops/linear.h"
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/pointwise.h"
@@ -189,6 +191,17 @@ Tensor whole_probabilities(const Options& o, const Seeds& seeds) {
       .to(o.dtype);
 }
 
+// The whole target of mse_loss and the pointwise losses: rand, or for
+// binary_cross_entropy_with_logits probabilities (1 + rand) / 2 in [0, 1).
+Tensor whole_target(const Options& o, const Seeds& seeds) {
+  if (o.op != OpKind::BinaryCrossEntropyWithLogits)
+    return Tensor::rand(o.input, o.dtype, target_seed(seeds));
+  Tensor t = Tensor::rand(o.input, DType::F64, target_seed(seeds));
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    t.data<double>()[i] = (1.0 + t.data<double>()[i]) / 2.0;
+  return t.to(o.dtype);
+}
+
 }  // namespace
 
 std::uint64_t derived_seed(std::uint64_t base, std::uint64_t which) {
@@ -197,6 +210,10 @@ std::uint64_t derived_seed(std::uint64_t base, std::uint64_t which) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+std::uint64_t dropout_seed(std::uint64_t seed) {
+  return derived_seed(Seeds::from(seed).input, 401);
 }
 
 Operands make_operands(const Options& o, const DeviceMesh& mesh, const Seeds& seeds) {
@@ -223,8 +240,8 @@ Operands make_operands(const Options& o, const DeviceMesh& mesh, const Seeds& se
     ops.running_mean = sliced(mesh, replicated(mesh), whole_running_mean(o, seeds));
     ops.running_var = sliced(mesh, replicated(mesh), whole_running_var(o, seeds));
   }
-  if (o.op == OpKind::MseLoss)
-    ops.target = seeded(mesh, o.placements, o.input, o.dtype, target_seed(seeds));
+  if (o.op == OpKind::MseLoss || o.is_pointwise_loss())
+    ops.target = sliced(mesh, o.placements, whole_target(o, seeds));
   if (o.op == OpKind::CrossEntropy)
     ops.target = sliced(mesh, o.placements, whole_probabilities(o, seeds));
   return ops;
@@ -339,6 +356,18 @@ Forward run_forward(const Options& o, const Operands& ops) {
       return {mse_loss(x, *ops.target, o.reduction)};
     case OpKind::CrossEntropy:
       return {cross_entropy(x, *ops.target, o.reduction)};
+    case OpKind::L1Loss:
+      return {l1_loss(x, *ops.target, o.reduction)};
+    case OpKind::SmoothL1Loss:
+      return {smooth_l1_loss(x, *ops.target, o.reduction, o.beta)};
+    case OpKind::HuberLoss:
+      return {huber_loss(x, *ops.target, o.reduction, o.delta)};
+    case OpKind::BinaryCrossEntropyWithLogits:
+      return {binary_cross_entropy_with_logits(x, *ops.target, o.reduction)};
+    case OpKind::Dropout:
+      return {dropout(x, o.p, dropout_seed(o.seed), 0)};
+    case OpKind::Linear:
+      return {linear(x, *ops.weight, ops.bias)};
     default:
       break;  // the tensor API, above
   }
@@ -349,9 +378,27 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
   Grads g;
   const DTensor& x = ops.input;
   if (o.is_loss()) {
-    g.grad_input = o.op == OpKind::MseLoss
-                       ? mse_loss_backward(x, *ops.target, o.reduction, 1.0)
-                       : cross_entropy_backward(x, *ops.target, o.reduction, 1.0);
+    const DTensor& t = *ops.target;
+    switch (o.op) {
+      case OpKind::MseLoss:
+        g.grad_input = mse_loss_backward(x, t, o.reduction, 1.0);
+        break;
+      case OpKind::L1Loss:
+        g.grad_input = l1_loss_backward(x, t, o.reduction, 1.0);
+        break;
+      case OpKind::SmoothL1Loss:
+        g.grad_input = smooth_l1_loss_backward(x, t, o.reduction, o.beta, 1.0);
+        break;
+      case OpKind::HuberLoss:
+        g.grad_input = huber_loss_backward(x, t, o.reduction, o.delta, 1.0);
+        break;
+      case OpKind::BinaryCrossEntropyWithLogits:
+        g.grad_input = binary_cross_entropy_with_logits_backward(x, t, o.reduction, 1.0);
+        break;
+      default:
+        g.grad_input = cross_entropy_backward(x, t, o.reduction, 1.0);
+        break;
+    }
     return g;
   }
   const DTensor& gy = gy_opt.value();
@@ -401,6 +448,13 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
       g.grad_weight = std::move(r.grad_weight);
       g.grad_bias = std::move(r.grad_bias);
     }
+    return g;
+  }
+  if (o.op == OpKind::Linear) {
+    LinearGrads r = linear_backward(gy, x, *ops.weight, o.bias);
+    g.grad_input = std::move(r.grad_input);
+    g.grad_weight = std::move(r.grad_weight);
+    g.grad_bias = std::move(r.grad_bias);
     return g;
   }
   if (o.has_weight()) {
@@ -460,6 +514,9 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
     case OpKind::Relu:
       g.grad_input = relu_backward(gy, x);
       break;
+    case OpKind::Dropout:
+      g.grad_input = dropout_backward(gy, o.p, dropout_seed(o.seed), 0);
+      break;
     default:
       break;
   }
@@ -481,7 +538,7 @@ GlobalTensors gather_global(const Options& o, const Seeds& seeds, const Forward&
     g.running_mean = whole_running_mean(o, seeds);
     g.running_var = whole_running_var(o, seeds);
   }
-  if (o.op == OpKind::MseLoss) g.target = Tensor::rand(o.input, o.dtype, target_seed(seeds));
+  if (o.op == OpKind::MseLoss || o.is_pointwise_loss()) g.target = whole_target(o, seeds);
   if (o.op == OpKind::CrossEntropy) g.target = whole_probabilities(o, seeds);
   const auto host = [](const DTensor& t) { return t.full_tensor().to(Device::cpu()); };
   g.output = host(forward.output);

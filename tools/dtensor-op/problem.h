@@ -13,6 +13,8 @@
 // and sliced to the rank's shard. The binary operators' other operand has
 // its own derived seed; log, sqrt, rsqrt and pow draw their input as
 // 1 + rand / 2 (in [0.5, 1.5)), computed in f64 and rounded to the dtype.
+// binary_cross_entropy_with_logits' target is (1 + rand) / 2 (in [0, 1));
+// dropout's mask seed is derived from --seed too (dropout_seed).
 #pragma once
 
 #include <optional>
@@ -42,6 +44,9 @@ struct Operands {
 
 /// The seed of operand `which` derived from `base` (a splitmix64 step).
 std::uint64_t derived_seed(std::uint64_t base, std::uint64_t which);
+
+/// dropout's mask seed for --seed `seed` (its stream is 0).
+std::uint64_t dropout_seed(std::uint64_t seed);
 
 /// This rank's operands on `mesh` (a Partial(sum) input dim holds the data
 /// at index 0 of that mesh dim and zeros elsewhere).

@@ -616,6 +616,125 @@ Tensor ref_mse_loss_grad_input(const Tensor& x, const Tensor& target, bool mean,
   return from_values(x.shape(), g);
 }
 
+namespace {
+
+double pointwise_term(RefPointwiseLoss l, double x, double t, double p) {
+  const double d = x - t, a = std::abs(d);
+  switch (l) {
+    case RefPointwiseLoss::L1:
+      return a;
+    case RefPointwiseLoss::SmoothL1:
+      if (p == 0) return a;
+      return a < p ? 0.5 * d * d / p : a - 0.5 * p;
+    case RefPointwiseLoss::Huber:
+      return a < p ? 0.5 * d * d : p * (a - 0.5 * p);
+    case RefPointwiseLoss::BceWithLogits: {
+      const double s = 1.0 / (1.0 + std::exp(-x));
+      return -(t * std::log(s) + (1.0 - t) * std::log(1.0 - s));
+    }
+  }
+  return NAN;
+}
+
+double pointwise_slope(RefPointwiseLoss l, double x, double t, double p) {
+  const double d = x - t;
+  const double sign = d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0;
+  switch (l) {
+    case RefPointwiseLoss::L1:
+      return sign;
+    case RefPointwiseLoss::SmoothL1:
+      if (p == 0) return sign;
+      return std::abs(d) < p ? d / p : sign;
+    case RefPointwiseLoss::Huber:
+      return std::abs(d) < p ? d : p * sign;
+    case RefPointwiseLoss::BceWithLogits:
+      return 1.0 / (1.0 + std::exp(-x)) - t;
+  }
+  return NAN;
+}
+
+}  // namespace
+
+Tensor ref_pointwise_loss(RefPointwiseLoss l, const Tensor& x, const Tensor& target, bool mean,
+                          double param) {
+  same_shape(x, target, "pointwise loss");
+  const auto a = as_f64(x), t = as_f64(target);
+  double sum = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    sum += pointwise_term(l, a[i], t[i], param);
+  if (mean) sum /= static_cast<double>(a.size());  // NaN for an empty input, as PyTorch
+  return from_values(Shape{}, {sum});
+}
+
+Tensor ref_pointwise_loss_grad_input(RefPointwiseLoss l, const Tensor& x, const Tensor& target,
+                                     bool mean, double param, double grad) {
+  same_shape(x, target, "pointwise loss");
+  const auto a = as_f64(x), t = as_f64(target);
+  std::vector<double> g(a.size());
+  const double scale = grad * (mean ? 1.0 / static_cast<double>(a.size()) : 1.0);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    g[i] = pointwise_slope(l, a[i], t[i], param) * scale;
+  return from_values(x.shape(), g);
+}
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Tensor ref_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const Int in = x.shape().back(), K = weight.shape()[0];
+  const Int rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const auto a = as_f64(x), w = as_f64(weight);
+  const auto b = bias.defined() ? as_f64(bias) : std::vector<double>(static_cast<std::size_t>(K));
+  std::vector<double> y(static_cast<std::size_t>(rows * K));
+  for (Int r = 0; r < rows; ++r)
+    for (Int k = 0; k < K; ++k) {
+      double s = b[static_cast<std::size_t>(k)];
+      for (Int i = 0; i < in; ++i)
+        s += a[static_cast<std::size_t>(r * in + i)] * w[static_cast<std::size_t>(k * in + i)];
+      y[static_cast<std::size_t>(r * K + k)] = s;
+    }
+  Shape shape = x.shape();
+  shape.back() = K;
+  return from_values(shape, y);
+}
+
+RefLinearGrads ref_linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight) {
+  const Int in = x.shape().back(), K = weight.shape()[0];
+  const Int rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const auto g = as_f64(grad_out), a = as_f64(x), w = as_f64(weight);
+  std::vector<double> gx(a.size()), gw(w.size()), gb(static_cast<std::size_t>(K));
+  for (Int r = 0; r < rows; ++r)
+    for (Int k = 0; k < K; ++k) {
+      const double gy = g[static_cast<std::size_t>(r * K + k)];
+      gb[static_cast<std::size_t>(k)] += gy;
+      for (Int i = 0; i < in; ++i) {
+        gx[static_cast<std::size_t>(r * in + i)] += gy * w[static_cast<std::size_t>(k * in + i)];
+        gw[static_cast<std::size_t>(k * in + i)] += gy * a[static_cast<std::size_t>(r * in + i)];
+      }
+    }
+  return {from_values(x.shape(), gx), from_values(weight.shape(), gw), from_values({K}, gb)};
+}
+
+Tensor ref_dropout(const Tensor& x, double p, std::uint64_t seed, std::uint64_t stream) {
+  constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+  const std::uint64_t key = splitmix64(seed ^ splitmix64(stream + golden));
+  auto v = as_f64(x);
+  const double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::uint64_t bits = splitmix64(key + (static_cast<std::uint64_t>(i) + 1) * golden) >> 11;
+    const bool keep = std::ldexp(static_cast<double>(bits), -53) >= p;
+    v[i] = keep ? v[i] * scale : 0.0;
+  }
+  return from_values(x.shape(), v);
+}
+
 Tensor ref_softmax_dim1(const Tensor& x) {
   const ClassLayout l = class_layout(x.shape());
   auto v = as_f64(x);

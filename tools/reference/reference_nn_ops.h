@@ -49,6 +49,7 @@
 //              -sum_c t log_softmax(x)_c summed over positions, divided by
 //              N * spatial for mean. Results are 0-d. Gradients:
 //              2 (x - t) (/ numel) and softmax(x) sum_c t - t (/ N * spatial).
+//              l1, smooth_l1, huber, bce_with_logits: one term per element.
 //
 // Part of the static library dtensor_reference, never linked by libdtensor.
 #pragma once
@@ -133,6 +134,34 @@ Tensor ref_mse_loss_grad_input(const Tensor& x, const Tensor& target, bool mean,
 Tensor ref_cross_entropy(const Tensor& x, const Tensor& target, bool mean);
 Tensor ref_cross_entropy_grad_input(const Tensor& x, const Tensor& target, bool mean,
                                     double grad = 1.0);
+
+/// The pointwise losses, naively from their definitions (d = x - t):
+/// l1 |d|; smooth_l1 0.5 d^2 / beta or |d| - beta / 2 (beta 0: |d|); huber
+/// 0.5 d^2 or delta (|d| - delta / 2); bce_with_logits
+/// -(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))). `param` is beta or
+/// delta. Gradients: the derivative by x (/ numel for mean).
+enum class RefPointwiseLoss { L1, SmoothL1, Huber, BceWithLogits };
+Tensor ref_pointwise_loss(RefPointwiseLoss l, const Tensor& x, const Tensor& target, bool mean,
+                          double param = 1.0);
+Tensor ref_pointwise_loss_grad_input(RefPointwiseLoss l, const Tensor& x, const Tensor& target,
+                                     bool mean, double param = 1.0, double grad = 1.0);
+
+/// dropout with the mask of (seed, stream) as docs/operators.md defines it
+/// (written out here): element i of the whole tensor is kept when the top 53
+/// bits of splitmix64(key + (i + 1) * golden), key = splitmix64(seed ^
+/// splitmix64(stream + golden)), over 2^53 are >= p, and scaled by
+/// 1 / (1 - p); p = 1 zeroes every element. The gradient is the same
+/// function of grad_output.
+Tensor ref_dropout(const Tensor& x, double p, std::uint64_t seed, std::uint64_t stream);
+
+/// F.linear over the last dim: y[r, k] = sum_i x[r, i] w[k, i] + b[k]
+/// (bias undefined: none), and its gradients (grad_weight, grad_bias summed
+/// over every row).
+Tensor ref_linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+struct RefLinearGrads {
+  Tensor grad_input, grad_weight, grad_bias;
+};
+RefLinearGrads ref_linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight);
 
 /// softmax over dim 1 (rank >= 2), for making class-probability targets.
 Tensor ref_softmax_dim1(const Tensor& x);

@@ -266,4 +266,32 @@ class PixelUnshuffle : public Module {
   std::int64_t r_;
 };
 
+/// torch.nn.Linear(in_features, out_features, bias): weight [out, in] and
+/// bias [out], both U(-1/sqrt(in), 1/sqrt(in)) (PyTorch's kaiming_uniform
+/// with a = sqrt(5), and its bias rule). Applies to the input's last dim.
+class Linear : public Module {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
+         DType dtype = DType::F32);
+  DTensor forward(const DTensor& input) override;
+  const DTensor& weight() const { return value(weight_); }
+
+ private:
+  Ref weight_;
+  std::optional<Ref> bias_;
+};
+
+/// torch.nn.Dropout(p): dropout(input, p) in training mode, the input itself
+/// in eval mode. The mask comes from dtensor::manual_seed()'s generator (one
+/// stream per call), the same on every rank and mesh.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  DTensor forward(const DTensor& input) override;
+  double p() const { return p_; }
+
+ private:
+  double p_;
+};
+
 }  // namespace dtensor::nn

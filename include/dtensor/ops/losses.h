@@ -43,4 +43,43 @@ DTensor cross_entropy_backward(const DTensor& grad_output, const DTensor& input,
                                const DTensor& target,
                                LossReduction reduction = LossReduction::Mean);
 
+// ---- Pointwise losses --------------------------------------------------------
+// l1_loss, smooth_l1_loss, huber_loss and binary_cross_entropy_with_logits:
+// one term per element of input and target (same shape and dtype), summed
+// or averaged over every element; placements as mse_loss's. Each backward
+// returns grad * d term / d input (/ numel for mean), placed like `input`;
+// the target's gradient is provided for the first three (the negated
+// input's), not for binary_cross_entropy_with_logits.
+
+/// |input - target|; the gradient is sign(input - target) (0 where equal).
+DTensor l1_loss(const DTensor& input, const DTensor& target,
+                LossReduction reduction = LossReduction::Mean);
+DTensor l1_loss_backward(const DTensor& input, const DTensor& target,
+                         LossReduction reduction = LossReduction::Mean, double grad = 1.0);
+
+/// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target);
+/// beta >= 0 (0 is l1_loss), a negative beta is refused naming `beta`.
+DTensor smooth_l1_loss(const DTensor& input, const DTensor& target,
+                       LossReduction reduction = LossReduction::Mean, double beta = 1.0);
+DTensor smooth_l1_loss_backward(const DTensor& input, const DTensor& target,
+                                LossReduction reduction = LossReduction::Mean, double beta = 1.0,
+                                double grad = 1.0);
+
+/// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); delta > 0 (else
+/// refused naming `delta`).
+DTensor huber_loss(const DTensor& input, const DTensor& target,
+                   LossReduction reduction = LossReduction::Mean, double delta = 1.0);
+DTensor huber_loss_backward(const DTensor& input, const DTensor& target,
+                            LossReduction reduction = LossReduction::Mean, double delta = 1.0,
+                            double grad = 1.0);
+
+/// -(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x))) for logits x, in the
+/// stable form max(x, 0) - x t + log1p(exp(-|x|)); the gradient is
+/// sigmoid(x) - t.
+DTensor binary_cross_entropy_with_logits(const DTensor& input, const DTensor& target,
+                                         LossReduction reduction = LossReduction::Mean);
+DTensor binary_cross_entropy_with_logits_backward(const DTensor& input, const DTensor& target,
+                                                  LossReduction reduction = LossReduction::Mean,
+                                                  double grad = 1.0);
+
 }  // namespace dtensor

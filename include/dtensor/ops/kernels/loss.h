@@ -40,10 +40,32 @@ struct CrossEntropyBackwardArgs {
   Tensor grad_input;  // out
 };
 
+/// The pointwise losses: one term per element of input - target.
+enum class PointwiseLoss { L1, SmoothL1, Huber, BceWithLogits };
+/// sum = sum over elements of the loss's term; `param` is smooth_l1's beta
+/// or huber's delta (unused by the others).
+struct PointwiseLossArgs {
+  Tensor input, target;
+  PointwiseLoss loss = PointwiseLoss::L1;
+  double param = 1.0;
+  Tensor sum;  // out, 0-d f64 CPU
+};
+/// grad_input = scale * d term / d input (scale: grad / denominator).
+struct PointwiseLossBackwardArgs {
+  Tensor input, target;
+  PointwiseLoss loss = PointwiseLoss::L1;
+  double param = 1.0;
+  double scale = 1.0;
+  Tensor grad_input;  // out
+};
+
 inline constexpr KernelSlot<MseLossArgs> kMseLoss{"loss.mse"};
 inline constexpr KernelSlot<MseLossBackwardArgs> kMseLossBackward{"loss.mse_backward"};
 inline constexpr KernelSlot<CrossEntropyArgs> kCrossEntropy{"loss.cross_entropy"};
 inline constexpr KernelSlot<CrossEntropyBackwardArgs> kCrossEntropyBackward{
     "loss.cross_entropy_backward"};
+inline constexpr KernelSlot<PointwiseLossArgs> kPointwiseLoss{"loss.pointwise"};
+inline constexpr KernelSlot<PointwiseLossBackwardArgs> kPointwiseLossBackward{
+    "loss.pointwise_backward"};
 
 }  // namespace dtensor::kernels

@@ -1,0 +1,215 @@
+// CPU kernels of the pointwise losses (l1, smooth_l1, huber,
+// binary_cross_entropy_with_logits; dtensor/ops/kernels/loss.h): f32 and f64
+// in their own type, bf16 and f16 widened to f32 (and the gradient rounded
+// once).
+//
+// Each loss is a term and its slope per element, written once
+// (`PointwiseTerm`); the loops over them are `omp simd` loops with the loss
+// chosen outside the loop, in one function per type and direction that
+// carries the AVX2 / AVX-512 clones (as loss_kernels.cpp). Sums run in the
+// data's type over blocks and add up in f64 across blocks (simd.h).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/compute_type.h"
+#include "backends/cpu/simd.h"
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/kernels/loss.h"
+
+namespace dtensor::cpu {
+namespace {
+
+using kernels::PointwiseLoss;
+
+// Elements below this run on one thread.
+constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
+
+// The term and d term / d x of one element (x the input, t the target, p
+// beta or delta), PyTorch's formulas. smooth_l1 with beta 0 is l1 (PyTorch
+// takes that branch too, so the slope at d = 0 is 0, not 0 / 0).
+template <PointwiseLoss L, typename C>
+struct PointwiseTerm;
+
+template <typename C>
+struct PointwiseTerm<PointwiseLoss::L1, C> {
+  static C term(C x, C t, C /*p*/) { return std::abs(x - t); }
+  static C slope(C x, C t, C /*p*/) {
+    const C d = x - t;
+    return static_cast<C>((d > 0) - (d < 0));
+  }
+};
+
+template <typename C>
+struct PointwiseTerm<PointwiseLoss::SmoothL1, C> {
+  static C term(C x, C t, C beta) {
+    const C a = std::abs(x - t);
+    return a < beta ? C(0.5) * a * a / beta : a - C(0.5) * beta;
+  }
+  static C slope(C x, C t, C beta) {
+    const C d = x - t;
+    return d < -beta ? C(-1) : d > beta ? C(1) : d / beta;
+  }
+};
+
+template <typename C>
+struct PointwiseTerm<PointwiseLoss::Huber, C> {
+  static C term(C x, C t, C delta) {
+    const C a = std::abs(x - t);
+    return a < delta ? C(0.5) * a * a : delta * (a - C(0.5) * delta);
+  }
+  static C slope(C x, C t, C delta) {
+    const C d = x - t;
+    return d < -delta ? -delta : d > delta ? delta : d;
+  }
+};
+
+// max(x, 0) - x t + log1p(exp(-|x|)): no exp of a positive number, so no
+// overflow for large |x|; the slope is sigmoid(x) - t.
+template <typename C>
+struct PointwiseTerm<PointwiseLoss::BceWithLogits, C> {
+  static C term(C x, C t, C /*p*/) {
+    return std::max(x, C(0)) - x * t + std::log1p(std::exp(-std::abs(x)));
+  }
+  static C slope(C x, C t, C /*p*/) { return C(1) / (C(1) + std::exp(-x)) - t; }
+};
+
+template <PointwiseLoss L, typename C>
+[[gnu::always_inline]] inline C term_sum_body(const C* x, const C* t, C p, std::int64_t n) {
+  C acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (std::int64_t j = 0; j < n; ++j)
+    acc += PointwiseTerm<L, C>::term(x[j], t[j], p);
+  return acc;
+}
+
+template <PointwiseLoss L, typename C>
+[[gnu::always_inline]] inline void slope_body(const C* x, const C* t, C p, C s, C* g,
+                                              std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < n; ++j)
+    g[j] = s * PointwiseTerm<L, C>::slope(x[j], t[j], p);
+}
+
+// smooth_l1 with beta 0 runs as l1 (above).
+template <typename C>
+[[gnu::always_inline]] inline PointwiseLoss effective(PointwiseLoss l, C p) {
+  return l == PointwiseLoss::SmoothL1 && p == C(0) ? PointwiseLoss::L1 : l;
+}
+
+template <typename C>
+[[gnu::always_inline]] inline C term_sum_of(PointwiseLoss l, const C* x, const C* t, C p,
+                                            std::int64_t n) {
+  switch (effective(l, p)) {
+    case PointwiseLoss::L1:
+      return term_sum_body<PointwiseLoss::L1>(x, t, p, n);
+    case PointwiseLoss::SmoothL1:
+      return term_sum_body<PointwiseLoss::SmoothL1>(x, t, p, n);
+    case PointwiseLoss::Huber:
+      return term_sum_body<PointwiseLoss::Huber>(x, t, p, n);
+    case PointwiseLoss::BceWithLogits:
+      return term_sum_body<PointwiseLoss::BceWithLogits>(x, t, p, n);
+  }
+  return C(0);
+}
+
+template <typename C>
+[[gnu::always_inline]] inline void slopes_of(PointwiseLoss l, const C* x, const C* t, C p, C s,
+                                             C* g, std::int64_t n) {
+  switch (effective(l, p)) {
+    case PointwiseLoss::L1:
+      slope_body<PointwiseLoss::L1>(x, t, p, s, g, n);
+      break;
+    case PointwiseLoss::SmoothL1:
+      slope_body<PointwiseLoss::SmoothL1>(x, t, p, s, g, n);
+      break;
+    case PointwiseLoss::Huber:
+      slope_body<PointwiseLoss::Huber>(x, t, p, s, g, n);
+      break;
+    case PointwiseLoss::BceWithLogits:
+      slope_body<PointwiseLoss::BceWithLogits>(x, t, p, s, g, n);
+      break;
+  }
+}
+
+DTENSOR_SIMD_CLONES float term_sum(PointwiseLoss l, const float* x, const float* t, float p,
+                                   std::int64_t n) {
+  return term_sum_of(l, x, t, p, n);
+}
+DTENSOR_SIMD_CLONES double term_sum(PointwiseLoss l, const double* x, const double* t, double p,
+                                    std::int64_t n) {
+  return term_sum_of(l, x, t, p, n);
+}
+DTENSOR_SIMD_CLONES void slopes(PointwiseLoss l, const float* x, const float* t, float p, float s,
+                                float* g, std::int64_t n) {
+  slopes_of(l, x, t, p, s, g, n);
+}
+DTENSOR_SIMD_CLONES void slopes(PointwiseLoss l, const double* x, const double* t, double p,
+                                double s, double* g, std::int64_t n) {
+  slopes_of(l, x, t, p, s, g, n);
+}
+
+void check_same(const Tensor& input, const Tensor& target, const char* slot) {
+  check_arg(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
+            shape_str(target.shape()), shape_str(input.shape()));
+}
+
+void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
+  const char* slot = kernels::kPointwiseLoss.name;
+  check_same(a.input, a.target, slot);
+  check_arg(
+      a.sum.dtype() == DType::F64 && a.sum.numel() == 1 && a.sum.device().type == DeviceType::CPU,
+      slot, "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}",
+      dtype_name(a.sum.dtype()), shape_str(a.sum.shape()));
+  const Tensor x = in_compute(a.input), t = in_compute(a.target);
+  double sum = 0;
+  in_type(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* px = x.data<T>();
+    const T* pt = t.data<T>();
+    const auto p = static_cast<T>(a.param);
+    sum = blocked_sum(x.numel(), [&](std::int64_t b, std::int64_t e) {
+      return term_sum(a.loss, px + b, pt + b, p, e - b);
+    });
+  });
+  Tensor(a.sum).data<double>()[0] = sum;
+}
+
+void run_pointwise_loss_backward(const kernels::PointwiseLossBackwardArgs& a) {
+  check_same(a.input, a.target, kernels::kPointwiseLossBackward.name);
+  const Tensor x = in_compute(a.input), t = in_compute(a.target);
+  compute_into(a.grad_input, [&](auto z, Tensor& g) {
+    using T = decltype(z);
+    const T* px = x.data<T>();
+    const T* pt = t.data<T>();
+    T* pg = g.data<T>();
+    const auto p = static_cast<T>(a.param);
+    const auto s = static_cast<T>(a.scale);
+    const std::int64_t n = x.numel();
+    const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
+    const std::int64_t block = (n + threads - 1) / std::max(threads, 1);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int i = 0; i < threads; ++i) {
+      const std::int64_t lo = i * block, hi = std::min(n, lo + block);
+      if (lo < hi) slopes(a.loss, px + lo, pt + lo, p, s, pg + lo, hi - lo);
+    }
+  });
+}
+
+struct Registrar {
+  Registrar() {
+    const auto cpu = DeviceType::CPU;
+    for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+      register_kernel(kernels::kPointwiseLoss, cpu, dt,
+                      KernelFunction<kernels::PointwiseLossArgs>(run_pointwise_loss));
+      register_kernel(
+          kernels::kPointwiseLossBackward, cpu, dt,
+          KernelFunction<kernels::PointwiseLossBackwardArgs>(run_pointwise_loss_backward));
+    }
+  }
+};
+const Registrar registrar;
+
+}  // namespace
+}  // namespace dtensor::cpu
