@@ -13,8 +13,8 @@ using Int = std::int64_t;
 // The checks of torch's pixel_shuffle / pixel_unshuffle, on the global shape
 // (the same on every rank, so every rank raises alike).
 void check_pixel_input(const DTensor& x, const char* op) {
-  check_arg(x.ndim() >= 3, op, "input: expected [*, C, H, W] (at least 3 dims), got {}",
-            shape_str(x.shape()));
+  DTENSOR_CHECK_ARG(x.ndim() >= 3, op, "input: expected [*, C, H, W] (at least 3 dims), got {}",
+                    shape_str(x.shape()));
 }
 
 Shape batch_dims(const Shape& s) {

@@ -41,8 +41,8 @@ void check_p(double p, const char* op) {
 }
 
 void check_dropout(const OpSchema& s) {
-  check_arg(s.size() == 4, s.op(), "{} arguments given, 4 expected (input, p, seed, stream)",
-            s.size());
+  DTENSOR_CHECK_ARG(s.size() == 4, s.op(),
+                    "{} arguments given, 4 expected (input, p, seed, stream)", s.size());
   s.dtensor(0);
   check_p(s.scalar(1), kOp);
   s.int_value(2);

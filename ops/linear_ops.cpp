@@ -41,43 +41,44 @@ Shape with_last(Shape s, std::int64_t n) {
 }
 
 void check_linear(const OpSchema& s) {
-  check_arg(s.size() == 3, s.op(), "{} arguments given, 3 expected (input, weight, bias)",
-            s.size());
+  DTENSOR_CHECK_ARG(s.size() == 3, s.op(), "{} arguments given, 3 expected (input, weight, bias)",
+                    s.size());
   const DTensor& x = s.dtensor(0);
   const DTensor& w = s.dtensor(1);
   check_arg(x.ndim() >= 1, s.op(), "input: a 0-d tensor has no features (shape [])");
-  check_arg(w.ndim() == 2, s.op(), "weight: expected [out_features, in_features], got shape {}",
-            shape_str(w.shape()));
-  check_arg(w.shape()[1] == x.shape().back(), s.op(),
-            "weight: shape {} does not take the input's {} features (input shape {})",
-            shape_str(w.shape()), x.shape().back(), shape_str(x.shape()));
-  check_arg(w.dtype() == x.dtype(), s.op(), "weight: dtype {} differs from the input's {}",
-            dtype_name(w.dtype()), dtype_name(x.dtype()));
+  DTENSOR_CHECK_ARG(w.ndim() == 2, s.op(),
+                    "weight: expected [out_features, in_features], got shape {}",
+                    shape_str(w.shape()));
+  DTENSOR_CHECK_ARG(w.shape()[1] == x.shape().back(), s.op(),
+                    "weight: shape {} does not take the input's {} features (input shape {})",
+                    shape_str(w.shape()), x.shape().back(), shape_str(x.shape()));
+  DTENSOR_CHECK_ARG(w.dtype() == x.dtype(), s.op(), "weight: dtype {} differs from the input's {}",
+                    dtype_name(w.dtype()), dtype_name(x.dtype()));
   if (!s.is_none(2)) {
     const DTensor& b = s.dtensor(2);
-    check_arg(b.shape() == Shape{w.shape()[0]}, s.op(),
-              "bias: expected shape [{}] (out_features), got {}", w.shape()[0],
-              shape_str(b.shape()));
-    check_arg(b.dtype() == x.dtype(), s.op(), "bias: dtype {} differs from the input's {}",
-              dtype_name(b.dtype()), dtype_name(x.dtype()));
+    DTENSOR_CHECK_ARG(b.shape() == Shape{w.shape()[0]}, s.op(),
+                      "bias: expected shape [{}] (out_features), got {}", w.shape()[0],
+                      shape_str(b.shape()));
+    DTENSOR_CHECK_ARG(b.dtype() == x.dtype(), s.op(), "bias: dtype {} differs from the input's {}",
+                      dtype_name(b.dtype()), dtype_name(x.dtype()));
   }
 }
 
 void check_linear_backward(const OpSchema& s) {
-  check_arg(s.size() == 3, s.op(), "{} arguments given, 3 expected (grad_output, input, weight)",
-            s.size());
+  DTENSOR_CHECK_ARG(s.size() == 3, s.op(),
+                    "{} arguments given, 3 expected (grad_output, input, weight)", s.size());
   const DTensor& g = s.dtensor(0);
   const DTensor& x = s.dtensor(1);
   const DTensor& w = s.dtensor(2);
-  check_arg(x.ndim() >= 1 && w.ndim() == 2 && w.shape()[1] == x.shape().back(), s.op(),
-            "weight: shape {} does not take the input {}", shape_str(w.shape()),
-            shape_str(x.shape()));
-  check_arg(g.shape() == with_last(x.shape(), w.shape()[0]), s.op(),
-            "grad_output: shape {} is not the output's {}", shape_str(g.shape()),
-            shape_str(with_last(x.shape(), w.shape()[0])));
-  check_arg(g.dtype() == x.dtype() && w.dtype() == x.dtype(), s.op(),
-            "grad_output, weight: dtypes {} and {} differ from the input's {}",
-            dtype_name(g.dtype()), dtype_name(w.dtype()), dtype_name(x.dtype()));
+  DTENSOR_CHECK_ARG(x.ndim() >= 1 && w.ndim() == 2 && w.shape()[1] == x.shape().back(), s.op(),
+                    "weight: shape {} does not take the input {}", shape_str(w.shape()),
+                    shape_str(x.shape()));
+  DTENSOR_CHECK_ARG(g.shape() == with_last(x.shape(), w.shape()[0]), s.op(),
+                    "grad_output: shape {} is not the output's {}", shape_str(g.shape()),
+                    shape_str(with_last(x.shape(), w.shape()[0])));
+  DTENSOR_CHECK_ARG(g.dtype() == x.dtype() && w.dtype() == x.dtype(), s.op(),
+                    "grad_output, weight: dtypes {} and {} differ from the input's {}",
+                    dtype_name(g.dtype()), dtype_name(w.dtype()), dtype_name(x.dtype()));
 }
 
 std::vector<ShardingSignature> linear_signatures(const OpSchema& s) {

@@ -79,17 +79,17 @@ IntList resolve_dims(std::string_view op, const IntList& dims, Int ndim) {
     if (ndim > 0) out.push_back(d < 0 ? d + ndim : d);
   }
   std::sort(out.begin(), out.end());
-  check_arg(std::adjacent_find(out.begin(), out.end()) == out.end(), op,
-            "dims: a dim is given twice in [{}]", fmt::join(dims, ", "));
+  DTENSOR_CHECK_ARG(std::adjacent_find(out.begin(), out.end()) == out.end(), op,
+                    "dims: a dim is given twice in [{}]", fmt::join(dims, ", "));
   return out;
 }
 
 // dims must be what normalize_reduction_dims gives: sorted, distinct, in range.
 void check_dims(const OpSchema& s, std::size_t at, Int ndim) {
   const IntList& dims = s.int_list(at);
-  check_arg(resolve_dims(s.op(), dims, ndim) == dims, s.op(),
-            "dims: expected sorted distinct dims in [0, {}), got [{}]", ndim,
-            fmt::join(dims, ", "));
+  DTENSOR_CHECK_ARG(resolve_dims(s.op(), dims, ndim) == dims, s.op(),
+                    "dims: expected sorted distinct dims in [0, {}), got [{}]", ndim,
+                    fmt::join(dims, ", "));
 }
 
 // ---- sum_dims, mean_dims, amax, amin, var: (input, dims, [correction,] keepdim) ----
@@ -99,7 +99,7 @@ std::size_t keepdim_at(const OpSchema& s) {
 
 void check_reduction(const OpSchema& s) {
   const std::size_t n = keepdim_at(s) + 1;
-  check_arg(s.size() == n, s.op(), "{} arguments given, {} expected", s.size(), n);
+  DTENSOR_CHECK_ARG(s.size() == n, s.op(), "{} arguments given, {} expected", s.size(), n);
   check_dims(s, 1, s.dtensor(0).spec().ndim());
   s.flag(keepdim_at(s));
   if (s.op() == "var") {
@@ -199,13 +199,13 @@ std::vector<DTensor> var_forward(OpCall& call) {
 
 // ---- reduce_expand: (grad, input, dims, keepdim, scale) -> input's shape ----
 void check_expand(const OpSchema& s) {
-  check_arg(s.size() == 5, s.op(), "{} arguments given, 5 expected", s.size());
+  DTENSOR_CHECK_ARG(s.size() == 5, s.op(), "{} arguments given, 5 expected", s.size());
   const DTensor& g = s.dtensor(0);
   const DTensor& x = s.dtensor(1);
   check_dims(s, 2, x.spec().ndim());
   const Shape want = reduced_shape(x.shape(), s.int_list(2), s.flag(3));
-  check_arg(g.shape() == want, s.op(), "grad: shape {} is not the reduction's {}",
-            shape_str(g.shape()), shape_str(want));
+  DTENSOR_CHECK_ARG(g.shape() == want, s.op(), "grad: shape {} is not the reduction's {}",
+                    shape_str(g.shape()), shape_str(want));
   s.scalar(4);
 }
 
@@ -235,12 +235,13 @@ std::vector<ShardingSignature> expand_signatures(const OpSchema& s) {
 
 // ---- reduce_tie_mask: (input, result, dims, keepdim) -> input's shape ----
 void check_tie_mask(const OpSchema& s) {
-  check_arg(s.size() == 4, s.op(), "{} arguments given, 4 expected", s.size());
+  DTENSOR_CHECK_ARG(s.size() == 4, s.op(), "{} arguments given, 4 expected", s.size());
   const DTensor& x = s.dtensor(0);
   check_dims(s, 2, x.spec().ndim());
   const Shape want = reduced_shape(x.shape(), s.int_list(2), s.flag(3));
-  check_arg(s.dtensor(1).shape() == want, s.op(), "result: shape {} is not the reduction's {}",
-            shape_str(s.dtensor(1).shape()), shape_str(want));
+  DTENSOR_CHECK_ARG(s.dtensor(1).shape() == want, s.op(),
+                    "result: shape {} is not the reduction's {}", shape_str(s.dtensor(1).shape()),
+                    shape_str(want));
 }
 
 std::vector<TensorMeta> tie_mask_meta(const OpSchema& s) {

@@ -80,9 +80,10 @@ void permute_elements(const kernels::PermuteArgs& a) {
 void run_permute(const kernels::PermuteArgs& a) {
   check_arg(a.input.is_contiguous() && a.output.is_contiguous(), "permute",
             "internal: the kernel takes contiguous tensors");
-  check_arg(a.input.dtype() == a.output.dtype() && a.input.numel() == a.output.numel(), "permute",
-            "internal: output {} {} for input {} {}", dtype_name(a.output.dtype()),
-            shape_str(a.output.shape()), dtype_name(a.input.dtype()), shape_str(a.input.shape()));
+  DTENSOR_CHECK_ARG(a.input.dtype() == a.output.dtype() && a.input.numel() == a.output.numel(),
+                    "permute", "internal: output {} {} for input {} {}",
+                    dtype_name(a.output.dtype()), shape_str(a.output.shape()),
+                    dtype_name(a.input.dtype()), shape_str(a.input.shape()));
   if (a.output.numel() == 0) return;
   switch (dtype_size(a.input.dtype())) {
     case 2:

@@ -151,14 +151,14 @@ DTENSOR_SIMD_CLONES void slopes(PointwiseLoss l, const double* x, const double* 
 }
 
 void check_same(const Tensor& input, const Tensor& target, const char* slot) {
-  check_arg(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
-            shape_str(target.shape()), shape_str(input.shape()));
+  DTENSOR_CHECK_ARG(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
+                    shape_str(target.shape()), shape_str(input.shape()));
 }
 
 void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
   const char* slot = kernels::kPointwiseLoss.name;
   check_same(a.input, a.target, slot);
-  check_arg(
+  DTENSOR_CHECK_ARG(
       a.sum.dtype() == DType::F64 && a.sum.numel() == 1 && a.sum.device().type == DeviceType::CPU,
       slot, "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}",
       dtype_name(a.sum.dtype()), shape_str(a.sum.shape()));

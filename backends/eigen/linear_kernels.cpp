@@ -60,9 +60,10 @@ void backward(const Tensor& gy, const Tensor& x, const Tensor& w, Tensor& gx, Te
 
 void run_linear(const kernels::LinearArgs& a) {
   const char* slot = kernels::kLinear.name;
-  check_arg(a.input.dim() == 2 && a.weight.dim() == 2 && a.input.shape()[1] == a.weight.shape()[1],
-            slot, "internal: input {} and weight {} do not multiply", shape_str(a.input.shape()),
-            shape_str(a.weight.shape()));
+  DTENSOR_CHECK_ARG(
+      a.input.dim() == 2 && a.weight.dim() == 2 && a.input.shape()[1] == a.weight.shape()[1], slot,
+      "internal: input {} and weight {} do not multiply", shape_str(a.input.shape()),
+      shape_str(a.weight.shape()));
   const Tensor x = in_work(a.input), w = in_work(a.weight);
   const Tensor b = a.bias.defined() ? in_work(a.bias) : Tensor();
   Tensor y = work_buffer(a.output);

@@ -74,14 +74,14 @@ Tensor unshared(Tensor t, const Tensor& of) {
 // ---- reshape ----
 
 void check_reshape(const OpSchema& s) {
-  check_arg(s.size() == 2, kReshape, "{} arguments given, 2 expected", s.size());
+  DTENSOR_CHECK_ARG(s.size() == 2, kReshape, "{} arguments given, 2 expected", s.size());
   const DTensor& x = s.dtensor(0);
   const IntList& shape = s.int_list(1);
   for (const Int n : shape)
-    check_arg(n >= 0, kReshape, "shape: negative size {} in {}", n, shape_str(shape));
-  check_arg(shape_numel(shape) == shape_numel(x.shape()), kReshape,
-            "shape: {} is invalid for an input of shape {} ({} elements)", shape_str(shape),
-            shape_str(x.shape()), shape_numel(x.shape()));
+    DTENSOR_CHECK_ARG(n >= 0, kReshape, "shape: negative size {} in {}", n, shape_str(shape));
+  DTENSOR_CHECK_ARG(shape_numel(shape) == shape_numel(x.shape()), kReshape,
+                    "shape: {} is invalid for an input of shape {} ({} elements)", shape_str(shape),
+                    shape_str(x.shape()), shape_numel(x.shape()));
 }
 
 Tensor local_reshape(const OpSchema&, const Tensor& x, const DTensorSpec& spec) {
@@ -92,8 +92,8 @@ Tensor local_reshape(const OpSchema&, const Tensor& x, const DTensorSpec& spec) 
 // ---- permute ----
 
 void check_order(const IntList& order, Int ndim, const char* op) {
-  check_arg(static_cast<Int>(order.size()) == ndim, op,
-            "order: {} entries for a tensor of rank {} (one per dim)", order.size(), ndim);
+  DTENSOR_CHECK_ARG(static_cast<Int>(order.size()) == ndim, op,
+                    "order: {} entries for a tensor of rank {} (one per dim)", order.size(), ndim);
   std::vector<bool> seen(order.size(), false);
   for (const Int d : order) {
     check_arg(d >= 0 && d < ndim, op, "order: dim {} is out of range for a tensor of rank {}", d,
@@ -104,7 +104,7 @@ void check_order(const IntList& order, Int ndim, const char* op) {
 }
 
 void check_permute(const OpSchema& s) {
-  check_arg(s.size() == 2, kPermute, "{} arguments given, 2 expected", s.size());
+  DTENSOR_CHECK_ARG(s.size() == 2, kPermute, "{} arguments given, 2 expected", s.size());
   check_order(s.int_list(1), s.dtensor(0).ndim(), kPermute);
 }
 
@@ -136,8 +136,8 @@ Tensor local_permute(const OpSchema& s, const Tensor& x, const DTensorSpec& spec
 void check_range(const OpSchema& s, std::size_t at, const Shape& shape, Int length,
                  const char* op) {
   const Int dim = s.int_value(at), start = s.int_value(at + 1);
-  check_arg(dim >= 0 && dim < static_cast<Int>(shape.size()), op,
-            "dim: {} is out of range for a tensor of rank {}", dim, shape.size());
+  DTENSOR_CHECK_ARG(dim >= 0 && dim < static_cast<Int>(shape.size()), op,
+                    "dim: {} is out of range for a tensor of rank {}", dim, shape.size());
   const Int size = shape[static_cast<std::size_t>(dim)];
   check_arg(start >= 0 && start <= size, op, "start: {} is out of range for dim {} of size {}",
             start, dim, size);
@@ -147,7 +147,7 @@ void check_range(const OpSchema& s, std::size_t at, const Shape& shape, Int leng
 }
 
 void check_narrow(const OpSchema& s) {
-  check_arg(s.size() == 4, kNarrow, "{} arguments given, 4 expected", s.size());
+  DTENSOR_CHECK_ARG(s.size() == 4, kNarrow, "{} arguments given, 4 expected", s.size());
   const DTensor& x = s.dtensor(0);
   check_arg(x.ndim() >= 1, kNarrow, "input: narrow needs a tensor of rank >= 1");
   check_range(s, 1, x.shape(), s.int_value(3), kNarrow);
@@ -164,16 +164,16 @@ Tensor local_narrow(const OpSchema& s, const Tensor& x, const DTensorSpec&) {
 }
 
 void check_narrow_backward(const OpSchema& s) {
-  check_arg(s.size() == 4, kNarrowBackward, "{} arguments given, 4 expected", s.size());
+  DTENSOR_CHECK_ARG(s.size() == 4, kNarrowBackward, "{} arguments given, 4 expected", s.size());
   const DTensor& g = s.dtensor(0);
   const IntList& shape = s.int_list(1);
-  check_arg(g.ndim() == static_cast<Int>(shape.size()), kNarrowBackward,
-            "input_shape: rank {} differs from grad_output's {}", shape.size(), g.ndim());
+  DTENSOR_CHECK_ARG(g.ndim() == static_cast<Int>(shape.size()), kNarrowBackward,
+                    "input_shape: rank {} differs from grad_output's {}", shape.size(), g.ndim());
   const Int dim = s.int_value(2);
-  check_arg(dim >= 0 && dim < g.ndim(), kNarrowBackward,
-            "dim: {} is out of range for a tensor of rank {}", dim, g.ndim());
+  DTENSOR_CHECK_ARG(dim >= 0 && dim < g.ndim(), kNarrowBackward,
+                    "dim: {} is out of range for a tensor of rank {}", dim, g.ndim());
   for (Int d = 0; d < g.ndim(); ++d)
-    check_arg(
+    DTENSOR_CHECK_ARG(
         d == dim || g.shape()[static_cast<std::size_t>(d)] == shape[static_cast<std::size_t>(d)],
         kNarrowBackward, "input_shape: {} differs from grad_output's {} outside dim {}",
         shape_str(shape), shape_str(g.shape()), dim);
@@ -290,31 +290,31 @@ Shape resolved_reshape_shape(const Shape& input_shape, const Shape& shape) {
   for (std::size_t k = 0; k < shape.size(); ++k) {
     const Int n = shape[k];
     if (n == -1) {
-      check_arg(inferred_at < 0, kReshape, "shape: only one dim can be -1, got {}",
-                shape_str(shape));
+      DTENSOR_CHECK_ARG(inferred_at < 0, kReshape, "shape: only one dim can be -1, got {}",
+                        shape_str(shape));
       inferred_at = static_cast<Int>(k);
       continue;
     }
-    check_arg(n >= 0, kReshape, "shape: invalid size {} in {}", n, shape_str(shape));
+    DTENSOR_CHECK_ARG(n >= 0, kReshape, "shape: invalid size {} in {}", n, shape_str(shape));
     known *= n;
   }
   const Int numel = shape_numel(input_shape);
   Shape out = shape;
   if (inferred_at >= 0) {
-    check_arg(known != 0 && numel % known == 0, kReshape,
-              "shape: {} is invalid for an input of shape {} ({} elements)", shape_str(shape),
-              shape_str(input_shape), numel);
+    DTENSOR_CHECK_ARG(known != 0 && numel % known == 0, kReshape,
+                      "shape: {} is invalid for an input of shape {} ({} elements)",
+                      shape_str(shape), shape_str(input_shape), numel);
     out[static_cast<std::size_t>(inferred_at)] = numel / known;
   }
-  check_arg(shape_numel(out) == numel, kReshape,
-            "shape: {} is invalid for an input of shape {} ({} elements)", shape_str(shape),
-            shape_str(input_shape), numel);
+  DTENSOR_CHECK_ARG(shape_numel(out) == numel, kReshape,
+                    "shape: {} is invalid for an input of shape {} ({} elements)", shape_str(shape),
+                    shape_str(input_shape), numel);
   return out;
 }
 
 std::vector<Int> resolved_permute_order(Int ndim, const std::vector<Int>& order) {
-  check_arg(static_cast<Int>(order.size()) == ndim, kPermute,
-            "order: {} entries for a tensor of rank {} (one per dim)", order.size(), ndim);
+  DTENSOR_CHECK_ARG(static_cast<Int>(order.size()) == ndim, kPermute,
+                    "order: {} entries for a tensor of rank {} (one per dim)", order.size(), ndim);
   IntList out;
   for (const Int d : order)
     out.push_back(normalized_dim(d, ndim, kPermute, "order"));
@@ -385,9 +385,9 @@ DTensor narrow(const DTensor& input, Int dim, Int start, Int length) {
 DTensor narrow_backward(const DTensor& grad_output, const Shape& input_shape, Int dim, Int start) {
   const auto [d, s] = detail::agreed_front_end(grad_output.mesh(), kNarrowBackward, [&] {
     const Int dd = normalized_dim(dim, grad_output.ndim(), kNarrowBackward, "dim");
-    check_arg(input_shape.size() == grad_output.shape().size(), kNarrowBackward,
-              "input_shape: rank {} differs from grad_output's {}", input_shape.size(),
-              grad_output.ndim());
+    DTENSOR_CHECK_ARG(input_shape.size() == grad_output.shape().size(), kNarrowBackward,
+                      "input_shape: rank {} differs from grad_output's {}", input_shape.size(),
+                      grad_output.ndim());
     const Int size = input_shape[static_cast<std::size_t>(dd)];
     return std::pair{dd, start < 0 ? start + size : start};
   });

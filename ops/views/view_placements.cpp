@@ -28,9 +28,9 @@ std::vector<ViewGroup> view_groups(const Shape& in, const Shape& out) {
     if (j < out.size()) n_out *= out[j++];
     while (n_in != n_out) {
       const bool take_in = n_in < n_out;
-      check_arg(take_in ? i < in.size() : j < out.size(), "reshape",
-                "internal: shapes {} and {} hold different numbers of elements", shape_str(in),
-                shape_str(out));
+      DTENSOR_CHECK_ARG(take_in ? i < in.size() : j < out.size(), "reshape",
+                        "internal: shapes {} and {} hold different numbers of elements",
+                        shape_str(in), shape_str(out));
       if (take_in)
         n_in *= in[i++];
       else
