@@ -62,6 +62,45 @@ inline bool have_torch() {
   return yes;
 }
 
+// Replays every dump with tools/check_op_dump.py against PyTorch and
+// requires each to pass. Returns false (with a warning, not a failure) where
+// `python()` cannot import torch and numpy.
+inline bool replay_dumps(const std::vector<std::string>& dumps) {
+  if (!have_torch()) {
+    WARN("SKIPPED check_op_dump.py: `" << python() << " -c 'import torch, numpy'` failed");
+    return false;
+  }
+  for (const auto& dump : dumps) {
+    const Ran check = run_program({python(), kCheckOpDump, dump}, 120s);
+    INFO("check_op_dump.py " << dump << ":\n" << check.output);
+    CHECK(check.code == 0);
+  }
+  return true;
+}
+
+// The replay must be able to fail: `dump` (already damaged by the caller)
+// must be refused, naming `tensor` when it is given.
+inline void replay_refuses(const std::string& dump, const std::string& tensor = {}) {
+  const Ran bad = run_program({python(), kCheckOpDump, dump}, 120s);
+  INFO("check_op_dump.py on a corrupted dump:\n" << bad.output);
+  CHECK(bad.code == 1);
+  if (!tensor.empty()) CHECK(bad.output.find(tensor) != std::string::npos);
+}
+
+// replay_dumps, then 100 written over the last f32 element of `tensor` in
+// `dump`, which the replay must then refuse, naming it.
+inline void replay_dumps_and_corrupt(const std::vector<std::string>& dumps, const std::string& dump,
+                                     const std::string& tensor) {
+  if (!replay_dumps(dumps)) return;
+  {
+    std::fstream f(dump + "/" + tensor + ".npy", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-4, std::ios::end);
+    const float wrong = 100.0f;
+    f.write(reinterpret_cast<const char*>(&wrong), 4);
+  }
+  replay_refuses(dump, tensor);
+}
+
 // Runs OP ARGS --check --backward --json on `ranks` ranks and requires a pass
 // with a finite error within tolerance for every `tensors`.
 inline json::Value check_passes(int ranks, Args args, const std::vector<std::string>& tensors) {

@@ -146,26 +146,8 @@ TEST_CASE("op cli run pointwise losses: dumps hold their options, PyTorch agrees
     CHECK(read_file(dump + "/output.npy").find("'shape': ()") != std::string::npos);
     dumps.push_back(dump);
   }
-  if (!have_torch()) {
-    WARN("SKIPPED check_op_dump.py: `" << python() << " -c 'import torch, numpy'` failed");
-    return;
-  }
-  for (const auto& dump : dumps) {
-    const Ran check = run_program({python(), kCheckOpDump, dump}, 120s);
-    INFO("check_op_dump.py " << dump << ":\n" << check.output);
-    CHECK(check.code == 0);
-  }
   // A wrong gradient must be caught.
-  {
-    std::fstream f(dumps[1] + "/grad_input.npy", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-4, std::ios::end);
-    const float wrong = 100.0f;
-    f.write(reinterpret_cast<const char*>(&wrong), 4);
-  }
-  const Ran bad = run_program({python(), kCheckOpDump, dumps[1]}, 120s);
-  INFO("check_op_dump.py on a corrupted dump:\n" << bad.output);
-  CHECK(bad.code == 1);
-  CHECK(bad.output.find("grad_input") != std::string::npos);
+  replay_dumps_and_corrupt(dumps, dumps[1], "grad_input");
 }
 
 // ---- dropout ----------------------------------------------------------------------
@@ -245,15 +227,7 @@ TEST_CASE("op cli run dropout: one --seed, the same output.npy on 1, 2 and 4 ran
   REQUIRE(run_op(1, {"dropout", "--input", "3,5,7", "--p", "0.4", "--seed", "18", "--dump", other})
               .code == 0);
   CHECK(read_file(other + "/output.npy") != first);
-  if (!have_torch()) {
-    WARN("SKIPPED check_op_dump.py: `" << python() << " -c 'import torch, numpy'` failed");
-    return;
-  }
-  for (const auto& dump : {dumps[0], dumps[4]}) {
-    const Ran check = run_program({python(), kCheckOpDump, dump}, 120s);
-    INFO("check_op_dump.py " << dump << ":\n" << check.output);
-    CHECK(check.code == 0);
-  }
+  if (!replay_dumps({dumps[0], dumps[4]})) return;
   // A gradient that ignores the mask must be caught.
   {
     std::ifstream in(dumps[1] + "/grad_output.npy", std::ios::binary);
@@ -261,9 +235,7 @@ TEST_CASE("op cli run dropout: one --seed, the same output.npy on 1, 2 and 4 ran
     std::ofstream out(dumps[1] + "/grad_input.npy", std::ios::binary | std::ios::trunc);
     out << gy;
   }
-  const Ran bad = run_program({python(), kCheckOpDump, dumps[1]}, 120s);
-  INFO("check_op_dump.py on a corrupted dump:\n" << bad.output);
-  CHECK(bad.code == 1);
+  replay_refuses(dumps[1]);
 }
 
 // ---- linear -----------------------------------------------------------------------
@@ -330,23 +302,6 @@ TEST_CASE("op cli run linear: dumps hold weight, bias and options, PyTorch agree
     CHECK(meta.at("files").has("grad_bias") == bias);
     dumps.push_back(dump);
   }
-  if (!have_torch()) {
-    WARN("SKIPPED check_op_dump.py: `" << python() << " -c 'import torch, numpy'` failed");
-    return;
-  }
-  for (const auto& dump : dumps) {
-    const Ran check = run_program({python(), kCheckOpDump, dump}, 120s);
-    INFO("check_op_dump.py " << dump << ":\n" << check.output);
-    CHECK(check.code == 0);
-  }
-  {
-    std::fstream f(dumps[0] + "/grad_weight.npy", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(-4, std::ios::end);
-    const float wrong = 100.0f;
-    f.write(reinterpret_cast<const char*>(&wrong), 4);
-  }
-  const Ran bad = run_program({python(), kCheckOpDump, dumps[0]}, 120s);
-  INFO("check_op_dump.py on a corrupted dump:\n" << bad.output);
-  CHECK(bad.code == 1);
-  CHECK(bad.output.find("grad_weight") != std::string::npos);
+  // A wrong element must be caught.
+  replay_dumps_and_corrupt(dumps, dumps[0], "grad_weight");
 }
