@@ -62,6 +62,18 @@ inline bool have_torch() {
   return yes;
 }
 
+// parse_options refuses `args` with a UsageError whose message starts with
+// `option` (the option it names).
+inline void rejects(const Args& args, const std::string& option) {
+  INFO("args: " << Catch::Detail::stringify(args));
+  try {
+    parse_options(args);
+    FAIL("accepted");
+  } catch (const UsageError& e) {
+    CHECK_THAT(e.what(), Catch::StartsWith(option));
+  }
+}
+
 // Replays every dump with tools/check_op_dump.py against PyTorch and
 // requires each to pass. Returns false (with a warning, not a failure) where
 // `python()` cannot import torch and numpy.

@@ -20,16 +20,6 @@ namespace {
 using namespace dtensor::testing::op_cli_run;
 using namespace std::chrono_literals;
 
-void rejects(const Args& args, const std::string& option) {
-  INFO("args: " << Catch::Detail::stringify(args));
-  try {
-    parse_options(args);
-    FAIL("accepted");
-  } catch (const UsageError& e) {
-    CHECK_THAT(e.what(), Catch::StartsWith(option));
-  }
-}
-
 }  // namespace
 
 // ---- the parser alone ----------------------------------------------------------
