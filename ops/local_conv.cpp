@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/kernels/channel.h"
 
 namespace dtensor {
 namespace {
@@ -40,21 +41,12 @@ Shape output_shape(const Shape& input, const Shape& weight, const ConvParams& p)
 }
 
 // Sum of grad_out over every dim but the channels: the bias gradient, for the
-// degenerate cases the backends never see. Accumulates in f64.
+// degenerate cases the backends never see (the channel.sums kernel, in f64).
 Tensor bias_grad(const Tensor& grad_out) {
-  // Element reads go through the host (a device tensor's item is one copy each).
-  const Tensor g = grad_out.to(Device::cpu()).contiguous();
-  const std::int64_t n = g.size(0), oc = g.size(1);
-  const std::int64_t inner = oc == 0 ? 0 : g.numel() / std::max<std::int64_t>(n * oc, 1);
-  std::vector<double> acc(static_cast<std::size_t>(oc), 0.0);
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t c = 0; c < oc; ++c)
-      for (std::int64_t k = 0; k < inner; ++k)
-        acc[static_cast<std::size_t>(c)] += g.item_flat((i * oc + c) * inner + k);
-  Tensor out = Tensor::empty({oc}, grad_out.dtype());
-  for (std::int64_t c = 0; c < oc; ++c)
-    out.narrow(0, c, 1).fill_(acc[static_cast<std::size_t>(c)]);
-  return out.to(grad_out.device());
+  const Tensor g = grad_out.contiguous();
+  Tensor sums = Tensor::empty({g.size(1)}, DType::F64);
+  run_kernel(kernels::kChannelSums, g.device().type, g.dtype(), kernels::ChannelSumsArgs{g, sums});
+  return sums.to(grad_out.dtype()).to(grad_out.device());
 }
 
 // An implementation returned the wrong shape: the backend's bug, not the caller's.

@@ -3,6 +3,7 @@
 #include "backends/onednn/onednn_conv.h"
 #include "backends/onednn/row_bands.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/ops/kernels/depthwise_conv.h"
 
 namespace dtensor::onednn {
 namespace {
@@ -116,6 +117,19 @@ void backward_weights_banded(const Tensor& grad_out, const TiledTensor& x, ConvW
   }
 }
 
+// Whether oneDNN 2.6 lacks a depthwise kernel for this backward-weights pass
+// (its depthwise JIT takes kernels up to 3x3) and the library's own runs it
+// instead: f32, 2-D, one filter per channel, stride and dilation 1.
+bool own_depthwise_kernel(DType t, const Shape& in, const Shape& w, const ConvParams& p) {
+  if (t != DType::F32 || in.size() != 4 || w.size() != 4) return false;
+  const bool depthwise = w[1] == 1 && p.groups == in[1] && w[0] == in[1];
+  const bool dense_taps =
+      p.stride == std::vector<std::int64_t>{1, 1} && p.dilation == std::vector<std::int64_t>{1, 1};
+  const bool wide = w[2] > 3 || w[3] > 3;
+  return depthwise && dense_taps && wide && w[3] <= kernels::kDepthwiseWeightGradMaxWidth &&
+         has_kernel(kernels::kDepthwiseWeightGrad, DeviceType::CPU, t);
+}
+
 }  // namespace
 
 ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor& x,
@@ -125,6 +139,12 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor&
   ConvWeightGrads out;
   out.grad_weight = Tensor::empty(weight_shape, t);
   if (want_bias) out.grad_bias = Tensor::empty({weight_shape[0]}, t);
+  if (own_depthwise_kernel(t, x.shape(), weight_shape, p)) {
+    run_kernel(kernels::kDepthwiseWeightGrad, DeviceType::CPU, t,
+               kernels::DepthwiseWeightGradArgs{x, grad_out, p.padding[0].first, p.padding[1].first,
+                                                out.grad_weight, out.grad_bias});
+    return out;
+  }
   const auto bands = plan_bands(t, x.shape(), weight_shape, grad_out.shape(), p);
   if (!bands.empty()) {
     const auto plans = plans_for_bands(

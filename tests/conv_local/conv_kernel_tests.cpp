@@ -215,6 +215,13 @@ TEST_CASE(
   add({1, 32, 12, 13}, {32, 32, 3, 3}, ConvParams{{1}, {{1, 2}, {0, 1}}, {1}, 1});
   add({2, 16, 10, 9}, {32, 16, 3, 2}, ConvParams{{2, 1}, {{1, 1}}, {1, 2}, 1});
   add({1, 32, 11, 12}, {32, 1, 3, 3}, ConvParams{{1}, {{1, 1}}, {2}, 32});  // depthwise
+  // Depthwise kernels wider than 3x3, stride 1 (f32: the library's own weight
+  // gradient, as oneDNN's depthwise JIT stops at 3x3): widths below, at and
+  // above one 16-lane vector, padding wider than the kernel, 1xk and kx1.
+  add({2, 24, 19, 37}, {24, 1, 7, 7}, ConvParams{{1}, {{3, 2}, {1, 4}}, {1}, 24});
+  add({1, 16, 9, 16}, {16, 1, 1, 5}, ConvParams{{1}, {{0, 0}, {2, 2}}, {1}, 16}, false);
+  add({1, 8, 12, 5}, {8, 1, 5, 2}, ConvParams{{1}, {{6, 6}, {0, 1}}, {1}, 8});
+  add({1, 4, 40, 70}, {4, 1, 9, 8}, ConvParams{{1}, {{4, 4}, {3, 4}}, {1}, 4});
   add({1, 32, 40}, {64, 16, 5}, ConvParams{{1}, {{4, 0}}, {1}, 2});
   add({1, 16, 6, 7, 5}, {16, 16, 3, 3, 3}, ConvParams{{1}, {{1, 1}, {2, 0}, {0, 1}}, {1}, 1});
   // Large enough for the Eigen kernel to split the output into several column

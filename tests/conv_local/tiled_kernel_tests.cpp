@@ -124,6 +124,10 @@ const std::vector<Case>& cases() {
       {{2, 16, 9, 11}, {32, 16, 3, 2}, ConvParams{{2, 1}, {{1, 0}, {0, 2}}, {1, 2}, 1}, 3, {4, 5}},
       {{1, 32, 12, 9}, {32, 32, 3, 3}, ConvParams{{1}, {{1, 1}}, {1}, 1}, 2, {2, 10}},  // along H
       {{1, 32, 11, 12}, {32, 1, 3, 3}, ConvParams{{1}, {{1, 1}}, {2}, 32}, 3, {3}},     // depthwise
+      // Depthwise with kernels wider than 3x3 (the library's own f32 weight
+      // gradient): tiles along W and along H, asymmetric padding.
+      {{2, 24, 13, 37}, {24, 1, 7, 7}, ConvParams{{1}, {{3, 2}, {1, 4}}, {1}, 24}, 3, {3, 34}},
+      {{1, 16, 21, 19}, {16, 1, 5, 3}, ConvParams{{1}, {{2, 2}, {0, 1}}, {1}, 16}, 2, {2, 18}},
       {{1, 16, 6, 7, 8}, {16, 16, 3, 3, 3}, ConvParams{{1}, {{1, 1}}, {1}, 1}, 4, {1, 7}},
       {{2, 32, 40}, {64, 16, 5}, ConvParams{{1}, {{2, 2}}, {1}, 2}, 2, {2, 38}},
       // Channels that are no multiple of 16 (padded blocks or plain layouts):
