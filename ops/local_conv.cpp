@@ -1,8 +1,6 @@
 #include "dtensor/ops/local_conv.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -42,19 +40,11 @@ Shape output_shape(const Shape& input, const Shape& weight, const ConvParams& p)
 
 // Sum of grad_out over every dim but the channels: the bias gradient, for the
 // degenerate cases the backends never see (the channel.sums kernel, in f64).
-Tensor bias_grad(const Tensor& grad_out) {
+Tensor bias_grad(DeviceType device, const Tensor& grad_out) {
   const Tensor g = grad_out.contiguous();
   Tensor sums = Tensor::empty({g.size(1)}, DType::F64);
-  run_kernel(kernels::kChannelSums, g.device().type, g.dtype(), kernels::ChannelSumsArgs{g, sums});
+  run_kernel(kernels::kChannelSums, device, g.dtype(), kernels::ChannelSumsArgs{g, sums});
   return sums.to(grad_out.dtype()).to(grad_out.device());
-}
-
-// An implementation returned the wrong shape: the backend's bug, not the caller's.
-void check_result(const std::string& backend, const char* pass, const Shape& got,
-                  const Shape& want) {
-  if (got != want)
-    throw Error(kComponent, fmt::format("{} {} returned shape {}, expected {}", backend, pass,
-                                        shape_str(got), shape_str(want)));
 }
 
 // The parameters, expanded and checked, for a pass that reads grad_output.
@@ -68,16 +58,42 @@ ConvParams check_grad_output(const Tensor& grad_out, const Shape& input_shape,
   return p;
 }
 
-struct Registry {
-  std::mutex mu;
-  std::map<std::pair<DeviceType, DType>, std::shared_ptr<LocalConvKernels>> kernels;
-};
+// The kernels of (device, dtype) on `args`, whose operands must be of that
+// dtype. The device is the front's, not the operands': a backend that runs
+// one device's kernels on memory it presents as another's (a staging test's
+// fake device) asks for them by name.
+template <typename Args>
+void run_pass(const KernelSlot<Args>& slot, DeviceType device, DType dtype, DType operand,
+              const char* operand_name, const Args& args) {
+  DTENSOR_CHECK_ARG(operand == dtype, kComponent,
+                    "{}: dtype {} but these are the {} {} "
+                    "kernels",
+                    operand_name, dtype_name(operand), device_type_name(device), dtype_name(dtype));
+  run_kernel(slot, device, dtype, args);
+}
 
-// Function-local so that backends' static registrars, which run while the
-// shared object loads, never see it unconstructed.
-Registry& registry() {
-  static Registry r;
-  return r;
+// The output of a forward pass that no data reaches (empty shard, window
+// wholly in padding): the bias alone.
+Tensor bias_only_output(DeviceType device, const Shape& out_shape, const Tensor& x,
+                        const Tensor& b) {
+  Tensor y = Tensor::zeros(out_shape, x.dtype(), x.device());
+  if (b.defined() && y.numel() > 0)
+    run_kernel(kernels::kChannelBias, device, y.dtype(),
+               kernels::ChannelBiasArgs{y, b.contiguous()});
+  return y;
+}
+
+// The dense backward-weights pass into fresh outputs of the input's dtype.
+ConvWeightGrads run_backward_weights(DeviceType device, DType dtype, const Tensor& grad_out,
+                                     const TiledTensor& x, const Shape& weight_shape,
+                                     const ConvParams& p, bool want_bias) {
+  ConvWeightGrads g;
+  g.grad_weight = Tensor::empty(weight_shape, x.dtype(), x.device());
+  if (want_bias) g.grad_bias = Tensor::empty({weight_shape[0]}, x.dtype(), x.device());
+  run_pass(
+      kernels::kConvBackwardWeights, device, dtype, x.dtype(), "input",
+      kernels::ConvBackwardWeightsArgs{grad_out.contiguous(), x, p, g.grad_weight, g.grad_bias});
+  return g;
 }
 
 }  // namespace
@@ -90,20 +106,12 @@ Tensor LocalConvKernels::forward(const Tensor& x, const Tensor& w, const Tensor&
   if (b.defined()) check_same_kind(x, "input", b, "bias");
   const ConvParams p = check_conv_args(x.shape(), w.shape(), bias_shape(b), params);
   const Shape out_shape = output_shape(x.shape(), w.shape(), p);
-  if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0) {
-    // No data reaches any output (empty shard, window wholly in padding): the
-    // output is the bias alone.
-    Tensor y = Tensor::zeros(out_shape, x.dtype(), x.device());
-    if (b.defined() && y.numel() > 0) {
-      const Tensor hb = b.to(Device::cpu());
-      for (std::int64_t c = 0; c < out_shape[1]; ++c)
-        y.narrow(1, c, 1).fill_(hb.item_flat(c));
-    }
-    return y;
-  }
-  Tensor y =
-      forward_impl(x.contiguous(), w.contiguous(), b.defined() ? b.contiguous() : Tensor(), p);
-  check_result(name(), "forward", y.shape(), out_shape);
+  if (x.numel() == 0 || w.numel() == 0 || shape_numel(out_shape) == 0)
+    return bias_only_output(device_, out_shape, x, b);
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  run_pass(kernels::kConvForward, device_, dtype_, x.dtype(), "input",
+           kernels::ConvForwardArgs{TiledTensor::whole(x.contiguous()), w.contiguous(),
+                                    b.defined() ? b.contiguous() : Tensor(), p, y});
   return y;
 }
 
@@ -115,8 +123,10 @@ Tensor LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
   const ConvParams p = check_grad_output(grad_out, input_shape, w.shape(), params);
   if (shape_numel(input_shape) == 0 || w.numel() == 0 || grad_out.numel() == 0)
     return Tensor::zeros(input_shape, grad_out.dtype(), grad_out.device());
-  Tensor gx = backward_data_impl(grad_out.contiguous(), w.contiguous(), input_shape, p);
-  check_result(name(), "backward_data", gx.shape(), input_shape);
+  Tensor gx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
+  run_pass(kernels::kConvBackwardData, device_, dtype_, grad_out.dtype(), "grad_output",
+           kernels::ConvBackwardDataArgs{grad_out.contiguous(), w.contiguous(), p,
+                                         TiledTensor::whole(gx)});
   return gx;
 }
 
@@ -130,19 +140,11 @@ ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const
   if (x.numel() == 0 || shape_numel(weight_shape) == 0 || grad_out.numel() == 0) {
     ConvWeightGrads g;
     g.grad_weight = Tensor::zeros(weight_shape, x.dtype(), x.device());
-    if (want_bias) g.grad_bias = bias_grad(grad_out);
+    if (want_bias) g.grad_bias = bias_grad(device_, grad_out);
     return g;
   }
-  ConvWeightGrads g =
-      backward_weights_impl(grad_out.contiguous(), x.contiguous(), weight_shape, p, want_bias);
-  if (g.grad_weight.shape() != weight_shape ||
-      (want_bias && (!g.grad_bias.defined() || g.grad_bias.shape() != Shape{weight_shape[0]})))
-    throw Error(kComponent, fmt::format("{} backward_weights returned grad_weight {} and "
-                                        "grad_bias {}, expected {} and [{}]",
-                                        name(), g.grad_weight.str(), g.grad_bias.str(),
-                                        shape_str(weight_shape), weight_shape[0]));
-  if (!want_bias) g.grad_bias = Tensor();
-  return g;
+  return run_backward_weights(device_, dtype_, grad_out, TiledTensor::whole(x.contiguous()),
+                              weight_shape, p, want_bias);
 }
 
 namespace {
@@ -188,9 +190,10 @@ Tensor LocalConvKernels::forward(const TiledTensor& x, const Tensor& w, const Te
   if (x.is_whole()) return forward(x.tiles()[0].data, w, b, params);
   const TiledForward f = check_tiled_forward(x, w, b, params);
   if (f.degenerate) return forward(x.assemble(), w, b, params);  // answered there
-  Tensor y =
-      forward_tiled_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), f.params);
-  check_result(name(), "forward", y.shape(), f.out_shape);
+  Tensor y = Tensor::empty(f.out_shape, x.dtype(), x.device());
+  run_pass(kernels::kConvForward, device_, dtype_, x.dtype(), "input",
+           kernels::ConvForwardArgs{x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(),
+                                    f.params, y});
   return y;
 }
 
@@ -208,7 +211,9 @@ void LocalConvKernels::forward_into(const TiledTensor& x, const Tensor& w, const
     dst.copy_(forward(x.assemble(), w, b, params));  // answered there
     return;
   }
-  forward_into_impl(x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(), f.params, out);
+  run_pass(kernels::kConvForward, device_, dtype_, x.dtype(), "input",
+           kernels::ConvForwardArgs{x, w.contiguous(), b.defined() ? b.contiguous() : Tensor(),
+                                    f.params, out});
 }
 
 void LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
@@ -223,7 +228,8 @@ void LocalConvKernels::backward_data(const Tensor& grad_out, const Tensor& w,
     grad_input.zero_();
     return;
   }
-  backward_data_tiled_impl(grad_out.contiguous(), w.contiguous(), grad_input, p);
+  run_pass(kernels::kConvBackwardData, device_, dtype_, grad_out.dtype(), "grad_output",
+           kernels::ConvBackwardDataArgs{grad_out.contiguous(), w.contiguous(), p, grad_input});
 }
 
 ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const TiledTensor& x,
@@ -239,64 +245,61 @@ ConvWeightGrads LocalConvKernels::backward_weights(const Tensor& grad_out, const
   if (x.numel() == 0 || shape_numel(weight_shape) == 0 || grad_out.numel() == 0 ||
       grad_out.shape() != out_shape)  // degenerate or wrong: answered (or rejected) there
     return backward_weights(grad_out, x.assemble(), weight_shape, params, want_bias);
-  ConvWeightGrads g =
-      backward_weights_tiled_impl(grad_out.contiguous(), x, weight_shape, p, want_bias);
-  if (!want_bias) g.grad_bias = Tensor();
-  return g;
+  return run_backward_weights(device_, dtype_, grad_out, x, weight_shape, p, want_bias);
 }
 
-Tensor LocalConvKernels::forward_tiled_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
-                                            const ConvParams& params) const {
-  return forward_impl(x.assemble().contiguous(), w, b, params);
-}
-
-void LocalConvKernels::forward_into_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
-                                         const ConvParams& params, const Tensor& out) const {
-  Tensor dst = out;
-  dst.copy_(forward_tiled_impl(x, w, b, params));
-}
-
-void LocalConvKernels::backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,
-                                                const TiledTensor& grad_input,
-                                                const ConvParams& params) const {
-  grad_input.scatter(backward_data_impl(grad_out, w, grad_input.shape(), params));
-}
-
-ConvWeightGrads LocalConvKernels::backward_weights_tiled_impl(const Tensor& grad_out,
-                                                              const TiledTensor& x,
-                                                              const Shape& weight_shape,
-                                                              const ConvParams& params,
-                                                              bool want_bias) const {
-  return backward_weights_impl(grad_out, x.assemble().contiguous(), weight_shape, params,
-                               want_bias);
-}
-
-void register_local_conv_kernels(DeviceType device, DType dtype,
-                                 std::shared_ptr<LocalConvKernels> kernels) {
-  DTENSOR_CHECK_ARG(kernels != nullptr, kComponent,
-                    "register_local_conv_kernels: null kernels for {} {}", device_type_name(device),
-                    dtype_name(dtype));
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  r.kernels[{device, dtype}] = std::move(kernels);
+std::string LocalConvKernels::name() const {
+  return fmt::format("{} {}", device_type_name(device_), dtype_name(dtype_));
 }
 
 std::shared_ptr<LocalConvKernels> local_conv_kernels(Device device, DType dtype) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  auto it = r.kernels.find({device.type, dtype});
-  if (it == r.kernels.end())
+  if (!has_local_conv_kernels(device.type, dtype))
     throw NotSupported(kComponent,
                        fmt::format("no local convolution kernels for {} tensors of dtype {} in "
                                    "this build",
                                    device_type_name(device.type), dtype_name(dtype)));
-  return it->second;
+  return std::make_shared<LocalConvKernels>(device.type, dtype);
 }
 
 bool has_local_conv_kernels(DeviceType device, DType dtype) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  return r.kernels.count({device, dtype}) != 0;
+  return has_kernel(kernels::kConvForward, device, dtype);
 }
 
+namespace kernels {
+
+void register_dense_conv_kernels(DeviceType device, DType dtype, DenseConvPasses passes,
+                                 bool override_existing) {
+  DTENSOR_CHECK_ARG(passes.forward && passes.backward_data && passes.backward_weights, kComponent,
+                    "register_dense_conv_kernels: every pass is needed ({} {})",
+                    device_type_name(device), dtype_name(dtype));
+  const auto shared = std::make_shared<const DenseConvPasses>(std::move(passes));
+  register_kernel(kConvForward, device, dtype,
+                  KernelFunction<ConvForwardArgs>([shared](const ConvForwardArgs& a) {
+                    const Tensor x = a.input.is_whole() ? a.input.tiles()[0].data.contiguous()
+                                                        : a.input.assemble();
+                    Tensor out = a.output;  // a view of the caller's tensor
+                    out.copy_(shared->forward(x, a.weight, a.bias, a.params));
+                  }),
+                  override_existing);
+  register_kernel(kConvBackwardData, device, dtype,
+                  KernelFunction<ConvBackwardDataArgs>([shared](const ConvBackwardDataArgs& a) {
+                    a.grad_input.scatter(shared->backward_data(a.grad_output, a.weight,
+                                                               a.grad_input.shape(), a.params));
+                  }),
+                  override_existing);
+  register_kernel(
+      kConvBackwardWeights, device, dtype,
+      KernelFunction<ConvBackwardWeightsArgs>([shared](const ConvBackwardWeightsArgs& a) {
+        const Tensor x =
+            a.input.is_whole() ? a.input.tiles()[0].data.contiguous() : a.input.assemble();
+        const ConvWeightGrads g = shared->backward_weights(a.grad_output, x, a.grad_weight.shape(),
+                                                           a.params, a.grad_bias.defined());
+        Tensor gw = a.grad_weight, gb = a.grad_bias;
+        gw.copy_(g.grad_weight);
+        if (gb.defined()) gb.copy_(g.grad_bias);
+      }),
+      override_existing);
+}
+
+}  // namespace kernels
 }  // namespace dtensor

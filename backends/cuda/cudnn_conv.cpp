@@ -132,13 +132,11 @@ std::shared_ptr<Storage> workspace(std::size_t bytes, Device device) {
   return bytes == 0 ? nullptr : Storage::allocate(bytes, device);
 }
 
-class CudnnConvKernels final : public LocalConvKernels {
+// The three passes on whole contiguous tensors (the dense case), with the
+// algorithms cuDNN picked cached per shape.
+class CudnnConv {
  public:
-  std::string name() const override { return "cudnn"; }
-
- protected:
-  Tensor forward_impl(const Tensor& x, const Tensor& w, const Tensor& b,
-                      const ConvParams& p) const override {
+  Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) const {
     Pass ps(x.shape(), w.shape(), p, x.dtype(), x.device());
     const Tensor xin = prepadded(x, ps.plan);
     Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), x.dtype(), x.device());
@@ -168,8 +166,8 @@ class CudnnConvKernels final : public LocalConvKernels {
     return y;
   }
 
-  Tensor backward_data_impl(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
-                            const ConvParams& p) const override {
+  Tensor backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
+                       const ConvParams& p) const {
     Pass ps(input_shape, w.shape(), p, grad_out.dtype(), grad_out.device());
     Tensor gxp = Tensor::empty(ps.plan.padded_input, grad_out.dtype(), grad_out.device());
     const Algo a =
@@ -195,9 +193,9 @@ class CudnnConvKernels final : public LocalConvKernels {
     return unpadded_part(gxp, ps.plan, input_shape).clone();
   }
 
-  ConvWeightGrads backward_weights_impl(const Tensor& grad_out, const Tensor& x,
-                                        const Shape& weight_shape, const ConvParams& p,
-                                        bool want_bias) const override {
+  ConvWeightGrads backward_weights(const Tensor& grad_out, const Tensor& x,
+                                   const Shape& weight_shape, const ConvParams& p,
+                                   bool want_bias) const {
     Pass ps(x.shape(), weight_shape, p, x.dtype(), x.device());
     const Tensor xin = prepadded(x, ps.plan);
     ConvWeightGrads g;
@@ -238,11 +236,19 @@ class CudnnConvKernels final : public LocalConvKernels {
 }  // namespace
 
 void register_cudnn_conv_kernels() {
-  auto k = std::make_shared<CudnnConvKernels>();
-  register_local_conv_kernels(DeviceType::CUDA, DType::F32, k);
-  register_local_conv_kernels(DeviceType::CUDA, DType::F64, k);
-  register_local_conv_kernels(DeviceType::CUDA, DType::BF16, k);
-  register_local_conv_kernels(DeviceType::CUDA, DType::F16, k);
+  const auto conv = std::make_shared<CudnnConv>();
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
+    kernels::register_dense_conv_kernels(
+        DeviceType::CUDA, t,
+        {[conv](const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
+           return conv->forward(x, w, b, p);
+         },
+         [conv](const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
+                const ConvParams& p) { return conv->backward_data(grad_out, w, input_shape, p); },
+         [conv](const Tensor& grad_out, const Tensor& x, const Shape& weight_shape,
+                const ConvParams& p, bool want_bias) {
+           return conv->backward_weights(grad_out, x, weight_shape, p, want_bias);
+         }});
 }
 
 }  // namespace dtensor::cuda_backend

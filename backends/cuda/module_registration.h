@@ -19,7 +19,7 @@ void register_channel_kernels();
 void register_loss_kernels();
 /// Upsample (upsample_kernels.cpp).
 void register_upsample_kernels();
-/// cuDNN as the LocalConvKernels of CUDA tensors (cudnn_conv.cpp).
+/// cuDNN in the conv.* kernel slots of CUDA tensors (cudnn_conv.cpp).
 void register_cudnn_conv_kernels();
 }  // namespace dtensor::cuda_backend
 

@@ -36,13 +36,9 @@ void for_each_tile(const ConvGeometry& g, F&& f) {
     f(OutputTile{b, std::min(b + per_tile, segments)});
 }
 
-class EigenConvKernels final : public LocalConvKernels {
- public:
-  std::string name() const override { return "eigen"; }
-
- protected:
-  Tensor forward_impl(const Tensor& x, const Tensor& w, const Tensor& b,
-                      const ConvParams& p) const override {
+// The three passes on whole contiguous f64 tensors (the dense case).
+struct EigenConv {
+  static Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
     const ConvGeometry g = ConvGeometry::make(x.shape(), w.shape(), p);
     Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), DType::F64);
     const std::int64_t rows = g.col_rows(), osize = g.out_size();
@@ -73,8 +69,8 @@ class EigenConvKernels final : public LocalConvKernels {
     return y;
   }
 
-  Tensor backward_data_impl(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
-                            const ConvParams& p) const override {
+  static Tensor backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
+                              const ConvParams& p) {
     const ConvGeometry g = ConvGeometry::make(input_shape, w.shape(), p);
     Tensor gx = Tensor::zeros(input_shape, DType::F64);
     const std::int64_t rows = g.col_rows(), osize = g.out_size();
@@ -99,9 +95,9 @@ class EigenConvKernels final : public LocalConvKernels {
     return gx;
   }
 
-  ConvWeightGrads backward_weights_impl(const Tensor& grad_out, const Tensor& x,
-                                        const Shape& weight_shape, const ConvParams& p,
-                                        bool want_bias) const override {
+  static ConvWeightGrads backward_weights(const Tensor& grad_out, const Tensor& x,
+                                          const Shape& weight_shape, const ConvParams& p,
+                                          bool want_bias) {
     const ConvGeometry g = ConvGeometry::make(x.shape(), weight_shape, p);
     ConvWeightGrads out;
     out.grad_weight = Tensor::zeros(weight_shape, DType::F64);
@@ -134,10 +130,12 @@ class EigenConvKernels final : public LocalConvKernels {
   }
 };
 
-// The library is one shared object: this runs when it loads. It only builds a
-// stateless object, so loading stays cheap and fork-safe.
+// The library is one shared object: this runs when it loads. It only fills
+// the kernel table, so loading stays cheap and fork-safe.
 const bool registered = [] {
-  register_local_conv_kernels(DeviceType::CPU, DType::F64, std::make_shared<EigenConvKernels>());
+  kernels::register_dense_conv_kernels(
+      DeviceType::CPU, DType::F64,
+      {&EigenConv::forward, &EigenConv::backward_data, &EigenConv::backward_weights});
   return true;
 }();
 

@@ -39,13 +39,6 @@ PlanCache<BackwardDataPlan>& cache() {
 
 }  // namespace
 
-Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
-                          const ConvParams& p) {
-  Tensor gx = Tensor::empty(input_shape, grad_out.dtype());
-  conv_backward_data(grad_out, w, TiledTensor::whole(gx), p);
-  return gx;
-}
-
 namespace {
 
 std::shared_ptr<const BackwardDataPlan> get_plan(DType t, const Shape& in, const Shape& w,

@@ -49,12 +49,6 @@ PlanCache<BackwardWeightsPlan>& cache() {
 
 }  // namespace
 
-ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
-                                      const Shape& weight_shape, const ConvParams& p,
-                                      bool want_bias) {
-  return conv_backward_weights(grad_out, TiledTensor::whole(x), weight_shape, p, want_bias);
-}
-
 namespace {
 
 std::shared_ptr<const BackwardWeightsPlan> get_plan(DType t, const Shape& in, const Shape& w,
@@ -132,18 +126,16 @@ bool own_depthwise_kernel(DType t, const Shape& in, const Shape& w, const ConvPa
 
 }  // namespace
 
-ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor& x,
-                                      const Shape& weight_shape, const ConvParams& p,
-                                      bool want_bias) {
+void conv_backward_weights(const Tensor& grad_out, const TiledTensor& x, const ConvParams& p,
+                           const ConvWeightGrads& out) {
   const DType t = x.dtype();
-  ConvWeightGrads out;
-  out.grad_weight = Tensor::empty(weight_shape, t);
-  if (want_bias) out.grad_bias = Tensor::empty({weight_shape[0]}, t);
+  const Shape& weight_shape = out.grad_weight.shape();
+  const bool want_bias = out.grad_bias.defined();
   if (own_depthwise_kernel(t, x.shape(), weight_shape, p)) {
     run_kernel(kernels::kDepthwiseWeightGrad, DeviceType::CPU, t,
                kernels::DepthwiseWeightGradArgs{x, grad_out, p.padding[0].first, p.padding[1].first,
                                                 out.grad_weight, out.grad_bias});
-    return out;
+    return;
   }
   const auto bands = plan_bands(t, x.shape(), weight_shape, grad_out.shape(), p);
   if (!bands.empty()) {
@@ -163,10 +155,11 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor&
       }
       backward_weights_banded(grad_out, x, sums, bands, plans);
       if (t != DType::F32) {
-        out.grad_weight.copy_(sums.grad_weight);
-        if (want_bias) out.grad_bias.copy_(sums.grad_bias);
+        Tensor gw = out.grad_weight, gb = out.grad_bias;  // views of the caller's
+        gw.copy_(sums.grad_weight);
+        if (want_bias) gb.copy_(sums.grad_bias);
       }
-      return out;
+      return;
     }
   }
   const auto plan = get_plan(t, x.shape(), weight_shape, want_bias, p, t);
@@ -185,7 +178,6 @@ ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor&
   plan->diff_weights.finish_output(diff_w, out.grad_weight);
   if (want_bias) plan->diff_bias.finish_output(diff_b, out.grad_bias);
   s.wait();
-  return out;
 }
 
 }  // namespace dtensor::onednn

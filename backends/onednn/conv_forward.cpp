@@ -50,10 +50,6 @@ dnnl::convolution_forward::primitive_desc forward_pd(DType t, const ConvDims& d,
   return dnnl::convolution_forward::primitive_desc(desc, engine());
 }
 
-Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
-  return conv_forward(TiledTensor::whole(x), w, b, p);
-}
-
 namespace {
 
 std::shared_ptr<const ForwardPlan> get_plan(DType t, const Shape& in, const Shape& w, bool has_bias,
@@ -103,12 +99,6 @@ void forward_banded(const TiledTensor& x, const Tensor& w, const Tensor& b, Tens
 }
 
 }  // namespace
-
-Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
-  Tensor y = Tensor::empty(conv_output_shape(x.shape(), w.shape(), p), x.dtype());
-  conv_forward_into(x, w, b, p, y);
-  return y;
-}
 
 void conv_forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
                        const Tensor& out) {

@@ -1,6 +1,7 @@
 // The three oneDNN convolution passes (f32, bf16), one file each. Operands are
 // validated by LocalConvKernels; params are expanded. Each pass takes its
-// window operand (input, or grad_input) as a plain tensor or in tiles.
+// window operand (input, or grad_input) in tiles and writes outputs the
+// caller allocated (the conv.* kernel slots, register.cpp).
 #pragma once
 
 #include <dnnl.hpp>
@@ -10,24 +11,15 @@
 
 namespace dtensor::onednn {
 
-Tensor conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
-Tensor conv_forward(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p);
 /// Into `out` (the output's shape, any strides).
 void conv_forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b, const ConvParams& p,
                        const Tensor& out);
-
-Tensor conv_backward_data(const Tensor& grad_out, const Tensor& w, const Shape& input_shape,
-                          const ConvParams& p);
+/// Into every tile of `grad_input`.
 void conv_backward_data(const Tensor& grad_out, const Tensor& w, const TiledTensor& grad_input,
                         const ConvParams& p);
-
-ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const Tensor& x,
-                                      const Shape& weight_shape, const ConvParams& p,
-                                      bool want_bias);
-ConvWeightGrads conv_backward_weights(const Tensor& grad_out, const TiledTensor& x,
-                                      const Shape& weight_shape, const ConvParams& p,
-                                      bool want_bias);
-
+/// Into out.grad_weight (and out.grad_bias when defined), allocated by the caller.
+void conv_backward_weights(const Tensor& grad_out, const TiledTensor& x, const ConvParams& p,
+                           const ConvWeightGrads& out);
 /// The forward primitive descriptor the backward passes need as a hint (oneDNN
 /// picks backward implementations and layouts compatible with it).
 dnnl::convolution_forward::primitive_desc forward_pd(DType t, const ConvDims& d, bool bias);

@@ -297,13 +297,17 @@ TEST_CASE(
     CHECK_THROWS_WITH(local_conv_kernels(Device::cuda(0), DType::F64),
                       Catch::Contains("cuda") && Catch::Contains("f64"));
   }
-  CHECK(local_conv_kernels(Device::cpu(), DType::F64)->name() == "eigen");
-  CHECK(local_conv_kernels(Device::cpu(), DType::F32)->name() == "onednn");
-  // Mixed dtypes are the caller's error, named.
+  CHECK(local_conv_kernels(Device::cpu(), DType::F64)->name() == "cpu f64");
+  CHECK(local_conv_kernels(Device::cpu(), DType::F32)->name() == "cpu f32");
+  // Mixed dtypes are the caller's error, named; so are operands of another
+  // dtype than the kernels'.
   const auto k = local_conv_kernels(Device::cpu(), DType::F32);
   CHECK_THROWS_WITH(k->forward(Tensor::rand({1, 1, 4}, DType::F32, 1),
                                Tensor::rand({1, 1, 3}, DType::F64, 1), Tensor(), ConvParams{}),
                     Catch::Contains("weight") && Catch::Contains("dtype"));
+  CHECK_THROWS_WITH(k->forward(Tensor::rand({1, 1, 4}, DType::F64, 1),
+                               Tensor::rand({1, 1, 3}, DType::F64, 1), Tensor(), ConvParams{}),
+                    Catch::Contains("input") && Catch::Contains("cpu f32"));
 }
 
 // Not a test: `dtensor_conv_local_tests "[.bench]"` prints kernel timings.

@@ -85,31 +85,21 @@ class FakeDeviceOps final : public detail::DeviceOps {
 };
 
 // The CPU kernels on the fake device's (host) memory; results move to the device.
-class FakeDeviceConv final : public LocalConvKernels {
- public:
-  explicit FakeDeviceConv(std::shared_ptr<LocalConvKernels> cpu) : cpu_(std::move(cpu)) {}
-  std::string name() const override { return "fake-cuda(" + cpu_->name() + ")"; }
-
- protected:
-  Tensor forward_impl(const Tensor& x, const Tensor& w, const Tensor& b,
-                      const ConvParams& p) const override {
-    return cpu_->forward(x, w, b, p).to(x.device());
-  }
-  Tensor backward_data_impl(const Tensor& gy, const Tensor& w, const Shape& s,
-                            const ConvParams& p) const override {
-    return cpu_->backward_data(gy, w, s, p).to(gy.device());
-  }
-  ConvWeightGrads backward_weights_impl(const Tensor& gy, const Tensor& x, const Shape& s,
-                                        const ConvParams& p, bool bias) const override {
-    ConvWeightGrads g = cpu_->backward_weights(gy, x, s, p, bias);
-    g.grad_weight = g.grad_weight.to(x.device());
-    if (g.grad_bias.defined()) g.grad_bias = g.grad_bias.to(x.device());
-    return g;
-  }
-
- private:
-  std::shared_ptr<LocalConvKernels> cpu_;
-};
+kernels::DenseConvPasses fake_device_conv(DType t) {
+  const auto cpu = local_conv_kernels(Device::cpu(), t);
+  return {[cpu](const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& p) {
+            return cpu->forward(x, w, b, p).to(x.device());
+          },
+          [cpu](const Tensor& gy, const Tensor& w, const Shape& s, const ConvParams& p) {
+            return cpu->backward_data(gy, w, s, p).to(gy.device());
+          },
+          [cpu](const Tensor& gy, const Tensor& x, const Shape& s, const ConvParams& p, bool bias) {
+            ConvWeightGrads g = cpu->backward_weights(gy, x, s, p, bias);
+            g.grad_weight = g.grad_weight.to(x.device());
+            if (g.grad_bias.defined()) g.grad_bias = g.grad_bias.to(x.device());
+            return g;
+          }};
+}
 
 std::shared_ptr<FakeDeviceOps> install_fake_cuda() {
   auto ops = std::make_shared<FakeDeviceOps>();
@@ -120,9 +110,8 @@ std::shared_ptr<FakeDeviceOps> install_fake_cuda() {
   });
   // The CPU kernels read host memory, which is what the fake device has.
   for (DType t : {DType::F32, DType::F64})
-    register_local_conv_kernels(
-        DeviceType::CUDA, t,
-        std::make_shared<FakeDeviceConv>(local_conv_kernels(Device::cpu(), t)));
+    kernels::register_dense_conv_kernels(DeviceType::CUDA, t, fake_device_conv(t),
+                                         /*override_existing=*/true);
   return ops;
 }
 

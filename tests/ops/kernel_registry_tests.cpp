@@ -10,8 +10,11 @@
 
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/convolution.h"
 #include "dtensor/ops/kernel.h"
+#include "dtensor/ops/kernels/conv.h"
 #include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/local_conv.h"
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/registry.h"
 #include "tests/support/multiprocess.h"
@@ -289,5 +292,59 @@ TEST_CASE("a user kernel registered for a built-in slot runs inside the built-in
     REQUIRE(max_abs_diff(got, Tensor::full(X.shape(), 7.0, DType::F64)) == 0.0);
     REQUIRE(max_abs_diff(group_norm(x, 2, std::nullopt, std::nullopt, 1e-5).full_tensor(),
                          before) == 0.0);
+  });
+}
+
+TEST_CASE(
+    "a convolution backend registered in the conv slots runs the halo convolution's passes, "
+    "behind its checks P=2",
+    "[ops][kernels][conv][mp]") {
+  dtensor::testing::run_ranks(2, [](dtensor::testing::RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {2});
+    const Tensor X = Tensor::rand({1, 3, 9, 8}, DType::F64, 21);
+    const Tensor W = Tensor::rand({4, 3, 3, 3}, DType::F64, 22);
+    const ConvParams p{{1}, {{1, 1}}, {1}, 1};
+    const DTensor x = distribute_tensor(X, mesh, {Shard(2)});
+    const DTensor w = distribute_tensor(W, mesh, {Replicate()});
+    const Tensor before = convolution(x, w, std::nullopt, p).full_tensor();
+    // A "backend" that reads whole tensors only: it gets the rank's window
+    // assembled from its tiles (shard plus halo rows), counts its calls and
+    // defers to the built-in kernels through the front of another dtype.
+    const auto builtin = find_kernel(kernels::kConvForward, DeviceType::CPU, DType::F64);
+    const auto builtin_data = find_kernel(kernels::kConvBackwardData, DeviceType::CPU, DType::F64);
+    const auto builtin_weights =
+        find_kernel(kernels::kConvBackwardWeights, DeviceType::CPU, DType::F64);
+    int forwards = 0;
+    std::vector<Shape> windows;
+    kernels::register_dense_conv_kernels(
+        DeviceType::CPU, DType::F64,
+        {[&](const Tensor& xw, const Tensor& wt, const Tensor& b, const ConvParams& q) {
+           ++forwards;
+           windows.push_back(xw.shape());
+           REQUIRE(xw.is_contiguous());
+           const Tensor y = local_conv_kernels(Device::cpu(), DType::F32)
+                                ->forward(xw.to(DType::F32), wt.to(DType::F32),
+                                          b.defined() ? b.to(DType::F32) : b, q);
+           return y.to(DType::F64);
+         },
+         [](const Tensor&, const Tensor&, const Shape& s, const ConvParams&) {
+           return Tensor::zeros(s, DType::F64);
+         },
+         [](const Tensor&, const Tensor&, const Shape& s, const ConvParams&, bool) {
+           return ConvWeightGrads{Tensor::zeros(s, DType::F64), Tensor()};
+         }},
+        /*override_existing=*/true);
+    const Tensor got = convolution(x, w, std::nullopt, p).full_tensor();
+    register_kernel(kernels::kConvForward, DeviceType::CPU, DType::F64, builtin, true);
+    register_kernel(kernels::kConvBackwardData, DeviceType::CPU, DType::F64, builtin_data, true);
+    register_kernel(kernels::kConvBackwardWeights, DeviceType::CPU, DType::F64, builtin_weights,
+                    true);
+    REQUIRE(forwards == 1);
+    REQUIRE(windows.size() == 1);
+    // 9 rows split 5 / 4, each window with the one halo row from the neighbour.
+    CHECK(windows[0][2] == (ctx.rank == 0 ? 6 : 5));
+    CHECK(max_abs_diff(got, before) < 1e-4);  // computed in f32 by the override
+    CHECK(max_abs_diff(got, before) > 0.0);   // and not by the built-in f64 kernel
+    REQUIRE(max_abs_diff(convolution(x, w, std::nullopt, p).full_tensor(), before) == 0.0);
   });
 }

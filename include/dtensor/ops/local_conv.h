@@ -1,9 +1,12 @@
-// The local (single-process) convolution kernels the convolution handler calls.
+// The local (single-process) convolution the convolution handlers call.
 //
-// The handler knows halos and placements, never primitives (docs/design.md §3): it
-// asks the registry for the kernels of a (device, dtype) and calls the three
-// passes below on its local window. Backends (oneDNN, Eigen, cuDNN, a user's)
-// derive from LocalConvKernels and register themselves.
+// The handlers know halos and placements, never primitives: they ask for the
+// kernels of a (device, dtype) and call the three passes below on their local
+// window. The arithmetic is in the kernel table's conv.forward,
+// conv.backward_data and conv.backward_weights slots
+// (dtensor/ops/kernels/conv.h), which backends (oneDNN, Eigen, cuDNN, a
+// user's) register like every other kernel; this front checks the operands
+// and answers the degenerate cases once for all of them.
 #pragma once
 
 #include <memory>
@@ -12,30 +15,25 @@
 #include "dtensor/core/dtype.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/kernels/conv.h"
 #include "dtensor/ops/tiled_tensor.h"
 
 namespace dtensor {
 
-/// Result of backward_weights. grad_bias is undefined unless it was requested.
-struct ConvWeightGrads {
-  Tensor grad_weight{};
-  Tensor grad_bias{};
-};
-
-/// One backend's convolution for one (device, dtype).
+/// The convolution of one (device type, dtype), through the kernel table.
 ///
-/// The public methods validate their operands (InvalidArgument naming the
-/// parameter), make them contiguous, expand the parameters, and answer the
-/// degenerate cases themselves (an empty batch, channel or spatial extent, e.g.
-/// a halo window wholly in the padding) so that a backend only implements the
-/// dense case. All tensors are NC(D)HW; padding may be asymmetric; results are
-/// fresh contiguous tensors of the operands' dtype.
+/// The methods validate their operands (InvalidArgument naming the
+/// parameter), expand the parameters, and answer the degenerate cases
+/// themselves (an empty batch, channel or spatial extent, e.g. a halo window
+/// wholly in the padding) so that a kernel only implements the dense case.
+/// All tensors are NC(D)HW; padding may be asymmetric; results are fresh
+/// contiguous tensors of the operands' dtype.
 class LocalConvKernels {
  public:
-  virtual ~LocalConvKernels() = default;
+  LocalConvKernels(DeviceType device, DType dtype) : device_(device), dtype_(dtype) {}
 
-  /// Backend name for messages and logs, e.g. "onednn", "eigen".
-  virtual std::string name() const = 0;
+  /// "cpu f32", for messages.
+  std::string name() const;
 
   /// y = conv(x, w) + b. `b` may be an undefined Tensor (no bias).
   Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvParams& params) const;
@@ -60,53 +58,24 @@ class LocalConvKernels {
   void backward_data(const Tensor& grad_out, const Tensor& w, const TiledTensor& grad_input,
                      const ConvParams& params) const;
   /// forward, written into `out` (a view with the output's shape, any
-  /// strides) instead of a fresh tensor: the halo convolution computes its
-  /// interior outputs while halos are in flight, then the boundary ones, into
-  /// one output.
+  /// strides) instead of a fresh tensor.
   void forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b,
                     const ConvParams& params, const Tensor& out) const;
   ConvWeightGrads backward_weights(const Tensor& grad_out, const TiledTensor& x,
                                    const Shape& weight_shape, const ConvParams& params,
                                    bool want_bias) const;
 
- protected:
-  // The dense cases. Operands are contiguous, of one dtype and device, shapes
-  // validated, `params` expanded to the spatial rank, and every extent >= 1.
-  virtual Tensor forward_impl(const Tensor& x, const Tensor& w, const Tensor& b,
-                              const ConvParams& params) const = 0;
-  virtual Tensor backward_data_impl(const Tensor& grad_out, const Tensor& w,
-                                    const Shape& input_shape, const ConvParams& params) const = 0;
-  virtual ConvWeightGrads backward_weights_impl(const Tensor& grad_out, const Tensor& x,
-                                                const Shape& weight_shape, const ConvParams& params,
-                                                bool want_bias) const = 0;
-
-  // The tiled dense cases. The defaults assemble the input (or compute the
-  // whole gradient and scatter it): a backend overrides them when it can read
-  // or write tiles in place. Weight, bias and grad_output are contiguous;
-  // tiles may have any strides.
-  virtual Tensor forward_tiled_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
-                                    const ConvParams& params) const;
-  virtual void forward_into_impl(const TiledTensor& x, const Tensor& w, const Tensor& b,
-                                 const ConvParams& params, const Tensor& out) const;
-  virtual void backward_data_tiled_impl(const Tensor& grad_out, const Tensor& w,
-                                        const TiledTensor& grad_input,
-                                        const ConvParams& params) const;
-  virtual ConvWeightGrads backward_weights_tiled_impl(const Tensor& grad_out, const TiledTensor& x,
-                                                      const Shape& weight_shape,
-                                                      const ConvParams& params,
-                                                      bool want_bias) const;
+ private:
+  DeviceType device_;
+  DType dtype_;
 };
 
-/// Installs `kernels` for (device, dtype), replacing any earlier registration
-/// (so a user or a test can substitute its own).
-void register_local_conv_kernels(DeviceType device, DType dtype,
-                                 std::shared_ptr<LocalConvKernels> kernels);
-
-/// The kernels for (device, dtype). Throws NotSupported naming both when none
-/// is registered (e.g. CUDA in a build without it).
+/// The convolution of (device, dtype). Throws NotSupported naming both when
+/// no conv.forward kernel is registered for them (e.g. CUDA in a build
+/// without it).
 std::shared_ptr<LocalConvKernels> local_conv_kernels(Device device, DType dtype);
 
-/// Whether kernels are registered for (device, dtype).
+/// Whether convolution kernels are registered for (device, dtype).
 bool has_local_conv_kernels(DeviceType device, DType dtype);
 
 }  // namespace dtensor
