@@ -12,6 +12,7 @@
 
 #include "dtensor/ops/registry.h"
 #include "dtensor/placement/rank_agreement.h"
+#include "dtensor/placement/redistribute_cost.h"  // the propagator prices strategies with it
 
 namespace dtensor {
 
@@ -93,9 +94,5 @@ DispatchStats dispatch_stats();
 void reset_dispatch_stats();
 /// Forgets every cached propagation (after re-registering an operator's strategies).
 void clear_propagation_cache();
-
-/// Estimated bytes per rank that redistributing `src` to `dst` moves
-/// (infinity when the transition is impossible). The propagator's cost model.
-double redistribute_cost_bytes(const DTensorSpec& src, const Placements& dst);
 
 }  // namespace dtensor

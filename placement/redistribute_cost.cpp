@@ -1,10 +1,11 @@
 // The propagator's cost model: bytes a rank moves to redistribute a spec,
 // following the planner's steps. Rank 0's shard is the largest under the
 // chunk rule, so its sizes stand for the slowest rank.
+#include "dtensor/placement/redistribute_cost.h"
+
 #include <limits>
 
 #include "dtensor/core/errors.h"
-#include "dtensor/ops/dispatch.h"
 #include "dtensor/placement/redistribute.h"
 
 namespace dtensor {
