@@ -3,6 +3,8 @@
 #include "dtensor/core/comm_scope.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
@@ -22,6 +24,10 @@ struct DeviceMesh::Impl {
   std::optional<std::vector<std::int64_t>> coord;
   std::vector<std::shared_ptr<ProcessGroup>> dim_groups;
   std::shared_ptr<ProcessGroup> mesh_group;
+  std::shared_ptr<ProcessGroup> world_group;  // the parent of blocks made on first use
+  // Blocks over several (not all) mesh dims, by the bit set of their dims.
+  mutable std::mutex blocks_mutex;
+  mutable std::map<unsigned, std::shared_ptr<ProcessGroup>> blocks;
   int world_rank = -1;  // this process, for the message of a rank outside the mesh
   int world_size = 0;
 };
@@ -134,6 +140,7 @@ DeviceMesh::DeviceMesh(DeviceType device_type, const Shape& shape, const std::ve
   impl->ranks = ranks;
   const int me = world_group->rank();
   impl->world_rank = me;
+  impl->world_group = world_group;
   impl->world_size = world_group->size();
   auto it = std::find(ranks.begin(), ranks.end(), me);
   if (it != ranks.end()) {
@@ -215,6 +222,57 @@ std::int64_t DeviceMesh::get_local_rank(std::int64_t dim) const {
 std::shared_ptr<ProcessGroup> DeviceMesh::get_group(std::int64_t dim) const {
   require_member("get_group");
   return impl_->dim_groups[normalize_dim(dim, ndim(), "mesh dim")];
+}
+
+std::shared_ptr<ProcessGroup> DeviceMesh::get_group(const std::vector<std::int64_t>& dims) const {
+  require_member("get_group");
+  DTENSOR_CHECK_ARG(!dims.empty(), "mesh", "get_group: dims is empty");
+  unsigned set = 0;
+  for (std::int64_t d : dims) {
+    DTENSOR_CHECK_ARG(d >= 0 && d < ndim(), "mesh", "get_group: dims has {}, outside the {}-D mesh",
+                      d, ndim());
+    DTENSOR_CHECK_ARG(!(set & (1u << d)), "mesh", "get_group: dims has {} twice", d);
+    set |= 1u << d;
+  }
+  // Dims of size 1 change no membership: the block is a row, or the whole
+  // mesh, whenever its members are.
+  unsigned wide = 0, outside = 0;
+  for (std::int64_t d = 0; d < ndim(); ++d)
+    if (impl_->shape[static_cast<std::size_t>(d)] > 1)
+      (set & (1u << d) ? wide : outside) |= 1u << d;
+  if (wide == 0) return impl_->dim_groups[static_cast<std::size_t>(dims[0])];
+  if ((wide & (wide - 1)) == 0)
+    return impl_->dim_groups[static_cast<std::size_t>(__builtin_ctz(wide))];
+  if (outside == 0) return impl_->mesh_group;
+  std::lock_guard lock(impl_->blocks_mutex);
+  auto& g = impl_->blocks[set];
+  if (g) return g;
+  detail::CommScope scope("DeviceMesh::get_group");
+  // Every block: the ranks whose coordinates agree outside `set`, ascending.
+  const Shape& shape = impl_->shape;
+  std::map<std::vector<std::int64_t>, std::vector<int>> by_rest;
+  for (std::size_t f = 0; f < impl_->ranks.size(); ++f) {
+    std::vector<std::int64_t> rest;
+    std::int64_t flat = static_cast<std::int64_t>(f);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      if (!(set & (1u << d))) rest.push_back(flat % shape[d]);
+      flat /= shape[d];
+    }
+    by_rest[rest].push_back(impl_->ranks[f]);
+  }
+  std::vector<std::vector<int>> blocks;
+  std::vector<int> mine;
+  for (auto& [rest, members] : by_rest) {
+    std::sort(members.begin(), members.end());
+    if (std::find(members.begin(), members.end(), impl_->world_rank) != members.end())
+      mine = members;
+    blocks.push_back(members);
+  }
+  // As for the rows at construction: one collective split when the mesh is
+  // the whole world, else the members of this rank's block make it alone.
+  const bool whole_world = static_cast<int>(impl_->ranks.size()) == impl_->world_group->size();
+  g = whole_world ? impl_->world_group->split_groups(blocks) : group_of(impl_->world_group, mine);
+  return g;
 }
 
 std::shared_ptr<ProcessGroup> DeviceMesh::get_mesh_group() const {

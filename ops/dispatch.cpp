@@ -173,6 +173,22 @@ ProcessGroup& OpCall::group(std::int64_t mesh_dim) {
   return *g;
 }
 
+ProcessGroup& OpCall::group(const std::vector<std::int64_t>& mesh_dims) {
+  if (mesh_dims.size() == 1) return group(mesh_dims[0]);
+  const DeviceMesh& mesh = schema_.mesh();
+  unsigned set = 0;
+  for (std::int64_t d : mesh_dims)
+    if (d >= 0 && d < mesh.ndim()) set |= 1u << d;  // get_group checks the list below
+  for (auto& [key, g] : block_groups_)
+    if (key == set) return *g;
+  // Making a block's group is collective: every rank must be in this call.
+  confirm_agreement();
+  auto inner = mesh.get_group(mesh_dims);
+  block_groups_.emplace_back(
+      set, std::make_unique<CallScopedGroup>(std::move(inner), agreement_, message_tag_));
+  return *block_groups_.back().second;
+}
+
 int OpCall::message_tag(int stream) const {
   check_arg(stream >= 0 && stream < 8, "dispatch", "message_tag: stream={} is outside 0..7",
             stream);

@@ -147,34 +147,11 @@ std::vector<bool> reduced_mask(Int ndim, const IntList& dims) {
 
 norm::ReductionPlan var_plan(const DeviceMesh& mesh, const Placements& input, const IntList& dims) {
   norm::ReductionPlan plan;
-  plan.whole_mesh = true;
   for (Int m = 0; m < mesh.ndim(); ++m) {
-    if (mesh.size(m) == 1) continue;
     const Placement& p = input[static_cast<std::size_t>(m)];
-    if (p.is_shard() && contains(dims, p.dim()))
-      plan.mesh_dims.push_back(m);
-    else
-      plan.whole_mesh = false;
+    if (mesh.size(m) > 1 && p.is_shard() && contains(dims, p.dim())) plan.mesh_dims.push_back(m);
   }
   return plan;
-}
-
-// The most results any rank of the mesh holds (the merge pads to it when it
-// runs on a subset of a larger mesh's dims).
-Int max_local_results(const DTensorSpec& out, const norm::ReductionPlan& plan) {
-  if (!plan.subset()) return 0;
-  const DeviceMesh& mesh = out.mesh();
-  Int most = 0;
-  std::vector<Int> coord(static_cast<std::size_t>(mesh.ndim()), 0);
-  while (true) {
-    most = std::max(most, shape_numel(out.local_shape_at(coord)));
-    Int m = mesh.ndim() - 1;
-    for (; m >= 0; --m) {
-      if (++coord[static_cast<std::size_t>(m)] < mesh.size(m)) break;
-      coord[static_cast<std::size_t>(m)] = 0;
-    }
-    if (m < 0) return most;
-  }
 }
 
 std::vector<DTensor> var_forward(OpCall& call) {
@@ -190,7 +167,7 @@ std::vector<DTensor> var_forward(OpCall& call) {
   run_kernel(kernels::kReduceMoments, device, local.dtype(),
              {local, reduced_mask(local.dim(), dims), moments});
   const norm::ReductionPlan plan = var_plan(s.mesh(), x.spec().placements(), dims);
-  norm::merge_moments(call, plan, moments, max_local_results(out_spec, plan));
+  norm::merge_moments(call, plan, moments);
   Tensor out = Tensor::empty(out_local, local.dtype());
   run_kernel(kernels::kVarFromMoments, DeviceType::CPU, local.dtype(), {moments, s.scalar(2), out});
   if (local.device() != out.device()) out = out.to(local.device());

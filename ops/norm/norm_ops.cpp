@@ -56,26 +56,6 @@ DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec) {
   return DTensor(f64.view(spec.local_shape()).to(spec.dtype()).to(spec.mesh().device()), spec);
 }
 
-// The most statistics any rank of the mesh holds (for the padded all-gather
-// of a plan over a proper subset of the mesh dims).
-std::int64_t max_local_stats(const NormCall& c, const DTensorSpec& spec,
-                             const ReductionPlan& plan) {
-  if (!plan.subset()) return 0;
-  const DeviceMesh& mesh = spec.mesh();
-  std::int64_t most = 0;
-  std::vector<std::int64_t> coord(static_cast<std::size_t>(mesh.ndim()), 0);
-  while (true) {
-    const auto L = layout_of(c.op.kind, spec.local_shape_at(coord), spec.shape()[1], c.num_groups);
-    most = std::max(most, L.stats());
-    std::int64_t m = mesh.ndim() - 1;
-    for (; m >= 0; --m) {
-      if (++coord[static_cast<std::size_t>(m)] < mesh.size(m)) break;
-      coord[static_cast<std::size_t>(m)] = 0;
-    }
-    if (m < 0) return most;
-  }
-}
-
 // The local block of a call and what its kernels are chosen by.
 struct Block {
   Tensor x;
@@ -100,7 +80,7 @@ Stats statistics(OpCall& call, const NormCall& c, const Placed& p, const Block& 
   Tensor m = Tensor::empty({b.layout.stats(), 3}, DType::F64);
   run_kernel(kernels::kNormMoments, b.device, b.dtype, {b.x, b.layout, m});
   const ReductionPlan plan = plan_reduction(c.op.kind, p.input->mesh(), p.input->placements());
-  merge_moments(call, plan, m, max_local_stats(c, p.input->spec(), plan));
+  merge_moments(call, plan, m);
   if (moments) *moments = m;
   return stats_from_moments(m, 3, c.eps);
 }
@@ -170,7 +150,7 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
     run_kernel(kernels::kNormBackwardReduce, b.device, b.dtype,
                {dy, b.x, b.layout, w, packed, args.relu_output});
     const ReductionPlan plan = plan_reduction(op.kind, p.input->mesh(), p.input->placements());
-    merge_moments_and_grad_sums(call, plan, packed, max_local_stats(c, p.input->spec(), plan));
+    merge_moments_and_grad_sums(call, plan, packed);
     st = stats_from_moments(packed, 5, c.eps);
     // The means over each statistic's elements of g and g * xhat.
     args.mean_g = Tensor::empty({k}, DType::F64);

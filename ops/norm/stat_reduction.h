@@ -17,11 +17,10 @@
 //                  beside them, taken around each rank's own mean and shifted
 //                  to the merged one.
 //
-// The group: the mesh dim's own group when one mesh dim shards the reduced
-// dims; the mesh's group when they are all of the mesh's dims of size > 1;
-// otherwise (a proper subset of a 3-D or larger mesh) the mesh's group too,
-// each rank merging only the records of the ranks that share its other
-// coordinates (an all-gather either way, so still one collective).
+// The group: the block of the mesh dims that shard the reduced dims
+// (OpCall::group(dims): one mesh dim's row, the whole mesh, or a block of a
+// 3-D mesh), whose ranks share every other coordinate and so hold the same
+// statistics.
 #pragma once
 
 #include <cstdint>
@@ -41,24 +40,14 @@ std::vector<std::int64_t> reduced_dims(NormKind kind, std::int64_t ndim);
 struct ReductionPlan {
   /// Mesh dims of size > 1 that shard a reduced dim, ascending.
   std::vector<std::int64_t> mesh_dims;
-  /// Every mesh dim of size > 1 is among them (so the mesh's group is the
-  /// group they span).
-  bool whole_mesh = false;
   bool communicates() const { return !mesh_dims.empty(); }
-  /// A proper subset of the mesh's dims of size > 1: the all-gather runs on
-  /// the mesh's group, whose ranks may hold different numbers of statistics.
-  bool subset() const { return mesh_dims.size() > 1 && !whole_mesh; }
 };
 
 ReductionPlan plan_reduction(NormKind kind, const DeviceMesh& mesh, const Placements& input);
 
 /// `moments`: f64, contiguous, [statistics, 3] = (count, mean, M2) of this
 /// rank's elements; replaced by the merged moments of the plan's ranks.
-/// `max_stats`: the most statistics any rank of the mesh holds (read only
-/// when plan.subset(): every rank's record is padded to it, with neutral
-/// zeros, so that the mesh-wide all-gather has one length).
-void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments,
-                   std::int64_t max_stats);
+void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments);
 
 /// The backward's one collective: `packed` is [statistics, 5] = (count,
 /// mean, M2, sum(g), sum(g * (x - local mean))) of this rank. On return the
@@ -66,8 +55,7 @@ void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments,
 /// the fifth the total sum(g * (x - merged mean)): each rank's centred sum
 /// shifted to the merged mean, sum(g * (x - M)) = H_r + (m_r - M) * G_r, so
 /// nothing cancels when the mean is far from zero.
-void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed,
-                                 std::int64_t max_stats);
+void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed);
 
 /// Chan's update: (n, mean, M2) of a and b together, into a.
 void chan_merge(double* a, const double* b);

@@ -495,15 +495,20 @@ struct CommCase {
   std::int64_t group_index;  // which of MeshGroups::groups communicates; -1: none
   bool training = true;
   // The reduced dims are sharded on a proper subset of the mesh dims (3-D
-  // meshes): both passes all-gather over the mesh's group.
-  bool subset = false;
+  // meshes): both passes all-gather over the block of those dims
+  // (DeviceMesh::get_group(block)), which group_index then names.
+  std::vector<std::int64_t> block{};
 };
 
 // Runs the forward and the backward of `cc` and checks who communicated.
 void check_comm(const CommCase& cc, const DeviceMesh& mesh) {
   INFO(kind_name(cc.kind) << " input " << shape_str(cc.input) << " placements "
                           << placements_str(cc.placements) << " training " << cc.training);
-  const MeshGroups mg(mesh);
+  MeshGroups mg(mesh);
+  if (!cc.block.empty()) {
+    mg.groups.push_back(dynamic_cast<const CountingGroup*>(mesh.get_group(cc.block).get()));
+    REQUIRE(mg.groups.back() != nullptr);
+  }
   const Placements rep(static_cast<std::size_t>(mesh.ndim()), Replicate());
   const Tensor X = Tensor::rand(cc.input, DType::F64, 5);
   const DTensor x = distribute_tensor(X, mesh, cc.placements);
@@ -536,8 +541,8 @@ void check_comm(const CommCase& cc, const DeviceMesh& mesh) {
                         (cc.group_index >= 0 && mg.groups[k] == mg.groups[cc.group_index]);
       if (mine) {
         CHECK(a.collectives - b.collectives == allgathers + allreduces);
-        CHECK(a.allgathers - b.allgathers == (cc.subset ? allgathers + allreduces : allgathers));
-        CHECK(a.allreduces - b.allreduces == (cc.subset ? 0 : allreduces));
+        CHECK(a.allgathers - b.allgathers == allgathers);
+        CHECK(a.allreduces - b.allreduces == allreduces);
       } else {
         CHECK(a.collectives == b.collectives);
         if (cc.group_index < 0) CHECK(after.bytes[k] == before.bytes[k]);
@@ -682,7 +687,7 @@ DTENSOR_TEST_REGISTRAR {
       });
 
   // The same on a 2x2x2 mesh, where a proper subset of the mesh dims
-  // (a group no mesh dim has) shards the reduced dims.
+  // (a block no mesh dim has) shards the reduced dims: only that block talks.
   register_test("norm one collective per pass on a 2x2x2 mesh", "[norm][comm][mp]", [] {
     RunOptions o;
     o.env["DTENSOR_CHECK_AGREEMENT"] = "0";
@@ -692,12 +697,13 @@ DTENSOR_TEST_REGISTRAR {
         [](RankContext& ctx) {
           const auto world = std::make_shared<CountingGroup>(ctx.pg);
           const DeviceMesh m(DeviceType::CPU, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}, world);
-          // Group indices 0..2 the mesh dims, 3 the mesh's.
-          check_comm({Kind::Batch, {4, 2, 6}, 1, {Shard(0), Shard(1), Shard(2)}, 3, true, true}, m);
+          // Group indices 0..2 the mesh dims, 3 the mesh's, 4 the case's block.
+          check_comm({Kind::Batch, {4, 2, 6}, 1, {Shard(0), Shard(1), Shard(2)}, 4, true, {0, 2}},
+                     m);
           check_comm({Kind::Instance, {4, 2, 6}, 1, {Shard(2), Shard(1), Shard(0)}, 0}, m);
           check_comm({Kind::Group, {4, 4, 6}, 2, {Shard(0), Shard(1), Replicate()}, -1}, m);
-          check_comm({Kind::Batch, {4, 2, 6, 4}, 1, {Shard(2), Shard(1), Shard(3)}, 3, true, true},
-                     m);
+          check_comm(
+              {Kind::Batch, {4, 2, 6, 4}, 1, {Shard(2), Shard(1), Shard(3)}, 4, true, {0, 2}}, m);
           check_comm({Kind::Batch, {4, 2, 6, 4}, 1, {Shard(3), Shard(0), Shard(2)}, 3}, m);
           Rng rng(17);
           for (Kind k : {Kind::Batch, Kind::Group, Kind::Instance, Kind::Layer})

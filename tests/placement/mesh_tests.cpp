@@ -87,6 +87,43 @@ TEST_CASE("3-D mesh 2x1x2: groups per dim have sizes 2, 1, 2 P=4", "[mesh][mp]")
   });
 }
 
+TEST_CASE(
+    "get_group over several mesh dims: the block of ranks sharing the other coordinates, "
+    "on whole-world and partial meshes P=4",
+    "[mesh][mp]") {
+  run_ranks(4, [](RankContext& ctx) {
+    // 2x2x1 over the world: dims {0, 2} span the column of this rank (its
+    // coordinate on dim 1 fixed), dims {0, 1} the whole mesh.
+    DeviceMesh mesh(DeviceType::CPU, {2, 2, 1});
+    const auto block = mesh.get_group(std::vector<std::int64_t>{0, 2});
+    REQUIRE(block->size() == 2);
+    REQUIRE(block->rank() == ctx.rank / 2);
+    Tensor t = Tensor::full({1}, static_cast<double>(1 << ctx.rank), DType::F64);
+    block->allreduce(t);
+    // Ranks 0 and 2 share coordinate 0 on dim 1, ranks 1 and 3 coordinate 1.
+    REQUIRE(t.item({0}) == (ctx.rank % 2 == 0 ? 1.0 + 4.0 : 2.0 + 8.0));
+    REQUIRE(mesh.get_group(std::vector<std::int64_t>{0, 2}) == block);  // made once
+    REQUIRE(mesh.get_group(std::vector<std::int64_t>{1, 0}) == mesh.get_mesh_group());
+    REQUIRE(mesh.get_group(std::vector<std::int64_t>{1}) == mesh.get_group(1));
+    REQUIRE_THROWS_WITH(mesh.get_group(std::vector<std::int64_t>{}),
+                        Catch::Contains("get_group: dims is empty"));
+    REQUIRE_THROWS_WITH(mesh.get_group(std::vector<std::int64_t>{0, 3}),
+                        Catch::Contains("dims has 3"));
+    REQUIRE_THROWS_WITH(mesh.get_group(std::vector<std::int64_t>{2, 2}),
+                        Catch::Contains("dims has 2 twice"));
+
+    // A 1x2x1 mesh over ranks 1 and 3 only: its block over {1, 2} is made by
+    // its two members alone (rank 0 and 2 never take part).
+    DeviceMesh part(DeviceType::CPU, {1, 2, 1}, {1, 3});
+    if (part.contains_this_rank()) {
+      const auto g = part.get_group(std::vector<std::int64_t>{1, 2});
+      Tensor u = Tensor::full({1}, static_cast<double>(ctx.rank), DType::F64);
+      g->allreduce(u);
+      REQUIRE(u.item({0}) == 4.0);
+    }
+  });
+}
+
 TEST_CASE("mesh errors: size larger than the world, repeated ranks, bad shapes P=2",
           "[mesh][errors][mp]") {
   run_ranks(2, [](RankContext&) {

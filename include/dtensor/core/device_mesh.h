@@ -52,6 +52,14 @@ class DeviceMesh {
   std::int64_t get_local_rank(std::int64_t dim) const;
   /// The communicator of this rank's row along `dim`.
   std::shared_ptr<ProcessGroup> get_group(std::int64_t dim) const;
+  /// The communicator of this rank's block over the mesh dims `dims` (the
+  /// ranks that share this rank's coordinate on every other dim; group ranks
+  /// in ascending world rank): get_group({d}) is get_group(d), every dim the
+  /// mesh's group (dims of size 1 aside, which change no membership). Other blocks are made on
+  /// first use, which is collective: every rank of the mesh asks for the same dims at the same
+  /// point (as the ranks of one operator call do). InvalidArgument naming `dims` for an empty list,
+  /// a dim out of range or a dim twice.
+  std::shared_ptr<ProcessGroup> get_group(const std::vector<std::int64_t>& dims) const;
   /// A communicator over the whole mesh (metadata checks, scatter/gather).
   std::shared_ptr<ProcessGroup> get_mesh_group() const;
   /// The world rank at a mesh coordinate.

@@ -46,6 +46,10 @@ class OpCall {
   /// group matches messages by order). A handler registered with
   /// HandlerOptions::defers_agreement communicates only through these.
   ProcessGroup& group(std::int64_t mesh_dim);
+  /// The same over several mesh dims: the group of this rank's block over
+  /// `mesh_dims` (DeviceMesh::get_group(dims); every dim: the mesh's group),
+  /// tags and agreement as above.
+  ProcessGroup& group(const std::vector<std::int64_t>& mesh_dims);
 
   /// Waits for dispatch's agreement check: throws InvalidArgument on every
   /// rank alike when the ranks were asked different things. Returns at once
@@ -66,6 +70,8 @@ class OpCall {
   PendingAgreement agreement_;
   int message_tag_ = 0;
   std::vector<std::unique_ptr<CallScopedGroup>> groups_;  // by mesh dim, made on first use
+  // Blocks over several mesh dims, by the bit set of their dims.
+  std::vector<std::pair<unsigned, std::unique_ptr<CallScopedGroup>>> block_groups_;
 };
 
 /// What dispatch does first, for a front end that fails before it can build
