@@ -502,12 +502,15 @@ def replay(meta, load, files, torch, F):
     raise BadDump(f"unknown op '{op}'")
 
 
-def main(argv):
+def main(argv, prog="check_op_dump.py", default_op=None):
+    """`default_op`: the operator of dumps whose meta.json names none
+    (dtensor-conv's: "conv", through check_dump.py, whose messages keep their
+    own name and leave the operator out of the summary)."""
     args = [a for a in argv[1:] if not a.startswith("--")]
     options = [a for a in argv[1:] if a.startswith("--")]
     quiet = "--quiet" in options
     if len(args) != 1 or any(o != "--quiet" for o in options):
-        print("usage: check_op_dump.py DIR [--quiet]", file=sys.stderr)
+        print(f"usage: {prog} DIR [--quiet]", file=sys.stderr)
         return 2
     directory = args[0]
     try:
@@ -515,14 +518,14 @@ def main(argv):
         import torch
         import torch.nn.functional as F
     except ImportError as e:
-        print(f"check_op_dump.py: skipped: cannot import PyTorch/numpy ({e})", file=sys.stderr)
+        print(f"{prog}: skipped: cannot import PyTorch/numpy ({e})", file=sys.stderr)
         return 77
 
     try:
         with open(os.path.join(directory, "meta.json")) as f:
             meta = json.load(f)
     except (OSError, ValueError) as e:
-        print(f"check_op_dump.py: cannot read {directory}/meta.json: {e}", file=sys.stderr)
+        print(f"{prog}: cannot read {directory}/meta.json: {e}", file=sys.stderr)
         return 2
 
     files = meta.get("files", {})
@@ -531,20 +534,20 @@ def main(argv):
         path = os.path.join(directory, files[name])
         return torch.from_numpy(np.load(path).astype(np.float64))
 
-    for required in ("input", "output"):
+    for required in ("input", "weight", "output") if default_op else ("input", "output"):
         if required not in files:
-            print(f"check_op_dump.py: {directory}: meta.json lists no '{required}'",
-                  file=sys.stderr)
+            print(f"{prog}: {directory}: meta.json lists no '{required}'", file=sys.stderr)
             return 2
     if "op" not in meta:
-        print(f"check_op_dump.py: {directory}: meta.json names no 'op'", file=sys.stderr)
-        return 2
+        if default_op is None:
+            print(f"{prog}: {directory}: meta.json names no 'op'", file=sys.stderr)
+            return 2
+        meta["op"] = default_op
 
     try:
         y, forward, backward, leaves = replay(meta, load, files, torch, F)
     except (BadDump, KeyError, ValueError, RuntimeError) as e:
-        print(f"check_op_dump.py: {directory}: cannot replay: {type(e).__name__}: {e}",
-              file=sys.stderr)
+        print(f"{prog}: {directory}: cannot replay: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
     dtype = meta["dtype"]
@@ -609,8 +612,9 @@ def main(argv):
     for line, good in EXTRA_CHECKS:
         print(line)
         ok = ok and good
-    print(f"check_op_dump.py: {directory}: {'ok' if ok else 'FAILED'} "
-          f"({meta['op']}, {dtype}, {meta['spatial_dims']}-d, torch {torch.__version__})")
+    what = "" if default_op else f"{meta['op']}, "
+    print(f"{prog}: {directory}: {'ok' if ok else 'FAILED'} "
+          f"({what}{dtype}, {meta['spatial_dims']}-d, torch {torch.__version__})")
     return 0 if ok else 1
 
 
