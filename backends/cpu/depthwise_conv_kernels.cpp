@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/simd.h"
@@ -71,26 +72,18 @@ template <int KW>
   }
 }
 
+// add_taps<kw> for a kernel width known only at run time (1..8).
+template <int... W>
+[[gnu::always_inline]] inline void add_taps_of_width(std::integer_sequence<int, W...>, Int kw,
+                                                     const float* plane, Int wp, const float* dy,
+                                                     Int ho, Int wo, Int kh, double* taps) {
+  ((kw == W + 1 ? add_taps<W + 1>(plane, wp, dy, ho, wo, kh, taps) : void()), ...);
+}
+
 DTENSOR_SIMD_CLONES void add_taps(const float* plane, Int wp, const float* dy, Int ho, Int wo,
                                   Int kh, Int kw, double* taps) {
-  switch (kw) {
-    case 1:
-      return add_taps<1>(plane, wp, dy, ho, wo, kh, taps);
-    case 2:
-      return add_taps<2>(plane, wp, dy, ho, wo, kh, taps);
-    case 3:
-      return add_taps<3>(plane, wp, dy, ho, wo, kh, taps);
-    case 4:
-      return add_taps<4>(plane, wp, dy, ho, wo, kh, taps);
-    case 5:
-      return add_taps<5>(plane, wp, dy, ho, wo, kh, taps);
-    case 6:
-      return add_taps<6>(plane, wp, dy, ho, wo, kh, taps);
-    case 7:
-      return add_taps<7>(plane, wp, dy, ho, wo, kh, taps);
-    default:
-      return add_taps<8>(plane, wp, dy, ho, wo, kh, taps);
-  }
+  add_taps_of_width(std::make_integer_sequence<int, kernels::kDepthwiseWeightGradMaxWidth>(), kw,
+                    plane, wp, dy, ho, wo, kh, taps);
 }
 
 DTENSOR_SIMD_CLONES double plane_sum(const float* dy, Int n) {
