@@ -163,6 +163,21 @@ def training_rows(build, quick, env):
     return rows
 
 
+def local_op(build, args, iters, env):
+    """dtensor-op on one rank, one thread: the operator's local kernel."""
+    cmd = [os.path.join(build, "bin", "dtensor-run"), "-n", "1", "--bind-cores", "--",
+           os.path.join(build, "bin", "dtensor-op")] + args + [
+               "--backward", "--bench", "--iters", str(iters), "--warmup", "2", "--json"]
+    return run_json(cmd, env)
+
+
+def torch_local_op(py, args, iters, env):
+    """PyTorch's own kernel for the same operator, shape and thread count."""
+    cmd = [py, os.path.join(ROOT, "bench", "torch_dtensor_op.py"), "--local", "--threads", "1"] + \
+        args + ["--iters", str(iters), "--bind-cores"]
+    return run_json(cmd, env)
+
+
 def torch_window_op(py, args, iters, env):
     cmd = [py, os.path.join(ROOT, "bench", "torch_dtensor_op.py"), "-n", "2"] + args + [
         "--iters", str(iters), "--bind-cores"]
@@ -185,9 +200,9 @@ def main():
     ap.add_argument("--torch-python", default="")
     ap.add_argument("--quick", action="store_true", help="fewer iterations and sizes")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
-    ap.add_argument("--sections", default="layers,window,growth,checkpoint,training",
-                    help="which parts to run (comma-separated): layers, window, growth, "
-                    "checkpoint, training")
+    ap.add_argument("--sections", default="layers,window,kernels,growth,checkpoint,training",
+                    help="which parts to run (comma-separated): layers, window, kernels, "
+                    "growth, checkpoint, training")
     args = ap.parse_args()
     env = dict(os.environ, OMP_NUM_THREADS="1", DTENSOR_LOG_LEVEL="warn")
     iters = 3 if args.quick else 8
@@ -196,12 +211,13 @@ def main():
     sections = set(args.sections.split(","))
     # Sections not run this time keep their last results (and say when).
     previous = os.path.join(args.out, "benchmarks.json")
-    if sections != {"layers", "window", "growth", "checkpoint", "training"} and os.path.exists(
-            previous):
+    every = {"layers", "window", "kernels", "growth", "checkpoint", "training"}
+    if sections != every and os.path.exists(previous):
         with open(previous) as f:
             old = json.load(f)
         for key, section in (("layers", "layers"), ("growth", "growth"), ("window_ops", "window"),
-                             ("checkpoint", "checkpoint"), ("training", "training")):
+                             ("kernels", "kernels"), ("checkpoint", "checkpoint"),
+                             ("training", "training")):
             if section not in sections and key in old:
                 results[key] = old[key]
                 results.setdefault("kept_from", {})[section] = old.get("date")
@@ -252,6 +268,28 @@ def main():
             except Exception as e:
                 row["torch_error"] = str(e).splitlines()[0][:200]
         results["window_ops"].append(row)
+
+    # Each operator's local kernel (one rank, one thread) against PyTorch's on
+    # the same shape and thread count, forward + backward.
+    if "kernels" in sections:
+        results["kernels"] = []
+    for name, op_args, torch_args in WINDOW_OPS if "kernels" in sections else []:
+        if not torch_args:
+            continue
+        progress(f"{name} local kernel")
+        r = local_op(args.build, op_args, iters, env)
+        row = {"op": name, "fwd_ms": r.get("fwd_ms"), "bwd_ms": r.get("bwd_ms")}
+        if args.torch_python:
+            progress(f"{name} PyTorch local kernel")
+            try:
+                t = torch_local_op(args.torch_python, torch_args, iters, env)
+                row["torch_fwd_ms"], row["torch_bwd_ms"] = t["fwd_ms"], t["bwd_ms"]
+                row["torch_version"] = t["torch_version"]
+                if t.get("bwd_error"):
+                    row["torch_error"] = t["bwd_error"]
+            except Exception as e:
+                row["torch_error"] = str(e).splitlines()[0][:200]
+        results["kernels"].append(row)
 
     sizes = [128, 256, 512] if args.quick else [128, 256, 512, 768, 1024]
     for size in sizes if "growth" in sections else []:
@@ -341,6 +379,24 @@ def write_markdown(res, path):
         L.append(f"| {r['op']} | {fmt(r['fwd_ms'], '.2f')} | {fmt(r['bwd_ms'], '.2f')} | "
                  f"{fmt(r['overhead_fwd'], '.3f')} | {fmt(r['overhead_bwd'], '.3f')} | "
                  f"{r['halo_bytes_sent_per_rank']} | {vs} |")
+    if res.get("kernels"):
+        L += ["", "## Local kernels against PyTorch's (1 rank, 1 thread, f32)", "",
+              "Each operator's forward and backward on one rank with one OpenMP thread "
+              "(`dtensor-op OP --bench` under `dtensor-run -n 1`) against PyTorch running "
+              "the same torch.nn.functional call on a plain tensor of the same shape with "
+              "one thread (`bench/torch_dtensor_op.py --local`); vs torch = PyTorch time / "
+              "libdtensor time, forward and backward apart and together.", "",
+              "| operator | fwd ms | bwd ms | torch fwd ms | torch bwd ms | vs torch fwd | "
+              "vs torch bwd | vs torch |",
+              "|---|---|---|---|---|---|---|---|"]
+        for r in res["kernels"]:
+            tf, tb = r.get("torch_fwd_ms"), r.get("torch_bwd_ms")
+            vf = f"{tf / r['fwd_ms']:.2f}x" if tf and r.get("fwd_ms") else "—"
+            vb = f"{tb / r['bwd_ms']:.2f}x" if tb and r.get("bwd_ms") else "—"
+            vt = (f"{(tf + tb) / (r['fwd_ms'] + r['bwd_ms']):.2f}x"
+                  if tf and tb and r.get("fwd_ms") and r.get("bwd_ms") else "—")
+            L.append(f"| {r['op']} | {fmt(r['fwd_ms'], '.2f')} | {fmt(r['bwd_ms'], '.2f')} | "
+                     f"{fmt(tf, '.2f')} | {fmt(tb, '.2f')} | {vf} | {vb} | {vt} |")
     L += ["", "## Growth (3x3 64->64, P = 2)", "",
           "| image | fwd ms | bwd ms | halo bytes/rank | RSS MB / tensors MB | RSS ratio (net) | private |",
           "|---|---|---|---|---|---|---|"]

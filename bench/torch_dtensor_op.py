@@ -6,7 +6,9 @@ channel and transposed convolution only where stride equals the kernel, so on
 a spatially sharded input it mostly redistributes first: that is the peer's
 real cost. OPTIONAL: needs PyTorch >= 2.5 with torch.distributed.tensor
 (`pip install torch` in a venv; never part of the tests). Prints one JSON
-line: fwd_ms, bwd_ms (medians), like dtensor-op --json.
+line: fwd_ms, bwd_ms (medians), like dtensor-op --json. With --local it runs
+the operator on a plain tensor in this one process instead (no process
+group, no DTensor): PyTorch's local kernel, the peer of dtensor-op at -n 1.
 
   python bench/torch_dtensor_op.py -n 2 max_pool --input 4,32,128,128 --kernel 3 \\
       --stride 2 --padding 1 --placement 3 --iters 10
@@ -51,6 +53,57 @@ def forward_fn(args, F, torch, mesh, Replicate, Shard, distribute_tensor, cin):
                               [Replicate()]).requires_grad_()
         return lambda x: F.conv_transpose2d(x, w, stride=s or 1, padding=p)
     raise SystemExit(f"unknown op {args.op}")
+
+
+def timed(fn, x, gy, iters, warmup, sync):
+    """Medians of forward and backward; (fwd_ms, bwd_ms or None, error)."""
+    errors = []
+
+    def step():
+        sync()
+        t0 = time.perf_counter()
+        y = fn(x)
+        sync()
+        t1 = time.perf_counter()
+        if not errors:
+            try:
+                y.backward(gy)
+            except Exception as e:  # say which ops PyTorch cannot run backward
+                errors.append(str(e).splitlines()[0][:200])
+        sync()
+        t2 = time.perf_counter()
+        x.grad = None
+        return (t1 - t0) * 1e3, (t2 - t1) * 1e3
+
+    for _ in range(warmup):
+        step()
+    times = [step() for _ in range(iters)]
+    fwd = statistics.median(t[0] for t in times)
+    bwd = None if errors else statistics.median(t[1] for t in times)
+    return fwd, bwd, (errors[0] if errors else None)
+
+
+def local_run(args):
+    if args.bind_cores:
+        os.sched_setaffinity(0, core_slice(0, 1))
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.threads)
+    shape = [int(v) for v in args.input.split(",")]
+    torch.manual_seed(0)
+    x = torch.randn(shape).requires_grad_()
+    args.shape = shape
+    plain = lambda t, mesh, placements: t  # noqa: E731 (no mesh: the tensor itself)
+    fn = forward_fn(args, F, torch, None, lambda: None, lambda d: None, plain, shape[1])
+    y0 = fn(x)
+    gy = None if y0.dim() == 0 else torch.randn(y0.shape)
+    fwd, bwd, error = timed(fn, x, gy, args.iters, args.warmup, lambda: None)
+    out = {"torch_version": torch.__version__, "world_size": 1, "local": True, "op": args.op,
+           "threads": args.threads, "fwd_ms": fwd, "bwd_ms": bwd}
+    if error:
+        out["bwd_error"] = error
+    print(json.dumps(out))
 
 
 def worker(rank, args, init_file, result_file):
@@ -130,7 +183,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--bind-cores", action="store_true")
+    ap.add_argument("--local", action="store_true",
+                    help="a plain tensor in this process: PyTorch's local kernel")
     args = ap.parse_args()
+    if args.local:
+        return local_run(args)
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as d:
