@@ -82,17 +82,34 @@ const Compute<T>* gated_row(const T* dy, const T* y, std::int64_t s, Scratch& sc
   }
 }
 
-// A parameter tensor ([params], the data's dtype) in the compute type; empty: none.
+// A parameter tensor ([params], the data's dtype) in the compute type; empty:
+// none. f32 and f64 are read in place: layer_norm's per-element parameters
+// are as large as a sample, and copying them on every call cost a fresh
+// allocation's page faults besides the copy.
 template <typename T>
-std::vector<Compute<T>> params_of(const Tensor& t) {
-  std::vector<Compute<T>> out;
-  if (!t.defined()) return out;
-  const T* p = t.data<T>();
-  out.resize(static_cast<std::size_t>(t.numel()));
-  for (std::size_t k = 0; k < out.size(); ++k)
-    out[k] = static_cast<Compute<T>>(p[k]);
-  return out;
-}
+class Params {
+ public:
+  explicit Params(const Tensor& t) {
+    if (!t.defined()) return;
+    if constexpr (std::is_same_v<Compute<T>, T>) {
+      p_ = t.data<T>();
+    } else {
+      const T* p = t.data<T>();
+      widened_.resize(static_cast<std::size_t>(t.numel()));
+      for (std::size_t k = 0; k < widened_.size(); ++k)
+        widened_[k] = static_cast<Compute<T>>(p[k]);
+      p_ = widened_.data();
+    }
+  }
+  Params(const Params&) = delete;
+  Params& operator=(const Params&) = delete;
+  bool empty() const { return p_ == nullptr; }
+  const Compute<T>& operator[](std::int64_t k) const { return p_[k]; }
+
+ private:
+  std::vector<Compute<T>> widened_;
+  const Compute<T>* p_ = nullptr;
+};
 
 // Runs f(row, scratch) for every row in [0, rows), in parallel when it pays.
 template <typename F>
@@ -134,7 +151,7 @@ template <typename T>
 void apply(const kernels::NormApplyArgs& a) {
   const NormLayout& L = a.layout;
   const std::int64_t rows = L.n * L.c, s = L.s;
-  const auto w = params_of<T>(a.weight), b = params_of<T>(a.bias);
+  const Params<T> w(a.weight), b(a.bias);
   const double *mean = f64(a.mean), *invstd = f64(a.invstd);
   const T* x = a.x.data<T>();
   T* y = a.y.data<T>();
@@ -161,7 +178,7 @@ template <typename T>
 void backward_reduce(const kernels::NormBackwardReduceArgs& a) {
   const NormLayout& L = a.layout;
   const std::int64_t rows = L.n * L.c, s = L.s;
-  const auto w = params_of<T>(a.weight);
+  const Params<T> w(a.weight);
   const T *dy = a.grad_output.data<T>(), *x = a.x.data<T>();
   const T* y = a.relu_output.defined() ? a.relu_output.data<T>() : nullptr;
   std::vector<RowReduce> red(static_cast<std::size_t>(rows));
@@ -193,7 +210,7 @@ template <typename T>
 void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   const NormLayout& L = a.layout;
   const std::int64_t rows = L.n * L.c, s = L.s;
-  const auto w = params_of<T>(a.weight);
+  const Params<T> w(a.weight);
   const double *mean = f64(a.mean), *invstd = f64(a.invstd);
   const double *mg = f64(a.mean_g), *mgx = f64(a.mean_gxhat);
   const T *dy = a.grad_output.data<T>(), *x = a.x.data<T>();
