@@ -7,6 +7,7 @@
 // parallel on the rank's threads.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -29,27 +30,36 @@ struct FlatTaps {
   std::vector<std::int64_t> start{0}, offset;
   std::int64_t outputs() const { return static_cast<std::int64_t>(start.size()) - 1; }
 
-  // A regular row: output c reads first + c * stride + k * dilation for
-  // k < taps (no output clipped by padding or the window's edge). The pools
-  // of a U-Net (2x2, stride 2) are; their rows then take the vector path.
+  // The regular part of a row: outputs begin <= c < end read
+  // first + (c - begin) * stride + k * dilation for k < taps, every tap in
+  // range. The pools of a U-Net (2x2, stride 2) are regular throughout; a
+  // padded pool (3x3, stride 2, padding 1) is but for the outputs whose
+  // window the padding clips, at the ends. Those run one by one, the rest
+  // in vector lanes.
   struct Uniform {
-    std::int64_t first = 0, stride = 0, taps = 0, dilation = 0;
+    std::int64_t begin = 0, end = 0, first = 0, stride = 0, taps = 0, dilation = 0;
   };
+  std::int64_t taps_of(std::int64_t c) const { return start[c + 1] - start[c]; }
+  std::int64_t tap(std::int64_t c, std::int64_t k) const {
+    return offset[static_cast<std::size_t>(start[c] + k)];
+  }
   std::optional<Uniform> uniform() const {
     const std::int64_t n = outputs();
-    if (n < 1) return std::nullopt;
     Uniform u;
-    u.taps = start[1] - start[0];
+    for (std::int64_t c = 0; c < n; ++c)
+      u.taps = std::max(u.taps, taps_of(c));
     if (u.taps < 1) return std::nullopt;
-    u.first = offset[0];
-    u.dilation = u.taps > 1 ? offset[1] - offset[0] : 0;
-    u.stride = n > 1 ? offset[static_cast<std::size_t>(start[1])] - u.first : 0;
-    for (std::int64_t c = 0; c < n; ++c) {
-      if (start[c + 1] - start[c] != u.taps) return std::nullopt;
-      for (std::int64_t k = 0; k < u.taps; ++k)
-        if (offset[static_cast<std::size_t>(start[c] + k)] !=
-            u.first + c * u.stride + k * u.dilation)
-          return std::nullopt;
+    while (u.begin < n && taps_of(u.begin) != u.taps)
+      ++u.begin;  // clipped by the padding before the row
+    if (u.begin + 1 >= n || taps_of(u.begin + 1) != u.taps) return std::nullopt;
+    u.first = tap(u.begin, 0);
+    u.dilation = u.taps > 1 ? tap(u.begin, 1) - u.first : 0;
+    u.stride = tap(u.begin + 1, 0) - u.first;
+    for (u.end = u.begin; u.end < n && taps_of(u.end) == u.taps; ++u.end) {
+      bool regular = true;
+      for (std::int64_t k = 0; k < u.taps && regular; ++k)
+        regular = tap(u.end, k) == u.first + (u.end - u.begin) * u.stride + k * u.dilation;
+      if (!regular) break;
     }
     return u;
   }
@@ -206,35 +216,39 @@ DTENSOR_SIMD_CLONES void pick_uniform_rows(const double* plane, const std::int64
 template <typename T, typename Fn>
 void pick_row(const T* plane, const Geometry& g, const std::vector<std::int64_t>& bases, Fn&& fn) {
   const FlatTaps& last = g.dim[2];
-  if (g.last_uniform && !bases.empty()) {
-    const auto& u = *g.last_uniform;
-    const std::int64_t n = last.outputs();
-    // Per-thread scratch for one row: the values and taps picked.
-    thread_local std::vector<T> best;
-    thread_local std::vector<std::int64_t> at;
-    best.resize(static_cast<std::size_t>(n));
-    at.resize(static_cast<std::size_t>(n));
-    pick_uniform_rows(plane, bases.data(), static_cast<std::int64_t>(bases.size()), n, u.first,
-                      u.stride, u.taps, u.dilation, best.data(), at.data());
-    for (std::int64_t c = 0; c < n; ++c)
-      fn(c, best[static_cast<std::size_t>(c)], at[static_cast<std::size_t>(c)]);
-    return;
-  }
   const std::int64_t* off = last.offset.data();
-  for (std::int64_t c = 0; c < last.outputs(); ++c) {
-    T best = -std::numeric_limits<T>::infinity();
-    const std::int64_t k0 = last.start[c], k1 = last.start[c + 1];
-    std::int64_t at = k0 < k1 && !bases.empty() ? bases[0] + off[k0] : -1;
-    for (const std::int64_t base : bases)
-      for (std::int64_t k = k0; k < k1; ++k) {
-        const T v = plane[base + off[k]];
-        // Selects, not branches: on data the comparison is a coin toss.
-        const bool take = v > best || std::isnan(v);
-        best = take ? v : best;
-        at = take ? base + off[k] : at;
-      }
-    fn(c, best, at);
-  }
+  // Outputs [lo, hi) one by one.
+  const auto one_by_one = [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t c = lo; c < hi; ++c) {
+      T best = -std::numeric_limits<T>::infinity();
+      const std::int64_t k0 = last.start[c], k1 = last.start[c + 1];
+      std::int64_t at = k0 < k1 && !bases.empty() ? bases[0] + off[k0] : -1;
+      for (const std::int64_t base : bases)
+        for (std::int64_t k = k0; k < k1; ++k) {
+          const T v = plane[base + off[k]];
+          // Selects, not branches: on data the comparison is a coin toss.
+          const bool take = v > best || std::isnan(v);
+          best = take ? v : best;
+          at = take ? base + off[k] : at;
+        }
+      fn(c, best, at);
+    }
+  };
+  if (!g.last_uniform || bases.empty()) return one_by_one(0, last.outputs());
+  const auto& u = *g.last_uniform;
+  const std::int64_t n = u.end - u.begin;
+  // Per-thread scratch for one row: the values and taps picked.
+  thread_local std::vector<T> best;
+  thread_local std::vector<std::int64_t> at;
+  best.resize(static_cast<std::size_t>(n));
+  at.resize(static_cast<std::size_t>(n));
+  pick_uniform_rows(plane, bases.data(), static_cast<std::int64_t>(bases.size()), n, u.first,
+                    u.stride, u.taps, u.dilation, best.data(), at.data());
+  // In output order, as one by one: the backward's scatter adds in this order.
+  one_by_one(0, u.begin);
+  for (std::int64_t c = 0; c < n; ++c)
+    fn(u.begin + c, best[static_cast<std::size_t>(c)], at[static_cast<std::size_t>(c)]);
+  one_by_one(u.end, last.outputs());
 }
 
 template <typename T>
