@@ -174,6 +174,14 @@ void check_case(const Case& c, const Shape& mesh_shape, DType dtype) {
     CHECK(std::abs(got - loss) <= tol * std::max(1.0, std::abs(loss)));
   }
 
+  // Without options (PyTorch's defaults), an i64 target is class indices too.
+  if (c.options.ignore_index == -100 && c.options.label_smoothing == 0.0) {
+    const double plain = cross_entropy(x, t, c.options.reduction).to_local().item_flat(0);
+    CHECK(((std::isnan(plain) && std::isnan(got)) || plain == got));
+    require_close(cross_entropy_backward(x, t, c.options.reduction, c.grad).full_tensor(), G, tol,
+                  "grad_input (no options)");
+  }
+
   const DTensor gx = cross_entropy_backward(x, t, c.options, c.grad);
   for (std::size_t m = 0; m < mesh_shape.size(); ++m)
     if (!c.px[m].is_partial()) CHECK(gx.placements()[m] == c.px[m]);
