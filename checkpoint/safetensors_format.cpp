@@ -20,15 +20,18 @@ std::string_view safetensors_dtype(DType t) {
       return "BF16";
     case DType::F16:
       return "F16";
+    case DType::I64:
+      return "I64";
   }
   return "F32";
 }
 
 DType parse_safetensors_dtype(std::string_view name, const std::string& what) {
-  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16})
+  for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::I64})
     if (name == safetensors_dtype(t)) return t;
-  throw InvalidArgument(
-      "checkpoint", fmt::format("{}: dtype '{}' is not one of F32, F64, BF16, F16", what, name));
+  throw InvalidArgument("checkpoint", fmt::format("{}: dtype '{}' is not one of F32, F64, BF16, "
+                                                  "F16, I64",
+                                                  what, name));
 }
 
 std::int64_t safetensors_item_bytes(const SafetensorsItem& item) {

@@ -98,6 +98,7 @@ Tensor Tensor::rand_slice(const Shape& global_shape, const Shape& offset, const 
                           offset[d] <= global_shape[d] - shape[d],
                       "core", "rand_slice: box at {} of size {} does not fit in {}",
                       shape_str(offset), shape_str(shape), shape_str(global_shape));
+  require_floating(dtype, "rand: dtype");  // uniform in [-1, 1): no integers
   Tensor t = empty(shape, dtype);
   const Shape gstrides = contiguous_strides(global_shape);
   // An empty box reads nothing; its offset may lie at the far end of a huge
@@ -209,9 +210,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
     return *this;
   }
   const std::size_t es = dtype_size(dtype_);
-  visit_dtype(dtype_, [&](auto dtag) {
+  // Any dtype to any, I64 included (a float becomes an integer as
+  // static_cast truncates it, toward zero).
+  visit_any_dtype(dtype_, [&](auto dtag) {
     using D = decltype(dtag);
-    visit_dtype(src.dtype_, [&](auto stag) {
+    visit_any_dtype(src.dtype_, [&](auto stag) {
       using S = decltype(stag);
       D* dst = static_cast<D*>(storage_->data());
       const S* sp = static_cast<const S*>(src.storage_->data());
@@ -238,7 +241,7 @@ Tensor& Tensor::fill_(double value) {
     detail::device_ops(device().type, "fill_").fill(*this, value);
     return *this;
   }
-  visit_dtype(dtype_, [&](auto tag) {
+  visit_any_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(storage_->data());
     const T v = convert<T>(value);
@@ -304,7 +307,7 @@ double Tensor::item(std::initializer_list<std::int64_t> index) const {
     off += i * strides_[d++];
   }
   if (!device().is_cpu()) return device_element(off);
-  return visit_dtype(dtype_, [&](auto tag) {
+  return visit_any_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return as_double(static_cast<const T*>(storage_->data())[off]);
   });
@@ -320,7 +323,7 @@ double Tensor::item_flat(std::int64_t flat) const {
     flat /= shape_[d];
   }
   if (!device().is_cpu()) return device_element(off);
-  return visit_dtype(dtype_, [&](auto tag) {
+  return visit_any_dtype(dtype_, [&](auto tag) {
     using T = decltype(tag);
     return as_double(static_cast<const T*>(storage_->data())[off]);
   });
@@ -340,9 +343,9 @@ std::string Tensor::str() const {
 namespace {
 template <typename Fn>
 void for_each_pair(const Tensor& a, const Tensor& b, Fn&& fn) {
-  visit_dtype(a.dtype(), [&](auto at) {
+  visit_any_dtype(a.dtype(), [&](auto at) {
     using A = decltype(at);
-    visit_dtype(b.dtype(), [&](auto bt) {
+    visit_any_dtype(b.dtype(), [&](auto bt) {
       using B = decltype(bt);
       const A* pa = static_cast<const A*>(a.storage()->data());
       const B* pb = static_cast<const B*>(b.storage()->data());

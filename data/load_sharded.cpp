@@ -85,11 +85,12 @@ DTensor load_npy_sharded(const std::string& path, const DeviceMesh& mesh,
     const NpyHeader h = parse_npy_header(file.bytes(), path);
     check_npy_size(h, file.bytes().size(), path);
     seen = fmt::format("{} {}", npy_descr(h.element), shape_str(h.shape));
-    const DTensorSpec spec = spec_for(mesh, placements, h.shape,
-                                      options.dtype.value_or(npy_values(h.element)), what, path);
+    const DType dtype = options.dtype.value_or(npy_values(h.element));
+    const DTensorSpec spec = spec_for(mesh, placements, h.shape, dtype, what, path);
     return load_box(
-        file, h.data_offset, npy_carrier(h.element),
-        [&](const Tensor& raw) { return decode_npy(raw, h.element); }, spec, options.stats);
+        file, h.data_offset, npy_carrier_for(h.element, dtype, path),
+        [&](const Tensor& raw) { return decode_npy_for(raw, h.element, dtype); }, spec,
+        options.stats);
   });
 }
 

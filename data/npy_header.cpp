@@ -136,6 +136,28 @@ Tensor decode_npy(const Tensor& raw, NpyElement e) {
   return out;
 }
 
+DType npy_carrier_for(NpyElement e, DType dtype, const std::string& path) {
+  if (dtype != DType::I64) return npy_carrier(e);
+  DTENSOR_CHECK_ARG(e == NpyElement::I32 || e == NpyElement::I64, "data",
+                    "{}: dtype i64 loads integer arrays ('<i4', '<i8'), the file holds '{}'", path,
+                    npy_descr(e));
+  return e == NpyElement::I64 ? DType::I64 : npy_carrier(e);
+}
+
+Tensor decode_npy_for(const Tensor& raw, NpyElement e, DType dtype) {
+  if (dtype != DType::I64) return decode_npy(raw, e);
+  if (e == NpyElement::I64) return raw;  // carried in I64: the file's integers
+  Tensor out = Tensor::empty(raw.shape(), DType::I64);
+  auto* dst = out.data<std::int64_t>();
+  const auto* src = static_cast<const char*>(raw.data_ptr());
+  for (std::size_t i = 0; i < static_cast<std::size_t>(raw.numel()); ++i) {
+    std::int32_t v = 0;
+    std::memcpy(&v, src + 4 * i, 4);
+    dst[i] = v;
+  }
+  return out;
+}
+
 NpyHeader parse_npy_header(std::string_view file, const std::string& path) {
   check_arg(file.size() >= 10 && file.substr(0, 6) == "\x93NUMPY", "data", "{}: not a .npy file",
             path);

@@ -27,6 +27,14 @@ DType npy_values(NpyElement e);
 /// `raw` (npy_carrier's dtype, holding the file's bytes) as npy_values' dtype.
 Tensor decode_npy(const Tensor& raw, NpyElement e);
 
+/// The same for a load that asks for `dtype`: an integer array asked for as
+/// I64 stays integer ('<i8' carried in I64 as its bytes are, '<i4' widened),
+/// everything else is npy_carrier's and decode_npy's (then converted).
+/// InvalidArgument naming `path` and dtype for a float array asked for as
+/// I64 (a float has no one integer to become).
+DType npy_carrier_for(NpyElement e, DType dtype, const std::string& path);
+Tensor decode_npy_for(const Tensor& raw, NpyElement e, DType dtype);
+
 struct NpyHeader {
   NpyElement element = NpyElement::F32;
   Shape shape;

@@ -51,6 +51,7 @@ Options parse(int argc, char** argv) {
       o.mesh = parse_int_list(value(), "--mesh", 'x');
     } else if (a == "--dtype") {
       o.dtype = parse_dtype(value());
+      require_floating(o.dtype, "--dtype");
     } else if (a == "--lr") {
       o.lr = std::stod(value());
     } else if (a == "--batch") {

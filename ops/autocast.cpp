@@ -33,6 +33,7 @@ struct PolicyTable {
       {"layer_norm", AutocastPolicy::Float32},
       {"mse_loss", AutocastPolicy::Float32},
       {"cross_entropy", AutocastPolicy::Float32},
+      {"cross_entropy_indices", AutocastPolicy::Float32},  // the i64 target stays
       {"l1_loss", AutocastPolicy::Float32},
       {"smooth_l1_loss", AutocastPolicy::Float32},
       {"huber_loss", AutocastPolicy::Float32},

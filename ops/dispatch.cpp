@@ -263,6 +263,16 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
 }
 
 namespace {
+// What every rank knows alike (the specs' dtypes): all refuse together.
+void refuse_integer_arguments(const OpSchema& s) {
+  for (std::size_t pos : s.dtensor_positions())
+    DTENSOR_CHECK_ARG(
+        is_floating(s.dtensor(pos).dtype()), s.op(),
+        "argument {}: an {} DTensor (integers, e.g. class indices) has no arithmetic; "
+        "'{}' needs f32, f64, bf16 or f16",
+        pos, dtype_name(s.dtensor(pos).dtype()), s.op());
+}
+
 std::vector<DTensor> dispatch_untracked(const std::string& op, std::vector<OpArg> args) {
   OpSchema schema(op, std::move(args));
   const DeviceMesh& mesh = schema.mesh();
@@ -285,6 +295,7 @@ std::vector<DTensor> dispatch_untracked(const std::string& op, std::vector<OpArg
     const OpDef* def = find_op_def(op);
     check_arg(handler != nullptr || def != nullptr, "dispatch",
               "unknown operator '{}': nothing is registered under that name", op);
+    if (!def || !def->accepts_integer_arguments) refuse_integer_arguments(call.schema());
     if (def && def->validate) def->validate(call.schema());
     if (!handler) return call.run_default();
     ++stats().handler_calls;

@@ -15,7 +15,9 @@ constexpr const char* kOp = "to";
 void check(const OpSchema& s) {
   DTENSOR_CHECK_ARG(s.size() == 2, kOp, "{} arguments given, 2 expected (input, dtype)", s.size());
   s.dtensor(0);
-  parse_dtype(s.text(1));  // InvalidArgument naming dtype
+  // InvalidArgument naming dtype; the integer dtype is no conversion target
+  // (a float has no one integer to become).
+  require_floating(parse_dtype(s.text(1)), "to: dtype");
 }
 
 std::vector<TensorMeta> converted(const OpSchema& s) {

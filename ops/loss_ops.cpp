@@ -272,11 +272,17 @@ DTensor mse_loss_backward(const DTensor& grad_output, const DTensor& input, cons
                           LossReduction reduction) {
   return mse_loss_backward(input, target, reduction, scalar_of(grad_output, "mse_loss_backward"));
 }
+// An i64 target holds class indices: cross_entropy_indices with PyTorch's
+// other defaults (cross_entropy_indices_op.cpp).
 DTensor cross_entropy(const DTensor& input, const DTensor& target, LossReduction reduction) {
+  if (target.dtype() == DType::I64)
+    return cross_entropy(input, target, CrossEntropyOptions{.reduction = reduction});
   return forward("cross_entropy", input, target, reduction);
 }
 DTensor cross_entropy_backward(const DTensor& input, const DTensor& target, LossReduction reduction,
                                double grad) {
+  if (target.dtype() == DType::I64)
+    return cross_entropy_backward(input, target, CrossEntropyOptions{.reduction = reduction}, grad);
   return backward("cross_entropy_backward", input, target, reduction, grad);
 }
 DTensor cross_entropy_backward(const DTensor& grad_output, const DTensor& input,

@@ -334,7 +334,14 @@ def replay_nn(meta, load, files, torch, F, x, leaves):
             y = F.binary_cross_entropy_with_logits(x, t, reduction=reduction)
             terms_gx = 4
         else:
-            y = F.cross_entropy(x, t, reduction=reduction)
+            # The target's kind and F.cross_entropy's options (dumps that
+            # predate them hold probabilities and PyTorch's defaults).
+            ignore_index = int(meta.get("ignore_index", -100))
+            smoothing = float(meta.get("label_smoothing", 0.0))
+            if meta.get("target", "probabilities") == "indices":
+                t = t.long()  # int64 in the file; loaded through float64, exact for indices
+            y = F.cross_entropy(x, t, ignore_index=ignore_index, reduction=reduction,
+                                label_smoothing=smoothing)
             terms_gx = x.shape[1] + 2
         return y, [("output", x.numel() + 1, False)], [("grad_input", "input", terms_gx)], leaves
 

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/class_log_sum_exp.h"
 #include "backends/cpu/compute_type.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
@@ -71,28 +72,6 @@ void scaled_error_blocks(const T* x, const T* t, T s, T* g, std::int64_t n) {
   }
 }
 
-// One sample's class-wise log-sum-exp per position: x is [C, S], lse [S]
-// (m is scratch). The maximum skips NaN as std::max does; a NaN input still
-// makes its position's sum NaN through exp.
-template <typename T>
-void log_sum_exp(const T* x, std::int64_t C, std::int64_t S, T* m, T* lse) {
-  std::fill(m, m + S, -std::numeric_limits<T>::infinity());
-  std::fill(lse, lse + S, T(0));
-  for (std::int64_t k = 0; k < C; ++k) {
-    const T* xk = x + k * S;
-#pragma omp simd
-    for (std::int64_t s = 0; s < S; ++s)
-      m[s] = m[s] < xk[s] ? xk[s] : m[s];
-  }
-  for (std::int64_t k = 0; k < C; ++k) {
-    const T* xk = x + k * S;
-    for (std::int64_t s = 0; s < S; ++s)
-      lse[s] += std::exp(xk[s] - m[s]);
-  }
-  for (std::int64_t s = 0; s < S; ++s)
-    lse[s] = m[s] + std::log(lse[s]);
-}
-
 // fn(sample, x, t, lse, scratch) per sample [C, S] (x and t at the sample),
 // samples in parallel when it pays; scratch holds S values of T.
 template <typename T, typename Fn>
@@ -106,7 +85,7 @@ void for_each_sample(const Shape& shape, const T* x, const T* t, Fn&& fn) {
 #pragma omp for schedule(static)
     for (std::int64_t n = 0; n < N; ++n) {
       const std::int64_t at = n * C * S;
-      log_sum_exp(x + at, C, S, scratch.data(), lse.data());
+      class_log_sum_exp(x + at, C, S, scratch.data(), lse.data());
       fn(n, x + at, t + at, lse.data(), scratch.data());
     }
   }

@@ -18,6 +18,12 @@ namespace dtensor::cuda_backend {
 namespace {
 
 ElemType elem(DType t) {
+  // The device kernels (strided and converting copies, fill, add) are
+  // floating; I64 moves only as dense same-dtype copies (cudaMemcpy).
+  if (t == DType::I64)
+    throw NotSupported("cuda",
+                       "i64 tensors are copied on CUDA only densely and without "
+                       "conversion (no strided copy, conversion, fill or add)");
   static_assert(static_cast<int>(DType::BF16) == static_cast<int>(ElemType::BF16) &&
                 static_cast<int>(DType::F16) == static_cast<int>(ElemType::F16));
   return static_cast<ElemType>(static_cast<int>(t));

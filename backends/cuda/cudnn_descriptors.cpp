@@ -26,6 +26,8 @@ CudnnTypes cudnn_types(DType t) {
       // Half data with f32 compute (cuDNN's "pseudo half" configuration): the
       // accumulation the CPU path (f32 kernels) has, so tolerances carry over.
       return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+    case DType::I64:  // no integer convolution
+      break;
   }
   throw NotSupported("cudnn", "unsupported dtype");
 }

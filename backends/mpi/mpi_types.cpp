@@ -40,6 +40,8 @@ MPI_Datatype mpi_datatype(DType t) {
     case DType::BF16:
     case DType::F16:
       return MPI_UINT16_T;
+    case DType::I64:
+      return MPI_INT64_T;
   }
   return MPI_BYTE;
 }

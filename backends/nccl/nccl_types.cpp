@@ -40,6 +40,8 @@ ncclDataType_t nccl_dtype(DType t) {
       return ncclBfloat16;
     case DType::F16:
       return ncclFloat16;
+    case DType::I64:
+      return ncclInt64;
   }
   throw NotSupported("nccl", "unsupported dtype");
 }

@@ -31,6 +31,7 @@ dnnl::memory::data_type data_type(DType t) {
       return dt::bf16;
     case DType::F64:
     case DType::F16:  // none in oneDNN 2.6 without AVX512-FP16: f16_conv.cpp widens to f32
+    case DType::I64:  // no integer convolution
       break;
   }
   throw NotSupported("onednn", fmt::format("oneDNN has no {} convolution", dtype_name(t)));

@@ -169,6 +169,26 @@ void check_every_op(const DeviceMesh& mesh) {
     return binary_cross_entropy_with_logits(
         v[0], distribute_tensor(probabilities, v[0].mesh(), v[0].placements()));
   });
+  // cross_entropy with class indices: the target (i64, some ignore_index)
+  // is data; given replicated, and placed like the input's other dims.
+  Tensor classes = Tensor::empty({2, 7, 6}, DType::I64);
+  for (std::int64_t i = 0; i < classes.numel(); ++i)
+    classes.data<std::int64_t>()[i] = i % 7 == 3 ? -100 : (i * 5) % 4;
+  Tensor classes_0_to_3 = classes.clone();  // -100 made 1, ignored below as ignore_index 1
+  for (std::int64_t i = 0; i < classes.numel(); ++i)
+    if (classes_0_to_3.data<std::int64_t>()[i] < 0) classes_0_to_3.data<std::int64_t>()[i] = 1;
+  check("cross_entropy class indices label_smoothing", {{x, S}}, [&](const Inputs& v) {
+    const DTensor t = distribute_tensor(classes, v[0].mesh(), all_replicated(v[0].mesh()));
+    return cross_entropy(v[0], t, {.label_smoothing = 0.2});
+  });
+  check("cross_entropy class indices sum ignore_index 1", {{x, Sb}}, [&](const Inputs& v) {
+    Placements tp;
+    for (const Placement& p : v[0].placements())
+      tp.push_back(p.is_shard() && p.dim() != 1 ? Placement(Shard(p.dim() == 0 ? 0 : p.dim() - 1))
+                                                : Placement(Replicate()));
+    return cross_entropy(v[0], distribute_tensor(classes_0_to_3, v[0].mesh(), tp),
+                         {.reduction = LossReduction::Sum, .ignore_index = 1});
+  });
   check("add mul scale", {{x, S}, {x, S}},
         [&](const Inputs& v) { return scale(mul(add(v[0], v[1]), v[0]), 0.5); });
   // Broadcasting binary operators: the small operand's gradient is summed

@@ -34,6 +34,8 @@ double conv_tolerance(DType dtype, std::int64_t reduction, double magnitude) {
       // The same shape as bf16 with f16's unit roundoff (2^-11 vs 2^-8): the
       // CPU computes f16 in f32, so only storage and Partial roundings count.
       return 2.5e-3 * scale * std::sqrt(static_cast<double>(reduction));
+    case DType::I64:  // no convolution of integers
+      break;
   }
   return 0;
 }

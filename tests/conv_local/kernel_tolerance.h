@@ -25,6 +25,8 @@ inline double unit_roundoff(DType t) {
       return std::ldexp(1.0, -8);  // 8 significant bits
     case DType::F16:
       return std::ldexp(1.0, -11);  // 11 significant bits
+    case DType::I64:                // integers are exact
+      return 0;
   }
   return 1;
 }

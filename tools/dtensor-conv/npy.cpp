@@ -20,6 +20,8 @@ std::string npy_descr(DType t) {
       return "<f8";
     case DType::F16:
       return "<f2";  // IEEE binary16, numpy's float16: written as is
+    case DType::I64:
+      return "<i8";  // numpy's int64: written as is
     case DType::F32:
     case DType::BF16:  // widened by write_npy (see npy.h)
       break;

@@ -256,6 +256,7 @@ Options parse_options(const std::vector<std::string>& args) {
        [&](auto opt, auto v) {
          try {
            o.dtype = parse_dtype(v);
+           require_floating(o.dtype, opt);
          } catch (const InvalidArgument&) {
            fail(opt, fmt::format("unknown dtype '{}' (expected f32, f64, bf16 or f16)", v));
          }

@@ -231,6 +231,32 @@ void check_reductions(const Options& o, const GlobalTensors& g, int ranks,
                           n + 8, dt, ranks));
 }
 
+// cross_entropy: class indices (ignore_index, label_smoothing) against the
+// naive oracle; probabilities against the probability oracle on the
+// smoothed target (1 - s) t + s / C, computed here in f64.
+void check_cross_entropy(const Options& o, const GlobalTensors& g, int ranks,
+                         std::vector<TensorCheck>& out) {
+  using namespace dtensor::reference;
+  const bool mean = o.reduction == LossReduction::Mean;
+  const Int C = o.input[1];
+  Tensor y, gx;
+  if (o.class_indices) {
+    y = ref_cross_entropy_indices(g.input, g.target, mean, o.ignore_index, o.label_smoothing);
+    if (o.backward)
+      gx = ref_cross_entropy_indices_grad_input(g.input, g.target, mean, o.ignore_index,
+                                                o.label_smoothing);
+  } else {
+    Tensor t = g.target.to(DType::F64);
+    const double s = o.label_smoothing;
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      t.data<double>()[i] = (1 - s) * t.data<double>()[i] + s / static_cast<double>(C);
+    y = ref_cross_entropy(g.input, t, mean);
+    if (o.backward) gx = ref_cross_entropy_grad_input(g.input, t, mean);
+  }
+  out.push_back(compare("output", g.output, y, g.input.numel() + 1, o.dtype, ranks));
+  if (o.backward) out.push_back(compare("grad_input", g.grad_input, gx, C + 2, o.dtype, ranks));
+}
+
 // The U-Net operators (upsample, norms, cat, activations, losses).
 void check_nn(const Options& o, const GlobalTensors& g, int ranks, std::vector<TensorCheck>& out) {
   using namespace dtensor::reference;
@@ -346,6 +372,10 @@ void check_nn(const Options& o, const GlobalTensors& g, int ranks, std::vector<T
       out.push_back(compare("grad_input", g.grad_input,
                             ref_pointwise_loss_grad_input(l, g.input, g.target, mean, param), 4, dt,
                             ranks));
+    return;
+  }
+  if (o.op == OpKind::CrossEntropy) {
+    check_cross_entropy(o, g, ranks, out);
     return;
   }
   if (o.is_loss()) {

@@ -147,7 +147,12 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
     case OpKind::MseLoss:
     case OpKind::CrossEntropy:
       meta["reduction"] = std::string(loss_reduction_name(o.reduction));
-      if (o.op == OpKind::CrossEntropy) meta["target"] = "probabilities";
+      if (o.op == OpKind::CrossEntropy) {
+        // target.npy is int64 ('<i8') for indices, whatever npy_dtype says.
+        meta["target"] = o.class_indices ? "indices" : "probabilities";
+        meta["ignore_index"] = o.ignore_index;
+        meta["label_smoothing"] = o.label_smoothing;
+      }
       break;
     case OpKind::L1Loss:
     case OpKind::BinaryCrossEntropyWithLogits:

@@ -127,8 +127,12 @@ std::string params_line(const Options& o) {
     case OpKind::Relu:
       return "(no parameters)";
     case OpKind::MseLoss:
-    case OpKind::CrossEntropy:
       return fmt::format("reduction={}", loss_reduction_name(o.reduction));
+    case OpKind::CrossEntropy:
+      return fmt::format("reduction={} target={} ignore_index={} label_smoothing={}",
+                         loss_reduction_name(o.reduction),
+                         o.class_indices ? "indices" : "probabilities", o.ignore_index,
+                         o.label_smoothing);
     case OpKind::Add:
     case OpKind::Sub:
     case OpKind::Mul:

@@ -227,6 +227,9 @@ const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
        {MseLoss, CrossEntropy, L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropyWithLogits}},
       {"--beta", {SmoothL1Loss}},
       {"--delta", {HuberLoss}},
+      {"--target", {CrossEntropy}},
+      {"--ignore-index", {CrossEntropy}},
+      {"--label-smoothing", {CrossEntropy}},
       {"--p", {Dropout}},
       {"--out-features", {Linear}},
       {"--other-shape", {Add, Sub, Mul, Div, Maximum, Minimum}},
@@ -1005,7 +1008,8 @@ Options parse_options(const std::vector<std::string>& args) {
                            "--end-dim",        "--dim",          "--start",
                            "--length",         "--dims",         "--correction",
                            "--beta",           "--delta",        "--p",
-                           "--out-features"}) {
+                           "--out-features",   "--target",       "--ignore-index",
+                           "--label-smoothing"}) {
     given[name] = app.add_option(name, text[name]);
     given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
@@ -1082,6 +1086,7 @@ Options parse_options(const std::vector<std::string>& args) {
   if (has("--dtype")) {
     try {
       o.dtype = parse_dtype(value("--dtype"));
+      require_floating(o.dtype, "--dtype");
     } catch (const InvalidArgument&) {
       fail("--dtype",
            fmt::format("unknown dtype '{}' (expected f32, f64, bf16 or f16)", value("--dtype")));
@@ -1318,6 +1323,28 @@ Options parse_options(const std::vector<std::string>& args) {
     if (!(o.delta > 0))
       fail("--delta", fmt::format("{} must be > 0 (as PyTorch)", value("--delta")));
   }
+  // cross_entropy's target kind and options (PyTorch's bounds).
+  if (has("--target")) {
+    const std::string& v = value("--target");
+    if (v == "indices")
+      o.class_indices = true;
+    else if (v != "probabilities")
+      fail("--target", fmt::format("unknown target '{}' (expected probabilities or indices)", v));
+  }
+  if (has("--ignore-index")) {
+    o.ignore_index = parse_int("--ignore-index", value("--ignore-index"));
+    if (!o.class_indices && o.ignore_index >= 0)
+      fail("--ignore-index", fmt::format("{} applies to --target indices only (PyTorch: "
+                                         "\"ignore_index is not supported for floating point "
+                                         "target\"; a negative one is accepted)",
+                                         o.ignore_index));
+  }
+  if (has("--label-smoothing")) {
+    o.label_smoothing = parse_double("--label-smoothing", value("--label-smoothing"));
+    if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
+      fail("--label-smoothing",
+           fmt::format("{} must be between 0.0 and 1.0 (as PyTorch)", value("--label-smoothing")));
+  }
 
   // The tensor API.
   if (o.is_binary()) {
@@ -1501,6 +1528,13 @@ leaky_relu | gelu | silu | sigmoid | tanh | relu
 mse_loss, cross_entropy (a seeded target placed like the input;
 cross_entropy's: class probabilities, a softmax over dim 1)
   --reduction mean|sum       default mean; the loss is a 0-d tensor
+  --target probabilities|indices
+                             cross_entropy: default probabilities; indices: an
+                             int64 target [N, spatial...] uniform in [0, C),
+                             placed like the input's other dims (every 7th
+                             element is --ignore-index when that is no class)
+  --ignore-index i           cross_entropy: default -100 (>= 0: indices only)
+  --label-smoothing s        cross_entropy: default 0.0 (0 <= s <= 1)
 l1_loss | smooth_l1_loss | huber_loss | binary_cross_entropy_with_logits (a
 seeded target of the input's shape placed like the input; bce's in [0, 1))
   --reduction mean|sum       default mean

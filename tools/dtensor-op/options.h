@@ -168,6 +168,12 @@ struct Options {
   double beta = 1.0;   // smooth_l1_loss (>= 0)
   double delta = 1.0;  // huber_loss (> 0)
 
+  // cross_entropy's target and F.cross_entropy's options (--target,
+  // --ignore-index, --label-smoothing; PyTorch's defaults).
+  bool class_indices = false;  // --target indices: an i64 target [N, spatial...]
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0.0;  // in [0, 1]
+
   // dropout: the probability of zeroing an element (PyTorch's default).
   double p = 0.5;
 

@@ -1,5 +1,7 @@
 #include "tools/dtensor-op/problem.h"
 
+#include <algorithm>
+
 #include "dtensor/ops/activations.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/cat.h"
@@ -191,6 +193,42 @@ Tensor whole_probabilities(const Options& o, const Seeds& seeds) {
       .to(o.dtype);
 }
 
+// cross_entropy's whole target with --target indices: int64 [N, spatial...]
+// uniform in [0, C) (from rand, so from the seed alone); when ignore_index
+// is no class, element i (the global row-major index) is ignore_index for
+// i % 7 == 3, so that ignoring is exercised too (a class ignore_index is hit
+// by the draws themselves).
+Tensor whole_class_indices(const Options& o, const Seeds& seeds) {
+  Shape shape = o.input;
+  shape.erase(shape.begin() + 1);
+  const std::int64_t C = o.input[1];
+  const Tensor u = Tensor::rand(shape, DType::F64, target_seed(seeds));
+  Tensor t = Tensor::empty(shape, DType::I64);
+  const bool ignore_is_class = o.ignore_index >= 0 && o.ignore_index < C;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const auto c =
+        static_cast<std::int64_t>((u.data<double>()[i] + 1.0) / 2.0 * static_cast<double>(C));
+    t.data<std::int64_t>()[i] =
+        !ignore_is_class && i % 7 == 3 ? o.ignore_index : std::min(c, C - 1);
+  }
+  return t;
+}
+
+// The index target's placements: the input's along its other dims (input
+// dim 0 is target dim 0, input dim d >= 2 target dim d - 1); replicated
+// where the input is sharded along the classes or Partial.
+Placements class_index_placements(const Placements& input) {
+  Placements out;
+  for (const Placement& p : input)
+    out.push_back(p.is_shard() && p.dim() != 1 ? Placement(Shard(p.dim() == 0 ? 0 : p.dim() - 1))
+                                               : Placement::replicate());
+  return out;
+}
+
+CrossEntropyOptions cross_entropy_options(const Options& o) {
+  return {o.reduction, o.ignore_index, o.label_smoothing};
+}
+
 // The whole target of mse_loss and the pointwise losses: rand, or for
 // binary_cross_entropy_with_logits probabilities (1 + rand) / 2 in [0, 1).
 Tensor whole_target(const Options& o, const Seeds& seeds) {
@@ -243,7 +281,9 @@ Operands make_operands(const Options& o, const DeviceMesh& mesh, const Seeds& se
   if (o.op == OpKind::MseLoss || o.is_pointwise_loss())
     ops.target = sliced(mesh, o.placements, whole_target(o, seeds));
   if (o.op == OpKind::CrossEntropy)
-    ops.target = sliced(mesh, o.placements, whole_probabilities(o, seeds));
+    ops.target = o.class_indices ? sliced(mesh, class_index_placements(o.placements),
+                                          whole_class_indices(o, seeds))
+                                 : sliced(mesh, o.placements, whole_probabilities(o, seeds));
   return ops;
 }
 
@@ -355,7 +395,7 @@ Forward run_forward(const Options& o, const Operands& ops) {
     case OpKind::MseLoss:
       return {mse_loss(x, *ops.target, o.reduction)};
     case OpKind::CrossEntropy:
-      return {cross_entropy(x, *ops.target, o.reduction)};
+      return {cross_entropy(x, *ops.target, cross_entropy_options(o))};
     case OpKind::L1Loss:
       return {l1_loss(x, *ops.target, o.reduction)};
     case OpKind::SmoothL1Loss:
@@ -396,7 +436,7 @@ Grads run_backward(const Options& o, const Operands& ops, const std::optional<DT
         g.grad_input = binary_cross_entropy_with_logits_backward(x, t, o.reduction, 1.0);
         break;
       default:
-        g.grad_input = cross_entropy_backward(x, t, o.reduction, 1.0);
+        g.grad_input = cross_entropy_backward(x, t, cross_entropy_options(o), 1.0);
         break;
     }
     return g;
@@ -539,7 +579,8 @@ GlobalTensors gather_global(const Options& o, const Seeds& seeds, const Forward&
     g.running_var = whole_running_var(o, seeds);
   }
   if (o.op == OpKind::MseLoss || o.is_pointwise_loss()) g.target = whole_target(o, seeds);
-  if (o.op == OpKind::CrossEntropy) g.target = whole_probabilities(o, seeds);
+  if (o.op == OpKind::CrossEntropy)
+    g.target = o.class_indices ? whole_class_indices(o, seeds) : whole_probabilities(o, seeds);
   const auto host = [](const DTensor& t) { return t.full_tensor().to(Device::cpu()); };
   g.output = host(forward.output);
   if (forward.running_mean) g.running_mean_out = host(*forward.running_mean);

@@ -14,6 +14,10 @@
 // its own derived seed; log, sqrt, rsqrt and pow draw their input as
 // 1 + rand / 2 (in [0.5, 1.5)), computed in f64 and rounded to the dtype.
 // binary_cross_entropy_with_logits' target is (1 + rand) / 2 (in [0, 1));
+// cross_entropy's with --target indices is int64 [N, spatial...] drawn in
+// [0, C) from rand (every 7th element ignore_index when that is no class),
+// placed like the input's other dims (replicated along a class-dim shard);
+
 // dropout's mask seed is derived from --seed too (dropout_seed).
 #pragma once
 

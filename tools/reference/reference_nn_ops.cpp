@@ -794,4 +794,70 @@ Tensor ref_cross_entropy_grad_input(const Tensor& x, const Tensor& target, bool 
   return from_values(x.shape(), g);
 }
 
+namespace {
+// The class index of position (n, i), or -1 when it is ignore_index.
+Int class_at(const Tensor& target, Int n, Int i, Int inner, Int C, std::int64_t ignore_index) {
+  if (target.dtype() != DType::I64 || target.numel() != target.shape().at(0) * inner)
+    throw std::invalid_argument("cross_entropy: class indices are an i64 [N, d1, ...] target");
+  const std::int64_t c = target.contiguous().data<std::int64_t>()[n * inner + i];
+  if (c == ignore_index) return -1;
+  if (c < 0 || c >= C)
+    throw std::invalid_argument("cross_entropy: target " + std::to_string(c) + " out of range");
+  return c;
+}
+}  // namespace
+
+Tensor ref_cross_entropy_indices(const Tensor& x, const Tensor& target, bool mean,
+                                 std::int64_t ignore_index, double label_smoothing) {
+  const ClassLayout l = class_layout(x.shape());
+  const auto a = as_f64(x);
+  const Tensor t = target.contiguous();
+  const double s = label_smoothing;
+  double sum = 0, counted = 0;
+  for (Int n = 0; n < l.N; ++n)
+    for (Int i = 0; i < l.inner; ++i) {
+      const Int k = class_at(t, n, i, l.inner, l.C, ignore_index);
+      if (k < 0) continue;
+      const auto at = [&](Int c) { return static_cast<std::size_t>((n * l.C + c) * l.inner + i); };
+      double m = -INFINITY;
+      for (Int c = 0; c < l.C; ++c)
+        m = std::max(m, a[at(c)]);
+      double z = 0;
+      for (Int c = 0; c < l.C; ++c)
+        z += std::exp(a[at(c)] - m);
+      const double lse = m + std::log(z);
+      double smooth = 0;
+      for (Int c = 0; c < l.C; ++c)
+        smooth += lse - a[at(c)];
+      sum += (1 - s) * (lse - a[at(k)]) + s / static_cast<double>(l.C) * smooth;
+      counted += 1;
+    }
+  return from_values(Shape{}, {mean ? sum / counted : sum});
+}
+
+Tensor ref_cross_entropy_indices_grad_input(const Tensor& x, const Tensor& target, bool mean,
+                                            std::int64_t ignore_index, double label_smoothing,
+                                            double grad) {
+  const ClassLayout l = class_layout(x.shape());
+  const Tensor t = target.contiguous();
+  const auto sm = as_f64(ref_softmax_dim1(x));
+  const double s = label_smoothing;
+  std::vector<double> g(sm.size(), 0.0);
+  double counted = 0;
+  for (Int n = 0; n < l.N; ++n)
+    for (Int i = 0; i < l.inner; ++i) {
+      const Int k = class_at(t, n, i, l.inner, l.C, ignore_index);
+      if (k < 0) continue;
+      counted += 1;
+      for (Int c = 0; c < l.C; ++c) {
+        const auto at = static_cast<std::size_t>((n * l.C + c) * l.inner + i);
+        g[at] = grad * (sm[at] - (1 - s) * (c == k ? 1.0 : 0.0) - s / static_cast<double>(l.C));
+      }
+    }
+  if (mean && counted > 0)
+    for (double& v : g)
+      v /= counted;
+  return from_values(x.shape(), g);
+}
+
 }  // namespace dtensor::reference

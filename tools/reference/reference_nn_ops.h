@@ -134,6 +134,18 @@ Tensor ref_mse_loss_grad_input(const Tensor& x, const Tensor& target, bool mean,
 Tensor ref_cross_entropy(const Tensor& x, const Tensor& target, bool mean);
 Tensor ref_cross_entropy_grad_input(const Tensor& x, const Tensor& target, bool mean,
                                     double grad = 1.0);
+/// F.cross_entropy with class indices: target i64 [N, d1, ...] for x
+/// [N, C, d1, ...]; a position whose index is ignore_index adds nothing and
+/// is not counted, any other adds (1 - s) (lse - x_t) + s / C sum_c (lse -
+/// x_c); the mean divides by the count (0 / 0: NaN). An index out of [0, C)
+/// that is not ignore_index throws std::invalid_argument.
+Tensor ref_cross_entropy_indices(const Tensor& x, const Tensor& target, bool mean,
+                                 std::int64_t ignore_index, double label_smoothing);
+/// grad (softmax - ((1 - s) onehot + s / C)) at the counted positions, 0 at
+/// the ignored ones, / the count for mean.
+Tensor ref_cross_entropy_indices_grad_input(const Tensor& x, const Tensor& target, bool mean,
+                                            std::int64_t ignore_index, double label_smoothing,
+                                            double grad = 1.0);
 
 /// The pointwise losses, naively from their definitions (d = x - t):
 /// l1 |d|; smooth_l1 0.5 d^2 / beta or |d| - beta / 2 (beta 0: |d|); huber

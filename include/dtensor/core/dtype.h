@@ -7,18 +7,32 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "dtensor/core/float16_bits.h"
 
 namespace dtensor {
 
-enum class DType : std::uint8_t { F32, F64, BF16, F16 };
+/// The floating element types, and I64: 64-bit signed integers (class
+/// indices, as cross_entropy's target). I64 tensors are created, copied,
+/// compared, converted, redistributed (Shard <-> Replicate), gathered and
+/// read from / written to .npy files, but have no arithmetic: an operator or
+/// a reduction that computes on elements refuses them (see visit_dtype).
+enum class DType : std::uint8_t { F32, F64, BF16, F16, I64 };
 
 std::size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);  // "f32", "f64", "bf16", "f16"
+std::string_view dtype_name(DType t);  // "f32", "f64", "bf16", "f16", "i64"
 /// Parses "f32" / "float32", "f64" / "float64", "bf16" / "bfloat16",
-/// "f16" / "float16" / "half".
+/// "f16" / "float16" / "half", "i64" / "int64".
 DType parse_dtype(std::string_view name);
+/// Whether `t` is one of the floating dtypes (every dtype but I64).
+constexpr bool is_floating(DType t) {
+  return t != DType::I64;
+}
+/// Throws InvalidArgument naming `what` (the parameter or operation) unless
+/// `t` is floating: "<what>: i64 tensors hold integers; ... needs f32, f64,
+/// bf16 or f16".
+void require_floating(DType t, std::string_view what);
 
 /// bfloat16: the top 16 bits of an IEEE float. Conversion rounds to nearest even.
 struct BFloat16 {
@@ -85,9 +99,19 @@ template <>
 struct dtype_of<Float16> {
   static constexpr DType value = DType::F16;
 };
+template <>
+struct dtype_of<std::int64_t> {
+  static constexpr DType value = DType::I64;
+};
+
+namespace detail {
+/// visit_dtype's refusal of I64 (InvalidArgument, component "core").
+[[noreturn]] void refuse_integer_dtype(DType t);
+}  // namespace detail
 
 /// Calls f(T{}) with T the C++ type of `t`; the one switch over dtypes that
-/// element-wise code needs.
+/// element-wise (floating) code needs. I64 is refused with InvalidArgument,
+/// so no floating kernel is instantiated for integers.
 template <typename F>
 decltype(auto) visit_dtype(DType t, F&& f) {
   switch (t) {
@@ -99,8 +123,18 @@ decltype(auto) visit_dtype(DType t, F&& f) {
       return f(BFloat16{});
     case DType::F16:
       return f(Float16{});
+    case DType::I64:
+      detail::refuse_integer_dtype(t);
   }
   return f(float{});
+}
+
+/// The same over every dtype, I64 (std::int64_t) included: for code that
+/// moves, converts or compares elements (copies, fills, item()).
+template <typename F>
+decltype(auto) visit_any_dtype(DType t, F&& f) {
+  if (t == DType::I64) return f(std::int64_t{});
+  return visit_dtype(t, std::forward<F>(f));
 }
 
 enum class DeviceType : std::uint8_t { CPU, CUDA };

@@ -28,8 +28,9 @@ struct LoadStats {
 
 struct LoadOptions {
   /// The local tensor's dtype; by default the file's (f2 -> F16, f4 -> F32,
-  /// f8 -> F64), and F64 for integer arrays (exact up to 2^53), since
-  /// libdtensor has no integer dtype.
+  /// f8 -> F64), and F64 for integer arrays (exact up to 2^53). I64 keeps an
+  /// integer array's values exactly ('<i8' as stored, '<i4' widened); a
+  /// float array asked for as I64 is refused (InvalidArgument naming `path`).
   std::optional<DType> dtype;
   /// Filled with this rank's reads when set.
   LoadStats* stats = nullptr;

@@ -13,5 +13,8 @@ namespace dtensor::data {
 /// load_npy_sharded (integers become F64). InvalidArgument naming `path` for
 /// anything it cannot read, before allocating more than the file holds.
 Tensor read_npy(const std::string& path);
+/// The same converted to `dtype` (LoadOptions::dtype's rules: I64 for
+/// integer arrays only).
+Tensor read_npy(const std::string& path, DType dtype);
 
 }  // namespace dtensor::data

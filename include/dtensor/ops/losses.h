@@ -7,6 +7,7 @@
 // Argument layouts: docs/operators.md.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "dtensor/placement/dtensor.h"
@@ -42,6 +43,44 @@ DTensor cross_entropy_backward(const DTensor& input, const DTensor& target,
 DTensor cross_entropy_backward(const DTensor& grad_output, const DTensor& input,
                                const DTensor& target,
                                LossReduction reduction = LossReduction::Mean);
+
+// ---- cross_entropy with options: class-index targets, label smoothing ------
+
+/// torch.nn.functional.cross_entropy's options.
+struct CrossEntropyOptions {
+  LossReduction reduction = LossReduction::Mean;
+  /// Class-index targets: a position whose target equals it contributes
+  /// nothing and is left out of the mean's count. Probability targets accept
+  /// only a negative one (as PyTorch: refused naming `ignore_index`).
+  std::int64_t ignore_index = -100;
+  /// s in [0, 1] (else refused naming `label_smoothing`): the target becomes
+  /// (1 - s) * target + s / C (for indices, (1 - s) * onehot + s / C).
+  double label_smoothing = 0.0;
+};
+
+/// F.cross_entropy(input, target, ignore_index=, reduction=,
+/// label_smoothing=) over dim 1 of input [N, C, d1, ...] (rank >= 2, a
+/// floating dtype). The target's dtype chooses the kind:
+///  - I64: class indices [N, d1, ...], each in [0, C) or equal to
+///    ignore_index; loss = (1 - s) * -log_softmax[target] + s / C *
+///    -sum_c log_softmax[c] per counted position, its mean over the counted
+///    positions (NaN when none is counted, as PyTorch). An index outside
+///    [0, C) that is not ignore_index is refused naming `target` on every
+///    rank, wherever it lies. The target is placed like the input's other
+///    dims (redistributed to match; a Partial target is refused), the count
+///    taken across ranks.
+///  - the input's dtype: class probabilities of the input's shape, as
+///    cross_entropy(input, target, reduction) with the smoothed target.
+/// Dim 1 is never sharded (the input is moved off Shard(1) first).
+DTensor cross_entropy(const DTensor& input, const DTensor& target,
+                      const CrossEntropyOptions& options);
+/// The gradient with respect to `input`, placed like `input`: for indices
+/// grad * (softmax(input) - ((1 - s) * onehot + s / C)) at the counted
+/// positions (0 at the others), / the count for mean.
+DTensor cross_entropy_backward(const DTensor& input, const DTensor& target,
+                               const CrossEntropyOptions& options, double grad = 1.0);
+DTensor cross_entropy_backward(const DTensor& grad_output, const DTensor& input,
+                               const DTensor& target, const CrossEntropyOptions& options);
 
 // ---- Pointwise losses --------------------------------------------------------
 // l1_loss, smooth_l1_loss, huber_loss and binary_cross_entropy_with_logits:

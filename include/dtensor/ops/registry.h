@@ -101,6 +101,11 @@ struct OpDef {
   /// results never require grad, and backward() passes it by, as PyTorch's
   /// non-differentiable outputs.
   bool differentiable = true;
+  /// True: DTensor arguments may be I64 (integers: cross_entropy's class
+  /// indices), and validate checks which. Left false, dispatch refuses an I64
+  /// argument before validate runs (InvalidArgument naming the operator and
+  /// the argument), so no floating strategy or kernel ever meets integers.
+  bool accepts_integer_arguments = false;
 };
 
 /// Registering a name twice throws InvalidArgument unless `override_existing`.

@@ -1,7 +1,8 @@
-// The kernel slots of the losses (mse_loss and cross_entropy with class
-// probability targets), forward and backward. ops/ plans the placements,
-// divides by the mean's denominator and reduces the ranks' partial sums;
-// these do the arithmetic on one rank's shard.
+// The kernel slots of the losses (mse_loss, cross_entropy with class
+// probability or class-index targets, the pointwise losses), forward and
+// backward. ops/ plans the placements, divides by the mean's denominator
+// and reduces the ranks' partial sums; these do the arithmetic on one rank's
+// shard.
 //
 // input and target are contiguous, of one shape, of the slot's dtype and
 // device. A forward's result is this shard's sum as a 0-d f64 CPU tensor
@@ -40,6 +41,41 @@ struct CrossEntropyBackwardArgs {
   Tensor grad_input;  // out
 };
 
+/// cross_entropy with class-index targets: input [N, C, d1, ...] (the
+/// slot's dtype), target [N, d1, ...] of I64 class indices. A position whose
+/// target t is not ignore_index and lies in [0, C) contributes, with s the
+/// label smoothing,
+///   (1 - s) * (lse - x_t) + s / C * sum_c (lse - x_c)   (lse: log-sum-exp over c);
+/// any other position (ignore_index, or an index out of range, which the
+/// operator refuses after counting them: loss.class_index_count) contributes
+/// nothing. sum = this shard's sum of the contributions.
+struct CrossEntropyIndicesArgs {
+  Tensor input, target;
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  Tensor sum;  // out, 0-d f64 CPU
+};
+/// grad_input = scale * (softmax(input, dim 1) - ((1 - s) * onehot(t) + s / C))
+/// at the contributing positions, 0 elsewhere (scale: grad / the mean's count).
+struct CrossEntropyIndicesBackwardArgs {
+  Tensor input, target;
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  double scale = 1.0;
+  Tensor grad_input;  // out
+};
+/// Counts a target of I64 class indices (any shape) against `classes`:
+/// counts = [positions that contribute (not ignore_index, in [0, classes)),
+/// positions out of range (neither), the smallest and the largest index out
+/// of range] as a [4] f64 CPU tensor; the last two are +inf and -inf when
+/// none is out of range.
+struct ClassIndexCountArgs {
+  Tensor target;
+  std::int64_t classes = 1;
+  std::int64_t ignore_index = -100;
+  Tensor counts;  // out, [4] f64 CPU
+};
+
 /// The pointwise losses: one term per element of input - target.
 enum class PointwiseLoss { L1, SmoothL1, Huber, BceWithLogits };
 /// sum = sum over elements of the loss's term; `param` is smooth_l1's beta
@@ -64,6 +100,12 @@ inline constexpr KernelSlot<MseLossBackwardArgs> kMseLossBackward{"loss.mse_back
 inline constexpr KernelSlot<CrossEntropyArgs> kCrossEntropy{"loss.cross_entropy"};
 inline constexpr KernelSlot<CrossEntropyBackwardArgs> kCrossEntropyBackward{
     "loss.cross_entropy_backward"};
+inline constexpr KernelSlot<CrossEntropyIndicesArgs> kCrossEntropyIndices{
+    "loss.cross_entropy_indices"};
+inline constexpr KernelSlot<CrossEntropyIndicesBackwardArgs> kCrossEntropyIndicesBackward{
+    "loss.cross_entropy_indices_backward"};
+/// Registered for the target's dtype, I64.
+inline constexpr KernelSlot<ClassIndexCountArgs> kClassIndexCount{"loss.class_index_count"};
 inline constexpr KernelSlot<PointwiseLossArgs> kPointwiseLoss{"loss.pointwise"};
 inline constexpr KernelSlot<PointwiseLossBackwardArgs> kPointwiseLossBackward{
     "loss.pointwise_backward"};
