@@ -225,6 +225,8 @@ def main():
     progress("FMA peak")
     peak = run_json([os.path.join(args.build, "bin", "dtensor-bench-fma"), "--seconds", "2"], env)
     results["fma_peak_gflops_f32"] = peak["fma_peak_gflops_f32"]
+    if peak.get("dot_peak_gflops_bf16"):
+        results["dot_peak_gflops_bf16"] = peak["dot_peak_gflops_bf16"]
 
     for layer in LAYERS if "layers" in sections else []:
         # P = 4 oversubscribes a 2-core machine (two ranks per core): reported for
@@ -334,7 +336,10 @@ def write_markdown(res, path):
          f"Measured {res['date']} on {res['machine']} with `{res['command']}`: one OpenMP "
          "thread per rank, each rank bound to its own cores (`dtensor-run --bind-cores`; the "
          "PyTorch script binds its ranks alike), medians. Ratios are measured side by side in the same run. "
-         f"FMA peak per core (f32): **{peak:.0f} GFLOP/s** (`dtensor-bench-fma`)." + "".join(
+         f"FMA peak per core (f32): **{peak:.0f} GFLOP/s** (`dtensor-bench-fma`)" +
+         (f"; bf16 dot-product peak (AVX512-BF16, two multiply-adds per f32 lane): "
+          f"**{res['dot_peak_gflops_bf16']:.0f} GFLOP/s**, the peak of the bf16 rows"
+          if res.get("dot_peak_gflops_bf16") else "") + "." + "".join(
              f" The {s} section is from the run of {d}." for s, d in res.get("kept_from", {}).items()),
          "",
          "## Layers", "",
@@ -352,6 +357,8 @@ def write_markdown(res, path):
          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["layers"]:
         per_rank = (r["gflops_fwd"] or 0) / r["P"]
+        # bf16 convolutions run dot products of bf16 pairs: their own peak.
+        row_peak = res.get("dot_peak_gflops_bf16", peak) if r["dtype"] == "bf16" else peak
         vs = "—"
         if r.get("torch_fwd_ms"):
             vs = f"{(r['torch_fwd_ms'] + r['torch_bwd_ms']) / (r['fwd_ms'] + r['bwd_ms']):.2f}x"
@@ -359,7 +366,7 @@ def write_markdown(res, path):
             vs = "failed"
         L.append(f"| {r['layer']} | {r['P']} | {r['dtype']} | {fmt(r['fwd_ms'])} | {fmt(r['bwd_ms'])} | "
                  f"{fmt(r['overhead_fwd'], '.3f')} | {fmt(r['overhead_bwd'], '.3f')} | "
-                 f"{fmt(r['gflops_fwd'])} | {100 * per_rank / peak:.0f}% | "
+                 f"{fmt(r['gflops_fwd'])} | {100 * per_rank / row_peak:.0f}% | "
                  f"{r['halo_bytes_sent_per_rank']} | {rss(r)} | {vs} |")
     L += ["", "## Window and U-Net operators (P = 2, W sharded, f32)", "",
           "overhead = distributed time / the same operator on the rank's own shard alone "
