@@ -124,39 +124,17 @@ def worker(rank, args, init_file, result_file):
     dx = distribute_tensor(torch.randn(shape), mesh, [Shard(args.placement)]).requires_grad_()
     args.shape = shape
     fn = forward_fn(args, F, torch, mesh, Replicate, Shard, distribute_tensor, shape[1])
-    errors = []
     y0 = fn(dx)
     # A loss is a scalar: its gradient is 1 (None); otherwise a dense grad_output.
     gy = None if y0.dim() == 0 else distribute_tensor(torch.randn(y0.shape), mesh,
                                                       list(y0.placements))
-
-    def step():
-        dist.barrier()
-        t0 = time.perf_counter()
-        y = fn(dx)
-        dist.barrier()
-        t1 = time.perf_counter()
-        if not errors:
-            try:
-                y.backward(gy)
-            except Exception as e:  # say which ops PyTorch cannot run backward
-                errors.append(str(e).splitlines()[0][:200])
-        dist.barrier()
-        t2 = time.perf_counter()
-        dx.grad = None
-        return (t1 - t0) * 1e3, (t2 - t1) * 1e3
-
-    for _ in range(args.warmup):
-        step()
-    times = [step() for _ in range(args.iters)]
+    fwd, bwd, error = timed(fn, dx, gy, args.iters, args.warmup, dist.barrier)
     if rank == 0:
         out = {"torch_version": torch.__version__, "world_size": args.n, "op": args.op,
-               "output_placements": [str(p) for p in y0.placements],
-               "fwd_ms": statistics.median(t[0] for t in times), "bwd_ms": None}
-        if errors:
-            out["bwd_error"] = errors[0]
-        else:
-            out["bwd_ms"] = statistics.median(t[1] for t in times)
+               "output_placements": [str(p) for p in y0.placements], "fwd_ms": fwd,
+               "bwd_ms": bwd}
+        if error:
+            out["bwd_error"] = error
         with open(result_file, "w") as f:
             json.dump(out, f)
     dist.destroy_process_group()
