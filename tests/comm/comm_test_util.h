@@ -61,7 +61,7 @@ inline double tolerance(DType dt, double scale) {
       return 1e-2 * (1 + scale);
     case DType::F16:
       return 2e-3 * (1 + scale);  // u = 2^-11, a few roundings
-    case DType::I64:  // integers are exact
+    case DType::I64:              // integers are exact
       return 0;
   }
   return 0;
