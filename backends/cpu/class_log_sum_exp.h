@@ -1,13 +1,17 @@
-// The log-sum-exp over the classes of one sample [C, S] (class c of position
-// s at c * S + s): the common first pass of cross_entropy's kernels, with
-// the class probabilities (loss_kernels.cpp) and the class indices
-// (cross_entropy_indices_kernels.cpp).
+// What cross_entropy's kernels share, with the class probabilities
+// (loss_kernels.cpp) and the class indices (cross_entropy_indices_kernels.cpp):
+// the log-sum-exp over the classes of one sample [C, S] (class c of position
+// s at c * S + s), the walk over the samples that hands it out, and the sum
+// of a sample's per-position losses.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
+
+#include "backends/cpu/simd.h"
 
 namespace dtensor::cpu {
 
@@ -31,6 +35,38 @@ void class_log_sum_exp(const T* x, std::int64_t C, std::int64_t S, T* m, T* lse)
   }
   for (std::int64_t s = 0; s < S; ++s)
     lse[s] = m[s] + std::log(lse[s]);
+}
+
+/// fn(sample, x, t, lse, scratch) for each sample n of x [N, C, S], with x
+/// and t at the sample: t advances `target_stride` per sample (C * S for
+/// class probabilities, S for class indices). Samples run on the rank's
+/// threads when N * C * S >= `parallel_elements`; scratch holds S values.
+template <typename T, typename Target, typename Fn>
+void for_each_sample(const T* x, const Target* t, std::int64_t N, std::int64_t C, std::int64_t S,
+                     std::int64_t target_stride, std::int64_t parallel_elements, Fn&& fn) {
+  const bool parallel = N > 1 && N * C * S >= parallel_elements;
+#pragma omp parallel if (parallel)
+  {
+    std::vector<T> lse(static_cast<std::size_t>(S)), scratch(static_cast<std::size_t>(S));
+#pragma omp for schedule(static)
+    for (std::int64_t n = 0; n < N; ++n) {
+      const T* xn = x + n * C * S;
+      class_log_sum_exp(xn, C, S, scratch.data(), lse.data());
+      fn(n, xn, t + n * target_stride, lse.data(), scratch.data());
+    }
+  }
+}
+
+/// The sum of one sample's S per-position losses: in T over blocks, in f64 across them.
+template <typename T>
+double positions_sum(const T* loss, std::int64_t S) {
+  return blocked_sum(S, [&](std::int64_t b, std::int64_t e) {
+    T acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (std::int64_t s = b; s < e; ++s)
+      acc += loss[s];
+    return acc;
+  });
 }
 
 }  // namespace dtensor::cpu

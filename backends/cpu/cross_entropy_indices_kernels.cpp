@@ -38,23 +38,6 @@ struct Layout {
         s(shape_numel(shape) / std::max<std::int64_t>(shape.at(0) * shape.at(1), 1)) {}
 };
 
-// fn(sample, x, t, lse, scratch) per sample (x [C, S], t [S] at the sample),
-// samples in parallel when it pays; scratch holds S values of T.
-template <typename T, typename Fn>
-void for_each_sample(const Layout& k, const T* x, const std::int64_t* t, Fn&& fn) {
-  const bool parallel = k.n > 1 && k.n * k.c * k.s >= kParallelElements;
-#pragma omp parallel if (parallel)
-  {
-    std::vector<T> lse(static_cast<std::size_t>(k.s)), scratch(static_cast<std::size_t>(k.s));
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < k.n; ++n) {
-      const T* xn = x + n * k.c * k.s;
-      class_log_sum_exp(xn, k.c, k.s, scratch.data(), lse.data());
-      fn(n, xn, t + n * k.s, lse.data(), scratch.data());
-    }
-  }
-}
-
 // Whether index c of a position contributes (the others are ignored or out of range).
 bool contributes(std::int64_t c, std::int64_t classes, std::int64_t ignore_index) {
   return c != ignore_index && c >= 0 && c < classes;
@@ -67,32 +50,26 @@ double loss_sum(const Tensor& input, const Tensor& target, std::int64_t ignore_i
   const T keep = static_cast<T>(1.0 - smoothing);
   const T spread = static_cast<T>(smoothing / static_cast<double>(k.c));
   std::vector<double> per_sample(static_cast<std::size_t>(k.n), 0.0);
-  for_each_sample<T>(k, input.data<T>(), target.data<std::int64_t>(),
-                     [&](std::int64_t n, const T* x, const std::int64_t* t, const T* lse, T* loss) {
-                       // loss[s] = s/C * sum_c (lse - x_c), then + (1 - s)(lse - x_t).
-                       std::fill(loss, loss + k.s, T(0));
-                       if (spread != T(0))
-                         for (std::int64_t c = 0; c < k.c; ++c) {
-                           const T* xc = x + c * k.s;
+  for_each_sample(input.data<T>(), target.data<std::int64_t>(), k.n, k.c, k.s, k.s,
+                  kParallelElements,
+                  [&](std::int64_t n, const T* x, const std::int64_t* t, const T* lse, T* loss) {
+                    // loss[s] = s/C * sum_c (lse - x_c), then + (1 - s)(lse - x_t).
+                    std::fill(loss, loss + k.s, T(0));
+                    if (spread != T(0))
+                      for (std::int64_t c = 0; c < k.c; ++c) {
+                        const T* xc = x + c * k.s;
 #pragma omp simd
-                           for (std::int64_t s = 0; s < k.s; ++s)
-                             loss[s] += lse[s] - xc[s];
-                         }
-                       for (std::int64_t s = 0; s < k.s; ++s) {
-                         const std::int64_t c = t[s];
-                         loss[s] = contributes(c, k.c, ignore_index)
-                                       ? spread * loss[s] + keep * (lse[s] - x[c * k.s + s])
-                                       : T(0);
-                       }
-                       per_sample[static_cast<std::size_t>(n)] =
-                           blocked_sum(k.s, [&](std::int64_t b, std::int64_t e) {
-                             T acc = 0;
-#pragma omp simd reduction(+ : acc)
-                             for (std::int64_t s = b; s < e; ++s)
-                               acc += loss[s];
-                             return acc;
-                           });
-                     });
+                        for (std::int64_t s = 0; s < k.s; ++s)
+                          loss[s] += lse[s] - xc[s];
+                      }
+                    for (std::int64_t s = 0; s < k.s; ++s) {
+                      const std::int64_t c = t[s];
+                      loss[s] = contributes(c, k.c, ignore_index)
+                                    ? spread * loss[s] + keep * (lse[s] - x[c * k.s + s])
+                                    : T(0);
+                    }
+                    per_sample[static_cast<std::size_t>(n)] = positions_sum(loss, k.s);
+                  });
   double total = 0;
   for (double v : per_sample)
     total += v;
@@ -107,20 +84,20 @@ void loss_backward(const Tensor& input, const Tensor& target, std::int64_t ignor
   const T spread = static_cast<T>(smoothing / static_cast<double>(k.c));
   const auto sc = static_cast<T>(scale);
   T* g0 = grad_input.data<T>();
-  for_each_sample<T>(k, input.data<T>(), target.data<std::int64_t>(),
-                     [&](std::int64_t n, const T* x, const std::int64_t* t, const T* lse, T*) {
-                       T* g = g0 + n * k.c * k.s;
-                       for (std::int64_t c = 0; c < k.c; ++c) {
-                         const std::int64_t o = c * k.s;
-                         for (std::int64_t s = 0; s < k.s; ++s) {
-                           const std::int64_t ts = t[s];
-                           const bool counted = contributes(ts, k.c, ignore_index);
-                           const T onehot = ts == c ? keep : T(0);
-                           g[o + s] = counted ? sc * (std::exp(x[o + s] - lse[s]) - onehot - spread)
-                                              : T(0);
-                         }
-                       }
-                     });
+  for_each_sample(
+      input.data<T>(), target.data<std::int64_t>(), k.n, k.c, k.s, k.s, kParallelElements,
+      [&](std::int64_t n, const T* x, const std::int64_t* t, const T* lse, T*) {
+        T* g = g0 + n * k.c * k.s;
+        for (std::int64_t c = 0; c < k.c; ++c) {
+          const std::int64_t o = c * k.s;
+          for (std::int64_t s = 0; s < k.s; ++s) {
+            const std::int64_t ts = t[s];
+            const bool counted = contributes(ts, k.c, ignore_index);
+            const T onehot = ts == c ? keep : T(0);
+            g[o + s] = counted ? sc * (std::exp(x[o + s] - lse[s]) - onehot - spread) : T(0);
+          }
+        }
+      });
 }
 
 void check_target(const Tensor& input, const Tensor& target, const char* slot) {

@@ -72,50 +72,24 @@ void scaled_error_blocks(const T* x, const T* t, T s, T* g, std::int64_t n) {
   }
 }
 
-// fn(sample, x, t, lse, scratch) per sample [C, S] (x and t at the sample),
-// samples in parallel when it pays; scratch holds S values of T.
-template <typename T, typename Fn>
-void for_each_sample(const Shape& shape, const T* x, const T* t, Fn&& fn) {
-  const std::int64_t N = shape.at(0), C = shape.at(1);
-  const std::int64_t S = shape_numel(shape) / std::max<std::int64_t>(N * C, 1);
-  const bool parallel = N > 1 && N * C * S >= kParallelElements;
-#pragma omp parallel if (parallel)
-  {
-    std::vector<T> lse(static_cast<std::size_t>(S)), scratch(static_cast<std::size_t>(S));
-#pragma omp for schedule(static)
-    for (std::int64_t n = 0; n < N; ++n) {
-      const std::int64_t at = n * C * S;
-      class_log_sum_exp(x + at, C, S, scratch.data(), lse.data());
-      fn(n, x + at, t + at, lse.data(), scratch.data());
-    }
-  }
-}
-
 template <typename T>
 double cross_entropy_sum(const Tensor& input, const Tensor& target) {
   const Shape& shape = input.shape();
   const std::int64_t C = shape.at(1);
   const std::int64_t S = shape_numel(shape) / std::max<std::int64_t>(shape[0] * C, 1);
   std::vector<double> per_sample(static_cast<std::size_t>(shape[0]), 0.0);
-  for_each_sample<T>(shape, input.data<T>(), target.data<T>(),
-                     [&](std::int64_t n, const T* x, const T* t, const T* lse, T* loss) {
-                       std::fill(loss, loss + S, T(0));
-                       for (std::int64_t k = 0; k < C; ++k) {
-                         const T* xk = x + k * S;
-                         const T* tk = t + k * S;
+  for_each_sample(input.data<T>(), target.data<T>(), shape[0], C, S, C * S, kParallelElements,
+                  [&](std::int64_t n, const T* x, const T* t, const T* lse, T* loss) {
+                    std::fill(loss, loss + S, T(0));
+                    for (std::int64_t k = 0; k < C; ++k) {
+                      const T* xk = x + k * S;
+                      const T* tk = t + k * S;
 #pragma omp simd
-                         for (std::int64_t s = 0; s < S; ++s)
-                           loss[s] -= tk[s] * (xk[s] - lse[s]);
-                       }
-                       per_sample[static_cast<std::size_t>(n)] =
-                           blocked_sum(S, [&](std::int64_t b, std::int64_t e) {
-                             T acc = 0;
-#pragma omp simd reduction(+ : acc)
-                             for (std::int64_t s = b; s < e; ++s)
-                               acc += loss[s];
-                             return acc;
-                           });
-                     });
+                      for (std::int64_t s = 0; s < S; ++s)
+                        loss[s] -= tk[s] * (xk[s] - lse[s]);
+                    }
+                    per_sample[static_cast<std::size_t>(n)] = positions_sum(loss, S);
+                  });
   double total = 0;
   for (double v : per_sample)
     total += v;
@@ -131,22 +105,22 @@ void cross_entropy_backward(const Tensor& input, const Tensor& target, double sc
   const T* x0 = input.data<T>();
   T* g0 = grad_input.data<T>();
   const auto sc = static_cast<T>(scale);
-  for_each_sample<T>(shape, x0, target.data<T>(),
-                     [&](std::int64_t n, const T* x, const T* t, const T* lse, T* tsum) {
-                       T* g = g0 + n * C * S;
-                       std::fill(tsum, tsum + S, T(0));
-                       for (std::int64_t k = 0; k < C; ++k) {
-                         const T* tk = t + k * S;
+  for_each_sample(x0, target.data<T>(), shape[0], C, S, C * S, kParallelElements,
+                  [&](std::int64_t n, const T* x, const T* t, const T* lse, T* tsum) {
+                    T* g = g0 + n * C * S;
+                    std::fill(tsum, tsum + S, T(0));
+                    for (std::int64_t k = 0; k < C; ++k) {
+                      const T* tk = t + k * S;
 #pragma omp simd
-                         for (std::int64_t s = 0; s < S; ++s)
-                           tsum[s] += tk[s];
-                       }
-                       for (std::int64_t k = 0; k < C; ++k) {
-                         const std::int64_t o = k * S;
-                         for (std::int64_t s = 0; s < S; ++s)
-                           g[o + s] = sc * (std::exp(x[o + s] - lse[s]) * tsum[s] - t[o + s]);
-                       }
-                     });
+                      for (std::int64_t s = 0; s < S; ++s)
+                        tsum[s] += tk[s];
+                    }
+                    for (std::int64_t k = 0; k < C; ++k) {
+                      const std::int64_t o = k * S;
+                      for (std::int64_t s = 0; s < S; ++s)
+                        g[o + s] = sc * (std::exp(x[o + s] - lse[s]) * tsum[s] - t[o + s]);
+                    }
+                  });
 }
 
 void check_same(const Tensor& input, const Tensor& target, const char* slot) {
