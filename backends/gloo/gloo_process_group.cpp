@@ -360,6 +360,9 @@ void GlooProcessGroup::fail(const std::string& reason) {
   } catch (...) {
     // Expected: the wait reports the timeout it just simulated.
   }
+  // A collective under way usually fails now too; one whose message was half
+  // read does not (collective_thread.h), and its caller must not wait for it.
+  collectives_.abort(reason);
 }
 
 void GlooProcessGroup::abort(const std::string& reason) {
@@ -392,12 +395,12 @@ void GlooProcessGroup::park_unfinished(std::unique_ptr<::gloo::transport::Unboun
 }
 
 template <typename Fn>
-void GlooProcessGroup::run_collective(const std::string& op, Fn&& fn) {
+void GlooProcessGroup::run_collective(const std::string& op, Fn&& call) {
   check_usable(op);
   try {
     translate_errors(op, [&] {
       try {
-        fn();
+        collectives_.run(op, std::forward<Fn>(call));
       } catch (const ::gloo::IoException& e) {
         throw ::gloo::IoException(name_peers(e.what()));
       }
@@ -450,21 +453,27 @@ std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, 
 }
 
 // ---- collectives ----
+//
+// Each call runs on the collective thread (collective_thread.h) and owns what
+// it touches: the context, the tensors (their storage) and the counts are
+// captured by value, and the options are built on that thread.
 
 void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   const std::size_t n = static_cast<std::size_t>(t.numel());
   if (size_ == 1 || n == 0) return;  // the reduction of one contribution is itself (Avg too)
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    ::gloo::AllreduceOptions opts(context_);
-    opts.setOutput<T>(t.data<T>(), n);
-    opts.setReduceFunction(gloo_reduce_fn<T>(op));
-    opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
-    opts.setMaxSegmentSize(kAllreduceSegmentBytes);
-    opts.setTimeout(timeout_);
     run_collective(
         fmt::format("allreduce({}, {} x {})", reduce_op_name(op), n, dtype_name(t.dtype())),
-        [&] { ::gloo::allreduce(opts); });
+        [context = context_, t, n, op, timeout = timeout_] {
+          ::gloo::AllreduceOptions opts(context);
+          opts.setOutput<T>(static_cast<T*>(t.data_ptr()), n);
+          opts.setReduceFunction(gloo_reduce_fn<T>(op));
+          opts.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
+          opts.setMaxSegmentSize(kAllreduceSegmentBytes);
+          opts.setTimeout(timeout);
+          ::gloo::allreduce(opts);
+        });
     if (op == ReduceOp::Avg) divide_in_place<T>(t.data<T>(), n, size_);
   });
   const Traffic tr = ring_allreduce_traffic(t.nbytes(), dtype_size(t.dtype()),
@@ -474,12 +483,14 @@ void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
 
 void GlooProcessGroup::broadcast(Tensor& t, int root) {
   if (size_ == 1 || t.nbytes() == 0) return;
-  ::gloo::BroadcastOptions opts(context_);
-  opts.setOutput<char>(bytes_of(t), t.nbytes());
-  opts.setRoot(root);
-  opts.setTimeout(timeout_);
   run_collective(fmt::format("broadcast(root {}, {} bytes)", root, t.nbytes()),
-                 [&] { ::gloo::broadcast(opts); });
+                 [context = context_, t, root, timeout = timeout_] {
+                   ::gloo::BroadcastOptions opts(context);
+                   opts.setOutput<char>(bytes_of(t), t.nbytes());
+                   opts.setRoot(root);
+                   opts.setTimeout(timeout);
+                   ::gloo::broadcast(opts);
+                 });
   const Traffic tr = broadcast_traffic(t.nbytes(), size_, rank_, root);
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
 }
@@ -493,15 +504,18 @@ void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
   }
   if (out.nbytes() == 0) return;  // every rank knows the counts: all skip alike
   const std::vector<std::size_t> block_bytes = to_bytes(counts, elem);
-  ::gloo::AllgathervOptions opts(context_);
   // When `in` already sits at its place in `out` (in-place), Gloo needs no input.
   const std::size_t my_offset =
       std::accumulate(block_bytes.begin(), block_bytes.begin() + rank_, std::size_t{0});
-  if (in.data_ptr() != bytes_of(out) + my_offset) opts.setInput<char>(bytes_of(in), in.nbytes());
-  opts.setOutput<char>(bytes_of(out), block_bytes);
-  opts.setTimeout(timeout_);
+  const bool in_place = in.data_ptr() == bytes_of(out) + my_offset;
   run_collective(fmt::format("allgather({} x {})", out.numel(), dtype_name(out.dtype())),
-                 [&] { ::gloo::allgatherv(opts); });
+                 [context = context_, in, out, block_bytes, in_place, timeout = timeout_] {
+                   ::gloo::AllgathervOptions opts(context);
+                   if (!in_place) opts.setInput<char>(bytes_of(in), in.nbytes());
+                   opts.setOutput<char>(bytes_of(out), block_bytes);
+                   opts.setTimeout(timeout);
+                   ::gloo::allgatherv(opts);
+                 });
   const Traffic tr = allgatherv_traffic(block_bytes, rank_);
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
 }
@@ -519,13 +533,9 @@ void GlooProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,
   const std::int64_t mine = counts[rank_];
   Tensor gathered = Tensor::empty({mine * size_}, in.dtype());
   const std::vector<std::int64_t> recv_counts(static_cast<std::size_t>(size_), mine);
-  ::gloo::AlltoallvOptions opts(context_);
-  opts.setInput<char>(bytes_of(in), to_byte_counts(counts, elem));
-  opts.setOutput<char>(bytes_of(gathered), to_byte_counts(recv_counts, elem));
-  opts.setTimeout(timeout_);
-  run_collective(fmt::format("reduce_scatter({}, {} x {})", reduce_op_name(op), in.numel(),
-                             dtype_name(in.dtype())),
-                 [&] { ::gloo::alltoallv(opts); });
+  all_to_all_bytes(fmt::format("reduce_scatter({}, {} x {})", reduce_op_name(op), in.numel(),
+                               dtype_name(in.dtype())),
+                   in, to_byte_counts(counts, elem), gathered, to_byte_counts(recv_counts, elem));
   visit_dtype(in.dtype(), [&](auto tag) {
     using T = decltype(tag);
     reduce_blocks<T>(op, gathered.data<T>(), static_cast<std::size_t>(size_),
@@ -544,23 +554,34 @@ void GlooProcessGroup::all_to_all(const Tensor& in, const std::vector<std::int64
   // No early exit on empty buffers: only this rank knows its counts, and the
   // others still expect its (empty) messages.
   const std::size_t elem = dtype_size(in.dtype());
-  ::gloo::AlltoallvOptions opts(context_);
-  opts.setInput<char>(bytes_of(in), to_byte_counts(send_counts, elem));
-  opts.setOutput<char>(bytes_of(out), to_byte_counts(recv_counts, elem));
-  opts.setTimeout(timeout_);
-  run_collective(
-      fmt::format("all_to_all({} -> {} x {})", in.numel(), out.numel(), dtype_name(in.dtype())),
-      [&] { ::gloo::alltoallv(opts); });
+  all_to_all_bytes(
+      fmt::format("all_to_all({} -> {} x {})", in.numel(), out.numel(), dtype_name(in.dtype())), in,
+      to_byte_counts(send_counts, elem), out, to_byte_counts(recv_counts, elem));
   const Traffic tr =
       alltoallv_traffic(to_bytes(send_counts, elem), to_bytes(recv_counts, elem), rank_);
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
 }
 
+void GlooProcessGroup::all_to_all_bytes(const std::string& op, const Tensor& in,
+                                        std::vector<std::int64_t> send_bytes, const Tensor& out,
+                                        std::vector<std::int64_t> recv_bytes) {
+  run_collective(op, [context = context_, in, send_bytes = std::move(send_bytes), out,
+                      recv_bytes = std::move(recv_bytes), timeout = timeout_] {
+    ::gloo::AlltoallvOptions opts(context);
+    opts.setInput<char>(bytes_of(in), send_bytes);
+    opts.setOutput<char>(bytes_of(out), recv_bytes);
+    opts.setTimeout(timeout);
+    ::gloo::alltoallv(opts);
+  });
+}
+
 void GlooProcessGroup::barrier() {
   if (size_ == 1) return;
-  ::gloo::BarrierOptions opts(context_);
-  opts.setTimeout(timeout_);
-  run_collective("barrier", [&] { ::gloo::barrier(opts); });
+  run_collective("barrier", [context = context_, timeout = timeout_] {
+    ::gloo::BarrierOptions opts(context);
+    opts.setTimeout(timeout);
+    ::gloo::barrier(opts);
+  });
   const Traffic tr = barrier_traffic(size_);
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
 }

@@ -12,7 +12,9 @@
 // times out, and we do the same on any other failure (a peer that died), so
 // that the other ranks notice at once instead of waiting out their timeout.
 // After a CommError/TimeoutError the group is unusable; every later call
-// throws CommError naming the first failure.
+// throws CommError naming the first failure. Collectives run on a thread of
+// the group's own (collective_thread.h), so that a failure ends their
+// caller's wait even where Gloo would leave it blocked.
 //
 // Creating the first multi-rank group sets SIGPIPE to "ignore" unless the
 // application installed its own handler: Gloo's writes to a dead peer would
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "backends/gloo/buffer_pool.h"
+#include "backends/gloo/collective_thread.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
 
@@ -96,9 +99,14 @@ class GlooProcessGroup : public ProcessGroup,
                    std::shared_ptr<::gloo::transport::Device> device);
   /// Rendezvous through the store and connect every pair (size() > 1 only).
   void connect();
-  /// Runs a blocking Gloo call: typed errors naming `op`, the group broken on failure.
+  /// Runs a blocking Gloo call on the collective thread: typed errors naming
+  /// `op`, the group broken on failure. `call` must own what it touches.
   template <typename Fn>
-  void run_collective(const std::string& op, Fn&& fn);
+  void run_collective(const std::string& op, Fn&& call);
+  /// Gloo's alltoallv of `in` into `out` by byte counts (all_to_all, reduce_scatter).
+  void all_to_all_bytes(const std::string& op, const Tensor& in,
+                        std::vector<std::int64_t> send_bytes, const Tensor& out,
+                        std::vector<std::int64_t> recv_bytes);
   /// `msg` with " (= rank i)" after each peer address Gloo printed in it.
   std::string name_peers(const std::string& msg) const;
   void account(std::uint64_t sent, std::uint64_t received, std::uint64_t messages);
@@ -113,6 +121,7 @@ class GlooProcessGroup : public ProcessGroup,
   std::shared_ptr<::gloo::transport::Device> device_;  // null for a world of one
   std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
   BufferPool pool_;  // after context_: its buffers go before the connections
+  CollectiveThread collectives_;
   std::vector<std::pair<std::unique_ptr<::gloo::transport::UnboundBuffer>, Tensor>> parked_;
 
   mutable std::mutex mutex_;
