@@ -189,7 +189,10 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
                     spec_.str() + " -> [" + placements_str(placements) + "]");
   if (invalid) throw *invalid;
   auto steps = plan_redistribute(spec_, placements);
-  if (steps.empty()) return *this;
+  // Mesh dims of one rank change placement without a step (their data is the
+  // same under any placement), so the spec is the target's, not the last step's.
+  DTensorSpec target(mesh, placements, spec_.shape(), dtype());
+  if (steps.empty() && target == spec_) return *this;
   Tensor cur = local_;
   Placements cur_p = spec_.placements();
   DTensorSpec cur_spec = spec_;
@@ -200,7 +203,7 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
     cur = apply_redistribute_step(cur, cur_spec, next, step);
     cur_spec = next;
   }
-  DTensor out(cur, cur_spec);
+  DTensor out(cur, target);
   if (requires_grad() && detail::redistribute_recorder())
     return detail::redistribute_recorder()(*this, std::move(out));
   return out;

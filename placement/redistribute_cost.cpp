@@ -32,8 +32,8 @@ double redistribute_cost_bytes(const DTensorSpec& src, const Placements& dst) {
         static_cast<double>(shape_numel(
             DTensorSpec(src.mesh(), cur, src.shape(), src.dtype()).local_shape_at(origin))) *
         es;
-    // Every step costs at least a copy: on a one-rank mesh dim, where nothing
-    // crosses the wire, doing nothing must still beat doing something.
+    // Every step costs at least a copy: where little crosses the wire, doing
+    // nothing must still beat doing something.
     bytes += 1e-3 * after;
     using K = RedistributeStep::Kind;
     switch (step.kind) {
@@ -52,6 +52,13 @@ double redistribute_cost_bytes(const DTensorSpec& src, const Placements& dst) {
         break;
     }
   }
+  // A mesh dim of one rank changes placement without a step (the planner
+  // skips it): free, but keeping the placement must still win a tie, so that
+  // the propagator does not move placements for nothing.
+  for (std::int64_t i = 0; i < src.mesh().ndim(); ++i)
+    if (src.mesh().size(i) == 1 && src.placements()[static_cast<std::size_t>(i)] !=
+                                       dst[static_cast<std::size_t>(i)].normalized(src.ndim()))
+      bytes += 1e-6;
   return bytes;
 }
 

@@ -309,3 +309,37 @@ TEST_CASE("reduce_partials buckets pending sums: same values as redistribute, fe
     (void)ctx;
   });
 }
+
+TEST_CASE("redistribute: a mesh dim of one rank takes no step and copies nothing P=2",
+          "[redistribute][plan][mp]") {
+  run_ranks(2, [](RankContext& ctx) {
+    // One rank alone: any change is free, and the local tensor is the same memory.
+    const DeviceMesh own(DeviceType::CPU, {1}, {ctx.rank});
+    for (const auto& s : kPlacements)
+      for (const auto& d : kPlacements)
+        if (!is_error_pair({s}, {d}))
+          REQUIRE(plan_redistribute(DTensorSpec(own, {s}, {6, 4}, DType::F64), {d}).empty());
+    Tensor whole = Tensor::full({6, 4}, 2.0, DType::F64);
+    const DTensor a = DTensor::from_local(whole, own, {Shard(1)});
+    const DTensor b = a.redistribute(own, {Shard(0)});
+    CHECK(b.placements() == Placements{Shard(0)});
+    CHECK(b.to_local().data_ptr() == whole.data_ptr());
+    // 1x2 and 2x1: the trivial dim never appears in a plan, and every pair of
+    // placements (nested shards too) still gives the oracle's shards.
+    for (const Shape& shape : {Shape{1, 2}, Shape{2, 1}}) {
+      DeviceMesh mesh(DeviceType::CPU, shape);
+      const std::int64_t trivial = shape[0] == 1 ? 0 : 1;
+      for (const auto& s0 : kPlacements)
+        for (const auto& s1 : kPlacements)
+          for (const auto& d0 : kPlacements)
+            for (const auto& d1 : kPlacements) {
+              const Placements src{s0, s1}, dst{d0, d1};
+              if (is_error_pair(src, dst)) continue;
+              for (const auto& step :
+                   plan_redistribute(DTensorSpec(mesh, src, {10, 7}, DType::F64), dst))
+                CHECK(step.mesh_dim != trivial);
+              check_transition(mesh, {10, 7}, DType::F64, src, dst);
+            }
+    }
+  });
+}
