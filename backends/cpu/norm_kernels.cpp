@@ -206,6 +206,34 @@ void backward_reduce(const kernels::NormBackwardReduceArgs& a) {
   }
 }
 
+// A parameter gradient ([params], the data's dtype; undefined: not wanted)
+// summed in the compute type: in place for f32 / f64, else in a float buffer
+// that finish() narrows into it.
+template <typename T>
+class ParamSums {
+ public:
+  explicit ParamSums(const Tensor& out) : out_(out) {
+    if (!out.defined()) return;
+    if constexpr (std::is_same_v<T, Compute<T>>) {
+      p_ = out.data<T>();
+    } else {
+      buf_.resize(static_cast<std::size_t>(out.numel()));
+      p_ = buf_.data();
+    }
+  }
+  Compute<T>* data() const { return p_; }
+  void finish() {
+    if constexpr (!std::is_same_v<T, Compute<T>>)
+      for (std::size_t k = 0; k < buf_.size(); ++k)
+        out_.data<T>()[k] = T(buf_[k]);
+  }
+
+ private:
+  Tensor out_;
+  std::vector<float> buf_;
+  Compute<T>* p_ = nullptr;
+};
+
 template <typename T>
 void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   const NormLayout& L = a.layout;
@@ -216,13 +244,14 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   const T *dy = a.grad_output.data<T>(), *x = a.x.data<T>();
   const T* y = a.relu_output.defined() ? a.relu_output.data<T>() : nullptr;
   T* gx = a.grad_input.defined() ? a.grad_input.data<T>() : nullptr;
-  double* gw = a.grad_weight.defined() ? a.grad_weight.data<double>() : nullptr;
-  double* gb = a.grad_bias.defined() ? a.grad_bias.data<double>() : nullptr;
-  if (gw) std::fill(gw, gw + L.params(), 0.0);
-  if (gb) std::fill(gb, gb + L.params(), 0.0);
   if (L.elementwise_affine) {
     // Parameters per element: the samples add into the same sums, so the
     // channels run in parallel and the samples one after another.
+    ParamSums<T> gw(a.grad_weight), gb(a.grad_bias);
+    if (L.n == 0) {
+      for (auto* p : {gw.data(), gb.data()})
+        if (p) std::fill(p, p + L.params(), Compute<T>(0));
+    }
     for (std::int64_t i = 0; i < L.n; ++i)
       for_rows(L.c, s, [&](std::int64_t ch, Scratch& sc) {
         const std::int64_t r = i * L.c + ch, st = L.stat(i, ch);
@@ -230,9 +259,12 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
         row_backward_apply_elementwise(
             gated_row(dy + r * s, y ? y + r * s : nullptr, s, sc), widen(x + r * s, s, sc.in1), gr,
             s, mean[st], invstd[st], w.empty() ? nullptr : &w[ch * s], mg ? mg[st] : 0.0,
-            mgx ? mgx[st] : 0.0, gw ? gw + ch * s : nullptr, gb ? gb + ch * s : nullptr);
+            mgx ? mgx[st] : 0.0, gw.data() ? gw.data() + ch * s : nullptr,
+            gb.data() ? gb.data() + ch * s : nullptr, i == 0);
         if (gx) narrow_row(gx + r * s, s, sc.out);
       });
+    gw.finish();
+    gb.finish();
     return;
   }
   std::vector<RowSums> sums(static_cast<std::size_t>(rows));
@@ -250,12 +282,22 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
                            widen(x + r * s, s, sc.in1), gr, s, f);
     if (gx) narrow_row(gx + r * s, s, sc.out);
   });
+  // Parameters per channel: each sums n * s terms, in f64, rounded once.
+  std::vector<double> gw(static_cast<std::size_t>(L.params())), gb(gw.size());
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t ch = r % L.c, st = L.stat(r / L.c, ch);
     const RowSums& q = sums[static_cast<std::size_t>(r)];
-    if (gw) gw[ch] += q.dy_xc * invstd[st];
-    if (gb) gb[ch] += q.dy;
+    gw[static_cast<std::size_t>(ch)] += q.dy_xc * invstd[st];
+    gb[static_cast<std::size_t>(ch)] += q.dy;
   }
+  auto round_into = [](const Tensor& out, const std::vector<double>& v) {
+    if (!out.defined()) return;
+    T* o = out.data<T>();
+    for (std::size_t k = 0; k < v.size(); ++k)
+      o[k] = static_cast<T>(static_cast<Compute<T>>(v[k]));
+  };
+  round_into(a.grad_weight, gw);
+  round_into(a.grad_bias, gb);
 }
 
 template <typename T>

@@ -1,5 +1,7 @@
 #include "backends/cpu/norm_rows.h"
 
+#include <algorithm>
+
 #include "backends/cpu/simd.h"
 
 namespace dtensor::cpu {
@@ -168,31 +170,51 @@ template <typename C>
   return r;
 }
 
+// A row is walked in blocks that stay in L1 across the passes over them
+// (its gradient, then its parameters' sums): a layer_norm row is a whole
+// sample's slice, too large to stay in L2 between whole-row passes.
+constexpr std::int64_t kElementwiseBlock = 1024;
+
 template <typename C>
 [[gnu::always_inline]] inline void backward_apply_elementwise(const C* dy, const C* x, C* gx,
                                                               std::int64_t s, double m,
                                                               double invstd, const C* w,
                                                               double mean_g, double mean_gxhat,
-                                                              double* gw, double* gb) {
+                                                              C* gw, C* gb, bool first) {
   const SplitMean<C> mc(m);
   const C ic = static_cast<C>(invstd), mg = static_cast<C>(mean_g),
           k = static_cast<C>(invstd * invstd * mean_gxhat);
-  if (gx) {
+  for (std::int64_t lo = 0; lo < s; lo += kElementwiseBlock) {
+    const std::int64_t hi = std::min(s, lo + kElementwiseBlock);
+    if (gx && w) {
 #pragma omp simd
-    for (std::int64_t j = 0; j < s; ++j) {
-      const C g = w ? dy[j] * w[j] : dy[j];
-      gx[j] = ic * (g - mg) - ((x[j] - mc.hi) - mc.lo) * k;
+      for (std::int64_t j = lo; j < hi; ++j)
+        gx[j] = ic * (dy[j] * w[j] - mg) - ((x[j] - mc.hi) - mc.lo) * k;
+    } else if (gx) {
+#pragma omp simd
+      for (std::int64_t j = lo; j < hi; ++j)
+        gx[j] = ic * (dy[j] - mg) - ((x[j] - mc.hi) - mc.lo) * k;
     }
-  }
-  if (gw) {
+    // The first row of a parameter writes its sums, so that they need no
+    // zeroing pass; the later ones add to them.
+    if (gw && first) {
 #pragma omp simd
-    for (std::int64_t j = 0; j < s; ++j)
-      gw[j] += static_cast<double>(dy[j] * ((x[j] - mc.hi) - mc.lo) * ic);
-  }
-  if (gb) {
+      for (std::int64_t j = lo; j < hi; ++j)
+        gw[j] = dy[j] * ((x[j] - mc.hi) - mc.lo) * ic;
+    } else if (gw) {
 #pragma omp simd
-    for (std::int64_t j = 0; j < s; ++j)
-      gb[j] += static_cast<double>(dy[j]);
+      for (std::int64_t j = lo; j < hi; ++j)
+        gw[j] += dy[j] * ((x[j] - mc.hi) - mc.lo) * ic;
+    }
+    if (gb && first) {
+#pragma omp simd
+      for (std::int64_t j = lo; j < hi; ++j)
+        gb[j] = dy[j];
+    } else if (gb) {
+#pragma omp simd
+      for (std::int64_t j = lo; j < hi; ++j)
+        gb[j] += dy[j];
+    }
   }
 }
 
@@ -256,15 +278,16 @@ DTENSOR_SIMD_CLONES RowSums row_backward_apply(const double* dy, const double* x
 DTENSOR_SIMD_CLONES void row_backward_apply_elementwise(const float* dy, const float* x, float* gx,
                                                         std::int64_t s, double m, double invstd,
                                                         const float* w, double mean_g,
-                                                        double mean_gxhat, double* gw, double* gb) {
-  backward_apply_elementwise(dy, x, gx, s, m, invstd, w, mean_g, mean_gxhat, gw, gb);
+                                                        double mean_gxhat, float* gw, float* gb,
+                                                        bool first) {
+  backward_apply_elementwise(dy, x, gx, s, m, invstd, w, mean_g, mean_gxhat, gw, gb, first);
 }
 DTENSOR_SIMD_CLONES void row_backward_apply_elementwise(const double* dy, const double* x,
                                                         double* gx, std::int64_t s, double m,
                                                         double invstd, const double* w,
                                                         double mean_g, double mean_gxhat,
-                                                        double* gw, double* gb) {
-  backward_apply_elementwise(dy, x, gx, s, m, invstd, w, mean_g, mean_gxhat, gw, gb);
+                                                        double* gw, double* gb, bool first) {
+  backward_apply_elementwise(dy, x, gx, s, m, invstd, w, mean_g, mean_gxhat, gw, gb, first);
 }
 
 }  // namespace dtensor::cpu

@@ -58,12 +58,15 @@ RowSums row_backward_apply(const double* dy, const double* x, double* gx, std::i
 
 /// The same with per-element weight (layer_norm): g = dy * w[j] (w null: 1),
 ///   gx = invstd * (g - mean_g) - (x - m) * invstd^2 * mean_gxhat,
-/// and per element gw[j] += dy * (x - m) * invstd, gb[j] += dy (either null: skipped).
+/// and per element gw[j] += dy * (x - m) * invstd, gb[j] += dy (either null:
+/// skipped; `first`: = instead of +=, for a parameter's first row). The sums
+/// are in the row's compute type, as PyTorch's: each element's sum has only
+/// as many terms as there are samples.
 void row_backward_apply_elementwise(const float* dy, const float* x, float* gx, std::int64_t s,
                                     double m, double invstd, const float* w, double mean_g,
-                                    double mean_gxhat, double* gw, double* gb);
+                                    double mean_gxhat, float* gw, float* gb, bool first);
 void row_backward_apply_elementwise(const double* dy, const double* x, double* gx, std::int64_t s,
                                     double m, double invstd, const double* w, double mean_g,
-                                    double mean_gxhat, double* gw, double* gb);
+                                    double mean_gxhat, double* gw, double* gb, bool first);
 
 }  // namespace dtensor::cpu

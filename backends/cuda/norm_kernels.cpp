@@ -93,10 +93,7 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   const NormLayout& L = a.layout;
   const int dev = a.x.device().index;
   DeviceGuard guard(dev);
-  double* gw = a.grad_weight.defined() ? a.grad_weight.data<double>() : nullptr;
-  double* gb = a.grad_bias.defined() ? a.grad_bias.data<double>() : nullptr;
-  if (gw) std::fill(gw, gw + L.params(), 0.0);
-  if (gb) std::fill(gb, gb + L.params(), 0.0);
+  const bool gw = a.grad_weight.defined(), gb = a.grad_bias.defined();
   const Tensor mean = f64_on(a.mean, dev), invstd = f64_on(a.invstd, dev);
   const Tensor mg = f64_on(a.mean_g, dev), mgx = f64_on(a.mean_gxhat, dev);
   NormBackwardStats st;
@@ -115,10 +112,10 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
                                                       gw ? s : nullptr, gb ? s + params : nullptr,
                                                       ptr_or_null(a.relu_output), stream_for(dev)),
                "norm.backward_apply kernel");
-    if (!gw && !gb) return;
-    const std::vector<double> r = download_f64(sums);
-    if (gw) std::copy_n(r.begin(), params, gw);
-    if (gb) std::copy_n(r.begin() + params, params, gb);
+    // The f64 sums rounded to the parameters' dtype on the device (the
+    // output is a handle to the caller's storage: a copy of it writes there).
+    if (gw) Tensor(a.grad_weight).copy_(sums.narrow(0, 0, 1).view({params}));
+    if (gb) Tensor(a.grad_bias).copy_(sums.narrow(0, 1, 1).view({params}));
     return;
   }
   const std::int64_t rows = L.n * L.c;
@@ -132,12 +129,18 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   if (!gw && !gb) return;
   const std::vector<double> r = download_f64(per_row);
   const double* inv = a.invstd.data<double>();
+  // Per channel on the host in f64 (n * s terms each), then rounded once.
+  Tensor w_sum = Tensor::zeros({L.params()}, DType::F64),
+         b_sum = Tensor::zeros({L.params()}, DType::F64);
+  double *sw = w_sum.data<double>(), *sb = b_sum.data<double>();
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::int64_t ch = i % L.c, k = L.stat(i / L.c, ch);
     const auto q = static_cast<std::size_t>(2 * i);
-    if (gw) gw[ch] += r[q + 1] * inv[k];
-    if (gb) gb[ch] += r[q];
+    sw[ch] += r[q + 1] * inv[k];
+    sb[ch] += r[q];
   }
+  if (gw) Tensor(a.grad_weight).copy_(w_sum);
+  if (gb) Tensor(a.grad_bias).copy_(b_sum);
 }
 
 }  // namespace

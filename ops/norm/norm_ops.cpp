@@ -167,14 +167,17 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
   args.mean = st.mean;
   args.invstd = st.invstd;
   if (c.mask.input) args.grad_input = Tensor::empty(b.x.shape(), b.dtype, b.x.device());
-  if (c.mask.weight) args.grad_weight = Tensor::empty({b.layout.params()}, DType::F64);
-  if (c.mask.bias) args.grad_bias = Tensor::empty({b.layout.params()}, DType::F64);
+  if (c.mask.weight) args.grad_weight = Tensor::empty({b.layout.params()}, b.dtype, b.x.device());
+  if (c.mask.bias) args.grad_bias = Tensor::empty({b.layout.params()}, b.dtype, b.x.device());
   run_kernel(kernels::kNormBackwardApply, b.device, b.dtype, args);
   std::vector<DTensor> out;
   std::size_t next = 0;
   if (c.mask.input) out.emplace_back(args.grad_input, out_specs[next++]);
-  if (c.mask.weight) out.push_back(wrap_small(args.grad_weight, out_specs[next++]));
-  if (c.mask.bias) out.push_back(wrap_small(args.grad_bias, out_specs[next++]));
+  for (const Tensor* g : {&args.grad_weight, &args.grad_bias})
+    if (g->defined()) {
+      const DTensorSpec& spec = out_specs[next++];
+      out.emplace_back(g->view(spec.local_shape()), spec);
+    }
   return out;
 }
 

@@ -278,8 +278,9 @@ TEST_CASE("gpu kernels: the norm.* slots on CUDA match the CPU kernels", "[cuda]
               b.mean_gxhat = mgx;
             }
             b.grad_input = Tensor::empty(shape, dt, on_gpu ? Device::cuda(0) : Device::cpu());
-            b.grad_weight = Tensor::empty({L.params()}, DType::F64);
-            b.grad_bias = Tensor::empty({L.params()}, DType::F64);
+            const Device where = on_gpu ? Device::cuda(0) : Device::cpu();
+            b.grad_weight = Tensor::empty({L.params()}, dt, where);
+            b.grad_bias = Tensor::empty({L.params()}, dt, where);
             if (gated) b.relu_output = on_gpu ? gpu(G) : G;
             return b;
           };

@@ -156,10 +156,11 @@ void check_group_norm(DType dtype, double offset, double tol, bool gated = false
   back.mean_g = f64_of(mg);
   back.mean_gxhat = f64_of(mgx);
   back.grad_input = Tensor::empty(shape, dtype);
-  back.grad_weight = Tensor::empty({L.c}, DType::F64);
-  back.grad_bias = Tensor::empty({L.c}, DType::F64);
+  back.grad_weight = Tensor::empty({L.c}, dtype);
+  back.grad_bias = Tensor::empty({L.c}, dtype);
   run_kernel(kernels::kNormBackwardApply, DeviceType::CPU, dtype, back);
   const auto gx = values(back.grad_input);
+  const auto got_gw = values(back.grad_weight), got_gb = values(back.grad_bias);
 
   for (std::int64_t i = 0; i < L.n; ++i)
     for (std::int64_t ch = 0; ch < L.c; ++ch)
@@ -174,10 +175,8 @@ void check_group_norm(DType dtype, double offset, double tol, bool gated = false
         REQUIRE(std::abs(gx[at] - want_gx) <= tol * std::max(1.0, std::abs(want_gx)));
       }
   for (std::size_t c = 0; c < 6; ++c) {
-    REQUIRE(std::abs(back.grad_weight.data<double>()[c] - gw[c]) <=
-            tol * std::max(1.0, std::abs(gw[c])) * 10);
-    REQUIRE(std::abs(back.grad_bias.data<double>()[c] - gb[c]) <=
-            tol * std::max(1.0, std::abs(gb[c])) * 10);
+    REQUIRE(std::abs(got_gw[c] - gw[c]) <= tol * std::max(1.0, std::abs(gw[c])) * 10);
+    REQUIRE(std::abs(got_gb[c] - gb[c]) <= tol * std::max(1.0, std::abs(gb[c])) * 10);
   }
 
   // The backward's first pass: the moments again, and sum(g), sum(g (x - m)).
@@ -251,6 +250,55 @@ TEST_CASE("norm kernels: every CPU dtype against f64 loops", "[ops][kernels][nor
   check_group_norm(DType::F64, 0.0, 1e-12, true);
   check_group_norm(DType::F32, 0.0, 2e-6, true);
   check_group_norm(DType::BF16, 0.0, 1e-2, true);
+}
+
+TEST_CASE("norm kernels: layer_norm's per-element parameter gradients in every CPU dtype",
+          "[ops][kernels][norm]") {
+  // Three samples add into each element's sums: the first writes them, the
+  // others add (no zeroing pass); the 16-bit types sum in f32 and round once.
+  NormLayout L;
+  L.n = 3;
+  L.c = 4;
+  L.s = 37;
+  L.stats_per_sample = 1;
+  L.group_size = L.c;
+  L.elementwise_affine = true;
+  for (const auto& [dtype, tol] : {std::pair{DType::F64, 1e-12}, std::pair{DType::F32, 1e-5},
+                                   std::pair{DType::BF16, 2e-2}, std::pair{DType::F16, 4e-3}}) {
+    INFO("dtype " << dtype_name(dtype));
+    const Shape shape{L.n, L.c, L.s};
+    const Tensor X = Tensor::rand(shape, dtype, 11), DY = Tensor::rand(shape, dtype, 12),
+                 W = Tensor::rand({L.params()}, dtype, 13);
+    const auto x = values(X), dy = values(DY);
+    const RefStats ref = ref_stats(x, L);
+    std::vector<double> mean = ref.mean, invstd;
+    for (double v : ref.var)
+      invstd.push_back(1.0 / std::sqrt(v + 1e-5));
+    kernels::NormBackwardApplyArgs back;
+    back.grad_output = DY;
+    back.x = X;
+    back.layout = L;
+    back.mean = f64_of(mean);
+    back.invstd = f64_of(invstd);
+    back.weight = W;
+    // Garbage (NaN) where the sums go: the first sample must overwrite it.
+    back.grad_weight = Tensor::full({L.params()}, std::nan(""), dtype);
+    back.grad_bias = Tensor::full({L.params()}, std::nan(""), dtype);
+    run_kernel(kernels::kNormBackwardApply, DeviceType::CPU, dtype, back);
+    const auto gw = values(back.grad_weight), gb = values(back.grad_bias);
+    for (std::int64_t e = 0; e < L.params(); ++e) {
+      double want_w = 0, want_b = 0;
+      for (std::int64_t i = 0; i < L.n; ++i) {
+        const auto at = static_cast<std::size_t>(i * L.params() + e);
+        const auto st = static_cast<std::size_t>(i);
+        want_w += dy[at] * (x[at] - mean[st]) * invstd[st];
+        want_b += dy[at];
+      }
+      const auto k = static_cast<std::size_t>(e);
+      REQUIRE(std::abs(gw[k] - want_w) <= tol * std::max(1.0, std::abs(want_w)));
+      REQUIRE(std::abs(gb[k] - want_b) <= tol * std::max(1.0, std::abs(want_b)));
+    }
+  }
 }
 
 TEST_CASE("norm kernels: the result does not depend on the thread count", "[ops][kernels][norm]") {

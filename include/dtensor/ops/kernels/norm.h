@@ -73,7 +73,8 @@ struct NormBackwardReduceArgs {
 /// without them (statistics that are constants, batch_norm in eval mode):
 ///   grad_input = invstd * g.
 /// Besides, this block's parameter sums: grad_weight = sum(grad_output * xhat),
-/// grad_bias = sum(grad_output), per parameter ([params] f64).
+/// grad_bias = sum(grad_output), per parameter ([params] in the data's dtype,
+/// on its device; the kernel chooses the precision it sums in).
 /// Every output is optional (undefined: not wanted).
 struct NormBackwardApplyArgs {
   Tensor grad_output, x;
@@ -82,7 +83,7 @@ struct NormBackwardApplyArgs {
   Tensor weight;                  // undefined: none
   Tensor mean_g, mean_gxhat;      // [stats] f64; undefined: constant statistics
   Tensor grad_input;              // out
-  Tensor grad_weight, grad_bias;  // out, [params] f64
+  Tensor grad_weight, grad_bias;  // out, [params] in the data's dtype and device
   Tensor relu_output = Tensor();  // as NormBackwardReduceArgs::relu_output
 };
 
