@@ -130,8 +130,18 @@ Tensor scatter_add_runs(const Tensor& grad_window, std::int64_t dim, const HaloR
   // The window is the whole shard and nothing arrives: the gradient is the
   // window's own (the others' strips still leave).
   const bool whole_own = window_is_own_slice(me) && me.window == me.input && me.run_sends.empty();
-  Tensor grad = whole_own ? grad_window
-                          : Tensor::zeros(owned_shape, grad_window.dtype(), grad_window.device());
+  // A run of this rank's own, in order, over the whole shard (a pad's or a
+  // same-size window's interior) is copied rather than added to zeros: one
+  // pass instead of a fill and a read-modify-write. The other runs add to it.
+  const WindowRun* covering = nullptr;
+  for (const auto& r : me.runs)
+    if (!whole_own && !covering && r.peer == me.rank && r.order == Order::Forward && r.lo == i0 &&
+        r.hi == i0 + owned_shape[static_cast<std::size_t>(dim)])
+      covering = &r;
+  Tensor grad = whole_own  ? grad_window
+                : covering ? Tensor::empty(owned_shape, grad_window.dtype(), grad_window.device())
+                                 .copy_(run_gradient(grad_window, dim, *covering))
+                           : Tensor::zeros(owned_shape, grad_window.dtype(), grad_window.device());
   std::vector<P2POp> ops;
   std::vector<Tensor> outgoing;
   for (auto& [peer, runs] : by_peer(me.runs, me.rank)) {
@@ -159,7 +169,7 @@ Tensor scatter_add_runs(const Tensor& grad_window, std::int64_t dim, const HaloR
   }
   if (!whole_own)
     for (const auto& r : me.runs)
-      if (r.peer == me.rank)
+      if (r.peer == me.rank && &r != covering)
         grad.narrow(dim, r.lo - i0, r.length()).add_(run_gradient(grad_window, dim, r));
   wait_all(works);
   for (auto& [buf, runs] : incoming) {
