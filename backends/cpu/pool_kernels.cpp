@@ -100,8 +100,15 @@ struct Geometry {
     win_plane = win[0] * win[1] * win[2];
     out_plane = dim[0].outputs() * dim[1].outputs() * dim[2].outputs();
     last_uniform = dim[2].uniform();
+    last_contiguous = true;
+    for (std::int64_t c = 0; c < dim[2].outputs() && last_contiguous; ++c)
+      for (std::int64_t k = 1; k < dim[2].taps_of(c); ++k)
+        last_contiguous = last_contiguous && dim[2].tap(c, k) == dim[2].tap(c, 0) + k;
   }
   std::optional<FlatTaps::Uniform> last_uniform;
+  // Every output's taps along the last dim are consecutive elements (no
+  // dilation): the average pools then add whole runs, in vector lanes.
+  bool last_contiguous = false;
 
   // fn(plane, output index in plane, a, b, c) for every output, planes in parallel.
   template <typename Fn>
@@ -153,6 +160,19 @@ struct Geometry {
         for (std::int64_t k = dim[2].start[c]; k < dim[2].start[c + 1]; ++k)
           fn(base + o2[k]);
       }
+  }
+  // fn(offset in plane of the run's first tap, run length) for each row of
+  // one output's taps along the last dim (last_contiguous only).
+  template <typename Fn>
+  void for_each_tap_run(std::int64_t a, std::int64_t b, std::int64_t c, Fn&& fn) const {
+    const auto* o0 = dim[0].offset.data();
+    const auto* o1 = dim[1].offset.data();
+    const std::int64_t n = dim[2].taps_of(c);
+    if (n == 0) return;
+    const std::int64_t first = dim[2].tap(c, 0);
+    for (std::int64_t i = dim[0].start[a]; i < dim[0].start[a + 1]; ++i)
+      for (std::int64_t j = dim[1].start[b]; j < dim[1].start[b + 1]; ++j)
+        fn(o0[i] + o1[j] + first, n);
   }
   std::int64_t tap_count(std::int64_t a, std::int64_t b, std::int64_t c) const {
     return (dim[0].start[a + 1] - dim[0].start[a]) * (dim[1].start[b + 1] - dim[1].start[b]) *
@@ -283,13 +303,24 @@ template <typename T>
 void avg_forward(const Tensor& window, Tensor& output, const Geometry& g, const AvgDivisor& r) {
   const T* x = window.data<T>();
   T* y = output.data<T>();
-  g.for_each_output(
-      [&](std::int64_t p, std::int64_t o, std::int64_t a, std::int64_t b, std::int64_t c) {
-        const T* plane = x + p * g.win_plane;
-        double sum = 0;
-        g.for_each_tap(a, b, c, [&](std::int64_t off) { sum += static_cast<double>(plane[off]); });
-        y[p * g.out_plane + o] = static_cast<T>(sum / g.divisor(r, a, b, c));
+  g.for_each_output([&](std::int64_t p, std::int64_t o, std::int64_t a, std::int64_t b,
+                        std::int64_t c) {
+    const T* plane = x + p * g.win_plane;
+    double sum = 0;
+    if (g.last_contiguous) {
+      g.for_each_tap_run(a, b, c, [&](std::int64_t off, std::int64_t n) {
+        const T* run = plane + off;
+        T part = 0;  // a run is one window row: short enough for T
+#pragma omp simd reduction(+ : part)
+        for (std::int64_t k = 0; k < n; ++k)
+          part += run[k];
+        sum += static_cast<double>(part);
       });
+    } else {
+      g.for_each_tap(a, b, c, [&](std::int64_t off) { sum += static_cast<double>(plane[off]); });
+    }
+    y[p * g.out_plane + o] = static_cast<T>(sum / g.divisor(r, a, b, c));
+  });
 }
 
 template <typename T>
@@ -303,7 +334,16 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
         T* plane = gx + p * g.win_plane;
         const T share =
             static_cast<T>(static_cast<double>(gy[p * g.out_plane + o]) / g.divisor(r, a, b, c));
-        g.for_each_tap(a, b, c, [&](std::int64_t off) { plane[off] += share; });
+        if (g.last_contiguous) {
+          g.for_each_tap_run(a, b, c, [&](std::int64_t off, std::int64_t n) {
+            T* run = plane + off;
+#pragma omp simd
+            for (std::int64_t k = 0; k < n; ++k)
+              run[k] += share;
+          });
+        } else {
+          g.for_each_tap(a, b, c, [&](std::int64_t off) { plane[off] += share; });
+        }
       });
 }
 
