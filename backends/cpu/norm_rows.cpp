@@ -175,6 +175,39 @@ template <typename C>
 // sample's slice, too large to stay in L2 between whole-row passes.
 constexpr std::int64_t kElementwiseBlock = 1024;
 
+// One block of the input's gradient, with per-element weight w (WithWeight)
+// or none.
+template <bool WithWeight, typename C>
+[[gnu::always_inline]] inline void elementwise_grad_block(const C* dy, const C* x, const C* w,
+                                                          C* gx, SplitMean<C> mc, C ic, C mg, C k,
+                                                          std::int64_t lo, std::int64_t hi) {
+#pragma omp simd
+  for (std::int64_t j = lo; j < hi; ++j) {
+    const C g = WithWeight ? dy[j] * w[j] : dy[j];
+    gx[j] = ic * (g - mg) - ((x[j] - mc.hi) - mc.lo) * k;
+  }
+}
+
+// One block of the parameters' sums: the first row of a parameter writes
+// them (Add false), so that they need no zeroing pass; the later ones add.
+template <bool Add, typename C>
+[[gnu::always_inline]] inline void elementwise_param_block(const C* dy, const C* x, C* gw, C* gb,
+                                                           SplitMean<C> mc, C ic, std::int64_t lo,
+                                                           std::int64_t hi) {
+  if (gw) {
+#pragma omp simd
+    for (std::int64_t j = lo; j < hi; ++j) {
+      const C v = dy[j] * ((x[j] - mc.hi) - mc.lo) * ic;
+      gw[j] = Add ? gw[j] + v : v;
+    }
+  }
+  if (gb) {
+#pragma omp simd
+    for (std::int64_t j = lo; j < hi; ++j)
+      gb[j] = Add ? gb[j] + dy[j] : dy[j];
+  }
+}
+
 template <typename C>
 [[gnu::always_inline]] inline void backward_apply_elementwise(const C* dy, const C* x, C* gx,
                                                               std::int64_t s, double m,
@@ -186,35 +219,10 @@ template <typename C>
           k = static_cast<C>(invstd * invstd * mean_gxhat);
   for (std::int64_t lo = 0; lo < s; lo += kElementwiseBlock) {
     const std::int64_t hi = std::min(s, lo + kElementwiseBlock);
-    if (gx && w) {
-#pragma omp simd
-      for (std::int64_t j = lo; j < hi; ++j)
-        gx[j] = ic * (dy[j] * w[j] - mg) - ((x[j] - mc.hi) - mc.lo) * k;
-    } else if (gx) {
-#pragma omp simd
-      for (std::int64_t j = lo; j < hi; ++j)
-        gx[j] = ic * (dy[j] - mg) - ((x[j] - mc.hi) - mc.lo) * k;
-    }
-    // The first row of a parameter writes its sums, so that they need no
-    // zeroing pass; the later ones add to them.
-    if (gw && first) {
-#pragma omp simd
-      for (std::int64_t j = lo; j < hi; ++j)
-        gw[j] = dy[j] * ((x[j] - mc.hi) - mc.lo) * ic;
-    } else if (gw) {
-#pragma omp simd
-      for (std::int64_t j = lo; j < hi; ++j)
-        gw[j] += dy[j] * ((x[j] - mc.hi) - mc.lo) * ic;
-    }
-    if (gb && first) {
-#pragma omp simd
-      for (std::int64_t j = lo; j < hi; ++j)
-        gb[j] = dy[j];
-    } else if (gb) {
-#pragma omp simd
-      for (std::int64_t j = lo; j < hi; ++j)
-        gb[j] += dy[j];
-    }
+    if (gx && w) elementwise_grad_block<true>(dy, x, w, gx, mc, ic, mg, k, lo, hi);
+    if (gx && !w) elementwise_grad_block<false>(dy, x, w, gx, mc, ic, mg, k, lo, hi);
+    if (first) elementwise_param_block<false>(dy, x, gw, gb, mc, ic, lo, hi);
+    if (!first) elementwise_param_block<true>(dy, x, gw, gb, mc, ic, lo, hi);
   }
 }
 
