@@ -21,7 +21,7 @@ struct SplitMean {
 template <typename C>
 [[gnu::always_inline]] inline void moments_of(const C* x, std::int64_t s, double& mean,
                                               double& m2) {
-  const double sum = blocked_sum(s, [&](std::int64_t b, std::int64_t e) {
+  const double sum = blocked_sum(s, [&](std::int64_t b, std::int64_t e) DTENSOR_INLINE_LAMBDA {
     C acc = 0;
 #pragma omp simd reduction(+ : acc)
     for (std::int64_t j = b; j < e; ++j)
@@ -33,7 +33,7 @@ template <typename C>
   // Squared deviations from the mean rounded to C, corrected by
   // (sum(x - mc))^2 / n: exactly M2 around the true mean, in one pass.
   double dev = 0;
-  const double sq = blocked_sum(s, [&](std::int64_t b, std::int64_t e) {
+  const double sq = blocked_sum(s, [&](std::int64_t b, std::int64_t e) DTENSOR_INLINE_LAMBDA {
     C acc = 0, d1 = 0;
 #pragma omp simd reduction(+ : acc, d1)
     for (std::int64_t j = b; j < e; ++j) {
@@ -109,7 +109,7 @@ template <typename C>
   moments_of(x, s, r.mean, r.m2);
   const C mc = static_cast<C>(r.mean);
   double gsum = 0;
-  const double h = blocked_sum(s, [&](std::int64_t b, std::int64_t e) {
+  const double h = blocked_sum(s, [&](std::int64_t b, std::int64_t e) DTENSOR_INLINE_LAMBDA {
     C acc = 0, g = 0;
     if (w_elem)
       reduce_weighted(dy, w_elem, x, mc, b, e, g, acc);
@@ -157,7 +157,7 @@ template <typename C>
   const C a = static_cast<C>(f.a), b = static_cast<C>(f.b), c = static_cast<C>(f.c);
   RowSums r;
   double dsum = 0;
-  r.dy_xc = blocked_sum(s, [&](std::int64_t lo, std::int64_t hi) {
+  r.dy_xc = blocked_sum(s, [&](std::int64_t lo, std::int64_t hi) DTENSOR_INLINE_LAMBDA {
     C acc = 0, d = 0;
     if (gx)
       apply_block(dy, x, gx, m, a, b, c, lo, hi, d, acc);

@@ -22,6 +22,11 @@ namespace dtensor::cpu {
 
 inline constexpr std::int64_t kSumBlock = 1024;
 
+/// On a lambda a SIMD_CLONES function calls: inlined into each clone. Left to
+/// itself GCC may compile the lambda once, for the baseline target (SSE2),
+/// which it did for the norms' backward blocks (no zmm register in them).
+#define DTENSOR_INLINE_LAMBDA __attribute__((always_inline))
+
 /// Calls block(begin, end) over [0, n) in blocks of kSumBlock and sums the
 /// f64 results: the per-block sums are taken in the caller's lane type.
 template <typename Block>
