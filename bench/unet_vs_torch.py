@@ -177,7 +177,7 @@ def main():
         results["rows"].append(row)
         print(json.dumps(row), flush=True)
         if len(cores) >= 2:
-            for size in a.sizes.split(","):
+            for size in filter(None, a.sizes.split(",")):  # --sizes "": one rank only
                 shape = tuple(int(v) for v in size.split("x"))
                 data = make_data(tmp, shape)
                 o = step_time(lambda s: ours(data, s, 2), env1)
