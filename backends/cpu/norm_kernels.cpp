@@ -206,34 +206,6 @@ void backward_reduce(const kernels::NormBackwardReduceArgs& a) {
   }
 }
 
-// A parameter gradient ([params], the data's dtype; undefined: not wanted)
-// summed in the compute type: in place for f32 / f64, else in a float buffer
-// that finish() narrows into it.
-template <typename T>
-class ParamSums {
- public:
-  explicit ParamSums(const Tensor& out) : out_(out) {
-    if (!out.defined()) return;
-    if constexpr (std::is_same_v<T, Compute<T>>) {
-      p_ = out.data<T>();
-    } else {
-      buf_.resize(static_cast<std::size_t>(out.numel()));
-      p_ = buf_.data();
-    }
-  }
-  Compute<T>* data() const { return p_; }
-  void finish() {
-    if constexpr (!std::is_same_v<T, Compute<T>>)
-      for (std::size_t k = 0; k < buf_.size(); ++k)
-        out_.data<T>()[k] = T(buf_[k]);
-  }
-
- private:
-  Tensor out_;
-  std::vector<float> buf_;
-  Compute<T>* p_ = nullptr;
-};
-
 template <typename T>
 void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   const NormLayout& L = a.layout;
@@ -247,9 +219,15 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
   if (L.elementwise_affine) {
     // Parameters per element: the samples add into the same sums, so the
     // channels run in parallel and the samples one after another.
-    ParamSums<T> gw(a.grad_weight), gb(a.grad_bias);
+    // The parameter gradients summed in the compute type: in place for f32 /
+    // f64, else in a float row narrowed into them at the end (out_row).
+    std::vector<float> gw_row, gb_row;
+    T* gw_out = a.grad_weight.defined() ? a.grad_weight.data<T>() : nullptr;
+    T* gb_out = a.grad_bias.defined() ? a.grad_bias.data<T>() : nullptr;
+    Compute<T>* gw = gw_out ? out_row(gw_out, L.params(), gw_row) : nullptr;
+    Compute<T>* gb = gb_out ? out_row(gb_out, L.params(), gb_row) : nullptr;
     if (L.n == 0) {
-      for (auto* p : {gw.data(), gb.data()})
+      for (auto* p : {gw, gb})
         if (p) std::fill(p, p + L.params(), Compute<T>(0));
     }
     for (std::int64_t i = 0; i < L.n; ++i)
@@ -259,12 +237,11 @@ void backward_apply(const kernels::NormBackwardApplyArgs& a) {
         row_backward_apply_elementwise(
             gated_row(dy + r * s, y ? y + r * s : nullptr, s, sc), widen(x + r * s, s, sc.in1), gr,
             s, mean[st], invstd[st], w.empty() ? nullptr : &w[ch * s], mg ? mg[st] : 0.0,
-            mgx ? mgx[st] : 0.0, gw.data() ? gw.data() + ch * s : nullptr,
-            gb.data() ? gb.data() + ch * s : nullptr, i == 0);
+            mgx ? mgx[st] : 0.0, gw ? gw + ch * s : nullptr, gb ? gb + ch * s : nullptr, i == 0);
         if (gx) narrow_row(gx + r * s, s, sc.out);
       });
-    gw.finish();
-    gb.finish();
+    if (gw_out) narrow_row(gw_out, L.params(), gw_row);
+    if (gb_out) narrow_row(gb_out, L.params(), gb_row);
     return;
   }
   std::vector<RowSums> sums(static_cast<std::size_t>(rows));
