@@ -50,15 +50,21 @@ def make_data(root, shape):
     return d
 
 
-def timed(cmd, env):
-    """Wall seconds and minor page faults of one whole run (children included)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-    t = time.perf_counter()
-    r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    wall = time.perf_counter() - t
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
-    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
+def timed(cmd, env, tries=1):
+    """Wall seconds and minor page faults of one whole run (children included).
+    `tries` > 1 reruns a failed run (PyTorch 2.15's DDP on Gloo aborts now and
+    then as its ranks exit: "terminate called without an active exception")."""
+    for attempt in range(tries):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+        t = time.perf_counter()
+        r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+        wall = time.perf_counter() - t
+        if r.returncode == 0:
+            return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
+        if attempt + 1 < tries:
+            print(f"rerunning after a failure ({r.returncode}): {' '.join(cmd)}", file=sys.stderr)
+    sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
 
 
 def unet_step(build, P, shape, iters, env):
@@ -148,12 +154,12 @@ def main():
             cmd = ["taskset", "-c", str(cores[0])] + cmd
         return cmd
 
-    def step_time(make_cmd, env):
+    def step_time(make_cmd, env, tries=1):
         """Median over reps of (wall(hi) - wall(lo)) / (hi - lo), and faults per step."""
         times, faults = [], []
         for _ in range(a.reps):
-            w_lo, f_lo = timed(make_cmd(lo), env)
-            w_hi, f_hi = timed(make_cmd(hi), env)
+            w_lo, f_lo = timed(make_cmd(lo), env, tries)
+            w_hi, f_hi = timed(make_cmd(hi), env, tries)
             times.append((w_hi - w_lo) / (hi - lo))
             faults.append((f_hi - f_lo) / (hi - lo))
         return statistics.median(times) * 1e3, statistics.median(faults)
@@ -183,7 +189,7 @@ def main():
                 o = step_time(lambda s: ours(data, s, 2), env1)
                 nchw = step_time(lambda s: theirs(data, s, 2), env2)
                 cl = step_time(lambda s: theirs(data, s, 2, ("--channels-last",)), env2)
-                ddp = step_time(lambda s: theirs(data, s, 1, ("--ddp", "2")), env1) \
+                ddp = step_time(lambda s: theirs(data, s, 1, ("--ddp", "2")), env1, tries=3) \
                     if shape[0] % 2 == 0 else (None, None)
                 row = {"size": size, "setup": "P=2 bound, 1 thread per rank",
                        "dtensor_ms": o[0], "torch_2threads_nchw_ms": nchw[0],

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/onednn/channel_block_copy.h"
 #include "backends/onednn/scratch_arena.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -154,7 +155,8 @@ dnnl::memory Operand::input(const Tensor& t) const {
   dnnl::memory user(user_, engine(), const_cast<void*>(t.data_ptr()));
   if (same_) return user;
   dnnl::memory m = ScratchScope::memory(prim_);
-  reorder_.execute(stream(), user, m);
+  if (!copy_channel_blocked(t, prim_, m.get_data_handle(), true))
+    reorder_.execute(stream(), user, m);
   return m;
 }
 
@@ -165,6 +167,7 @@ dnnl::memory Operand::output(const Tensor& t) const {
 
 void Operand::finish_output(dnnl::memory written, const Tensor& t) const {
   if (same_) return;
+  if (copy_channel_blocked(t, prim_, written.get_data_handle(), false)) return;
   dnnl::memory user(user_, engine(), t.data_ptr());
   reorder_.execute(stream(), written, user);
 }
@@ -178,6 +181,7 @@ void Operand::reorder_region(const Tensor& view, const Shape& offset, const dnnl
   // The view keeps its own dtype: a reorder also converts (f32 sums of bf16 data).
   const dnnl::memory::desc plain(dims, data_type(view.dtype()), strides);
   const dnnl::memory::desc sub = prim_.submemory_desc(dims, offsets);
+  if (!accumulate && copy_channel_blocked(view, sub, whole.get_data_handle(), into)) return;
   const dnnl::memory::desc& from = into ? plain : sub;
   const dnnl::memory::desc& to = into ? sub : plain;
   const auto r = tile_reorders().get(md_bytes(from) + md_bytes(to) + (accumulate ? "+" : "="), [&] {
