@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/row_sum.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/kernels/channel.h"
 
@@ -28,23 +29,6 @@ DTENSOR_SIMD_CLONES void add_scalar_row(double* y, double b, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j)
     y[j] += b;
 }
-DTENSOR_SIMD_CLONES double row_sum(const float* x, std::int64_t n) {
-  return blocked_sum(n, [&](std::int64_t b, std::int64_t e) {
-    float s = 0;
-#pragma omp simd reduction(+ : s)
-    for (std::int64_t j = b; j < e; ++j)
-      s += x[j];
-    return s;
-  });
-}
-DTENSOR_SIMD_CLONES double row_sum(const double* x, std::int64_t n) {
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t j = 0; j < n; ++j)
-    s += x[j];
-  return s;
-}
-
 struct Rows {
   std::int64_t n = 0, c = 0, inner = 0;
   explicit Rows(const Tensor& t)

@@ -1,8 +1,8 @@
 // What cross_entropy's kernels share, with the class probabilities
 // (loss_kernels.cpp) and the class indices (cross_entropy_indices_kernels.cpp):
 // the log-sum-exp over the classes of one sample [C, S] (class c of position
-// s at c * S + s), the walk over the samples that hands it out, and the sum
-// of a sample's per-position losses.
+// s at c * S + s) and the walk over the samples that hands it out (a
+// sample's per-position losses are then summed by row_sum.h).
 #pragma once
 
 #include <algorithm>
@@ -10,8 +10,6 @@
 #include <cstdint>
 #include <limits>
 #include <vector>
-
-#include "backends/cpu/simd.h"
 
 namespace dtensor::cpu {
 
@@ -55,18 +53,6 @@ void for_each_sample(const T* x, const Target* t, std::int64_t N, std::int64_t C
       fn(n, xn, t + n * target_stride, lse.data(), scratch.data());
     }
   }
-}
-
-/// The sum of one sample's S per-position losses: in T over blocks, in f64 across them.
-template <typename T>
-double positions_sum(const T* loss, std::int64_t S) {
-  return blocked_sum(S, [&](std::int64_t b, std::int64_t e) {
-    T acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (std::int64_t s = b; s < e; ++s)
-      acc += loss[s];
-    return acc;
-  });
 }
 
 }  // namespace dtensor::cpu

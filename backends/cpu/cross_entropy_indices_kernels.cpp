@@ -19,7 +19,7 @@
 
 #include "backends/cpu/class_log_sum_exp.h"
 #include "backends/cpu/compute_type.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/row_sum.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/loss.h"
 
@@ -68,7 +68,7 @@ double loss_sum(const Tensor& input, const Tensor& target, std::int64_t ignore_i
                                     ? spread * loss[s] + keep * (lse[s] - x[c * k.s + s])
                                     : T(0);
                     }
-                    per_sample[static_cast<std::size_t>(n)] = positions_sum(loss, k.s);
+                    per_sample[static_cast<std::size_t>(n)] = row_sum(loss, k.s);
                   });
   double total = 0;
   for (double v : per_sample)

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/class_log_sum_exp.h"
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/row_sum.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/loss.h"
@@ -88,7 +89,7 @@ double cross_entropy_sum(const Tensor& input, const Tensor& target) {
                       for (std::int64_t s = 0; s < S; ++s)
                         loss[s] -= tk[s] * (xk[s] - lse[s]);
                     }
-                    per_sample[static_cast<std::size_t>(n)] = positions_sum(loss, S);
+                    per_sample[static_cast<std::size_t>(n)] = row_sum(loss, S);
                   });
   double total = 0;
   for (double v : per_sample)
