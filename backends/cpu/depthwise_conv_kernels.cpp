@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/row_sum.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/depthwise_conv.h"
@@ -84,16 +85,6 @@ DTENSOR_SIMD_CLONES void add_taps(const float* plane, Int wp, const float* dy, I
                                   Int kh, Int kw, double* taps) {
   add_taps_of_width(std::make_integer_sequence<int, kernels::kDepthwiseWeightGradMaxWidth>(), kw,
                     plane, wp, dy, ho, wo, kh, taps);
-}
-
-DTENSOR_SIMD_CLONES double plane_sum(const float* dy, Int n) {
-  return blocked_sum(n, [&](Int b, Int e) {
-    float acc = 0;
-#pragma omp simd reduction(+ : acc)
-    for (Int k = b; k < e; ++k)
-      acc += dy[k];
-    return acc;
-  });
 }
 
 // The window's plane (n, c) with its padding: plane row r, column q hold
@@ -173,7 +164,7 @@ void run_depthwise_weight_grad(const kernels::DepthwiseWeightGradArgs& a) {
           copy_plane(x, n, c, g, complete, plane.data());
           add_taps(plane.data(), g.cols, g_nc, ho, wo, kh, kw, taps.data());
         }
-        if (gb) bias += plane_sum(g_nc, ho * wo);
+        if (gb) bias += row_sum(g_nc, ho * wo);
       }
       for (Int k = 0; k < kh * kw; ++k)
         gw[c * kh * kw + k] = static_cast<float>(taps[static_cast<std::size_t>(k)]);
