@@ -51,8 +51,23 @@ int main(int argc, char** argv) {
   const DTensor y = distribute_tensor(
       Tensor::rand({shape[0], 1, shape[2], shape[3]}, DType::F32, 3), mesh, {Shard(2)});
 
+  // What rank 0 sends per timed step (messages and bytes, the step's two
+  // barriers included), over the world's group and the mesh's when it is
+  // another: the inputs of the scaling model (bench/unet_scaling_model.py).
+  std::vector<std::shared_ptr<ProcessGroup>> groups_used{world()};
+  if (mesh.get_group(0) != world()) groups_used.push_back(mesh.get_group(0));
+  auto sent = [&] {
+    std::pair<std::uint64_t, std::uint64_t> s{0, 0};
+    for (const auto& g : groups_used) {
+      s.first += g->counters().messages_sent.load();
+      s.second += g->counters().bytes_sent.load();
+    }
+    return s;
+  };
+  std::pair<std::uint64_t, std::uint64_t> sent_before{0, 0};
   std::vector<double> fwd, bwd, opt, step;
   for (std::int64_t i = 0; i < warmup + iters; ++i) {
+    if (i == warmup) sent_before = sent();
     world()->barrier();
     const auto t0 = Clock::now();
     const DTensor loss = mse_loss(model(x), y);
@@ -71,13 +86,18 @@ int main(int argc, char** argv) {
     opt.push_back(o);
     step.push_back(ms_since(t0));
   }
+  const auto sent_after = sent();
+  const double per_step = 1.0 / static_cast<double>(std::max<std::int64_t>(iters, 1));
+  const double messages = static_cast<double>(sent_after.first - sent_before.first) * per_step;
+  const double bytes = static_cast<double>(sent_after.second - sent_before.second) * per_step;
   if (get_rank() == 0) {
     if (json)
       std::printf(
           "{\"P\": %d, \"input\": \"%s\", \"base\": %ld, \"step_ms\": %.3f, \"fwd_ms\": %.3f, "
-          "\"bwd_ms\": %.3f, \"opt_ms\": %.3f}\n",
+          "\"bwd_ms\": %.3f, \"opt_ms\": %.3f, \"messages_per_step\": %.1f, "
+          "\"bytes_per_step\": %.0f}\n",
           get_world_size(), input.c_str(), static_cast<long>(base), median(step), median(fwd),
-          median(bwd), median(opt));
+          median(bwd), median(opt), messages, bytes);
     else
       std::printf("P=%d input %s: step %.2f ms (forward %.2f, backward %.2f, update %.2f)\n",
                   get_world_size(), input.c_str(), median(step), median(fwd), median(bwd),
