@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The U-Net step's time at P ranks on a 1-D mesh (H sharded, a fixed tile
+per rank), from the message counts dtensor-bench-unet-step reports and an
+alpha-beta view of the link (docs/performance.md, "Messages per step, and
+what they mean at 8-1024 ranks"):
+
+    T(P) = T_tile + halo * alpha + ring * (P - 1) * alpha
+           + hidden * alpha + agreement * (P - 1) * o
+
+Prints the table and writes the plot as SVG (no plotting library needed):
+
+    python3 bench/unet_scaling_model.py --svg docs/unet_scaling_model.svg
+"""
+import argparse
+import math
+
+
+def step_ms(P, a):
+    """Step time in ms at P ranks for alpha a.alpha_us (one latency)."""
+    alpha, o = a.alpha_us / 1e3, a.o_us / 1e3
+    return (a.tile_ms + a.halo * alpha + a.ring * (P - 1) * alpha + a.hidden * alpha
+            + a.agreement * (P - 1) * o)
+
+
+def svg(a, alphas, ranks):
+    w, h, left, right, top, bottom = 640, 400, 70, 150, 30, 50
+    lo = math.log10(a.tile_ms * 0.8)
+    hi = math.log10(max(step_ms(ranks[-1], a_) for a_ in alphas) * 1.3)
+    x = lambda P: left + (math.log2(P) - 1) / (math.log2(ranks[-1]) - 1) * (w - left - right)
+    y = lambda ms: top + (hi - math.log10(ms)) / (hi - lo) * (h - top - bottom)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           'font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{left}" y="18">U-Net step at P ranks (model; tile {a.tile_ms:g} ms alone)</text>']
+    for P in ranks:
+        out.append(f'<line x1="{x(P):.1f}" y1="{top}" x2="{x(P):.1f}" y2="{h - bottom}" '
+                   'stroke="#ddd"/>')
+        out.append(f'<text x="{x(P):.1f}" y="{h - bottom + 16}" text-anchor="middle">{P}</text>')
+    for e in range(math.floor(lo), math.ceil(hi) + 1):
+        for m in (1, 2, 5):
+            ms = m * 10 ** e
+            if lo <= math.log10(ms) <= hi:
+                out.append(f'<line x1="{left}" y1="{y(ms):.1f}" x2="{w - right}" y2="{y(ms):.1f}" '
+                           'stroke="#eee"/>')
+                out.append(f'<text x="{left - 6}" y="{y(ms) + 4:.1f}" text-anchor="end">'
+                           f'{ms:g}</text>')
+    out.append(f'<text x="{(left + w - right) / 2}" y="{h - 12}" text-anchor="middle">ranks P</text>')
+    out.append(f'<text x="16" y="{(top + h - bottom) / 2}" '
+               f'transform="rotate(-90 16 {(top + h - bottom) / 2})" text-anchor="middle">'
+               'step, ms (log)</text>')
+    colours = ["#1f77b4", "#d62728", "#2ca02c"]
+    series = [(f"alpha {a_.alpha_us:g} us", [step_ms(P, a_) for P in ranks]) for a_ in alphas]
+    series.append(("tile alone", [a.tile_ms] * len(ranks)))
+    for i, (name, ms) in enumerate(series):
+        pts = " ".join(f"{x(P):.1f},{y(v):.1f}" for P, v in zip(ranks, ms))
+        dash = ' stroke-dasharray="5,4"' if name == "tile alone" else ""
+        out.append(f'<polyline points="{pts}" fill="none" stroke="{colours[i % 3]}" '
+                   f'stroke-width="2"{dash}/>')
+        out.append(f'<text x="{w - right + 8}" y="{y(ms[-1]) + 4:.1f}" fill="{colours[i % 3]}">'
+                   f'{name}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tile-ms", type=float, default=105.0, help="one rank's tile alone")
+    p.add_argument("--alphas-us", default="50,500", help="latencies of one message round")
+    p.add_argument("--o-us", type=float, default=5.0, help="the sender's cost of one message")
+    p.add_argument("--halo", type=float, default=18, help="halo rounds per step")
+    p.add_argument("--ring", type=float, default=19, help="collective ring steps per (P - 1)")
+    p.add_argument("--agreement", type=float, default=35,
+                   help="agreement messages per step per peer")
+    p.add_argument("--hidden", type=float, default=23,
+                   help="agreement rounds not hidden behind compute")
+    p.add_argument("--svg", help="write the plot here")
+    a = p.parse_args()
+    ranks = [2 ** k for k in range(1, 11)]
+    alphas = []
+    for v in a.alphas_us.split(","):
+        b = argparse.Namespace(**vars(a))
+        b.alpha_us = float(v)
+        alphas.append(b)
+    print("P     " + "  ".join(f"alpha {b.alpha_us:g} us".rjust(22) for b in alphas))
+    for P in ranks:
+        cells = [f"{step_ms(P, b):9.1f} ms ({step_ms(P, b) / a.tile_ms:5.2f}x)" for b in alphas]
+        print(f"{P:<5} " + "  ".join(c.rjust(22) for c in cells))
+    if a.svg:
+        with open(a.svg, "w") as f:
+            f.write(svg(a, alphas, ranks))
+
+
+if __name__ == "__main__":
+    main()
