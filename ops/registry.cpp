@@ -4,11 +4,13 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <typeindex>
 
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/ops/kernel.h"
+#include "ops/detail/kernel_lookup_log.h"
 #include "ops/detail/registry_snapshot.h"
 
 namespace dtensor {
@@ -36,6 +38,7 @@ struct OpEntry {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, OpEntry> ops;
+  std::set<detail::KernelKey>* lookup_log = nullptr;  // a KernelLookupLog's, while it lives
 };
 
 Registry& registry() {
@@ -112,6 +115,7 @@ const void* typed_kernel(const std::string& name, DeviceType device, DType dtype
                          std::type_index args) {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
+  if (r.lookup_log) r.lookup_log->emplace(name, device, dtype);
   auto it = r.ops.find(name);
   if (it != r.ops.end()) {
     auto k = it->second.kernels.find({device, dtype});
@@ -124,6 +128,27 @@ const void* typed_kernel(const std::string& name, DeviceType device, DType dtype
   }
   throw NotSupported("dispatch", fmt::format("'{}' has no kernel for {} {} tensors", name,
                                              device_type_name(device), dtype_name(dtype)));
+}
+
+KernelLookupLog::KernelLookupLog() : keys_(std::make_unique<std::set<KernelKey>>()) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  check_arg(r.lookup_log == nullptr, "registry", "a KernelLookupLog is already recording");
+  r.lookup_log = keys_.get();
+}
+
+KernelLookupLog::~KernelLookupLog() {
+  auto& r = registry();
+  {
+    std::lock_guard lock(r.mutex);
+    r.lookup_log = nullptr;
+  }
+}
+
+std::set<KernelKey> KernelLookupLog::keys() const {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  return *keys_;
 }
 
 bool has_typed_kernel(const std::string& name, DeviceType device, DType dtype) {

@@ -4,7 +4,7 @@
 #   1. the CUDA test binary with DTENSOR_REQUIRE_GPU=1 (a skipped GPU test fails):
 #      cuDNN forward/backward against the CPU oracle (f64/f32/bf16/f16), device
 #      copies and kernels, the pointwise ops and the kernel slots (norm, pool,
-#      channel, loss, upsample) against the CPU kernels, NCCL with
+#      channel, loss, upsample, optim) against the CPU kernels, NCCL with
 #      one rank, two ranks sharing the GPU over the Gloo staging path (the
 #      two-GPU NCCL test skips with one GPU);
 #   2. the convolution suites on CPU as a control (same build);

@@ -2,12 +2,12 @@
 // (dtensor/ops/kernels/optim.h), f32 and f64, each in its own type.
 //
 // Every update follows torch.optim's single-tensor code (PyTorch 1.13)
-// operation for operation: each tensor op there is one expression here, in
-// the same order (add(x, alpha=a) is x' = self + a * x, addcmul(a, b, v) is
-// self + v * a * b, addcdiv(a, b, v) is self + v * (a / b)), and every
-// Python float becomes the data's type where PyTorch converts it, so f64
-// updates equal PyTorch's to rounding. Elements are independent: large
-// tensors are split over the rank's threads, each block vectorised.
+// operation for operation, one element at a time as
+// dtensor/ops/kernels/optim_update.h writes it for every backend (the CUDA
+// kernels run the same functions), with every Python float in the data's type
+// where PyTorch converts it, so f64 updates equal PyTorch's to rounding.
+// Elements are independent: large tensors are split over the rank's threads,
+// each block vectorised.
 #include <omp.h>
 
 #include <algorithm>
@@ -36,116 +36,91 @@ void in_blocks(std::int64_t n, Fn&& fn) {
   }
 }
 
-// ---- SGD ----
+// ---- the updates: torch's formulas, one element at a time (optim_update.h) ----
 
-template <typename T>
-struct SgdScalars {
-  T lr, momentum, damp, wd;  // damp = 1 - dampening
-  bool decay, fresh, nesterov;
-};
-
-template <typename T>
-[[gnu::always_inline]] inline void sgd_body(T* p, const T* g0, T* buf, std::int64_t n,
-                                            const SgdScalars<T>& s) {
-  if (buf == nullptr) {
+// One loop per combination of the state that may be absent, the absent
+// operand a constant null: a branch on it inside the loop would keep GCC from
+// vectorising the loop.
+template <bool kBuf, typename T>
+[[gnu::always_inline]] inline void sgd_loop(T* p, const T* g, T* buf, std::int64_t n,
+                                            const kernels::SgdScalars<T>& s) {
+  T* b = kBuf ? buf : nullptr;
 #pragma omp simd
-    for (std::int64_t i = 0; i < n; ++i) {
-      const T g = s.decay ? g0[i] + s.wd * p[i] : g0[i];  // grad.add(param, alpha=wd)
-      p[i] = p[i] + (-s.lr) * g;                          // param.add_(g, alpha=-lr)
-    }
-    return;
-  }
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) {
-    T g = s.decay ? g0[i] + s.wd * p[i] : g0[i];
-    // clone(g), or buf.mul_(momentum).add_(g, alpha=1 - dampening)
-    buf[i] = s.fresh ? g : buf[i] * s.momentum + s.damp * g;
-    g = s.nesterov ? g + s.momentum * buf[i] : buf[i];  // g.add(buf, alpha=momentum)
-    p[i] = p[i] + (-s.lr) * g;
-  }
+  for (std::int64_t i = 0; i < n; ++i)
+    kernels::sgd_element(p, g, b, i, s);
 }
+template <bool kMax, typename T>
+[[gnu::always_inline]] inline void adam_loop(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n,
+                                             const kernels::AdamScalars<T>& s) {
+  T* vm = kMax ? vmax : nullptr;
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i)
+    kernels::adam_element(p, g, m, v, vm, i, s);
+}
+template <bool kCentered, bool kBuf, typename T>
+[[gnu::always_inline]] inline void rmsprop_loop(T* p, const T* g, T* sq, T* ga, T* buf,
+                                                std::int64_t n,
+                                                const kernels::RmspropScalars<T>& s) {
+  T* a = kCentered ? ga : nullptr;
+  T* b = kBuf ? buf : nullptr;
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i)
+    kernels::rmsprop_element(p, g, sq, a, b, i, s);
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void sgd_body(T* p, const T* g, T* buf, std::int64_t n,
+                                            const kernels::SgdScalars<T>& s) {
+  if (buf != nullptr)
+    sgd_loop<true>(p, g, buf, n, s);
+  else
+    sgd_loop<false>(p, g, buf, n, s);
+}
+template <typename T>
+[[gnu::always_inline]] inline void adam_body(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n,
+                                             const kernels::AdamScalars<T>& s) {
+  if (vmax != nullptr)
+    adam_loop<true>(p, g, m, v, vmax, n, s);
+  else
+    adam_loop<false>(p, g, m, v, vmax, n, s);
+}
+template <typename T>
+[[gnu::always_inline]] inline void rmsprop_body(T* p, const T* g, T* sq, T* ga, T* buf,
+                                                std::int64_t n,
+                                                const kernels::RmspropScalars<T>& s) {
+  if (ga != nullptr && buf != nullptr)
+    rmsprop_loop<true, true>(p, g, sq, ga, buf, n, s);
+  else if (ga != nullptr)
+    rmsprop_loop<true, false>(p, g, sq, ga, buf, n, s);
+  else if (buf != nullptr)
+    rmsprop_loop<false, true>(p, g, sq, ga, buf, n, s);
+  else
+    rmsprop_loop<false, false>(p, g, sq, ga, buf, n, s);
+}
+
 DTENSOR_SIMD_CLONES void sgd_rows(float* p, const float* g, float* buf, std::int64_t n,
-                                  const SgdScalars<float>& s) {
+                                  const kernels::SgdScalars<float>& s) {
   sgd_body(p, g, buf, n, s);
 }
 DTENSOR_SIMD_CLONES void sgd_rows(double* p, const double* g, double* buf, std::int64_t n,
-                                  const SgdScalars<double>& s) {
+                                  const kernels::SgdScalars<double>& s) {
   sgd_body(p, g, buf, n, s);
 }
-
-// ---- Adam, AdamW ----
-
-template <typename T>
-struct AdamScalars {
-  T beta1, w1, beta2, w2, wd, decay, bc2_sqrt, eps, neg_step_size;
-  bool coupled, decoupled;
-};
-
-template <typename T>
-[[gnu::always_inline]] inline void adam_body(T* p, const T* g0, T* m, T* v, T* vmax, std::int64_t n,
-                                             const AdamScalars<T>& s) {
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) {
-    const T g = s.coupled ? g0[i] + s.wd * p[i] : g0[i];  // grad.add(param, alpha=wd)
-    if (s.decoupled) p[i] = p[i] * s.decay;               // param.mul_(1 - lr * wd)
-    m[i] = m[i] * s.beta1 + s.w1 * g;                     // mul_(beta1).add_(g, alpha=1-beta1)
-    v[i] = v[i] * s.beta2 + s.w2 * g * g;                 // mul_(beta2).addcmul_(g, g, 1-beta2)
-    T second = v[i];
-    if (vmax != nullptr) {  // torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
-      vmax[i] = vmax[i] < v[i] || std::isnan(v[i]) ? v[i] : vmax[i];
-      second = vmax[i];
-    }
-    const T denom = std::sqrt(second) / s.bc2_sqrt + s.eps;  // (sqrt / bc2_sqrt).add_(eps)
-    p[i] = p[i] + s.neg_step_size * (m[i] / denom);          // addcdiv_(m, denom, value=-step_size)
-  }
-}
 DTENSOR_SIMD_CLONES void adam_rows(float* p, const float* g, float* m, float* v, float* vmax,
-                                   std::int64_t n, const AdamScalars<float>& s) {
+                                   std::int64_t n, const kernels::AdamScalars<float>& s) {
   adam_body(p, g, m, v, vmax, n, s);
 }
 DTENSOR_SIMD_CLONES void adam_rows(double* p, const double* g, double* m, double* v, double* vmax,
-                                   std::int64_t n, const AdamScalars<double>& s) {
+                                   std::int64_t n, const kernels::AdamScalars<double>& s) {
   adam_body(p, g, m, v, vmax, n, s);
 }
-
-// ---- RMSprop ----
-
-template <typename T>
-struct RmspropScalars {
-  T alpha, w, wd, eps, momentum, neg_lr;  // w = 1 - alpha
-  bool decay;
-};
-
-template <typename T>
-[[gnu::always_inline]] inline void rmsprop_body(T* p, const T* g0, T* sq, T* ga, T* buf,
-                                                std::int64_t n, const RmspropScalars<T>& s) {
-#pragma omp simd
-  for (std::int64_t i = 0; i < n; ++i) {
-    const T g = s.decay ? g0[i] + s.wd * p[i] : g0[i];  // grad.add(param, alpha=wd)
-    sq[i] = sq[i] * s.alpha + s.w * g * g;              // mul_(alpha).addcmul_(g, g, 1-alpha)
-    T avg;
-    if (ga != nullptr) {
-      ga[i] = ga[i] * s.alpha + s.w * g;               // mul_(alpha).add_(g, alpha=1-alpha)
-      avg = std::sqrt(sq[i] + T(-1) * ga[i] * ga[i]);  // addcmul(ga, ga, value=-1).sqrt_()
-    } else {
-      avg = std::sqrt(sq[i]);
-    }
-    avg = avg + s.eps;
-    if (buf != nullptr) {
-      buf[i] = buf[i] * s.momentum + T(1) * (g / avg);  // mul_(momentum).addcdiv_(g, avg)
-      p[i] = p[i] + s.neg_lr * buf[i];                  // add_(buf, alpha=-lr)
-    } else {
-      p[i] = p[i] + s.neg_lr * (g / avg);  // addcdiv_(g, avg, value=-lr)
-    }
-  }
-}
 DTENSOR_SIMD_CLONES void rmsprop_rows(float* p, const float* g, float* sq, float* ga, float* buf,
-                                      std::int64_t n, const RmspropScalars<float>& s) {
+                                      std::int64_t n, const kernels::RmspropScalars<float>& s) {
   rmsprop_body(p, g, sq, ga, buf, n, s);
 }
 DTENSOR_SIMD_CLONES void rmsprop_rows(double* p, const double* g, double* sq, double* ga,
                                       double* buf, std::int64_t n,
-                                      const RmspropScalars<double>& s) {
+                                      const kernels::RmspropScalars<double>& s) {
   rmsprop_body(p, g, sq, ga, buf, n, s);
 }
 
@@ -199,12 +174,6 @@ DTENSOR_SIMD_CLONES void scale_rows(double* x, double s, std::int64_t n) {
 
 // ---- the kernels ----
 
-void check_like(const Tensor& t, const Tensor& param, const char* what, const char* slot) {
-  DTENSOR_CHECK_ARG(t.shape() == param.shape() && t.dtype() == param.dtype() && t.is_contiguous(),
-                    slot, "internal: {} is {} {}, the parameter {} {} (both contiguous)", what,
-                    shape_str(t.shape()), dtype_name(t.dtype()), shape_str(param.shape()),
-                    dtype_name(param.dtype()));
-}
 template <typename T>
 T* data_of(const std::optional<Tensor>& t) {
   return t ? t->data<T>() : nullptr;
@@ -212,17 +181,8 @@ T* data_of(const std::optional<Tensor>& t) {
 
 template <typename T>
 void run_sgd(const kernels::SgdArgs& a) {
-  const char* slot = kernels::kSgd.name;
-  check_like(a.param, a.param, "param", slot);
-  check_like(a.grad, a.param, "grad", slot);
-  if (a.momentum_buffer) check_like(*a.momentum_buffer, a.param, "momentum_buffer", slot);
-  const SgdScalars<T> s{static_cast<T>(a.lr),
-                        static_cast<T>(a.momentum),
-                        static_cast<T>(1 - a.dampening),
-                        static_cast<T>(a.weight_decay),
-                        a.weight_decay != 0,
-                        a.fresh_buffer,
-                        a.nesterov};
+  kernels::check_update_operands(a);
+  const auto s = kernels::sgd_scalars<T>(a);
   T* p = a.param.data<T>();
   const T* g = a.grad.data<T>();
   T* buf = data_of<T>(a.momentum_buffer);
@@ -233,27 +193,8 @@ void run_sgd(const kernels::SgdArgs& a) {
 
 template <typename T>
 void run_adam(const kernels::AdamArgs& a) {
-  const char* slot = kernels::kAdam.name;
-  check_like(a.param, a.param, "param", slot);
-  check_like(a.grad, a.param, "grad", slot);
-  check_like(a.exp_avg, a.param, "exp_avg", slot);
-  check_like(a.exp_avg_sq, a.param, "exp_avg_sq", slot);
-  if (a.max_exp_avg_sq) check_like(*a.max_exp_avg_sq, a.param, "max_exp_avg_sq", slot);
-  check_arg(a.step >= 1, slot, "internal: step {} (steps count from 1)", a.step);
-  // Python floats, as torch computes them before touching a tensor.
-  const double bc1 = 1 - std::pow(a.beta1, static_cast<double>(a.step));
-  const double bc2 = 1 - std::pow(a.beta2, static_cast<double>(a.step));
-  const AdamScalars<T> s{static_cast<T>(a.beta1),
-                         static_cast<T>(1 - a.beta1),
-                         static_cast<T>(a.beta2),
-                         static_cast<T>(1 - a.beta2),
-                         static_cast<T>(a.weight_decay),
-                         static_cast<T>(1 - a.lr * a.weight_decay),
-                         static_cast<T>(std::sqrt(bc2)),
-                         static_cast<T>(a.eps),
-                         static_cast<T>(-(a.lr / bc1)),
-                         !a.decoupled_weight_decay && a.weight_decay != 0,
-                         a.decoupled_weight_decay && a.weight_decay != 0};
+  kernels::check_update_operands(a);
+  const auto s = kernels::adam_scalars<T>(a);
   T* p = a.param.data<T>();
   const T* g = a.grad.data<T>();
   T* m = a.exp_avg.data<T>();
@@ -266,16 +207,8 @@ void run_adam(const kernels::AdamArgs& a) {
 
 template <typename T>
 void run_rmsprop(const kernels::RmspropArgs& a) {
-  const char* slot = kernels::kRmsprop.name;
-  check_like(a.param, a.param, "param", slot);
-  check_like(a.grad, a.param, "grad", slot);
-  check_like(a.square_avg, a.param, "square_avg", slot);
-  if (a.grad_avg) check_like(*a.grad_avg, a.param, "grad_avg", slot);
-  if (a.momentum_buffer) check_like(*a.momentum_buffer, a.param, "momentum_buffer", slot);
-  const RmspropScalars<T> s{
-      static_cast<T>(a.alpha), static_cast<T>(1 - a.alpha), static_cast<T>(a.weight_decay),
-      static_cast<T>(a.eps),   static_cast<T>(a.momentum),  static_cast<T>(-a.lr),
-      a.weight_decay != 0};
+  kernels::check_update_operands(a);
+  const auto s = kernels::rmsprop_scalars<T>(a);
   T* p = a.param.data<T>();
   const T* g = a.grad.data<T>();
   T* sq = a.square_avg.data<T>();

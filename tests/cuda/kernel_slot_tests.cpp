@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "dtensor/ops/kernels/channel.h"
 #include "dtensor/ops/kernels/loss.h"
 #include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/kernels/optim.h"
 #include "dtensor/ops/kernels/pool.h"
 #include "dtensor/ops/kernels/upsample.h"
 #include "tests/ops/kernel_oracle.h"
@@ -387,4 +389,69 @@ TEST_CASE("gpu kernels: the upsample.* slots on CUDA match the CPU kernels",
         check_close(bg.grad_window, b.grad_window, dt, what + "upsample.backward");
       }
   cuda::synchronize();
+}
+
+TEST_CASE("gpu kernels: the optim.* slots on CUDA match the CPU kernels", "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  const Shape shape{3, 1000};  // more elements than one block of threads
+  for (DType dt : {DType::F64, DType::F32}) {
+    // Three steps of each update with every optional state present, the CPU
+    // and the CUDA copies of the state carried along separately.
+    const auto state = [&](std::uint64_t seed, double lo = -1) {
+      return random(shape, dt, seed, lo, 1);
+    };
+    {
+      Tensor p = state(1), buf = state(2), gp = gpu(p), gbuf = gpu(buf);
+      for (int step = 0; step < 3; ++step) {
+        const Tensor g = state(10 + static_cast<std::uint64_t>(step));
+        kernels::SgdArgs c{p, g, buf, step == 0, 0.1, 0.9, 0.1, 1e-2, step == 2};
+        run_kernel(kernels::kSgd, DeviceType::CPU, dt, c);
+        kernels::SgdArgs d{gp, gpu(g), gbuf, step == 0, 0.1, 0.9, 0.1, 1e-2, step == 2};
+        run_kernel(kernels::kSgd, DeviceType::CUDA, dt, d);
+      }
+      check_close(gp, p, dt, "sgd param");
+      check_close(gbuf, buf, dt, "sgd momentum_buffer");
+    }
+    for (const bool decoupled : {false, true}) {
+      Tensor p = state(3), m = state(4), v = state(5, 0), vmax = state(6, 0);
+      Tensor gp = gpu(p), gm = gpu(m), gv = gpu(v), gvmax = gpu(vmax);
+      for (int step = 1; step <= 3; ++step) {
+        const Tensor g = state(20 + static_cast<std::uint64_t>(step));
+        kernels::AdamArgs c{p, g, m, v, vmax, 1e-2, 0.9, 0.999, 1e-8, 1e-2, decoupled, step};
+        run_kernel(kernels::kAdam, DeviceType::CPU, dt, c);
+        kernels::AdamArgs d{gp,  gpu(g), gm,   gv,   gvmax,     1e-2,
+                            0.9, 0.999,  1e-8, 1e-2, decoupled, step};
+        run_kernel(kernels::kAdam, DeviceType::CUDA, dt, d);
+      }
+      check_close(gp, p, dt, "adam param");
+      check_close(gvmax, vmax, dt, "adam max_exp_avg_sq");
+    }
+    {
+      Tensor p = state(7), sq = state(8, 0.5), ga = state(9, 0), buf = state(10);
+      Tensor gp = gpu(p), gsq = gpu(sq), gga = gpu(ga), gbuf = gpu(buf);
+      for (int step = 0; step < 3; ++step) {
+        const Tensor g = state(30 + static_cast<std::uint64_t>(step));
+        kernels::RmspropArgs c{p, g, sq, ga, buf, 1e-2, 0.99, 1e-8, 1e-2, 0.9};
+        run_kernel(kernels::kRmsprop, DeviceType::CPU, dt, c);
+        kernels::RmspropArgs d{gp, gpu(g), gsq, gga, gbuf, 1e-2, 0.99, 1e-8, 1e-2, 0.9};
+        run_kernel(kernels::kRmsprop, DeviceType::CUDA, dt, d);
+      }
+      check_close(gp, p, dt, "rmsprop param");
+      check_close(gbuf, buf, dt, "rmsprop momentum_buffer");
+    }
+    for (const double norm_type : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
+      const Tensor x = state(11);
+      kernels::NormPartArgs c{x, norm_type, Tensor::zeros({}, DType::F64)};
+      run_kernel(kernels::kNormPart, DeviceType::CPU, dt, c);
+      kernels::NormPartArgs d{gpu(x), norm_type, Tensor::zeros({}, DType::F64)};
+      run_kernel(kernels::kNormPart, DeviceType::CUDA, dt, d);
+      check_close(d.result, c.result, dt, "norm_part p=" + std::to_string(norm_type));
+    }
+    {
+      Tensor x = state(12), gx = gpu(x);
+      run_kernel(kernels::kScaleInPlace, DeviceType::CPU, dt, kernels::ScaleInPlaceArgs{x, 0.3});
+      run_kernel(kernels::kScaleInPlace, DeviceType::CUDA, dt, kernels::ScaleInPlaceArgs{gx, 0.3});
+      check_close(gx, x, dt, "scale_in_place");
+    }
+  }
 }

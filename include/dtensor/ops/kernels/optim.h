@@ -9,11 +9,15 @@
 // does in the tensor's type), so f64 results equal PyTorch's to rounding.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 
+#include "dtensor/core/errors.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/kernel.h"
+#include "dtensor/ops/kernels/optim_update.h"
 
 namespace dtensor::kernels {
 
@@ -79,5 +83,77 @@ inline constexpr KernelSlot<AdamArgs> kAdam{"optim.adam"};
 inline constexpr KernelSlot<RmspropArgs> kRmsprop{"optim.rmsprop"};
 inline constexpr KernelSlot<NormPartArgs> kNormPart{"optim.norm_part"};
 inline constexpr KernelSlot<ScaleInPlaceArgs> kScaleInPlace{"optim.scale_in_place"};
+
+// ---- what every backend's update kernels share (the elements: optim_update.h) ----
+
+/// InvalidArgument naming the slot unless `t` (the operand `what`) has the
+/// parameter's shape, dtype and device and is contiguous.
+inline void check_update_operand(const char* slot, const char* what, const Tensor& t,
+                                 const Tensor& param) {
+  DTENSOR_CHECK_ARG(t.shape() == param.shape() && t.dtype() == param.dtype() &&
+                        t.device() == param.device() && t.is_contiguous(),
+                    slot, "internal: {} is {} {}, the parameter {} {} (both contiguous)", what,
+                    shape_str(t.shape()), dtype_name(t.dtype()), shape_str(param.shape()),
+                    dtype_name(param.dtype()));
+}
+inline void check_update_operand(const char* slot, const char* what, const std::optional<Tensor>& t,
+                                 const Tensor& param) {
+  if (t) check_update_operand(slot, what, *t, param);
+}
+inline void check_update_operands(const SgdArgs& a) {
+  check_update_operand(kSgd.name, "param", a.param, a.param);
+  check_update_operand(kSgd.name, "grad", a.grad, a.param);
+  check_update_operand(kSgd.name, "momentum_buffer", a.momentum_buffer, a.param);
+}
+inline void check_update_operands(const AdamArgs& a) {
+  check_update_operand(kAdam.name, "param", a.param, a.param);
+  check_update_operand(kAdam.name, "grad", a.grad, a.param);
+  check_update_operand(kAdam.name, "exp_avg", a.exp_avg, a.param);
+  check_update_operand(kAdam.name, "exp_avg_sq", a.exp_avg_sq, a.param);
+  check_update_operand(kAdam.name, "max_exp_avg_sq", a.max_exp_avg_sq, a.param);
+  check_arg(a.step >= 1, kAdam.name, "internal: step {} (steps count from 1)", a.step);
+}
+inline void check_update_operands(const RmspropArgs& a) {
+  check_update_operand(kRmsprop.name, "param", a.param, a.param);
+  check_update_operand(kRmsprop.name, "grad", a.grad, a.param);
+  check_update_operand(kRmsprop.name, "square_avg", a.square_avg, a.param);
+  check_update_operand(kRmsprop.name, "grad_avg", a.grad_avg, a.param);
+  check_update_operand(kRmsprop.name, "momentum_buffer", a.momentum_buffer, a.param);
+}
+
+/// The scalars of one update in the data's type, as torch computes them.
+template <typename T>
+SgdScalars<T> sgd_scalars(const SgdArgs& a) {
+  return {static_cast<T>(a.lr),
+          static_cast<T>(a.momentum),
+          static_cast<T>(1 - a.dampening),
+          static_cast<T>(a.weight_decay),
+          a.weight_decay != 0,
+          a.fresh_buffer,
+          a.nesterov};
+}
+template <typename T>
+AdamScalars<T> adam_scalars(const AdamArgs& a) {
+  // Python floats, as torch computes them before touching a tensor.
+  const double bc1 = 1 - std::pow(a.beta1, static_cast<double>(a.step));
+  const double bc2 = 1 - std::pow(a.beta2, static_cast<double>(a.step));
+  return {static_cast<T>(a.beta1),
+          static_cast<T>(1 - a.beta1),
+          static_cast<T>(a.beta2),
+          static_cast<T>(1 - a.beta2),
+          static_cast<T>(a.weight_decay),
+          static_cast<T>(1 - a.lr * a.weight_decay),
+          static_cast<T>(std::sqrt(bc2)),
+          static_cast<T>(a.eps),
+          static_cast<T>(-(a.lr / bc1)),
+          !a.decoupled_weight_decay && a.weight_decay != 0,
+          a.decoupled_weight_decay && a.weight_decay != 0};
+}
+template <typename T>
+RmspropScalars<T> rmsprop_scalars(const RmspropArgs& a) {
+  return {static_cast<T>(a.alpha), static_cast<T>(1 - a.alpha), static_cast<T>(a.weight_decay),
+          static_cast<T>(a.eps),   static_cast<T>(a.momentum),  static_cast<T>(-a.lr),
+          a.weight_decay != 0};
+}
 
 }  // namespace dtensor::kernels
