@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "backends/cpu/simd.h"
+#include "dtensor/ops/kernels/elementwise_math.h"
 #include "dtensor/ops/registry.h"
 
 namespace dtensor::cpu {
@@ -26,30 +27,32 @@ using Int = std::int64_t;
 // Tensors smaller than this run on one thread.
 constexpr Int kParallelElements = Int{1} << 16;
 
-#define DTENSOR_BINARY_FORM(NAME, TYPE, XA, ZB, EXPR)                                              \
+#define DTENSOR_BINARY_FORM(NAME, TYPE, XA, ZB, FN)                                                \
   DTENSOR_SIMD_CLONES void NAME(const TYPE* a, const TYPE* b, std::add_pointer_t<TYPE> y, Int n) { \
     using T = TYPE;                                                                                \
+    using Fn = FN;                                                                                 \
     _Pragma("omp simd") for (Int j = 0; j < n; ++j) {                                              \
       const T x = (XA), z = (ZB);                                                                  \
-      y[j] = (EXPR);                                                                               \
+      y[j] = Fn{}(x, z);                                                                           \
     }                                                                                              \
   }
-#define DTENSOR_BINARY_TYPE(NAME, T, EXPR)            \
-  DTENSOR_BINARY_FORM(NAME##_vv, T, a[j], b[j], EXPR) \
-  DTENSOR_BINARY_FORM(NAME##_vs, T, a[j], b[0], EXPR) \
-  DTENSOR_BINARY_FORM(NAME##_sv, T, a[0], b[j], EXPR)
-#define DTENSOR_BINARY(NAME, EXPR)       \
-  DTENSOR_BINARY_TYPE(NAME, float, EXPR) \
-  DTENSOR_BINARY_TYPE(NAME, double, EXPR)
+#define DTENSOR_BINARY_TYPE(NAME, T, FN)            \
+  DTENSOR_BINARY_FORM(NAME##_vv, T, a[j], b[j], FN) \
+  DTENSOR_BINARY_FORM(NAME##_vs, T, a[j], b[0], FN) \
+  DTENSOR_BINARY_FORM(NAME##_sv, T, a[0], b[j], FN)
+#define DTENSOR_BINARY(NAME, FN)       \
+  DTENSOR_BINARY_TYPE(NAME, float, FN) \
+  DTENSOR_BINARY_TYPE(NAME, double, FN)
 
-// x is the first operand's element, z the second's.
-DTENSOR_BINARY(add, x + z)
-DTENSOR_BINARY(sub, x - z)
-DTENSOR_BINARY(mul, x* z)
-DTENSOR_BINARY(div, x / z)
-DTENSOR_BINARY(maximum, (x > z || x != x) ? x : z)
-DTENSOR_BINARY(minimum, (x < z || x != x) ? x : z)
-DTENSOR_BINARY(maximum_share, x > z ? T(1) : (x == z ? T(0.5) : T(0)))
+// The formulas every backend shares (dtensor/ops/kernels/elementwise_math.h).
+namespace ew = kernels::elementwise;
+DTENSOR_BINARY(add, ew::Add)
+DTENSOR_BINARY(sub, ew::Sub)
+DTENSOR_BINARY(mul, ew::Mul)
+DTENSOR_BINARY(div, ew::Div)
+DTENSOR_BINARY(maximum, ew::Maximum)
+DTENSOR_BINARY(minimum, ew::Minimum)
+DTENSOR_BINARY(maximum_share, ew::MaximumShare)
 #undef DTENSOR_BINARY
 #undef DTENSOR_BINARY_TYPE
 #undef DTENSOR_BINARY_FORM

@@ -3,9 +3,8 @@
 // (f32, f64; bf16 and f16 widened to f32 and rounded once), split over the
 // rank's OpenMP threads for large tensors.
 //
-// Derivatives as PyTorch computes them: sqrt's from the result (g / (2 y)),
-// rsqrt's -g y^3 / 2, abs's through sgn (0 at 0), clamp's passing where
-// min <= x <= max, pow's exponent * x^(exponent - 1), 0 for exponent 0.
+// The formulas, PyTorch's, are the ones every backend shares
+// (dtensor/ops/kernels/elementwise_math.h); the CUDA kernels run the same.
 #include <omp.h>
 
 #include <algorithm>
@@ -14,55 +13,54 @@
 #include <type_traits>
 
 #include "backends/cpu/simd.h"
+#include "dtensor/ops/kernels/elementwise.h"
 #include "dtensor/ops/registry.h"
 
 namespace dtensor::cpu {
 namespace {
 
 using Int = std::int64_t;
+namespace ew = kernels::elementwise;
 
 // Tensors smaller than this run on one thread.
 constexpr Int kParallelElements = Int{1} << 16;
 
-// Every form takes (g, x, s, t): the forward reads x = its input (passed as
-// both), a backward g = grad_output too; s and t are the parameters (clamp's
-// bounds, pow's exponent in s).
-#define DTENSOR_UNARY_FORM(NAME, TYPE, EXPR)                                                  \
+// Every function takes (g, x, s, t) (elementwise_math.h): the forward reads
+// x = its input (passed as both), a backward g = grad_output too; s and t are
+// the parameters (clamp's bounds, pow's exponent in s).
+#define DTENSOR_UNARY_FORM(NAME, TYPE, FN)                                                    \
   DTENSOR_SIMD_CLONES void NAME(const TYPE* gp, const TYPE* xp, [[maybe_unused]] TYPE s,      \
                                 [[maybe_unused]] TYPE t, std::add_pointer_t<TYPE> y, Int n) { \
     using T = TYPE;                                                                           \
+    using Fn = FN;                                                                            \
     _Pragma("omp simd") for (Int j = 0; j < n; ++j) {                                         \
       [[maybe_unused]] const T g = gp[j];                                                     \
       [[maybe_unused]] const T x = xp[j];                                                     \
-      y[j] = (EXPR);                                                                          \
+      y[j] = Fn{}(g, x, s, t);                                                                \
     }                                                                                         \
   }
-#define DTENSOR_UNARY(NAME, EXPR)       \
-  DTENSOR_UNARY_FORM(NAME, float, EXPR) \
-  DTENSOR_UNARY_FORM(NAME, double, EXPR)
+#define DTENSOR_UNARY(NAME, FN)       \
+  DTENSOR_UNARY_FORM(NAME, float, FN) \
+  DTENSOR_UNARY_FORM(NAME, double, FN)
 
-#define T_(v) static_cast<T>(v)
-DTENSOR_UNARY(exp_rows, std::exp(x))
-DTENSOR_UNARY(log_rows, std::log(x))
-DTENSOR_UNARY(sqrt_rows, std::sqrt(x))
-DTENSOR_UNARY(rsqrt_rows, T_(1) / std::sqrt(x))
-DTENSOR_UNARY(neg_rows, -x)
-DTENSOR_UNARY(abs_rows, std::abs(x))
-DTENSOR_UNARY(square_rows, x* x)
-DTENSOR_UNARY(clamp_rows, x < s ? s : (x > t ? t : x))
-DTENSOR_UNARY(pow_rows, std::pow(x, s))
-
-DTENSOR_UNARY(exp_backward_rows, g* std::exp(x))
-DTENSOR_UNARY(log_backward_rows, g / x)
-DTENSOR_UNARY(sqrt_backward_rows, g / (T_(2) * std::sqrt(x)))
-DTENSOR_UNARY(rsqrt_backward_rows, T_(-0.5) * g * (T_(1) / std::sqrt(x)) * (T_(1) / std::sqrt(x)) *
-                                       (T_(1) / std::sqrt(x)))
-DTENSOR_UNARY(neg_backward_rows, -g)
-DTENSOR_UNARY(abs_backward_rows, x > 0 ? g : (x < 0 ? -g : T_(0)))
-DTENSOR_UNARY(square_backward_rows, T_(2) * x * g)
-DTENSOR_UNARY(clamp_backward_rows, (x >= s && x <= t) ? g : T_(0))
-DTENSOR_UNARY(pow_backward_rows, s == 0 ? T_(0) : s * std::pow(x, s - T_(1)) * g)
-#undef T_
+DTENSOR_UNARY(exp_rows, ew::Exp)
+DTENSOR_UNARY(log_rows, ew::Log)
+DTENSOR_UNARY(sqrt_rows, ew::Sqrt)
+DTENSOR_UNARY(rsqrt_rows, ew::Rsqrt)
+DTENSOR_UNARY(neg_rows, ew::Neg)
+DTENSOR_UNARY(abs_rows, ew::Abs)
+DTENSOR_UNARY(square_rows, ew::Square)
+DTENSOR_UNARY(clamp_rows, ew::Clamp)
+DTENSOR_UNARY(pow_rows, ew::Pow)
+DTENSOR_UNARY(exp_backward_rows, ew::ExpBackward)
+DTENSOR_UNARY(log_backward_rows, ew::LogBackward)
+DTENSOR_UNARY(sqrt_backward_rows, ew::SqrtBackward)
+DTENSOR_UNARY(rsqrt_backward_rows, ew::RsqrtBackward)
+DTENSOR_UNARY(neg_backward_rows, ew::NegBackward)
+DTENSOR_UNARY(abs_backward_rows, ew::AbsBackward)
+DTENSOR_UNARY(square_backward_rows, ew::SquareBackward)
+DTENSOR_UNARY(clamp_backward_rows, ew::ClampBackward)
+DTENSOR_UNARY(pow_backward_rows, ew::PowBackward)
 #undef DTENSOR_UNARY
 #undef DTENSOR_UNARY_FORM
 
@@ -84,18 +82,9 @@ void run_blocks(RowsFn<C> rows, const C* g, const C* x, C s, C t, C* y, Int n) {
   }
 }
 
-// The parameters after the tensors: an absent bound is -inf for the first
-// (clamp's min) and +inf for the second (max).
-void parameters(const OpSchema& schema, std::size_t first, double& s, double& t) {
-  double* out[] = {&s, &t};
-  const double absent[] = {-std::numeric_limits<double>::infinity(),
-                           std::numeric_limits<double>::infinity()};
-  for (std::size_t k = 0; k < 2 && first + k < schema.size(); ++k)
-    *out[k] = schema.is_none(first + k) ? absent[k] : schema.scalar(first + k);
-}
-
-LocalKernel kernel(RowsFn<float> f32, RowsFn<double> f64, bool backward) {
-  return [f32, f64, backward](const KernelCall& c) -> std::vector<Tensor> {
+LocalKernel kernel(RowsFn<float> f32, RowsFn<double> f64) {
+  return [f32, f64](const KernelCall& c) -> std::vector<Tensor> {
+    const auto [backward, s, t] = kernels::elementwise_params(c.schema);
     const DType dt = c.local(0).dtype();
     const DType work = dt == DType::F64 ? DType::F64 : DType::F32;
     const auto in_work = [work](const Tensor& v) {
@@ -103,8 +92,6 @@ LocalKernel kernel(RowsFn<float> f32, RowsFn<double> f64, bool backward) {
     };
     const Tensor g = in_work(c.local(0));
     const Tensor x = backward ? in_work(c.local(1)) : g;
-    double s = 0, t = 0;
-    parameters(c.schema, backward ? 2 : 1, s, t);
     Tensor y = Tensor::empty(x.shape(), work);
     if (work == DType::F64)
       run_blocks<double>(f64, g.data<double>(), x.data<double>(), s, t, y.data<double>(),
@@ -116,9 +103,9 @@ LocalKernel kernel(RowsFn<float> f32, RowsFn<double> f64, bool backward) {
   };
 }
 
-#define DTENSOR_REGISTER(OP)                                          \
-  register_kernel(#OP, cpu, dt, kernel(OP##_rows, OP##_rows, false)); \
-  register_kernel(#OP "_backward", cpu, dt, kernel(OP##_backward_rows, OP##_backward_rows, true));
+#define DTENSOR_REGISTER(OP)                                   \
+  register_kernel(#OP, cpu, dt, kernel(OP##_rows, OP##_rows)); \
+  register_kernel(#OP "_backward", cpu, dt, kernel(OP##_backward_rows, OP##_backward_rows));
 
 struct Registrar {
   Registrar() {

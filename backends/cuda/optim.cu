@@ -2,18 +2,13 @@
 // functions of the optimisers, and the norm parts' block reduction.
 #include <cmath>
 
-#include "backends/cuda/element_types.cuh"
 #include "backends/cuda/optim.h"
+#include "backends/cuda/slot_kernels.cuh"
 
 namespace dtensor::cuda_backend {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(long long n) {
-  const long long b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 4096 ? (b < 1 ? 1 : b) : 4096);
-}
+constexpr int kThreads = kSlotThreads;
 
 template <typename T>
 __global__ void sgd_kernel(T* p, const T* g, T* buf, long long n, kernels::SgdScalars<T> s) {
@@ -76,7 +71,7 @@ template <typename T>
 cudaError_t launch_sgd(T* p, const T* g, T* buf, std::int64_t n, const kernels::SgdScalars<T>& s,
                        cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  sgd_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(p, g, buf, n, s);
+  sgd_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(p, g, buf, n, s);
   return cudaGetLastError();
 }
 
@@ -84,7 +79,7 @@ template <typename T>
 cudaError_t launch_adam(T* p, const T* g, T* m, T* v, T* vmax, std::int64_t n,
                         const kernels::AdamScalars<T>& s, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  adam_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(p, g, m, v, vmax, n, s);
+  adam_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, vmax, n, s);
   return cudaGetLastError();
 }
 
@@ -92,7 +87,7 @@ template <typename T>
 cudaError_t launch_rmsprop(T* p, const T* g, T* sq, T* ga, T* buf, std::int64_t n,
                            const kernels::RmspropScalars<T>& s, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  rmsprop_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(p, g, sq, ga, buf, n, s);
+  rmsprop_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(p, g, sq, ga, buf, n, s);
   return cudaGetLastError();
 }
 

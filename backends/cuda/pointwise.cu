@@ -3,6 +3,7 @@
 // for nvcc; both share the element types of element_types.cuh.
 #include "backends/cuda/element_types.cuh"
 #include "backends/cuda/pointwise.h"
+#include "dtensor/ops/kernels/elementwise_math.h"
 
 namespace dtensor::cuda_backend {
 namespace {
@@ -32,17 +33,23 @@ __global__ void pointwise_kernel(T* out, const T* a, const T* b, double scalar, 
   for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < n;
        i += 1ll * gridDim.x * blockDim.x) {
     const C x = static_cast<C>(to_f64(a[i]));
+    namespace ew = kernels::elementwise;
     C r;
-    if constexpr (Op == PointwiseOp::Add) {
-      r = x + static_cast<C>(to_f64(b[i]));
-    } else if constexpr (Op == PointwiseOp::Mul) {
-      r = x * static_cast<C>(to_f64(b[i]));
-    } else if constexpr (Op == PointwiseOp::ReluBackward) {  // a = grad, b = input
+    if constexpr (Op == PointwiseOp::ReluBackward) {  // a = grad, b = input
       r = static_cast<C>(to_f64(b[i])) > C(0) ? x : C(0);
     } else if constexpr (Op == PointwiseOp::Scale) {
       r = x * s;
-    } else {  // Relu
+    } else if constexpr (Op == PointwiseOp::Relu) {
       r = x > C(0) ? x : C(0);
+    } else {
+      const C z = static_cast<C>(to_f64(b[i]));
+      if constexpr (Op == PointwiseOp::Add) r = ew::Add{}(x, z);
+      if constexpr (Op == PointwiseOp::Sub) r = ew::Sub{}(x, z);
+      if constexpr (Op == PointwiseOp::Mul) r = ew::Mul{}(x, z);
+      if constexpr (Op == PointwiseOp::Div) r = ew::Div{}(x, z);
+      if constexpr (Op == PointwiseOp::Maximum) r = ew::Maximum{}(x, z);
+      if constexpr (Op == PointwiseOp::Minimum) r = ew::Minimum{}(x, z);
+      if constexpr (Op == PointwiseOp::MaximumShare) r = ew::MaximumShare{}(x, z);
     }
     out[i] = from_f64<T>(r);
   }
@@ -92,16 +99,20 @@ cudaError_t launch_pointwise(PointwiseOp op, ElemType type, void* out, const voi
   return with_type(type, [&](auto tag) {
     using T = decltype(tag);
     switch (op) {
-      case PointwiseOp::Add:
-        return launch_op<T, PointwiseOp::Add>(out, a, b, scalar, n, stream);
-      case PointwiseOp::Mul:
-        return launch_op<T, PointwiseOp::Mul>(out, a, b, scalar, n, stream);
-      case PointwiseOp::ReluBackward:
-        return launch_op<T, PointwiseOp::ReluBackward>(out, a, b, scalar, n, stream);
-      case PointwiseOp::Scale:
-        return launch_op<T, PointwiseOp::Scale>(out, a, b, scalar, n, stream);
-      case PointwiseOp::Relu:
-        return launch_op<T, PointwiseOp::Relu>(out, a, b, scalar, n, stream);
+#define DTENSOR_CASE(OP) \
+  case PointwiseOp::OP:  \
+    return launch_op<T, PointwiseOp::OP>(out, a, b, scalar, n, stream);
+      DTENSOR_CASE(Add)
+      DTENSOR_CASE(Mul)
+      DTENSOR_CASE(ReluBackward)
+      DTENSOR_CASE(Scale)
+      DTENSOR_CASE(Relu)
+      DTENSOR_CASE(Sub)
+      DTENSOR_CASE(Div)
+      DTENSOR_CASE(Maximum)
+      DTENSOR_CASE(Minimum)
+      DTENSOR_CASE(MaximumShare)
+#undef DTENSOR_CASE
     }
     return cudaErrorInvalidValue;
   });

@@ -1,6 +1,6 @@
-// Launchers of the device kernels behind the pointwise operators (add, mul,
-// scale, relu, relu_backward) and the reductions to a scalar (sum, mean) on
-// CUDA tensors. Their registration with the operator registry is in
+// Launchers of the device kernels behind the pointwise operators (add, sub,
+// mul, div, maximum, minimum, maximum_share, scale, relu, relu_backward) and the reductions to a
+// scalar (sum, mean) on CUDA tensors. Their registration with the operator registry is in
 // pointwise_kernels.cpp; the kernels are in pointwise.cu.
 #pragma once
 
@@ -12,10 +12,22 @@
 
 namespace dtensor::cuda_backend {
 
-enum class PointwiseOp : int { Add, Mul, ReluBackward, Scale, Relu };
+enum class PointwiseOp : int {
+  Add,
+  Mul,
+  ReluBackward,
+  Scale,
+  Relu,
+  Sub,
+  Div,
+  Maximum,
+  Minimum,
+  MaximumShare
+};
 
-/// out[i] = op(a[i], b[i]) for the binary ops, op(a[i], scalar) for Scale and
-/// Relu (b unused). Dense operands of `n` elements of one type. f32, bf16 and
+/// out[i] = op(a[i], b[i]) for the binary ops (the formulas every backend
+/// shares, dtensor/ops/kernels/elementwise_math.h), op(a[i], scalar) for Scale
+/// and Relu (b unused). Dense operands of `n` elements of one type. f32, bf16 and
 /// f16 compute in f32 and round once, f64 in f64 — as the CPU kernels do.
 cudaError_t launch_pointwise(PointwiseOp op, ElemType type, void* out, const void* a, const void* b,
                              double scalar, std::int64_t n, cudaStream_t stream);

@@ -78,6 +78,11 @@ void register_pointwise_kernels() {
     register_kernel("add", cuda, dt, elementwise(PointwiseOp::Add, true));
     register_kernel("mul", cuda, dt, elementwise(PointwiseOp::Mul, true));
     register_kernel("relu_backward", cuda, dt, elementwise(PointwiseOp::ReluBackward, true));
+    register_kernel("sub", cuda, dt, elementwise(PointwiseOp::Sub, true));
+    register_kernel("div", cuda, dt, elementwise(PointwiseOp::Div, true));
+    register_kernel("maximum", cuda, dt, elementwise(PointwiseOp::Maximum, true));
+    register_kernel("minimum", cuda, dt, elementwise(PointwiseOp::Minimum, true));
+    register_kernel("maximum_share", cuda, dt, elementwise(PointwiseOp::MaximumShare, true));
     register_kernel("scale", cuda, dt, elementwise(PointwiseOp::Scale, false));
     register_kernel("relu", cuda, dt, elementwise(PointwiseOp::Relu, false));
     register_kernel("sum", cuda, dt, reduction(false));
