@@ -3,8 +3,9 @@
 // in their own type, bf16 and f16 widened to f32 (and the gradient rounded
 // once).
 //
-// Each loss is a term and its slope per element, written once
-// (`PointwiseTerm`); the loops over them are `omp simd` loops with the loss
+// Each loss is a term and its slope per element, written once for every
+// backend (`kernels::PointwiseTerm`, dtensor/ops/kernels/pointwise_loss_terms.h;
+// the CUDA kernels run the same); the loops over them are `omp simd` loops with the loss
 // chosen outside the loop, in one function per type and direction that
 // carries the AVX2 / AVX-512 clones (as loss_kernels.cpp). Sums run in the
 // data's type over blocks and add up in f64 across blocks (simd.h).
@@ -26,54 +27,7 @@ using kernels::PointwiseLoss;
 // Elements below this run on one thread.
 constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
 
-// The term and d term / d x of one element (x the input, t the target, p
-// beta or delta), PyTorch's formulas. smooth_l1 with beta 0 is l1 (PyTorch
-// takes that branch too, so the slope at d = 0 is 0, not 0 / 0).
-template <PointwiseLoss L, typename C>
-struct PointwiseTerm;
-
-template <typename C>
-struct PointwiseTerm<PointwiseLoss::L1, C> {
-  static C term(C x, C t, C /*p*/) { return std::abs(x - t); }
-  static C slope(C x, C t, C /*p*/) {
-    const C d = x - t;
-    return static_cast<C>((d > 0) - (d < 0));
-  }
-};
-
-template <typename C>
-struct PointwiseTerm<PointwiseLoss::SmoothL1, C> {
-  static C term(C x, C t, C beta) {
-    const C a = std::abs(x - t);
-    return a < beta ? C(0.5) * a * a / beta : a - C(0.5) * beta;
-  }
-  static C slope(C x, C t, C beta) {
-    const C d = x - t;
-    return d < -beta ? C(-1) : d > beta ? C(1) : d / beta;
-  }
-};
-
-template <typename C>
-struct PointwiseTerm<PointwiseLoss::Huber, C> {
-  static C term(C x, C t, C delta) {
-    const C a = std::abs(x - t);
-    return a < delta ? C(0.5) * a * a : delta * (a - C(0.5) * delta);
-  }
-  static C slope(C x, C t, C delta) {
-    const C d = x - t;
-    return d < -delta ? -delta : d > delta ? delta : d;
-  }
-};
-
-// max(x, 0) - x t + log1p(exp(-|x|)): no exp of a positive number, so no
-// overflow for large |x|; the slope is sigmoid(x) - t.
-template <typename C>
-struct PointwiseTerm<PointwiseLoss::BceWithLogits, C> {
-  static C term(C x, C t, C /*p*/) {
-    return std::max(x, C(0)) - x * t + std::log1p(std::exp(-std::abs(x)));
-  }
-  static C slope(C x, C t, C /*p*/) { return C(1) / (C(1) + std::exp(-x)) - t; }
-};
+using kernels::PointwiseTerm;
 
 template <PointwiseLoss L, typename C>
 [[gnu::always_inline]] inline C term_sum_body(const C* x, const C* t, C p, std::int64_t n) {
@@ -92,16 +46,10 @@ template <PointwiseLoss L, typename C>
     g[j] = s * PointwiseTerm<L, C>::slope(x[j], t[j], p);
 }
 
-// smooth_l1 with beta 0 runs as l1 (above).
-template <typename C>
-[[gnu::always_inline]] inline PointwiseLoss effective(PointwiseLoss l, C p) {
-  return l == PointwiseLoss::SmoothL1 && p == C(0) ? PointwiseLoss::L1 : l;
-}
-
 template <typename C>
 [[gnu::always_inline]] inline C term_sum_of(PointwiseLoss l, const C* x, const C* t, C p,
                                             std::int64_t n) {
-  switch (effective(l, p)) {
+  switch (kernels::effective_loss(l, p)) {
     case PointwiseLoss::L1:
       return term_sum_body<PointwiseLoss::L1>(x, t, p, n);
     case PointwiseLoss::SmoothL1:
@@ -117,7 +65,7 @@ template <typename C>
 template <typename C>
 [[gnu::always_inline]] inline void slopes_of(PointwiseLoss l, const C* x, const C* t, C p, C s,
                                              C* g, std::int64_t n) {
-  switch (effective(l, p)) {
+  switch (kernels::effective_loss(l, p)) {
     case PointwiseLoss::L1:
       slope_body<PointwiseLoss::L1>(x, t, p, s, g, n);
       break;

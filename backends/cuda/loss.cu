@@ -2,6 +2,8 @@
 // in f64 per thread and per block in a fixed order (kLossBlocks partials);
 // cross_entropy has one thread per (sample, position) over the classes, the
 // log-sum-exp as the CPU kernel computes it (maximum skipping NaN).
+#include <type_traits>
+
 #include "backends/cuda/loss.h"
 #include "backends/cuda/slot_kernels.cuh"
 
@@ -95,7 +97,77 @@ __global__ void cross_entropy_backward_kernel(const T* x, const T* t, double sca
   }
 }
 
+template <typename T, kernels::PointwiseLoss L>
+__global__ void pointwise_loss_partials_kernel(const T* x, const T* t, ComputeT<T> p, long long n,
+                                               double* partials) {
+  double acc = 0;
+  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < n;
+       i += 1ll * gridDim.x * blockDim.x)
+    acc += static_cast<double>(
+        kernels::PointwiseTerm<L, ComputeT<T>>::term(load_c(x, i), load_c(t, i), p));
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <typename T, kernels::PointwiseLoss L>
+__global__ void pointwise_loss_backward_kernel(const T* x, const T* t, ComputeT<T> p,
+                                               ComputeT<T> scale, T* g, long long n) {
+  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < n;
+       i += 1ll * gridDim.x * blockDim.x)
+    g[i] = from_f64<T>(
+        scale * kernels::PointwiseTerm<L, ComputeT<T>>::slope(load_c(x, i), load_c(t, i), p));
+}
+
+// f(std::integral_constant<PointwiseLoss, L>) for the loss that runs (smooth
+// l1 with beta 0 runs as l1).
+template <typename F>
+cudaError_t with_loss(kernels::PointwiseLoss loss, double p, F&& f) {
+  using kernels::PointwiseLoss;
+  switch (kernels::effective_loss(loss, p)) {
+    case PointwiseLoss::L1:
+      return f(std::integral_constant<PointwiseLoss, PointwiseLoss::L1>{});
+    case PointwiseLoss::SmoothL1:
+      return f(std::integral_constant<PointwiseLoss, PointwiseLoss::SmoothL1>{});
+    case PointwiseLoss::Huber:
+      return f(std::integral_constant<PointwiseLoss, PointwiseLoss::Huber>{});
+    case PointwiseLoss::BceWithLogits:
+      return f(std::integral_constant<PointwiseLoss, PointwiseLoss::BceWithLogits>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
+
+cudaError_t launch_pointwise_loss_partials(ElemType t, kernels::PointwiseLoss loss, const void* x,
+                                           const void* target, double p, long long n,
+                                           double* partials, cudaStream_t stream) {
+  return with_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    return with_loss(loss, p, [&](auto l) {
+      pointwise_loss_partials_kernel<T, decltype(l)::value>
+          <<<kLossBlocks, kSlotThreads, 0, stream>>>(static_cast<const T*>(x),
+                                                     static_cast<const T*>(target),
+                                                     static_cast<ComputeT<T>>(p), n, partials);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t launch_pointwise_loss_backward(ElemType t, kernels::PointwiseLoss loss, const void* x,
+                                           const void* target, double p, double scale, void* g,
+                                           long long n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return with_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    return with_loss(loss, p, [&](auto l) {
+      pointwise_loss_backward_kernel<T, decltype(l)::value>
+          <<<grid_for(n), kSlotThreads, 0, stream>>>(
+              static_cast<const T*>(x), static_cast<const T*>(target), static_cast<ComputeT<T>>(p),
+              static_cast<ComputeT<T>>(scale), static_cast<T*>(g), n);
+      return cudaGetLastError();
+    });
+  });
+}
 
 cudaError_t launch_mse_partials(ElemType t, const void* x, const void* target, long long n,
                                 double* partials, cudaStream_t stream) {

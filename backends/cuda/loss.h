@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backends/cuda/elementwise.h"
+#include "dtensor/ops/kernels/pointwise_loss_terms.h"
 
 namespace dtensor::cuda_backend {
 
@@ -28,5 +29,15 @@ cudaError_t launch_cross_entropy_partials(ElemType t, const void* x, const void*
 cudaError_t launch_cross_entropy_backward(ElemType t, const void* x, const void* target,
                                           double scale, void* g, long long n, long long c,
                                           long long s, cudaStream_t stream);
+
+/// partials[kLossBlocks] = sums of the pointwise loss's term over n elements
+/// (the shared formulas of pointwise_loss_terms.h; `p` beta or delta).
+cudaError_t launch_pointwise_loss_partials(ElemType t, kernels::PointwiseLoss loss, const void* x,
+                                           const void* target, double p, long long n,
+                                           double* partials, cudaStream_t stream);
+/// g = scale * the term's slope.
+cudaError_t launch_pointwise_loss_backward(ElemType t, kernels::PointwiseLoss loss, const void* x,
+                                           const void* target, double p, double scale, void* g,
+                                           long long n, cudaStream_t stream);
 
 }  // namespace dtensor::cuda_backend

@@ -87,6 +87,29 @@ void run_cross_entropy_backward(const kernels::CrossEntropyBackwardArgs& a) {
              "loss.cross_entropy_backward kernel");
 }
 
+void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
+  check_same(a.input, a.target, kernels::kPointwiseLoss.name);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  const Tensor partials = Tensor::empty({kLossBlocks}, DType::F64, a.input.device());
+  check_cuda(
+      launch_pointwise_loss_partials(elem_type_of(a.input.dtype()), a.loss, a.input.data_ptr(),
+                                     a.target.data_ptr(), a.param, a.input.numel(),
+                                     static_cast<double*>(partials.data_ptr()), stream_for(dev)),
+      "loss.pointwise kernel");
+  put_sum(a.sum, partials, kernels::kPointwiseLoss.name);
+}
+
+void run_pointwise_loss_backward(const kernels::PointwiseLossBackwardArgs& a) {
+  check_same(a.input, a.target, kernels::kPointwiseLossBackward.name);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  check_cuda(launch_pointwise_loss_backward(
+                 elem_type_of(a.input.dtype()), a.loss, a.input.data_ptr(), a.target.data_ptr(),
+                 a.param, a.scale, a.grad_input.data_ptr(), a.input.numel(), stream_for(dev)),
+             "loss.pointwise_backward kernel");
+}
+
 }  // namespace
 
 void register_loss_kernels() {
@@ -99,6 +122,11 @@ void register_loss_kernels() {
                     KernelFunction<kernels::CrossEntropyArgs>(run_cross_entropy));
     register_kernel(kernels::kCrossEntropyBackward, cuda, dt,
                     KernelFunction<kernels::CrossEntropyBackwardArgs>(run_cross_entropy_backward));
+    register_kernel(kernels::kPointwiseLoss, cuda, dt,
+                    KernelFunction<kernels::PointwiseLossArgs>(run_pointwise_loss));
+    register_kernel(
+        kernels::kPointwiseLossBackward, cuda, dt,
+        KernelFunction<kernels::PointwiseLossBackwardArgs>(run_pointwise_loss_backward));
   }
 }
 

@@ -17,6 +17,8 @@ void register_pool_kernels();
 void register_channel_kernels();
 /// The losses (loss_kernels.cpp).
 void register_loss_kernels();
+/// The reductions over dims and their backward helpers (reduce_kernels.cpp).
+void register_reduce_kernels();
 /// The element-wise functions and activations (unary_kernels.cpp).
 void register_unary_kernels();
 /// The optimisers' updates and gradient clipping's parts (optim_kernels.cpp).

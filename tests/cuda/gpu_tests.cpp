@@ -279,3 +279,56 @@ TEST_CASE("gpu: the element-wise functions and activations on CUDA match the CPU
     cuda::synchronize();
   });
 }
+
+TEST_CASE("gpu: reductions over dims and their gradients on CUDA match the CPU kernels",
+          "[cuda][gpu][pointwise]") {
+  if (!gpu_or_skip()) return;
+  testing::run_ranks(1, [](testing::RankContext&) {
+    DeviceMesh cpu(DeviceType::CPU, {1});
+    DeviceMesh gpu(DeviceType::CUDA, {1});
+    using Dims = std::vector<std::int64_t>;
+    for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+      const Tensor x = Tensor::rand({4, 6, 35}, t, 5);
+      const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-5 : 2e-2;
+      for (const Dims& dims : {Dims{1}, Dims{0, 2}, Dims{2}, Dims{0, 1, 2}}) {
+        for (const bool keepdim : {false, true}) {
+          INFO(dtype_name(t) << " dims " << dims.size() << " keepdim " << keepdim);
+          // Every reduction of x, and (autograd) the gradient of their sum,
+          // which runs reduce_expand and reduce_tie_mask.
+          const auto run = [&](const DeviceMesh& m) {
+            DTensor in = distribute_tensor(x, m, {Replicate()});
+            in.requires_grad_();
+            const std::vector<DTensor> outs = {sum(in, dims, keepdim), mean(in, dims, keepdim),
+                                               amax(in, dims, keepdim), amin(in, dims, keepdim),
+                                               var(in, dims, 1.0, keepdim)};
+            DTensor total = sum(outs[0]);
+            for (std::size_t k = 1; k < outs.size(); ++k)
+              total = add(total, sum(outs[k]));
+            backward(total);
+            std::vector<Tensor> host;
+            for (const auto& o : outs)
+              host.push_back(o.to_local().to(Device::cpu()));
+            host.push_back(in.grad()->to_local().to(Device::cpu()));
+            return host;
+          };
+          const auto want = run(cpu), got = run(gpu);
+          for (std::size_t k = 0; k < want.size(); ++k) {
+            INFO("result " << k);
+            CHECK(max_abs_diff(got[k], want[k]) <= tol * std::max(1.0, max_abs(want[k])));
+          }
+        }
+      }
+      // sum_to_size (a broadcast add's gradient) and softmax.
+      const auto on = [](const DeviceMesh& m, const Tensor& v) {
+        return distribute_tensor(v, m, {Replicate()});
+      };
+      const Tensor s_cpu = sum_to_size(on(cpu, x), {6, 1}).to_local();
+      const Tensor s_gpu = sum_to_size(on(gpu, x), {6, 1}).to_local().to(Device::cpu());
+      CHECK(max_abs_diff(s_gpu, s_cpu) <= tol * std::max(1.0, max_abs(s_cpu)));
+      const Tensor sm_cpu = softmax(on(cpu, x), 2).to_local();
+      const Tensor sm_gpu = softmax(on(gpu, x), 2).to_local().to(Device::cpu());
+      CHECK(max_abs_diff(sm_gpu, sm_cpu) <= tol);
+    }
+    cuda::synchronize();
+  });
+}

@@ -354,6 +354,25 @@ TEST_CASE("gpu kernels: the loss.* slots on CUDA match the CPU kernels", "[cuda]
       run_kernel(kernels::kCrossEntropyBackward, cpu, dt, cb);
       run_kernel(kernels::kCrossEntropyBackward, cu, dt, cbg);
       check_close(cbg.grad_input, cb.grad_input, dt, what + "loss.cross_entropy_backward");
+
+      using kernels::PointwiseLoss;
+      const std::pair<PointwiseLoss, double> losses[] = {{PointwiseLoss::L1, 0},
+                                                         {PointwiseLoss::SmoothL1, 0.7},
+                                                         {PointwiseLoss::SmoothL1, 0},
+                                                         {PointwiseLoss::Huber, 1.3},
+                                                         {PointwiseLoss::BceWithLogits, 0}};
+      for (const auto& [loss, param] : losses) {
+        const std::string name = what + "loss.pointwise " + std::to_string(static_cast<int>(loss));
+        run_kernel(kernels::kPointwiseLoss, cpu, dt, {X, T, loss, param, sum_cpu});
+        run_kernel(kernels::kPointwiseLoss, cu, dt, {gpu(X), gpu(T), loss, param, sum_gpu});
+        check_close(sum_gpu, sum_cpu, dt, name);
+        kernels::PointwiseLossBackwardArgs pb{X, T, loss, param, 0.5, Tensor::empty(shape, dt)};
+        kernels::PointwiseLossBackwardArgs pbg{
+            gpu(X), gpu(T), loss, param, 0.5, Tensor::empty(shape, dt, Device::cuda(0))};
+        run_kernel(kernels::kPointwiseLossBackward, cpu, dt, pb);
+        run_kernel(kernels::kPointwiseLossBackward, cu, dt, pbg);
+        check_close(pbg.grad_input, pb.grad_input, dt, name + " backward");
+      }
     }
   cuda::synchronize();
 }

@@ -13,6 +13,7 @@
 
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/kernel.h"
+#include "dtensor/ops/kernels/pointwise_loss_terms.h"
 
 namespace dtensor::kernels {
 
@@ -76,8 +77,7 @@ struct ClassIndexCountArgs {
   Tensor counts;  // out, [4] f64 CPU
 };
 
-/// The pointwise losses: one term per element of input - target.
-enum class PointwiseLoss { L1, SmoothL1, Huber, BceWithLogits };
+// PointwiseLoss and the losses' per-element formulas: pointwise_loss_terms.h.
 /// sum = sum over elements of the loss's term; `param` is smooth_l1's beta
 /// or huber's delta (unused by the others).
 struct PointwiseLossArgs {
