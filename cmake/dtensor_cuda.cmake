@@ -4,7 +4,7 @@
 #   ON    the same, but a missing piece is a configure error naming it;
 #   OFF   no module: libdtensor reports "built without CUDA" when CUDA is asked for.
 # Sets DTENSOR_CUDA_ENABLED and, when ON, the imported targets CUDA::cudart,
-# dtensor::cudnn and dtensor::nccl.
+# CUDA::cublas, dtensor::cudnn and dtensor::nccl.
 set(DTENSOR_CUDA_ENABLED OFF)
 string(TOUPPER "${DTENSOR_WITH_CUDA}" _dtensor_cuda_mode)
 if(NOT _dtensor_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
@@ -25,6 +25,8 @@ if(NOT _dtensor_cuda_mode STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   if(NOT CUDAToolkit_FOUND)
     list(APPEND _missing "CUDA toolkit (CUDAToolkit: cudart)")
+  elseif(NOT TARGET CUDA::cublas)
+    list(APPEND _missing "cuBLAS (part of the CUDA toolkit)")
   endif()
   set(_hints ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/lib64
              /usr/local/cuda/include)

@@ -151,6 +151,16 @@ std::set<KernelKey> KernelLookupLog::keys() const {
   return *keys_;
 }
 
+std::set<KernelKey> registered_kernel_keys() {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::set<KernelKey> keys;
+  for (const auto& [name, e] : r.ops)
+    for (const auto& [key, k] : e.kernels)
+      if (k.fn) keys.emplace(name, key.first, key.second);
+  return keys;
+}
+
 bool has_typed_kernel(const std::string& name, DeviceType device, DType dtype) {
   auto& r = registry();
   std::lock_guard lock(r.mutex);

@@ -44,16 +44,9 @@ DTENSOR_SIMD_CLONES void mask_row(const double* x, double* y, Int n, std::uint64
 }
 
 void run_dropout(const kernels::DropoutArgs& a) {
-  const char* slot = kernels::kDropout.name;
+  kernels::check_dropout_part(a);
   const Shape& local = a.input.shape();
   const auto rank = local.size();
-  DTENSOR_CHECK_ARG(a.global_shape.size() == rank && a.offset.size() == rank, slot,
-                    "internal: a {}-d part of a {}-d tensor at a {}-d offset", rank,
-                    a.global_shape.size(), a.offset.size());
-  for (std::size_t d = 0; d < rank; ++d)
-    DTENSOR_CHECK_ARG(a.offset[d] >= 0 && a.offset[d] + local[d] <= a.global_shape[d], slot,
-                      "internal: part {} at {} does not fit in {}", shape_str(local),
-                      shape_str(a.offset), shape_str(a.global_shape));
   const Tensor x = in_compute(a.input);
   const Int numel = x.numel();
   const Int row = rank == 0 ? 1 : local.back();

@@ -2,6 +2,7 @@
 // in f64 per thread and per block in a fixed order (kLossBlocks partials);
 // cross_entropy has one thread per (sample, position) over the classes, the
 // log-sum-exp as the CPU kernel computes it (maximum skipping NaN).
+#include <climits>
 #include <type_traits>
 
 #include "backends/cuda/loss.h"
@@ -97,6 +98,94 @@ __global__ void cross_entropy_backward_kernel(const T* x, const T* t, double sca
   }
 }
 
+__device__ inline bool contributes(long long k, long long classes, long long ignore_index) {
+  return k != ignore_index && k >= 0 && k < classes;
+}
+
+template <typename T>
+__global__ void cross_entropy_indices_partials_kernel(const T* x, const long long* t, long long n,
+                                                      long long c, long long s, long long ignore,
+                                                      double smoothing, double* partials) {
+  using C = ComputeT<T>;
+  const C keep = static_cast<C>(1.0 - smoothing);
+  const C spread = static_cast<C>(smoothing / static_cast<double>(c));
+  double acc = 0;
+  for (long long p = blockIdx.x * 1ll * blockDim.x + threadIdx.x; p < n * s;
+       p += 1ll * gridDim.x * blockDim.x) {
+    const long long i = p / s, base = i * c * s + (p - i * s);
+    const long long k = t[p];
+    if (!contributes(k, c, ignore)) continue;
+    const C lse = log_sum_exp(x, base, c, s);
+    C all = 0;
+    if (spread != C(0))
+      for (long long j = 0; j < c; ++j)
+        all += lse - load_c(x, base + j * s);
+    acc += static_cast<double>(spread * all + keep * (lse - load_c(x, base + k * s)));
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <typename T>
+__global__ void cross_entropy_indices_backward_kernel(const T* x, const long long* t, long long n,
+                                                      long long c, long long s, long long ignore,
+                                                      double smoothing, double scale, T* g) {
+  using C = ComputeT<T>;
+  const C keep = static_cast<C>(1.0 - smoothing);
+  const C spread = static_cast<C>(smoothing / static_cast<double>(c));
+  const C sc = static_cast<C>(scale);
+  for (long long p = blockIdx.x * 1ll * blockDim.x + threadIdx.x; p < n * s;
+       p += 1ll * gridDim.x * blockDim.x) {
+    const long long i = p / s, base = i * c * s + (p - i * s);
+    const long long k = t[p];
+    const bool counted = contributes(k, c, ignore);
+    const C lse = counted ? log_sum_exp(x, base, c, s) : C(0);
+    for (long long j = 0; j < c; ++j) {
+      const long long e = base + j * s;
+      const C onehot = j == k ? keep : C(0);
+      g[e] = from_f64<T>(counted ? sc * (c_exp(load_c(x, e) - lse) - onehot - spread) : C(0));
+    }
+  }
+}
+
+// One block: counts, then the extremes of the indices out of range.
+__global__ void class_index_count_kernel(const long long* t, long long n, long long classes,
+                                         long long ignore, double* counts) {
+  __shared__ long long valid[kSlotThreads], bad[kSlotThreads], lo[kSlotThreads], hi[kSlotThreads];
+  long long v = 0, b = 0, l = LLONG_MAX, h = LLONG_MIN;
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) {
+    const long long k = t[i];
+    if (contributes(k, classes, ignore)) {
+      ++v;
+    } else if (k != ignore) {
+      ++b;
+      l = k < l ? k : l;
+      h = k > h ? k : h;
+    }
+  }
+  valid[threadIdx.x] = v;
+  bad[threadIdx.x] = b;
+  lo[threadIdx.x] = l;
+  hi[threadIdx.x] = h;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) {
+      const int o = threadIdx.x + w;
+      valid[threadIdx.x] += valid[o];
+      bad[threadIdx.x] += bad[o];
+      lo[threadIdx.x] = lo[o] < lo[threadIdx.x] ? lo[o] : lo[threadIdx.x];
+      hi[threadIdx.x] = hi[o] > hi[threadIdx.x] ? hi[o] : hi[threadIdx.x];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    counts[0] = static_cast<double>(valid[0]);
+    counts[1] = static_cast<double>(bad[0]);
+    counts[2] = bad[0] ? static_cast<double>(lo[0]) : INFINITY;
+    counts[3] = bad[0] ? static_cast<double>(hi[0]) : -INFINITY;
+  }
+}
+
 template <typename T, kernels::PointwiseLoss L>
 __global__ void pointwise_loss_partials_kernel(const T* x, const T* t, ComputeT<T> p, long long n,
                                                double* partials) {
@@ -137,6 +226,42 @@ cudaError_t with_loss(kernels::PointwiseLoss loss, double p, F&& f) {
 }
 
 }  // namespace
+
+cudaError_t launch_cross_entropy_indices_partials(ElemType t, const void* x,
+                                                  const std::int64_t* target, long long n,
+                                                  long long c, long long s, long long ignore_index,
+                                                  double smoothing, double* partials,
+                                                  cudaStream_t stream) {
+  return with_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_indices_partials_kernel<T><<<kLossBlocks, kSlotThreads, 0, stream>>>(
+        static_cast<const T*>(x), reinterpret_cast<const long long*>(target), n, c, s, ignore_index,
+        smoothing, partials);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_cross_entropy_indices_backward(ElemType t, const void* x,
+                                                  const std::int64_t* target, long long n,
+                                                  long long c, long long s, long long ignore_index,
+                                                  double smoothing, double scale, void* g,
+                                                  cudaStream_t stream) {
+  if (n * s == 0) return cudaSuccess;
+  return with_type(t, [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_indices_backward_kernel<T><<<grid_for(n * s), kSlotThreads, 0, stream>>>(
+        static_cast<const T*>(x), reinterpret_cast<const long long*>(target), n, c, s, ignore_index,
+        smoothing, scale, static_cast<T*>(g));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_class_index_count(const std::int64_t* target, long long n, long long classes,
+                                     long long ignore_index, double* counts, cudaStream_t stream) {
+  class_index_count_kernel<<<1, kSlotThreads, 0, stream>>>(
+      reinterpret_cast<const long long*>(target), n, classes, ignore_index, counts);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_pointwise_loss_partials(ElemType t, kernels::PointwiseLoss loss, const void* x,
                                            const void* target, double p, long long n,

@@ -87,6 +87,63 @@ void run_cross_entropy_backward(const kernels::CrossEntropyBackwardArgs& a) {
              "loss.cross_entropy_backward kernel");
 }
 
+void check_target(const Tensor& input, const Tensor& target, const char* slot) {
+  Shape expected = input.shape();
+  if (expected.size() >= 2) expected.erase(expected.begin() + 1);
+  DTENSOR_CHECK_ARG(input.dim() >= 2 && target.dtype() == DType::I64 &&
+                        target.shape() == expected && target.is_contiguous() &&
+                        target.device() == input.device(),
+                    slot, "internal: target {} {} for an input {}", dtype_name(target.dtype()),
+                    shape_str(target.shape()), shape_str(input.shape()));
+}
+
+void run_cross_entropy_indices(const kernels::CrossEntropyIndicesArgs& a) {
+  const char* slot = kernels::kCrossEntropyIndices.name;
+  check_target(a.input, a.target, slot);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  const Tensor x = a.input.contiguous();
+  const Classes k(x.shape());
+  const Tensor partials = Tensor::empty({kLossBlocks}, DType::F64, x.device());
+  check_cuda(launch_cross_entropy_indices_partials(
+                 elem_type_of(x.dtype()), x.data_ptr(), a.target.data<std::int64_t>(), k.n, k.c,
+                 k.s, a.ignore_index, a.label_smoothing, static_cast<double*>(partials.data_ptr()),
+                 stream_for(dev)),
+             "loss.cross_entropy_indices kernel");
+  put_sum(a.sum, partials, slot);
+}
+
+void run_cross_entropy_indices_backward(const kernels::CrossEntropyIndicesBackwardArgs& a) {
+  check_target(a.input, a.target, kernels::kCrossEntropyIndicesBackward.name);
+  const int dev = a.input.device().index;
+  DeviceGuard guard(dev);
+  const Tensor x = a.input.contiguous();
+  const Classes k(x.shape());
+  check_cuda(launch_cross_entropy_indices_backward(elem_type_of(x.dtype()), x.data_ptr(),
+                                                   a.target.data<std::int64_t>(), k.n, k.c, k.s,
+                                                   a.ignore_index, a.label_smoothing, a.scale,
+                                                   a.grad_input.data_ptr(), stream_for(dev)),
+             "loss.cross_entropy_indices_backward kernel");
+}
+
+void run_class_index_count(const kernels::ClassIndexCountArgs& a) {
+  const char* slot = kernels::kClassIndexCount.name;
+  DTENSOR_CHECK_ARG(a.target.dtype() == DType::I64 && a.target.is_contiguous() &&
+                        a.counts.dtype() == DType::F64 && a.counts.numel() == 4 &&
+                        a.counts.is_contiguous() && a.counts.device().type == DeviceType::CPU,
+                    slot, "internal: a contiguous i64 target ({} given) into a [4] f64 CPU tensor",
+                    dtype_name(a.target.dtype()));
+  const int dev = a.target.device().index;
+  DeviceGuard guard(dev);
+  const Tensor counts = Tensor::empty({4}, DType::F64, a.target.device());
+  check_cuda(launch_class_index_count(a.target.data<std::int64_t>(), a.target.numel(), a.classes,
+                                      a.ignore_index, static_cast<double*>(counts.data_ptr()),
+                                      stream_for(dev)),
+             "loss.class_index_count kernel");
+  const std::vector<double> host = download_f64(counts);
+  std::copy(host.begin(), host.end(), Tensor(a.counts).data<double>());
+}
+
 void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
   check_same(a.input, a.target, kernels::kPointwiseLoss.name);
   const int dev = a.input.device().index;
@@ -122,12 +179,19 @@ void register_loss_kernels() {
                     KernelFunction<kernels::CrossEntropyArgs>(run_cross_entropy));
     register_kernel(kernels::kCrossEntropyBackward, cuda, dt,
                     KernelFunction<kernels::CrossEntropyBackwardArgs>(run_cross_entropy_backward));
+    register_kernel(kernels::kCrossEntropyIndices, cuda, dt,
+                    KernelFunction<kernels::CrossEntropyIndicesArgs>(run_cross_entropy_indices));
+    register_kernel(kernels::kCrossEntropyIndicesBackward, cuda, dt,
+                    KernelFunction<kernels::CrossEntropyIndicesBackwardArgs>(
+                        run_cross_entropy_indices_backward));
     register_kernel(kernels::kPointwiseLoss, cuda, dt,
                     KernelFunction<kernels::PointwiseLossArgs>(run_pointwise_loss));
     register_kernel(
         kernels::kPointwiseLossBackward, cuda, dt,
         KernelFunction<kernels::PointwiseLossBackwardArgs>(run_pointwise_loss_backward));
   }
+  register_kernel(kernels::kClassIndexCount, cuda, DType::I64,
+                  KernelFunction<kernels::ClassIndexCountArgs>(run_class_index_count));
 }
 
 }  // namespace dtensor::cuda_backend

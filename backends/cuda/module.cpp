@@ -21,6 +21,9 @@ DTENSOR_MODULE_EXPORT void DTENSOR_DEVICE_MODULE_REGISTER_FN() {
   dtensor::cuda_backend::register_optim_kernels();
   dtensor::cuda_backend::register_unary_kernels();
   dtensor::cuda_backend::register_reduce_kernels();
+  dtensor::cuda_backend::register_dropout_kernels();
+  dtensor::cuda_backend::register_permute_kernels();
+  dtensor::cuda_backend::register_linear_kernels();
   dtensor::cuda_backend::register_cudnn_conv_kernels();
   dtensor::nccl_backend::register_nccl_backend();
 }

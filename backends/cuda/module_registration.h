@@ -17,6 +17,12 @@ void register_pool_kernels();
 void register_channel_kernels();
 /// The losses (loss_kernels.cpp).
 void register_loss_kernels();
+/// Dropout's mask (dropout_kernels.cpp).
+void register_dropout_kernels();
+/// The dimension permutation (permute_kernels.cpp).
+void register_permute_kernels();
+/// linear's products on cuBLAS (cublas_linear.cpp).
+void register_linear_kernels();
 /// The reductions over dims and their backward helpers (reduce_kernels.cpp).
 void register_reduce_kernels();
 /// The element-wise functions and activations (unary_kernels.cpp).

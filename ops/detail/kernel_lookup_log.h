@@ -2,7 +2,8 @@
 // device, dtype) the kernel table is asked for, found or not. What it serves:
 // a test runs a workload on one device (the trainer's step on the CPU) and
 // checks that another device's backend registers the same kernels, so a
-// missing CUDA kernel is found on a machine without a GPU.
+// missing CUDA kernel is found on a machine without a GPU. And the whole
+// table's keys, to compare what two devices' backends register.
 #pragma once
 
 #include <memory>
@@ -30,5 +31,8 @@ class KernelLookupLog {
  private:
   std::unique_ptr<std::set<KernelKey>> keys_;
 };
+
+/// Every (name, device, dtype) that has a kernel now.
+std::set<KernelKey> registered_kernel_keys();
 
 }  // namespace dtensor::detail

@@ -332,3 +332,44 @@ TEST_CASE("gpu: reductions over dims and their gradients on CUDA match the CPU k
     cuda::synchronize();
   });
 }
+
+TEST_CASE("gpu: dropout, permute and linear on CUDA match the CPU kernels",
+          "[cuda][gpu][pointwise]") {
+  if (!gpu_or_skip()) return;
+  testing::run_ranks(1, [](testing::RankContext&) {
+    DeviceMesh cpu(DeviceType::CPU, {1});
+    DeviceMesh gpu(DeviceType::CUDA, {1});
+    const auto on = [](const DeviceMesh& m, const Tensor& v) {
+      return distribute_tensor(v, m, {Replicate()});
+    };
+    const auto host = [](const DTensor& x) { return x.to_local().to(Device::cpu()); };
+    for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+      INFO(dtype_name(t));
+      const Tensor x = Tensor::rand({5, 3, 8, 6}, t, 7);
+      // The same mask bit for bit, and the same permutation.
+      CHECK(max_abs_diff(host(dropout(on(gpu, x), 0.3, 11, 2)),
+                         dropout(on(cpu, x), 0.3, 11, 2).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(permute(on(gpu, x), {2, 0, 3, 1})),
+                         permute(on(cpu, x), {2, 0, 3, 1}).to_local()) == 0.0);
+      // linear and its gradients (autograd runs linear.backward).
+      const Tensor w = Tensor::rand({7, 6}, t, 8), b = Tensor::rand({7}, t, 9);
+      const auto run = [&](const DeviceMesh& m) {
+        DTensor in = on(m, x), weight = on(m, w), bias = on(m, b);
+        in.requires_grad_();
+        weight.requires_grad_();
+        bias.requires_grad_();
+        const DTensor y = linear(in, weight, bias);
+        backward(sum(mul(y, y)));
+        return std::vector<Tensor>{host(y), host(*in.grad()), host(*weight.grad()),
+                                   host(*bias.grad())};
+      };
+      const auto want = run(cpu), got = run(gpu);
+      const double tol = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-5 : 3e-2;
+      for (std::size_t k = 0; k < want.size(); ++k) {
+        INFO("linear result " << k);
+        CHECK(max_abs_diff(got[k], want[k]) <= tol * std::max(1.0, max_abs(want[k])));
+      }
+    }
+    cuda::synchronize();
+  });
+}

@@ -474,3 +474,40 @@ TEST_CASE("gpu kernels: the optim.* slots on CUDA match the CPU kernels", "[cuda
     }
   }
 }
+
+TEST_CASE("gpu kernels: cross_entropy with class indices on CUDA matches the CPU kernels",
+          "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  const DeviceType cpu = DeviceType::CPU, cu = DeviceType::CUDA;
+  const Shape shape{3, 5, 7, 4};  // N, C, spatial
+  // Indices in range, ignore_index (-100 and 2) and two out of range.
+  Tensor target = Tensor::empty({3, 7, 4}, DType::I64);
+  std::int64_t* t = target.data<std::int64_t>();
+  for (std::int64_t i = 0; i < target.numel(); ++i)
+    t[i] = i % 11 == 3 ? -100 : (i % 13 == 5 ? 9 : (i % 17 == 2 ? -4 : i % 5));
+  for (DType dt : kDTypes)
+    for (const double smoothing : {0.0, 0.2})
+      for (const std::int64_t ignore : {std::int64_t{-100}, std::int64_t{2}}) {
+        const std::string what = std::string("ignore ") + std::to_string(ignore) + " smoothing " +
+                                 std::to_string(smoothing) + " ";
+        const Tensor X = random(shape, dt, 900, -3, 3);
+        Tensor sum_cpu = Tensor::empty({}, DType::F64), sum_gpu = Tensor::empty({}, DType::F64);
+        run_kernel(kernels::kCrossEntropyIndices, cpu, dt, {X, target, ignore, smoothing, sum_cpu});
+        run_kernel(kernels::kCrossEntropyIndices, cu, dt,
+                   {gpu(X), gpu(target), ignore, smoothing, sum_gpu});
+        check_close(sum_gpu, sum_cpu, dt, what + "loss.cross_entropy_indices");
+        kernels::CrossEntropyIndicesBackwardArgs b{X,         target, ignore,
+                                                   smoothing, 0.5,    Tensor::empty(shape, dt)};
+        kernels::CrossEntropyIndicesBackwardArgs bg{
+            gpu(X), gpu(target), ignore, smoothing, 0.5, Tensor::empty(shape, dt, Device::cuda(0))};
+        run_kernel(kernels::kCrossEntropyIndicesBackward, cpu, dt, b);
+        run_kernel(kernels::kCrossEntropyIndicesBackward, cu, dt, bg);
+        check_close(bg.grad_input, b.grad_input, dt, what + "loss.cross_entropy_indices_backward");
+        Tensor counts_cpu = Tensor::empty({4}, DType::F64),
+               counts_gpu = Tensor::empty({4}, DType::F64);
+        run_kernel(kernels::kClassIndexCount, cpu, DType::I64, {target, 5, ignore, counts_cpu});
+        run_kernel(kernels::kClassIndexCount, cu, DType::I64, {gpu(target), 5, ignore, counts_gpu});
+        CHECK(max_abs_diff(counts_gpu, counts_cpu) == 0.0);
+      }
+  cuda::synchronize();
+}

@@ -111,3 +111,23 @@ TEST_CASE("cuda module: every kernel of the trainer's step on the CPU has a CUDA
     CHECK(missing.empty());
   });
 }
+
+TEST_CASE("cuda module: every CPU kernel of the library has a CUDA kernel, but the one named",
+          "[cuda][module]") {
+  REQUIRE(cuda::is_built());  // loads the module, which registers its kernels
+  // conv.depthwise_weight_grad is a piece of oneDNN's CPU path (its weight
+  // gradient wider than 3x3); cuDNN runs the whole depthwise convolution.
+  // reduce.var_from_moments reads the merged moments, an f64 CPU tensor: var
+  // runs it on the CPU for every device and moves the result.
+  const std::set<std::string> cpu_only = {"conv.depthwise_weight_grad", "reduce.var_from_moments"};
+  std::vector<std::string> missing;
+  for (const auto& [name, device, dtype] : detail::registered_kernel_keys())
+    if (device == DeviceType::CPU && cpu_only.count(name) == 0 &&
+        !detail::has_typed_kernel(name, DeviceType::CUDA, dtype))
+      missing.push_back(name + " " + std::string(dtype_name(dtype)));
+  std::string list;
+  for (const auto& m : missing)
+    list += (list.empty() ? "" : ", ") + m;
+  INFO("CPU kernels without a CUDA kernel: " << list);
+  CHECK(missing.empty());
+}

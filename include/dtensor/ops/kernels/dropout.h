@@ -6,27 +6,14 @@
 
 #include <cstdint>
 
+#include "dtensor/core/errors.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/kernel.h"
+#include "dtensor/ops/kernels/dropout_hash.h"
 
 namespace dtensor::kernels {
 
-/// splitmix64's finaliser: a bijection of 64-bit words that mixes every bit.
-constexpr std::uint64_t dropout_mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-/// The key of one (seed, stream): every element of that call hashes with it.
-constexpr std::uint64_t dropout_key(std::uint64_t seed, std::uint64_t stream) {
-  return dropout_mix(seed ^ dropout_mix(stream + 0x9E3779B97F4A7C15ull));
-}
-/// Element `index`'s uniform in [0, 1): the top 53 bits of the splitmix64
-/// output at position index + 1 of the key's stream.
-constexpr double dropout_uniform(std::uint64_t key, std::uint64_t index) {
-  return static_cast<double>(dropout_mix(key + (index + 1) * 0x9E3779B97F4A7C15ull) >> 11) *
-         0x1.0p-53;
-}
+// The mask's hash (dropout_mix, dropout_key, dropout_uniform): dropout_hash.h.
 
 /// output = uniform >= p ? input / (1 - p) : +0 per element, where the
 /// element at local multi-index j has the global index of offset + j in
@@ -41,5 +28,19 @@ struct DropoutArgs {
 };
 
 inline constexpr KernelSlot<DropoutArgs> kDropout{"dropout.mask"};
+
+/// InvalidArgument naming the slot unless the part fits in the whole tensor
+/// where the arguments place it (what every backend's kernel checks first).
+inline void check_dropout_part(const DropoutArgs& a) {
+  const Shape& local = a.input.shape();
+  const auto rank = local.size();
+  DTENSOR_CHECK_ARG(a.global_shape.size() == rank && a.offset.size() == rank, kDropout.name,
+                    "internal: a {}-d part of a {}-d tensor at a {}-d offset", rank,
+                    a.global_shape.size(), a.offset.size());
+  for (std::size_t d = 0; d < rank; ++d)
+    DTENSOR_CHECK_ARG(a.offset[d] >= 0 && a.offset[d] + local[d] <= a.global_shape[d],
+                      kDropout.name, "internal: part {} at {} does not fit in {}", shape_str(local),
+                      shape_str(a.offset), shape_str(a.global_shape));
+}
 
 }  // namespace dtensor::kernels
