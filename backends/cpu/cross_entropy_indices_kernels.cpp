@@ -100,18 +100,9 @@ void loss_backward(const Tensor& input, const Tensor& target, std::int64_t ignor
       });
 }
 
-void check_target(const Tensor& input, const Tensor& target, const char* slot) {
-  Shape expected = input.shape();
-  if (expected.size() >= 2) expected.erase(expected.begin() + 1);
-  DTENSOR_CHECK_ARG(input.dim() >= 2 && target.dtype() == DType::I64 &&
-                        target.shape() == expected && target.is_contiguous(),
-                    slot, "internal: target {} {} for an input {}", dtype_name(target.dtype()),
-                    shape_str(target.shape()), shape_str(input.shape()));
-}
-
 void run_forward(const kernels::CrossEntropyIndicesArgs& a) {
   const char* slot = kernels::kCrossEntropyIndices.name;
-  check_target(a.input, a.target, slot);
+  kernels::check_class_index_target(a.input, a.target, slot);
   DTENSOR_CHECK_ARG(
       a.sum.dtype() == DType::F64 && a.sum.numel() == 1 && a.sum.device().type == DeviceType::CPU,
       slot, "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}",
@@ -125,7 +116,7 @@ void run_forward(const kernels::CrossEntropyIndicesArgs& a) {
 }
 
 void run_backward(const kernels::CrossEntropyIndicesBackwardArgs& a) {
-  check_target(a.input, a.target, kernels::kCrossEntropyIndicesBackward.name);
+  kernels::check_class_index_target(a.input, a.target, kernels::kCrossEntropyIndicesBackward.name);
   const Tensor x = in_compute(a.input);
   compute_into(a.grad_input, [&](auto z, Tensor& g) {
     loss_backward<decltype(z)>(x, a.target, a.ignore_index, a.label_smoothing, a.scale, g);
@@ -133,12 +124,7 @@ void run_backward(const kernels::CrossEntropyIndicesBackwardArgs& a) {
 }
 
 void run_count(const kernels::ClassIndexCountArgs& a) {
-  const char* slot = kernels::kClassIndexCount.name;
-  DTENSOR_CHECK_ARG(a.target.dtype() == DType::I64 && a.target.is_contiguous() &&
-                        a.counts.dtype() == DType::F64 && a.counts.numel() == 4 &&
-                        a.counts.is_contiguous() && a.counts.device().type == DeviceType::CPU,
-                    slot, "internal: a contiguous i64 target ({} given) into a [4] f64 CPU tensor",
-                    dtype_name(a.target.dtype()));
+  kernels::check_class_index_count(a);
   const std::int64_t* t = a.target.data<std::int64_t>();
   std::int64_t valid = 0, bad = 0;
   std::int64_t lo = std::numeric_limits<std::int64_t>::max();

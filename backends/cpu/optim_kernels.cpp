@@ -175,17 +175,12 @@ DTENSOR_SIMD_CLONES void scale_rows(double* x, double s, std::int64_t n) {
 // ---- the kernels ----
 
 template <typename T>
-T* data_of(const std::optional<Tensor>& t) {
-  return t ? t->data<T>() : nullptr;
-}
-
-template <typename T>
 void run_sgd(const kernels::SgdArgs& a) {
   kernels::check_update_operands(a);
   const auto s = kernels::sgd_scalars<T>(a);
   T* p = a.param.data<T>();
   const T* g = a.grad.data<T>();
-  T* buf = data_of<T>(a.momentum_buffer);
+  T* buf = kernels::state_data<T>(a.momentum_buffer);
   in_blocks(a.param.numel(), [&](std::int64_t lo, std::int64_t hi) {
     sgd_rows(p + lo, g + lo, buf ? buf + lo : nullptr, hi - lo, s);
   });
@@ -199,7 +194,7 @@ void run_adam(const kernels::AdamArgs& a) {
   const T* g = a.grad.data<T>();
   T* m = a.exp_avg.data<T>();
   T* v = a.exp_avg_sq.data<T>();
-  T* vmax = data_of<T>(a.max_exp_avg_sq);
+  T* vmax = kernels::state_data<T>(a.max_exp_avg_sq);
   in_blocks(a.param.numel(), [&](std::int64_t lo, std::int64_t hi) {
     adam_rows(p + lo, g + lo, m + lo, v + lo, vmax ? vmax + lo : nullptr, hi - lo, s);
   });
@@ -212,8 +207,8 @@ void run_rmsprop(const kernels::RmspropArgs& a) {
   T* p = a.param.data<T>();
   const T* g = a.grad.data<T>();
   T* sq = a.square_avg.data<T>();
-  T* ga = data_of<T>(a.grad_avg);
-  T* buf = data_of<T>(a.momentum_buffer);
+  T* ga = kernels::state_data<T>(a.grad_avg);
+  T* buf = kernels::state_data<T>(a.momentum_buffer);
   in_blocks(a.param.numel(), [&](std::int64_t lo, std::int64_t hi) {
     rmsprop_rows(p + lo, g + lo, sq + lo, ga ? ga + lo : nullptr, buf ? buf + lo : nullptr, hi - lo,
                  s);
@@ -222,12 +217,7 @@ void run_rmsprop(const kernels::RmspropArgs& a) {
 
 template <typename T>
 void run_norm_part(const kernels::NormPartArgs& a) {
-  const char* slot = kernels::kNormPart.name;
-  check_arg(a.input.is_contiguous(), slot, "internal: the input is not contiguous");
-  DTENSOR_CHECK_ARG(a.result.dtype() == DType::F64 && a.result.numel() == 1 &&
-                        a.result.device().type == DeviceType::CPU,
-                    slot, "internal: the result goes into a 0-d f64 CPU tensor, got {} {}",
-                    dtype_name(a.result.dtype()), shape_str(a.result.shape()));
+  kernels::check_norm_part(a);
   const T* x = a.input.data<T>();
   const std::int64_t n = a.input.numel();
   double out = 0;

@@ -125,17 +125,7 @@ void backward(const kernels::LinearBackwardArgs& a) {
   }
   if (a.grad_bias.defined()) {
     // The column sums of grad_output [M, K]: dim 0 reduced.
-    ReduceLayout L;
-    L.ndim = 2;
-    L.sizes[0] = m;
-    L.sizes[1] = k;
-    L.x_strides[0] = k;
-    L.x_strides[1] = 1;
-    L.out_strides[1] = 1;
-    L.reduced[0] = true;
-    L.results = k;
-    L.per_result = m;
-    L.numel = m * k;
+    const ReduceLayout L = make_reduce_layout({m, k}, {true, false}, "linear.backward");
     check_cuda(launch_reduce_fold(ReduceFold::Sum, elem_type_of(dt), a.grad_output.data_ptr(),
                                   a.grad_bias.data_ptr(), L, 1.0, stream_for(dev)),
                "linear.backward grad_bias");

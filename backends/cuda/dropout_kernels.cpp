@@ -15,21 +15,7 @@ namespace {
 void run_dropout(const kernels::DropoutArgs& a) {
   kernels::check_dropout_part(a);
   const Tensor x = a.input.contiguous();
-  const Shape& local = x.shape();
-  DTENSOR_CHECK_ARG(local.size() <= static_cast<std::size_t>(kMaxKernelDims),
-                    kernels::kDropout.name, "{} dims: the CUDA kernel takes at most {}",
-                    local.size(), kMaxKernelDims);
-  DropoutPart part;
-  part.ndim = static_cast<int>(local.size());
-  part.numel = x.numel();
-  std::int64_t stride = 1;
-  for (int d = part.ndim - 1; d >= 0; --d) {
-    const auto k = static_cast<std::size_t>(d);
-    part.local[d] = local[k];
-    part.offset[d] = a.offset[k];
-    part.global_stride[d] = stride;
-    stride *= a.global_shape[k];
-  }
+  const DropoutPart part = make_dropout_part(x.shape(), a.offset, a.global_shape);
   const int dev = x.device().index;
   DeviceGuard guard(dev);
   const double scale = a.p < 1.0 ? 1.0 / (1.0 - a.p) : 0.0;
@@ -39,6 +25,24 @@ void run_dropout(const kernels::DropoutArgs& a) {
 }
 
 }  // namespace
+
+DropoutPart make_dropout_part(const Shape& local, const Shape& offset, const Shape& global_shape) {
+  DTENSOR_CHECK_ARG(local.size() <= static_cast<std::size_t>(kMaxKernelDims),
+                    kernels::kDropout.name, "{} dims: the CUDA kernel takes at most {}",
+                    local.size(), kMaxKernelDims);
+  DropoutPart part;
+  part.ndim = static_cast<int>(local.size());
+  part.numel = shape_numel(local);
+  std::int64_t stride = 1;
+  for (int d = part.ndim - 1; d >= 0; --d) {
+    const auto k = static_cast<std::size_t>(d);
+    part.local[d] = local[k];
+    part.offset[d] = offset.at(k);
+    part.global_stride[d] = stride;
+    stride *= global_shape.at(k);
+  }
+  return part;
+}
 
 // Registration only: no CUDA call happens while the module loads.
 void register_dropout_kernels() {

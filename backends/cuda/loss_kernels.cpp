@@ -87,19 +87,9 @@ void run_cross_entropy_backward(const kernels::CrossEntropyBackwardArgs& a) {
              "loss.cross_entropy_backward kernel");
 }
 
-void check_target(const Tensor& input, const Tensor& target, const char* slot) {
-  Shape expected = input.shape();
-  if (expected.size() >= 2) expected.erase(expected.begin() + 1);
-  DTENSOR_CHECK_ARG(input.dim() >= 2 && target.dtype() == DType::I64 &&
-                        target.shape() == expected && target.is_contiguous() &&
-                        target.device() == input.device(),
-                    slot, "internal: target {} {} for an input {}", dtype_name(target.dtype()),
-                    shape_str(target.shape()), shape_str(input.shape()));
-}
-
 void run_cross_entropy_indices(const kernels::CrossEntropyIndicesArgs& a) {
   const char* slot = kernels::kCrossEntropyIndices.name;
-  check_target(a.input, a.target, slot);
+  kernels::check_class_index_target(a.input, a.target, slot);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   const Tensor x = a.input.contiguous();
@@ -114,7 +104,7 @@ void run_cross_entropy_indices(const kernels::CrossEntropyIndicesArgs& a) {
 }
 
 void run_cross_entropy_indices_backward(const kernels::CrossEntropyIndicesBackwardArgs& a) {
-  check_target(a.input, a.target, kernels::kCrossEntropyIndicesBackward.name);
+  kernels::check_class_index_target(a.input, a.target, kernels::kCrossEntropyIndicesBackward.name);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   const Tensor x = a.input.contiguous();
@@ -127,12 +117,7 @@ void run_cross_entropy_indices_backward(const kernels::CrossEntropyIndicesBackwa
 }
 
 void run_class_index_count(const kernels::ClassIndexCountArgs& a) {
-  const char* slot = kernels::kClassIndexCount.name;
-  DTENSOR_CHECK_ARG(a.target.dtype() == DType::I64 && a.target.is_contiguous() &&
-                        a.counts.dtype() == DType::F64 && a.counts.numel() == 4 &&
-                        a.counts.is_contiguous() && a.counts.device().type == DeviceType::CPU,
-                    slot, "internal: a contiguous i64 target ({} given) into a [4] f64 CPU tensor",
-                    dtype_name(a.target.dtype()));
+  kernels::check_class_index_count(a);
   const int dev = a.target.device().index;
   DeviceGuard guard(dev);
   const Tensor counts = Tensor::empty({4}, DType::F64, a.target.device());

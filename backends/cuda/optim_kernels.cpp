@@ -19,18 +19,14 @@ namespace dtensor::cuda_backend {
 namespace {
 
 template <typename T>
-T* data_of(const std::optional<Tensor>& t) {
-  return t ? t->data<T>() : nullptr;
-}
-
-template <typename T>
 void sgd(const kernels::SgdArgs& a) {
   kernels::check_update_operands(a);
   const int dev = a.param.device().index;
   DeviceGuard guard(dev);
-  check_cuda(launch_sgd(a.param.data<T>(), a.grad.data<T>(), data_of<T>(a.momentum_buffer),
-                        a.param.numel(), kernels::sgd_scalars<T>(a), stream_for(dev)),
-             "optim.sgd kernel");
+  check_cuda(
+      launch_sgd(a.param.data<T>(), a.grad.data<T>(), kernels::state_data<T>(a.momentum_buffer),
+                 a.param.numel(), kernels::sgd_scalars<T>(a), stream_for(dev)),
+      "optim.sgd kernel");
 }
 
 template <typename T>
@@ -39,8 +35,8 @@ void adam(const kernels::AdamArgs& a) {
   const int dev = a.param.device().index;
   DeviceGuard guard(dev);
   check_cuda(launch_adam(a.param.data<T>(), a.grad.data<T>(), a.exp_avg.data<T>(),
-                         a.exp_avg_sq.data<T>(), data_of<T>(a.max_exp_avg_sq), a.param.numel(),
-                         kernels::adam_scalars<T>(a), stream_for(dev)),
+                         a.exp_avg_sq.data<T>(), kernels::state_data<T>(a.max_exp_avg_sq),
+                         a.param.numel(), kernels::adam_scalars<T>(a), stream_for(dev)),
              "optim.adam kernel");
 }
 
@@ -49,19 +45,15 @@ void rmsprop(const kernels::RmspropArgs& a) {
   kernels::check_update_operands(a);
   const int dev = a.param.device().index;
   DeviceGuard guard(dev);
-  check_cuda(launch_rmsprop(a.param.data<T>(), a.grad.data<T>(), a.square_avg.data<T>(),
-                            data_of<T>(a.grad_avg), data_of<T>(a.momentum_buffer), a.param.numel(),
-                            kernels::rmsprop_scalars<T>(a), stream_for(dev)),
-             "optim.rmsprop kernel");
+  check_cuda(
+      launch_rmsprop(a.param.data<T>(), a.grad.data<T>(), a.square_avg.data<T>(),
+                     kernels::state_data<T>(a.grad_avg), kernels::state_data<T>(a.momentum_buffer),
+                     a.param.numel(), kernels::rmsprop_scalars<T>(a), stream_for(dev)),
+      "optim.rmsprop kernel");
 }
 
 void norm_part(const kernels::NormPartArgs& a) {
-  const char* slot = kernels::kNormPart.name;
-  check_arg(a.input.is_contiguous(), slot, "internal: the input is not contiguous");
-  DTENSOR_CHECK_ARG(a.result.dtype() == DType::F64 && a.result.numel() == 1 &&
-                        a.result.device().type == DeviceType::CPU,
-                    slot, "internal: the result goes into a 0-d f64 CPU tensor, got {} {}",
-                    dtype_name(a.result.dtype()), shape_str(a.result.shape()));
+  kernels::check_norm_part(a);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   const Tensor partials = Tensor::empty({kNormPartBlocks}, DType::F64, a.input.device());

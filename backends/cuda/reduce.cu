@@ -9,48 +9,14 @@
 namespace dtensor::cuda_backend {
 namespace {
 
-// The offset in x of the first element of result r: r's index over the kept
-// dims, in x's order.
-__device__ long long result_base(const ReduceLayout& L, long long r) {
-  long long off = 0;
-  for (int d = L.ndim - 1; d >= 0; --d) {
-    if (L.reduced[d]) continue;
-    off += (r % L.sizes[d]) * L.x_strides[d];
-    r /= L.sizes[d];
-  }
-  return off;
-}
-
-// The offset from a result's first element of its k-th element, over the
-// reduced dims in x's order.
-__device__ long long reduced_offset(const ReduceLayout& L, long long k) {
-  long long off = 0;
-  for (int d = L.ndim - 1; d >= 0; --d) {
-    if (!L.reduced[d]) continue;
-    off += (k % L.sizes[d]) * L.x_strides[d];
-    k /= L.sizes[d];
-  }
-  return off;
-}
-
-// The result of x's element e (its keepdim result's offset).
-__device__ long long result_of(const ReduceLayout& L, long long e) {
-  long long off = 0;
-  for (int d = L.ndim - 1; d >= 0; --d) {
-    off += (e % L.sizes[d]) * L.out_strides[d];
-    e /= L.sizes[d];
-  }
-  return off;
-}
-
 template <typename T>
 __global__ void fold_kernel(ReduceFold fold, const T* x, T* out, ReduceLayout L, double scale) {
   for (long long r = blockIdx.x * 1ll * blockDim.x + threadIdx.x; r < L.results;
        r += 1ll * gridDim.x * blockDim.x) {
-    const long long base = result_base(L, r);
+    const long long base = reduce_offset_over(L, r, false);
     double acc = fold == ReduceFold::Sum ? 0.0 : (fold == ReduceFold::Max ? -INFINITY : INFINITY);
     for (long long k = 0; k < L.per_result; ++k) {
-      const double v = to_f64(x[base + reduced_offset(L, k)]);
+      const double v = to_f64(x[base + reduce_offset_over(L, k, true)]);
       if (fold == ReduceFold::Sum)
         acc += v;
       else if ((fold == ReduceFold::Max ? v > acc : v < acc) || isnan(v))
@@ -64,24 +30,24 @@ template <typename T>
 __global__ void expand_kernel(const T* g, T* out, ReduceLayout L, double scale) {
   for (long long e = blockIdx.x * 1ll * blockDim.x + threadIdx.x; e < L.numel;
        e += 1ll * gridDim.x * blockDim.x)
-    out[e] = from_f64<T>(to_f64(g[result_of(L, e)]) * scale);
+    out[e] = from_f64<T>(to_f64(g[reduce_result_of(L, e)]) * scale);
 }
 
 template <typename T>
 __global__ void tie_mask_kernel(const T* x, const T* result, T* out, ReduceLayout L) {
   for (long long e = blockIdx.x * 1ll * blockDim.x + threadIdx.x; e < L.numel;
        e += 1ll * gridDim.x * blockDim.x)
-    out[e] = from_f64<T>(to_f64(x[e]) == to_f64(result[result_of(L, e)]) ? 1.0 : 0.0);
+    out[e] = from_f64<T>(to_f64(x[e]) == to_f64(result[reduce_result_of(L, e)]) ? 1.0 : 0.0);
 }
 
 template <typename T>
 __global__ void moments_kernel(const T* x, double* moments, ReduceLayout L) {
   for (long long r = blockIdx.x * 1ll * blockDim.x + threadIdx.x; r < L.results;
        r += 1ll * gridDim.x * blockDim.x) {
-    const long long base = result_base(L, r);
+    const long long base = reduce_offset_over(L, r, false);
     double n = 0, mean = 0, m2 = 0;
     for (long long k = 0; k < L.per_result; ++k) {
-      const double v = to_f64(x[base + reduced_offset(L, k)]);
+      const double v = to_f64(x[base + reduce_offset_over(L, k, true)]);
       n += 1;
       const double d = v - mean;
       mean += d / n;

@@ -9,8 +9,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "backends/cuda/elementwise.h"
+#include "dtensor/core/float16_bits.h"  // DTENSOR_HOST_DEVICE
 
 namespace dtensor::cuda_backend {
 
@@ -26,6 +28,36 @@ struct ReduceLayout {
   bool reduced[kMaxKernelDims] = {};
   std::int64_t results = 1, per_result = 1, numel = 0;
 };
+
+/// The layout of a contiguous x (a 0-d x as one element) with the dims of
+/// `reduced` (one per dim of x) reduced; InvalidArgument naming `op` past
+/// kMaxKernelDims dims.
+ReduceLayout make_reduce_layout(const Shape& x_shape, const std::vector<bool>& reduced,
+                                const char* op);
+
+/// The offset in x of index i over the dims with reduced == `reduced`, in
+/// x's order: with false, the first element of result i; with true, a
+/// result's i-th element from its first.
+DTENSOR_HOST_DEVICE inline long long reduce_offset_over(const ReduceLayout& L, long long i,
+                                                        bool reduced) {
+  long long off = 0;
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    if (L.reduced[d] != reduced) continue;
+    off += (i % L.sizes[d]) * L.x_strides[d];
+    i /= L.sizes[d];
+  }
+  return off;
+}
+
+/// The result of x's element e (its keepdim result's offset).
+DTENSOR_HOST_DEVICE inline long long reduce_result_of(const ReduceLayout& L, long long e) {
+  long long off = 0;
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    off += (e % L.sizes[d]) * L.out_strides[d];
+    e /= L.sizes[d];
+  }
+  return off;
+}
 
 enum class ReduceFold : int { Sum, Max, Min };
 

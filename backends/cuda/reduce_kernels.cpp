@@ -23,31 +23,6 @@ namespace {
 
 using Int = std::int64_t;
 
-ReduceLayout layout_of(const Shape& x_shape, const std::vector<bool>& reduced, const char* op) {
-  const Shape sizes = x_shape.empty() ? Shape{1} : x_shape;
-  DTENSOR_CHECK_ARG(sizes.size() <= static_cast<std::size_t>(kMaxKernelDims), op,
-                    "{} dims: the CUDA kernel takes at most {}", sizes.size(), kMaxKernelDims);
-  ReduceLayout L;
-  L.ndim = static_cast<int>(sizes.size());
-  L.numel = shape_numel(sizes);
-  Int x_stride = 1, out_stride = 1;
-  for (int d = L.ndim - 1; d >= 0; --d) {
-    const auto k = static_cast<std::size_t>(d);
-    const bool r = !x_shape.empty() && reduced.at(k);
-    L.sizes[d] = sizes[k];
-    L.x_strides[d] = x_stride;
-    L.reduced[d] = r;
-    L.out_strides[d] = r ? 0 : out_stride;
-    x_stride *= sizes[k];
-    if (r)
-      L.per_result *= sizes[k];
-    else
-      out_stride *= sizes[k];
-  }
-  L.results = out_stride;
-  return L;
-}
-
 std::vector<bool> mask_of(const IntList& dims, std::size_t ndim) {
   std::vector<bool> mask(ndim, false);
   for (Int d : dims)
@@ -60,7 +35,7 @@ Tensor fold(const Tensor& x_local, const std::vector<bool>& reduced, ReduceFold 
   const Tensor x = x_local.contiguous();
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  const ReduceLayout L = layout_of(x.shape(), reduced, op.c_str());
+  const ReduceLayout L = make_reduce_layout(x.shape(), reduced, op.c_str());
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
   DTENSOR_CHECK_ARG(out.numel() == L.results, op, "internal: {} results for an output of {}",
                     L.results, shape_str(out_shape));
@@ -109,7 +84,8 @@ std::vector<Tensor> expand(const KernelCall& c) {
   const Shape& xs = c.local(1).shape();
   const int dev = g.device().index;
   DeviceGuard guard(dev);
-  const ReduceLayout L = layout_of(xs, mask_of(c.schema.int_list(2), xs.size()), "reduce_expand");
+  const ReduceLayout L =
+      make_reduce_layout(xs, mask_of(c.schema.int_list(2), xs.size()), "reduce_expand");
   Tensor out = Tensor::empty(xs, g.dtype(), g.device());
   check_cuda(launch_reduce_expand(elem_type_of(g.dtype()), g.data_ptr(), out.data_ptr(), L,
                                   c.schema.scalar(4), stream_for(dev)),
@@ -122,8 +98,8 @@ std::vector<Tensor> tie_mask(const KernelCall& c) {
   const Tensor r = c.local(1).to(x.dtype()).contiguous();
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  const ReduceLayout L =
-      layout_of(x.shape(), mask_of(c.schema.int_list(2), x.shape().size()), "reduce_tie_mask");
+  const ReduceLayout L = make_reduce_layout(
+      x.shape(), mask_of(c.schema.int_list(2), x.shape().size()), "reduce_tie_mask");
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   check_cuda(launch_reduce_tie_mask(elem_type_of(x.dtype()), x.data_ptr(), r.data_ptr(),
                                     out.data_ptr(), L, stream_for(dev)),
@@ -137,7 +113,7 @@ void moments(const kernels::ReduceMomentsArgs& a) {
   const Tensor x = a.x.contiguous();
   const int dev = x.device().index;
   DeviceGuard guard(dev);
-  const ReduceLayout L = layout_of(x.shape(), a.reduced, kernels::kReduceMoments.name);
+  const ReduceLayout L = make_reduce_layout(x.shape(), a.reduced, kernels::kReduceMoments.name);
   DTENSOR_CHECK_ARG(a.moments.numel() == 3 * L.results, kernels::kReduceMoments.name,
                     "internal: moments of {} elements for {} results", a.moments.numel(),
                     L.results);
@@ -150,6 +126,32 @@ void moments(const kernels::ReduceMomentsArgs& a) {
 }
 
 }  // namespace
+
+ReduceLayout make_reduce_layout(const Shape& x_shape, const std::vector<bool>& reduced,
+                                const char* op) {
+  const Shape sizes = x_shape.empty() ? Shape{1} : x_shape;
+  DTENSOR_CHECK_ARG(sizes.size() <= static_cast<std::size_t>(kMaxKernelDims), op,
+                    "{} dims: the CUDA kernel takes at most {}", sizes.size(), kMaxKernelDims);
+  ReduceLayout L;
+  L.ndim = static_cast<int>(sizes.size());
+  L.numel = shape_numel(sizes);
+  Int x_stride = 1, out_stride = 1;
+  for (int d = L.ndim - 1; d >= 0; --d) {
+    const auto k = static_cast<std::size_t>(d);
+    const bool r = !x_shape.empty() && reduced.at(k);
+    L.sizes[d] = sizes[k];
+    L.x_strides[d] = x_stride;
+    L.reduced[d] = r;
+    L.out_strides[d] = r ? 0 : out_stride;
+    x_stride *= sizes[k];
+    if (r)
+      L.per_result *= sizes[k];
+    else
+      out_stride *= sizes[k];
+  }
+  L.results = out_stride;
+  return L;
+}
 
 // Registration only: no CUDA call happens while the module loads.
 void register_reduce_kernels() {

@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
+#include <vector>
 
 #include "backends/cuda/algo_cache.h"
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/cudnn_plan.h"
+#include "backends/cuda/dropout.h"
 #include "backends/cuda/elementwise.h"
+#include "backends/cuda/reduce.h"
 #include "backends/nccl/collective_plan.h"
 #include "backends/nccl/nccl_types.h"
 #include "backends/nccl/watchdog.h"
@@ -270,4 +274,70 @@ TEST_CASE("split plan: bad lists are InvalidArgument naming groups", "[cuda][uni
     CHECK_THROWS_AS(plan_split(bad, 0, 4), InvalidArgument);
     CHECK_THROWS_WITH(plan_split(bad, 0, 4), Catch::Contains("groups"));
   }
+}
+
+namespace {
+// The multi-index of element e of a row-major `shape`.
+std::vector<std::int64_t> multi_index(const Shape& shape, std::int64_t e) {
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = e % shape[d];
+    e /= shape[d];
+  }
+  return idx;
+}
+}  // namespace
+
+TEST_CASE("reduce layouts: each result folds exactly its elements, in x's order", "[cuda][unit]") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t nd = 1 + rng() % 4;
+    Shape shape(nd);
+    std::vector<bool> reduced(nd);
+    for (std::size_t d = 0; d < nd; ++d) {
+      shape[d] = 1 + static_cast<std::int64_t>(rng() % 4);
+      reduced[d] = rng() % 2 == 0;
+    }
+    const ReduceLayout L = make_reduce_layout(shape, reduced, "test");
+    // Naive: the keepdim result of element e has e's index with the reduced
+    // dims set to 0, numbered row-major over the kept dims.
+    const auto result_of = [&](std::int64_t e) {
+      const auto idx = multi_index(shape, e);
+      std::int64_t r = 0;
+      for (std::size_t d = 0; d < nd; ++d)
+        if (!reduced[d]) r = r * shape[d] + idx[d];
+      return r;
+    };
+    std::vector<std::vector<std::int64_t>> want(static_cast<std::size_t>(L.results));
+    for (std::int64_t e = 0; e < shape_numel(shape); ++e) {
+      want.at(static_cast<std::size_t>(result_of(e))).push_back(e);
+      CHECK(reduce_result_of(L, e) == result_of(e));
+    }
+    CHECK(L.numel == shape_numel(shape));
+    for (std::int64_t r = 0; r < L.results; ++r) {
+      std::vector<std::int64_t> got;
+      for (std::int64_t k = 0; k < L.per_result; ++k)
+        got.push_back(reduce_offset_over(L, r, false) + reduce_offset_over(L, k, true));
+      CHECK(got == want[static_cast<std::size_t>(r)]);  // ascending: x's order
+    }
+  }
+  // A 0-d x is one element and one result.
+  const ReduceLayout scalar = make_reduce_layout({}, {}, "test");
+  CHECK(scalar.results == 1);
+  CHECK(scalar.per_result == 1);
+  CHECK_THROWS_AS(make_reduce_layout(Shape(9, 1), std::vector<bool>(9, true), "sum_dims"),
+                  InvalidArgument);
+}
+
+TEST_CASE("dropout parts: an element's global index is its place in the whole tensor",
+          "[cuda][unit]") {
+  const Shape global{4, 5, 6}, local{2, 3, 4}, offset{1, 2, 1};
+  const DropoutPart part = make_dropout_part(local, offset, global);
+  for (std::int64_t e = 0; e < shape_numel(local); ++e) {
+    const auto idx = multi_index(local, e);
+    const std::int64_t want =
+        ((offset[0] + idx[0]) * 5 + offset[1] + idx[1]) * 6 + offset[2] + idx[2];
+    CHECK(dropout_global_index(part, e) == want);
+  }
+  CHECK(dropout_global_index(make_dropout_part({}, {}, {}), 0) == 0);
 }

@@ -11,6 +11,7 @@
 // long f32 sum stays as exact as a short one.
 #pragma once
 
+#include "dtensor/core/errors.h"
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/kernel.h"
 #include "dtensor/ops/kernels/pointwise_loss_terms.h"
@@ -109,5 +110,27 @@ inline constexpr KernelSlot<ClassIndexCountArgs> kClassIndexCount{"loss.class_in
 inline constexpr KernelSlot<PointwiseLossArgs> kPointwiseLoss{"loss.pointwise"};
 inline constexpr KernelSlot<PointwiseLossBackwardArgs> kPointwiseLossBackward{
     "loss.pointwise_backward"};
+
+/// InvalidArgument naming `slot` unless `target` is a contiguous I64 tensor of
+/// input's shape without dim 1, on input's device (what every backend's
+/// class-index kernel checks first).
+inline void check_class_index_target(const Tensor& input, const Tensor& target, const char* slot) {
+  Shape expected = input.shape();
+  if (expected.size() >= 2) expected.erase(expected.begin() + 1);
+  DTENSOR_CHECK_ARG(input.dim() >= 2 && target.dtype() == DType::I64 &&
+                        target.shape() == expected && target.is_contiguous() &&
+                        target.device() == input.device(),
+                    slot, "internal: target {} {} for an input {}", dtype_name(target.dtype()),
+                    shape_str(target.shape()), shape_str(input.shape()));
+}
+/// The same for loss.class_index_count's target and its [4] f64 CPU counts.
+inline void check_class_index_count(const ClassIndexCountArgs& a) {
+  DTENSOR_CHECK_ARG(a.target.dtype() == DType::I64 && a.target.is_contiguous() &&
+                        a.counts.dtype() == DType::F64 && a.counts.numel() == 4 &&
+                        a.counts.is_contiguous() && a.counts.device().type == DeviceType::CPU,
+                    kClassIndexCount.name,
+                    "internal: a contiguous i64 target ({} given) into a [4] f64 CPU tensor",
+                    dtype_name(a.target.dtype()));
+}
 
 }  // namespace dtensor::kernels

@@ -121,6 +121,24 @@ inline void check_update_operands(const RmspropArgs& a) {
   check_update_operand(kRmsprop.name, "momentum_buffer", a.momentum_buffer, a.param);
 }
 
+/// An optional state tensor's data, or null when the settings do not have it
+/// (as the element functions of optim_update.h take it).
+template <typename T>
+T* state_data(const std::optional<Tensor>& t) {
+  return t ? t->data<T>() : nullptr;
+}
+
+/// InvalidArgument naming the slot unless the norm part's input is contiguous
+/// and its result a 0-d f64 CPU tensor.
+inline void check_norm_part(const NormPartArgs& a) {
+  check_arg(a.input.is_contiguous(), kNormPart.name, "internal: the input is not contiguous");
+  DTENSOR_CHECK_ARG(a.result.dtype() == DType::F64 && a.result.numel() == 1 &&
+                        a.result.device().type == DeviceType::CPU,
+                    kNormPart.name,
+                    "internal: the result goes into a 0-d f64 CPU tensor, got {} {}",
+                    dtype_name(a.result.dtype()), shape_str(a.result.shape()));
+}
+
 /// The scalars of one update in the data's type, as torch computes them.
 template <typename T>
 SgdScalars<T> sgd_scalars(const SgdArgs& a) {
