@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
 #include "dtensor/core/errors.h"
 
 namespace dtensor {
@@ -14,6 +18,46 @@ const char* arg_kind(const OpArg& a) {
   return names[a.index()];
 }
 
+// Appends argument `a` to a key's words (OpSchemaKey::rest): its kind, then
+// its value, exactly (a double by its bits, a string by its bytes).
+void encode(const OpArg& a, std::vector<std::uint64_t>& out) {
+  out.push_back(a.index());
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, Tensor>) {
+          out.push_back(v.defined() ? 1 : 0);
+          if (!v.defined()) return;
+          out.push_back(static_cast<std::uint64_t>(v.dtype()));
+          out.push_back(static_cast<std::uint64_t>(v.device().type));
+          out.push_back(static_cast<std::uint64_t>(v.device().index));
+          out.push_back(v.shape().size());
+          for (const std::int64_t d : v.shape())
+            out.push_back(static_cast<std::uint64_t>(d));
+        } else if constexpr (std::is_same_v<T, IntList>) {
+          out.push_back(v.size());
+          for (const std::int64_t x : v)
+            out.push_back(static_cast<std::uint64_t>(x));
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          out.push_back(static_cast<std::uint64_t>(v));
+        } else if constexpr (std::is_same_v<T, double>) {
+          out.push_back(std::bit_cast<std::uint64_t>(v));
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out.push_back(v ? 1 : 0);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          out.push_back(v.size());
+          for (std::size_t i = 0; i < v.size(); i += 8) {
+            std::uint64_t w = 0;
+            std::memcpy(&w, v.data() + i, std::min<std::size_t>(8, v.size() - i));
+            out.push_back(w);
+          }
+        }
+        // None and DTensor (whose spec is in the key's specs): the kind alone.
+      },
+      a);
+}
+
+// The text of an argument, for str() (messages and DTENSOR_DEBUG only).
 std::string describe(const OpArg& a) {
   return std::visit(
       [](const auto& v) -> std::string {
@@ -33,7 +77,9 @@ std::string describe(const OpArg& a) {
 }  // namespace
 
 std::size_t OpSchemaKeyHash::operator()(const OpSchemaKey& k) const {
-  std::size_t h = std::hash<std::string>()(k.op) ^ (std::hash<std::string>()(k.rest) << 1);
+  std::size_t h = std::hash<std::string>()(k.op);
+  for (const std::uint64_t w : k.rest)
+    h = h * 1000003u ^ std::hash<std::uint64_t>()(w);
   for (auto& s : k.specs)
     h = h * 1000003u ^ s.hash();
   return h;
@@ -46,10 +92,8 @@ OpSchema::OpSchema(std::string op, std::vector<OpArg> args)
     if (const auto* d = std::get_if<DTensor>(&args_[i])) {
       dtensor_pos_.push_back(i);
       key_.specs.push_back(d->spec());
-      key_.rest += "D;";
-    } else {
-      key_.rest += describe(args_[i]) + ";";
     }
+    encode(args_[i], key_.rest);
   }
 }
 

@@ -52,11 +52,11 @@ CollectiveThread::~CollectiveThread() {
   state_->wake.notify_all();
 }
 
-void CollectiveThread::run(const std::string& op, std::function<void()> call,
+void CollectiveThread::run(const CallName& op, std::function<void()> call,
                            std::chrono::milliseconds grace) {
   State& s = *state_;
   std::unique_lock lock(s.mutex);
-  if (s.aborted) throw CommError("gloo", op + ": the group was aborted: " + *s.aborted);
+  if (s.aborted) throw CommError("gloo", op.str() + ": the group was aborted: " + *s.aborted);
   if (!s.started) {
     // Detached and owning the state: an abandoned call may outlast the group.
     std::thread([state = state_] { state->serve(); }).detach();
@@ -69,7 +69,7 @@ void CollectiveThread::run(const std::string& op, std::function<void()> call,
   s.finished.wait(lock, [&] { return !s.busy || s.aborted; });
   if (s.busy) s.finished.wait_for(lock, grace, [&] { return !s.busy; });
   if (s.busy)
-    throw CommError("gloo", op +
+    throw CommError("gloo", op.str() +
                                 ": abandoned (it would wait out its timeout) after the group "
                                 "was aborted: " +
                                 *s.aborted);

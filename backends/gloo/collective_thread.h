@@ -23,6 +23,8 @@
 #include <memory>
 #include <string>
 
+#include "backends/gloo/call_name.h"
+
 namespace dtensor::gloo_backend {
 
 class CollectiveThread {
@@ -37,7 +39,7 @@ class CollectiveThread {
   /// it threw. When abort() comes first, waits `grace` for the call to end on
   /// its own (usually it does: its connections were closed), then throws
   /// CommError naming `op` and the abort's reason, leaving the call behind.
-  void run(const std::string& op, std::function<void()> call,
+  void run(const CallName& op, std::function<void()> call,
            std::chrono::milliseconds grace = std::chrono::milliseconds(200));
   /// Ends the wait of a run() under way, and makes later runs throw at once.
   void abort(const std::string& reason);

@@ -6,6 +6,7 @@
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 
+#include "backends/gloo/call_name.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor::gloo_backend {
@@ -18,19 +19,21 @@ inline bool is_timeout_message(const std::string& msg) {
 }
 
 /// Runs fn; a Gloo timeout becomes TimeoutError, any other Gloo failure a
-/// CommError, both naming `op`.
+/// CommError, both naming `op` (formatted only then).
 template <typename Fn>
-void translate_errors(const std::string& op, Fn&& fn) {
+void translate_errors(const CallName& op, Fn&& fn) {
   try {
     fn();
   } catch (const ::gloo::IoException& e) {
-    if (is_timeout_message(e.what())) throw TimeoutError("gloo", op + ": timed out: " + e.what());
-    throw CommError("gloo", op + ": connection failed (a peer may have died): " + e.what());
+    if (is_timeout_message(e.what()))
+      throw TimeoutError("gloo", op.str() + ": timed out: " + e.what());
+    throw CommError("gloo", op.str() + ": connection failed (a peer may have died): " + e.what());
   } catch (const ::gloo::Exception& e) {
-    if (is_timeout_message(e.what())) throw TimeoutError("gloo", op + ": timed out: " + e.what());
-    throw CommError("gloo", op + ": " + e.what());
+    if (is_timeout_message(e.what()))
+      throw TimeoutError("gloo", op.str() + ": timed out: " + e.what());
+    throw CommError("gloo", op.str() + ": " + e.what());
   } catch (const ::gloo::EnforceNotMet& e) {
-    throw CommError("gloo", op + ": " + e.what());
+    throw CommError("gloo", op.str() + ": " + e.what());
   }
 }
 

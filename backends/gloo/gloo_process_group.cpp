@@ -336,10 +336,11 @@ std::string GlooProcessGroup::name_peers(const std::string& msg) const {
   return out;
 }
 
-void GlooProcessGroup::check_usable(const std::string& op) const {
+void GlooProcessGroup::check_usable(const CallName& op) const {
   std::lock_guard lock(mutex_);
   if (!failure_.empty())
-    throw CommError("gloo", op + ": the group is unusable after an earlier failure: " + failure_);
+    throw CommError("gloo",
+                    op.str() + ": the group is unusable after an earlier failure: " + failure_);
 }
 
 void GlooProcessGroup::fail(const std::string& reason) {
@@ -395,7 +396,7 @@ void GlooProcessGroup::park_unfinished(std::unique_ptr<::gloo::transport::Unboun
 }
 
 template <typename Fn>
-void GlooProcessGroup::run_collective(const std::string& op, Fn&& call) {
+void GlooProcessGroup::run_collective(const CallName& op, Fn&& call) {
   check_usable(op);
   try {
     translate_errors(op, [&] {
@@ -430,13 +431,12 @@ std::shared_ptr<Work> GlooProcessGroup::irecv(const Tensor& t, int src, int tag)
 std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, int peer, int tag) {
   // Arguments and messages to this rank never get here: the validating layer
   // in front of every backend checks the one and delivers the other.
-  std::string what = fmt::format("{} rank {}", is_send ? "send to" : "recv from", peer);
-  if (global_ranks_[peer] != peer) what += fmt::format(" (world rank {})", global_ranks_[peer]);
-  what += fmt::format(" tag {}", tag);
-  check_usable(what);
+  const P2PName what{is_send, peer, global_ranks_[peer], tag};
+  const auto name = [&] { return what.str(); };
+  check_usable(name);
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
   try {
-    translate_errors(what, [&] {
+    translate_errors(name, [&] {
       buffer = pool_.acquire(*context_, t.data_ptr(), t.nbytes());
       if (is_send)
         buffer->send(peer, p2p_slot(tag));
@@ -448,8 +448,7 @@ std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, 
     throw;
   }
   if (is_send) account(t.nbytes(), 0, 1);
-  return std::make_shared<P2PWork>(shared_from_this(), is_send, t, std::move(buffer),
-                                   std::move(what));
+  return std::make_shared<P2PWork>(shared_from_this(), is_send, t, std::move(buffer), what);
 }
 
 // ---- collectives ----
@@ -464,7 +463,10 @@ void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     run_collective(
-        fmt::format("allreduce({}, {} x {})", reduce_op_name(op), n, dtype_name(t.dtype())),
+        [&] {
+          return fmt::format("allreduce({}, {} x {})", reduce_op_name(op), n,
+                             dtype_name(t.dtype()));
+        },
         [context = context_, t, n, op, timeout = timeout_] {
           ::gloo::AllreduceOptions opts(context);
           opts.setOutput<T>(static_cast<T*>(t.data_ptr()), n);
@@ -483,7 +485,7 @@ void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
 
 void GlooProcessGroup::broadcast(Tensor& t, int root) {
   if (size_ == 1 || t.nbytes() == 0) return;
-  run_collective(fmt::format("broadcast(root {}, {} bytes)", root, t.nbytes()),
+  run_collective([&] { return fmt::format("broadcast(root {}, {} bytes)", root, t.nbytes()); },
                  [context = context_, t, root, timeout = timeout_] {
                    ::gloo::BroadcastOptions opts(context);
                    opts.setOutput<char>(bytes_of(t), t.nbytes());
@@ -508,14 +510,15 @@ void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
   const std::size_t my_offset =
       std::accumulate(block_bytes.begin(), block_bytes.begin() + rank_, std::size_t{0});
   const bool in_place = in.data_ptr() == bytes_of(out) + my_offset;
-  run_collective(fmt::format("allgather({} x {})", out.numel(), dtype_name(out.dtype())),
-                 [context = context_, in, out, block_bytes, in_place, timeout = timeout_] {
-                   ::gloo::AllgathervOptions opts(context);
-                   if (!in_place) opts.setInput<char>(bytes_of(in), in.nbytes());
-                   opts.setOutput<char>(bytes_of(out), block_bytes);
-                   opts.setTimeout(timeout);
-                   ::gloo::allgatherv(opts);
-                 });
+  run_collective(
+      [&] { return fmt::format("allgather({} x {})", out.numel(), dtype_name(out.dtype())); },
+      [context = context_, in, out, block_bytes, in_place, timeout = timeout_] {
+        ::gloo::AllgathervOptions opts(context);
+        if (!in_place) opts.setInput<char>(bytes_of(in), in.nbytes());
+        opts.setOutput<char>(bytes_of(out), block_bytes);
+        opts.setTimeout(timeout);
+        ::gloo::allgatherv(opts);
+      });
   const Traffic tr = allgatherv_traffic(block_bytes, rank_);
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
 }

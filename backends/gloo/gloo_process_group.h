@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backends/gloo/buffer_pool.h"
+#include "backends/gloo/call_name.h"
 #include "backends/gloo/collective_thread.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
@@ -79,7 +80,7 @@ class GlooProcessGroup : public ProcessGroup,
 
   // ---- used by the point-to-point Work handles ----
   /// Throws CommError when an earlier failure broke the group.
-  void check_usable(const std::string& op) const;
+  void check_usable(const CallName& op) const;
   /// Records the first failure and closes every connection so peers notice.
   void fail(const std::string& reason);
   /// Registers a wait on `buffer` so that abort() can end it; false (and
@@ -102,7 +103,7 @@ class GlooProcessGroup : public ProcessGroup,
   /// Runs a blocking Gloo call on the collective thread: typed errors naming
   /// `op`, the group broken on failure. `call` must own what it touches.
   template <typename Fn>
-  void run_collective(const std::string& op, Fn&& call);
+  void run_collective(const CallName& op, Fn&& call);
   /// Gloo's alltoallv of `in` into `out` by byte counts (all_to_all, reduce_scatter).
   void all_to_all_bytes(const std::string& op, const Tensor& in,
                         std::vector<std::int64_t> send_bytes, const Tensor& out,

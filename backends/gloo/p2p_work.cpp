@@ -1,5 +1,6 @@
 #include "backends/gloo/p2p_work.h"
 
+#include <fmt/format.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include "backends/gloo/gloo_errors.h"
@@ -7,13 +8,19 @@
 
 namespace dtensor::gloo_backend {
 
+std::string P2PName::str() const {
+  std::string s = fmt::format("{} rank {}", is_send ? "send to" : "recv from", peer);
+  if (world_rank != peer) s += fmt::format(" (world rank {})", world_rank);
+  return s + fmt::format(" tag {}", tag);
+}
+
 P2PWork::P2PWork(std::shared_ptr<GlooProcessGroup> group, bool is_send, Tensor tensor,
-                 std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, std::string what)
+                 std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, P2PName what)
     : group_(std::move(group)),
       is_send_(is_send),
       tensor_(std::move(tensor)),
       buffer_(std::move(buffer)),
-      what_(std::move(what)) {}
+      what_(what) {}
 
 P2PWork::~P2PWork() {
   // Dropped without a successful wait: the transfer may still be in flight.
@@ -39,8 +46,8 @@ void P2PWork::wait(std::chrono::milliseconds timeout) {
     } end_wait{*group_, buffer_.get()};
     translate_errors(what_, [&] {
       const bool completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
-      if (!completed) group_->check_usable(what_ + " (aborted)");
-      if (!completed) throw CommError("gloo", what_ + ": aborted");
+      if (!completed) group_->check_usable([&] { return what_.str() + " (aborted)"; });
+      if (!completed) throw CommError("gloo", what_.str() + ": aborted");
     });
   } catch (const CommError& e) {
     finished_ = true;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/gloo/call_name.h"
 #include "dtensor/core/process_group.h"
 
 namespace gloo::transport {
@@ -21,7 +22,7 @@ class GlooProcessGroup;
 class P2PWork : public Work {
  public:
   P2PWork(std::shared_ptr<GlooProcessGroup> group, bool is_send, Tensor tensor,
-          std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, std::string what);
+          std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, P2PName what);
   ~P2PWork() override;
 
   /// Negative timeout: the group's. A failure (peer gone, timeout) breaks the
@@ -33,7 +34,7 @@ class P2PWork : public Work {
   const bool is_send_;
   Tensor tensor_;  // keeps the memory Gloo reads or writes alive
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer_;
-  const std::string what_;  // "send to rank 2 tag 7", for messages
+  const P2PName what_;  // "send to rank 2 tag 7", for messages
 
   std::mutex mutex_;
   bool finished_ = false;

@@ -2,8 +2,13 @@
 // with redistribution, registration rules, handlers and error cases.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/op_schema.h"
 #include "dtensor/ops/pointwise.h"
 #include "tests/support/multiprocess.h"
 
@@ -205,4 +210,30 @@ TEST_CASE("dispatch errors name the operator: unknown op, missing kernel, bad ar
     auto y = distribute_tensor(Tensor::rand({4, 4}, DType::F64, 1), other, {Shard(0)});
     REQUIRE_NOTHROW(add(x, y));  // equal meshes are the same mesh
   });
+}
+
+TEST_CASE("the propagation cache's key tells every argument apart, exactly", "[dispatch]") {
+  const auto key = [](std::vector<OpArg> args) { return OpSchema("op", std::move(args)).key(); };
+  const auto same = [&](std::vector<OpArg> a, std::vector<OpArg> b) {
+    const OpSchemaKey ka = key(std::move(a)), kb = key(std::move(b));
+    return ka == kb && OpSchemaKeyHash()(ka) == OpSchemaKeyHash()(kb);
+  };
+  CHECK(same({std::int64_t{3}, 0.5, std::string("tanh"), IntList{1, 2}, None{}},
+             {std::int64_t{3}, 0.5, std::string("tanh"), IntList{1, 2}, None{}}));
+  // Kinds: an int, a double and a bool of the same value differ.
+  CHECK_FALSE(same({std::int64_t{1}}, {1.0}));
+  CHECK_FALSE(same({std::int64_t{1}}, {true}));
+  // Doubles by their bits: one ulp apart, and -0 against +0.
+  CHECK_FALSE(same({0.1}, {std::nextafter(0.1, 1.0)}));
+  CHECK_FALSE(same({0.0}, {-0.0}));
+  // Lists and strings by length and content: no two concatenate alike.
+  CHECK_FALSE(same({IntList{1, 2}, IntList{}}, {IntList{1}, IntList{2}}));
+  CHECK_FALSE(same({std::string("ab"), std::string("c")}, {std::string("a"), std::string("bc")}));
+  CHECK_FALSE(same({std::string("abcdefgh")}, {std::string("abcdefgh\0", 9)}));
+  CHECK_FALSE(same({std::string("abcdefghi")}, {std::string("abcdefghj")}));
+  // Tensors by dtype, device and shape (not values).
+  CHECK(same({Tensor::zeros({2, 3}, DType::F32)}, {Tensor::full({2, 3}, 1.0, DType::F32)}));
+  CHECK_FALSE(same({Tensor::zeros({2, 3}, DType::F32)}, {Tensor::zeros({3, 2}, DType::F32)}));
+  CHECK_FALSE(same({Tensor::zeros({2, 3}, DType::F32)}, {Tensor::zeros({2, 3}, DType::F64)}));
+  CHECK_FALSE(same({Tensor()}, {Tensor::zeros({}, DType::F32)}));
 }

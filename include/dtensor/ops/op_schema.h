@@ -26,7 +26,11 @@ using OpArg = std::variant<None, DTensor, Tensor, IntList, std::int64_t, double,
 struct OpSchemaKey {
   std::string op{};
   std::vector<DTensorSpec> specs{};
-  std::string rest{};  // canonical text of the non-DTensor arguments
+  // The non-DTensor arguments, encoded exactly as words (a kind tag, then the
+  // value: an int, a double's bits, a list's or string's length and
+  // contents, a tensor's dtype, device and shape). Built on every dispatch,
+  // so no text: the key of a cached call costs no formatting.
+  std::vector<std::uint64_t> rest{};
   bool operator==(const OpSchemaKey& o) const {
     return op == o.op && rest == o.rest && specs == o.specs;
   }
