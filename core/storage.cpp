@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/detail/device_module.h"
+#include "core/detail/device_ops.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 
@@ -230,7 +231,11 @@ MemoryStats memory_stats(DeviceType device) {
   const Usage& u = usage_of(device);
   m.allocated_bytes = u.current.load(std::memory_order_relaxed);
   m.peak_allocated_bytes = u.peak.load(std::memory_order_relaxed);
-  if (device == DeviceType::CPU) m.cached_bytes = cached_cpu_memory();
+  if (device == DeviceType::CPU) {
+    m.cached_bytes = cached_cpu_memory();
+  } else if (const auto ops = detail::registered_device_ops(device)) {
+    m.cached_bytes = ops->cached_bytes();  // never loads a module: nothing allocated without it
+  }
   return m;
 }
 

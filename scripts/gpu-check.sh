@@ -12,7 +12,8 @@
 #      with one rank over NCCL, and two ranks sharing the GPU over the Gloo
 #      staging path;
 #   4. dtensor-train-unet --device cuda against the same run on CPU (f64
-#      losses to 1e-10): one rank over NCCL, two sharing the GPU (Gloo).
+#      losses to 1e-10): one rank over NCCL, two sharing the GPU (Gloo); then
+#      Adam with amsgrad and clipping, and RMSprop with momentum, one rank.
 # Usage: scripts/gpu-check.sh   (env: DTENSOR_GPU_BUILD_DIR, default build-gpu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -85,4 +86,17 @@ for name, text in (("1 rank, NCCL", sys.argv[2]), ("2 ranks sharing the GPU", sy
     print(f"trainer --device cuda ({name}): losses {got} against CPU {ref}: max rel err {err:.2e}")
     assert len(got) == len(ref) and err <= 1e-10, "CUDA losses differ from the CPU run's"
 PY
+# The other optimisers' and clipping's CUDA kernels, end to end (one rank).
+for opt in "--optimizer adam --amsgrad --clip-grad-norm 0.5" "--optimizer rmsprop --momentum 0.9"; do
+  read -r -a extra <<<"$opt"
+  args=(--data "$data" --base 4 --groups 2 --steps 3 --lr 0.01 --dtype f64 --json "${extra[@]}")
+  python3 - "$opt" "$("$(prog dtensor-train-unet)" "${args[@]}" | tail -1)" \
+    "$("$(prog dtensor-train-unet)" "${args[@]}" --device cuda | tail -1)" <<'PY'
+import json, sys
+ref, got = json.loads(sys.argv[2])["losses"], json.loads(sys.argv[3])["losses"]
+err = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, ref))
+print(f"trainer --device cuda {sys.argv[1]}: max rel err {err:.2e}")
+assert len(got) == len(ref) and err <= 1e-10, "CUDA losses differ from the CPU run's"
+PY
+done
 step "GPU check passed"

@@ -2,8 +2,11 @@
 // device copies, strided device copies with dtype conversion, fill and add.
 // Everything runs on the library's stream of the device; a copy to the host
 // returns when the data is there.
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -83,6 +86,20 @@ void device_to_host(const Tensor& dst, const Tensor& src) {
   if (!h.shares_storage_with(dst)) Tensor(dst).copy_(h);
 }
 
+// The devices this process has allocated on, for cached_bytes().
+std::mutex& allocated_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::set<int>& allocated_devices() {
+  static std::set<int> d;
+  return d;
+}
+std::set<int> devices_allocated_on() {
+  std::lock_guard lock(allocated_mutex());
+  return allocated_devices();
+}
+
 class CudaDeviceOps final : public detail::DeviceOps {
  public:
   void copy(const Tensor& dst, const Tensor& src) override {
@@ -139,6 +156,26 @@ class CudaDeviceOps final : public detail::DeviceOps {
     check_cuda(cudaStreamSynchronize(stream_for(dev)), fmt::format("synchronize cuda:{}", dev));
   }
   void select_local_device(int local_rank) override { set_local_rank(local_rank); }
+
+  // Reserved minus used of each device's default pool (where cudaMallocAsync
+  // allocates), over the devices this process has allocated on.
+  std::size_t cached_bytes() override {
+    std::size_t cached = 0;
+    for (const int dev : devices_allocated_on()) {
+      DeviceGuard guard(dev);
+      cudaMemPool_t pool = nullptr;
+      std::uint64_t reserved = 0, used = 0;
+      if (cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess ||
+          cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) !=
+              cudaSuccess ||
+          cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess) {
+        cudaGetLastError();  // a statistic: clear the error, count nothing
+        continue;
+      }
+      cached += static_cast<std::size_t>(reserved > used ? reserved - used : 0);
+    }
+    return cached;
+  }
 };
 
 std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device) {
@@ -156,6 +193,10 @@ std::shared_ptr<Storage> allocate(std::size_t nbytes, Device device) {
     check_cuda(cudaMallocAsync(&p, nbytes, s),
                fmt::format("allocating {} bytes on {}", nbytes, device.str()));
   const int dev = device.index;
+  {
+    std::lock_guard lock(allocated_mutex());
+    allocated_devices().insert(dev);
+  }
   return std::make_shared<Storage>(p, nbytes, device, [dev, s](void* q) {
     if (!q) return;
     int prev = 0;

@@ -6,6 +6,7 @@
 // (core/detail/device_module.h); without the module the core reports why.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,9 @@ class DeviceOps {
   virtual void synchronize() = 0;
   /// Makes device `local_rank % device_count()` current; a no-op without devices.
   virtual void select_local_device(int local_rank) = 0;
+  /// Bytes the device allocator holds for reuse (reserved, not in use), over
+  /// every device this process has allocated on; 0 when it cannot tell.
+  virtual std::size_t cached_bytes() { return 0; }
 };
 
 /// What a device module (or a test's fake device) calls to provide `type`.

@@ -81,7 +81,9 @@ class FakeDeviceOps final : public detail::DeviceOps {
   void set_device(int) override {}
   void synchronize() override {}
   void select_local_device(int) override {}
+  std::size_t cached_bytes() override { return cached; }
   int copies = 0;
+  std::size_t cached = 0;
 };
 
 // The CPU kernels on the fake device's (host) memory; results move to the device.
@@ -136,6 +138,25 @@ TEST_CASE("staging: device tensors round-trip and copy between devices", "[cuda]
   CHECK(z.item({1, 2}) == Approx(2 * h.item({1, 2})).epsilon(1e-6));
   CHECK(z.item({1, 0}) == 0.0);
   CHECK(ops->copies > 0);
+}
+
+TEST_CASE("memory_stats(CUDA): the device's live, peak and cached bytes", "[cuda][staging]") {
+  auto ops = install_fake_cuda();
+  reset_peak_memory_stats(DeviceType::CUDA);
+  const MemoryStats before = memory_stats(DeviceType::CUDA);
+  {
+    const Tensor a = Tensor::zeros({1000}, DType::F64, Device::cuda(0));
+    const MemoryStats during = memory_stats(DeviceType::CUDA);
+    CHECK(during.allocated_bytes == before.allocated_bytes + 8000);
+    CHECK(during.peak_allocated_bytes >= during.allocated_bytes);
+  }
+  const MemoryStats after = memory_stats(DeviceType::CUDA);
+  CHECK(after.allocated_bytes == before.allocated_bytes);
+  CHECK(after.peak_allocated_bytes == before.allocated_bytes + 8000);
+  // Cached: what the device's allocator says it holds.
+  ops->cached = 12345;
+  CHECK(memory_stats(DeviceType::CUDA).cached_bytes == 12345);
+  CHECK(memory_stats(DeviceType::CPU).cached_bytes == cached_cpu_memory());
 }
 
 TEST_CASE("staging: collectives and p2p on CUDA tensors over Gloo", "[cuda][staging]") {

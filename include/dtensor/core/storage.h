@@ -51,8 +51,10 @@ struct MemoryStats {
   std::size_t allocated_bytes = 0;
   /// The most allocated_bytes has been since the start or the last reset.
   std::size_t peak_allocated_bytes = 0;
-  /// Freed bytes the caching allocator keeps for reuse (CPU; CUDA memory is
-  /// pooled by the CUDA runtime's stream-ordered allocator, not counted here).
+  /// Freed bytes the allocator keeps for reuse: on the CPU the caching
+  /// allocator's; on CUDA what the stream-ordered allocator's pools hold
+  /// reserved but not in use, over the devices this process allocated on
+  /// (torch's reserved minus allocated).
   std::size_t cached_bytes = 0;
 };
 MemoryStats memory_stats(DeviceType device = DeviceType::CPU);
