@@ -1,7 +1,7 @@
 // The linear.forward and linear.backward slots (dtensor/ops/kernels/linear.h)
 // on CUDA tensors: the products are cuBLAS GEMMs on the library's stream
 // (f64 in f64; f32 in f32 without TF32, which would break f32 tolerances, as
-// for cuDNN; bf16 and f16 with f32 accumulation), the bias rows a strided copy
+// for cuDNN; bf16 and f16 with f32 accumulation, tensor cores allowed), the bias rows a strided copy
 // and the bias gradient a column sum (the reduction kernel of reduce.cu).
 //
 // The tensors are row-major and cuBLAS is column-major, so each product is
@@ -38,8 +38,9 @@ cublasHandle_t handle_for(int device) {
     cublasHandle_t h = nullptr;
     check_cublas(cublasCreate(&h), fmt::format("cublasCreate on cuda:{}", d));
     check_cublas(cublasSetStream(h, stream_for(d)), "cublasSetStream");
-    // FMA arithmetic in the data's precision: no TF32 for f32.
-    check_cublas(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    // The default math mode: CUBLAS_COMPUTE_32F then computes f32 in f32 (no
+    // TF32, which only CUBLAS_TF32_TENSOR_OP_MATH or *_FAST_TF32 would allow).
+    check_cublas(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     return h;
   });
 }
@@ -51,11 +52,11 @@ void gemm(int dev, DType dt, bool trans_a, bool trans_b, std::int64_t m, std::in
           double beta, void* c, std::int64_t ldc, const char* what) {
   if (m == 0 || n == 0) return;
   cudaDataType_t type = CUDA_R_32F;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F_PEDANTIC;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   switch (dt) {
     case DType::F64:
       type = CUDA_R_64F;
-      compute = CUBLAS_COMPUTE_64F_PEDANTIC;
+      compute = CUBLAS_COMPUTE_64F;
       break;
     case DType::BF16:
       type = CUDA_R_16BF;
