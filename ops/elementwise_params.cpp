@@ -9,7 +9,7 @@
 namespace dtensor::kernels {
 
 ElementwiseParams elementwise_params(const OpSchema& schema) {
-  const std::string op(schema.op());
+  const std::string& op = schema.op();
   const auto starts = [&](const char* name) { return op.rfind(name, 0) == 0; };
   ElementwiseParams p;
   const std::string suffix = "_backward";
