@@ -138,13 +138,6 @@ std::vector<ShardingSignature> reduction_signatures(const OpSchema& s) {
 }
 
 // ---- var's handler: local moments, Chan's merge across ranks, the variance ----
-std::vector<bool> reduced_mask(Int ndim, const IntList& dims) {
-  std::vector<bool> mask(static_cast<std::size_t>(ndim), false);
-  for (Int d : dims)
-    mask[static_cast<std::size_t>(d)] = true;
-  return mask;
-}
-
 norm::ReductionPlan var_plan(const DeviceMesh& mesh, const Placements& input, const IntList& dims) {
   norm::ReductionPlan plan;
   for (Int m = 0; m < mesh.ndim(); ++m) {
@@ -165,7 +158,7 @@ std::vector<DTensor> var_forward(OpCall& call) {
   const Shape out_local = out_spec.local_shape();
   Tensor moments = Tensor::zeros({shape_numel(out_local), 3}, DType::F64);
   run_kernel(kernels::kReduceMoments, device, local.dtype(),
-             {local, reduced_mask(local.dim(), dims), moments});
+             {local, kernels::reduced_mask(dims, static_cast<std::size_t>(local.dim())), moments});
   const norm::ReductionPlan plan = var_plan(s.mesh(), x.spec().placements(), dims);
   norm::merge_moments(call, plan, moments);
   Tensor out = Tensor::empty(out_local, local.dtype());

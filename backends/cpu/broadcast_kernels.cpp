@@ -17,6 +17,7 @@
 
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/kernels/elementwise_math.h"
+#include "dtensor/ops/kernels/reduce.h"
 #include "dtensor/ops/registry.h"
 
 namespace dtensor::cpu {
@@ -234,14 +235,7 @@ Tensor sum_to(const Tensor& g_local, const Shape& local_target, DType dt) {
 LocalKernel sum_to_size_kernel() {
   return [](const KernelCall& c) -> std::vector<Tensor> {
     const Tensor& g = c.local(0);
-    const Shape& global = c.input_specs.at(0).shape();
-    const IntList& target = c.schema.int_list(1);
-    // A kept dim has the input's local extent (sharded alike); a summed one has 1.
-    Shape local(target.size());
-    const std::size_t off = global.size() - target.size();
-    for (std::size_t k = 0; k < target.size(); ++k)
-      local[k] = target[k] == global[off + k] ? g.shape()[off + k] : 1;
-    return {sum_to(g, local, g.dtype())};
+    return {sum_to(g, kernels::sum_to_size_target(c).local, g.dtype())};
   };
 }
 

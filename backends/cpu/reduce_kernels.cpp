@@ -64,13 +64,6 @@ Shape keepdim_shape(const Shape& x, const std::vector<bool>& reduced) {
   return out;
 }
 
-std::vector<bool> mask_of(const IntList& dims, std::size_t ndim) {
-  std::vector<bool> mask(ndim, false);
-  for (Int d : dims)
-    mask[static_cast<std::size_t>(d)] = true;
-  return mask;
-}
-
 DTENSOR_SIMD_CLONES double row_sum(const double* x, Int n) {
   double s = 0;
 #pragma omp simd reduction(+ : s)
@@ -126,15 +119,11 @@ LocalKernel reduction_kernel(Fold how, bool mean) {
     const Tensor& local = c.local(0);
     const Tensor x = local.to(DType::F64).contiguous();
     const IntList& dims = c.schema.int_list(1);
-    Tensor out = fold(x, mask_of(dims, x.shape().size()), how);
+    Tensor out = fold(x, kernels::reduced_mask(dims, x.shape().size()), how);
     if (mean) {
       // Divided by the global count: the partial terms of a sharded input
       // then add up to the mean.
-      const Shape& global = c.input_specs.at(0).shape();
-      Int n = 1;
-      for (Int d : dims)
-        n *= global[static_cast<std::size_t>(d)];
-      const double inv = 1.0 / static_cast<double>(n);
+      const double inv = 1.0 / kernels::reduced_count(c);
       double* p = out.data<double>();
       for (Int i = 0; i < out.numel(); ++i)
         p[i] *= inv;
@@ -148,7 +137,7 @@ LocalKernel reduction_kernel(Fold how, bool mean) {
 std::vector<Tensor> expand_kernel(const KernelCall& c) {
   const Tensor& g_local = c.local(0);
   const Shape& xs = c.local(1).shape();
-  const auto reduced = mask_of(c.schema.int_list(2), xs.size());
+  const auto reduced = kernels::reduced_mask(c.schema.int_list(2), xs.size());
   const double scale = c.schema.scalar(4);
   const Tensor g = g_local.to(DType::F64).contiguous();
   const RowWalk w(xs, reduced);
@@ -180,7 +169,7 @@ std::vector<Tensor> tie_mask_kernel(const KernelCall& c) {
   const Tensor& x_local = c.local(0);
   const Tensor x = x_local.to(DType::F64).contiguous();
   const Tensor r = c.local(1).to(DType::F64).contiguous();
-  const auto reduced = mask_of(c.schema.int_list(2), x.shape().size());
+  const auto reduced = kernels::reduced_mask(c.schema.int_list(2), x.shape().size());
   const RowWalk w(x.shape(), reduced);
   Tensor out = Tensor::empty(x.shape(), DType::F64);
   const double* px = x.data<double>();

@@ -23,13 +23,6 @@ namespace {
 
 using Int = std::int64_t;
 
-std::vector<bool> mask_of(const IntList& dims, std::size_t ndim) {
-  std::vector<bool> mask(ndim, false);
-  for (Int d : dims)
-    mask.at(static_cast<std::size_t>(d)) = true;
-  return mask;
-}
-
 Tensor fold(const Tensor& x_local, const std::vector<bool>& reduced, ReduceFold how, double scale,
             const Shape& out_shape, const std::string& op) {
   const Tensor x = x_local.contiguous();
@@ -49,34 +42,17 @@ LocalKernel reduction(ReduceFold how, bool mean) {
   return [how, mean](const KernelCall& c) -> std::vector<Tensor> {
     const Tensor& x = c.local(0);
     const IntList& dims = c.schema.int_list(1);
-    double scale = 1;
-    if (mean) {  // divided by the global count, as the CPU kernel
-      const Shape& global = c.input_specs.at(0).shape();
-      Int n = 1;
-      for (Int d : dims)
-        n *= global[static_cast<std::size_t>(d)];
-      scale = 1.0 / static_cast<double>(n);
-    }
-    return {fold(x, mask_of(dims, x.shape().size()), how, scale, c.output_specs.at(0).local_shape(),
-                 std::string(c.schema.op()))};
+    const double scale = mean ? 1.0 / kernels::reduced_count(c) : 1.0;
+    return {fold(x, kernels::reduced_mask(dims, x.shape().size()), how, scale,
+                 c.output_specs.at(0).local_shape(), std::string(c.schema.op()))};
   };
 }
 
 // sum_to_size: the local gradient summed over the dims its target is
 // broadcast along (the leading dims it lacks, and those where it has 1).
 std::vector<Tensor> sum_to_size(const KernelCall& c) {
-  const Tensor& g = c.local(0);
-  const Shape& global = c.input_specs.at(0).shape();
-  const IntList& target = c.schema.int_list(1);
-  const std::size_t off = global.size() - target.size();
-  Shape local(target.size());
-  std::vector<bool> reduced(g.shape().size(), true);
-  for (std::size_t k = 0; k < target.size(); ++k) {
-    const bool kept = target[k] == global[off + k];
-    local[k] = kept ? g.shape()[off + k] : 1;
-    reduced[off + k] = !kept;
-  }
-  return {fold(g, reduced, ReduceFold::Sum, 1.0, local, "sum_to_size")};
+  const kernels::SumToSizeTarget t = kernels::sum_to_size_target(c);
+  return {fold(c.local(0), t.reduced, ReduceFold::Sum, 1.0, t.local, "sum_to_size")};
 }
 
 std::vector<Tensor> expand(const KernelCall& c) {
@@ -84,8 +60,8 @@ std::vector<Tensor> expand(const KernelCall& c) {
   const Shape& xs = c.local(1).shape();
   const int dev = g.device().index;
   DeviceGuard guard(dev);
-  const ReduceLayout L =
-      make_reduce_layout(xs, mask_of(c.schema.int_list(2), xs.size()), "reduce_expand");
+  const ReduceLayout L = make_reduce_layout(
+      xs, kernels::reduced_mask(c.schema.int_list(2), xs.size()), "reduce_expand");
   Tensor out = Tensor::empty(xs, g.dtype(), g.device());
   check_cuda(launch_reduce_expand(elem_type_of(g.dtype()), g.data_ptr(), out.data_ptr(), L,
                                   c.schema.scalar(4), stream_for(dev)),
@@ -99,7 +75,7 @@ std::vector<Tensor> tie_mask(const KernelCall& c) {
   const int dev = x.device().index;
   DeviceGuard guard(dev);
   const ReduceLayout L = make_reduce_layout(
-      x.shape(), mask_of(c.schema.int_list(2), x.shape().size()), "reduce_tie_mask");
+      x.shape(), kernels::reduced_mask(c.schema.int_list(2), x.shape().size()), "reduce_tie_mask");
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   check_cuda(launch_reduce_tie_mask(elem_type_of(x.dtype()), x.data_ptr(), r.data_ptr(),
                                     out.data_ptr(), L, stream_for(dev)),
