@@ -4,6 +4,7 @@
 #include "backends/cuda/elementwise.h"
 
 #include "backends/cuda/element_types.cuh"
+#include "backends/cuda/slot_kernels.cuh"
 
 #include <cstring>
 #include <type_traits>
@@ -64,11 +65,7 @@ __global__ void add_kernel<double>(double* dst, const double* src, StridedLayout
   }
 }
 
-constexpr int kThreads = 256;
-unsigned blocks_for(long long n) {
-  const long long b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 4096 ? (b < 1 ? 1 : b) : 4096);
-}
+constexpr int kThreads = kSlotThreads;  // grid_for's blocks (slot_kernels.cuh)
 
 }  // namespace
 
@@ -79,7 +76,7 @@ cudaError_t launch_copy(void* dst, ElemType dst_type, const void* src, ElemType 
     using D = decltype(d);
     return with_type(src_type, [&](auto s) {
       using S = decltype(s);
-      copy_kernel<D, S><<<blocks_for(layout.numel), kThreads, 0, stream>>>(
+      copy_kernel<D, S><<<grid_for(layout.numel), kThreads, 0, stream>>>(
           static_cast<D*>(dst), static_cast<const S*>(src), layout);
       return cudaGetLastError();
     });
@@ -112,7 +109,7 @@ cudaError_t launch_fill(void* dst, ElemType type, double value, const StridedLay
       v = static_cast<T>(value);
     }
     fill_kernel<T>
-        <<<blocks_for(layout.numel), kThreads, 0, stream>>>(static_cast<T*>(dst), v, layout);
+        <<<grid_for(layout.numel), kThreads, 0, stream>>>(static_cast<T*>(dst), v, layout);
     return cudaGetLastError();
   });
 }
@@ -122,7 +119,7 @@ cudaError_t launch_add(void* dst, const void* src, ElemType type, const StridedL
   if (layout.numel == 0) return cudaSuccess;
   return with_type(type, [&](auto t) {
     using T = decltype(t);
-    add_kernel<T><<<blocks_for(layout.numel), kThreads, 0, stream>>>(
+    add_kernel<T><<<grid_for(layout.numel), kThreads, 0, stream>>>(
         static_cast<T*>(dst), static_cast<const T*>(src), layout);
     return cudaGetLastError();
   });

@@ -1,34 +1,20 @@
 // Device side of pointwise.h: one grid-stride kernel per (op, type) and a
 // two-pass f64 sum. Kept separate from elementwise.cu so each .cu stays small
 // for nvcc; both share the element types of element_types.cuh.
-#include "backends/cuda/element_types.cuh"
 #include "backends/cuda/pointwise.h"
+#include "backends/cuda/slot_kernels.cuh"
 #include "dtensor/ops/kernels/elementwise_math.h"
 
 namespace dtensor::cuda_backend {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(long long n) {
-  const long long b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 4096 ? (b < 1 ? 1 : b) : 4096);
-}
-
-// The type arithmetic is done in: f64 for f64, f32 for everything else
-// (the CPU kernels widen bf16/f16 to f32 and narrow the result once).
-template <typename T>
-struct Compute {
-  using type = float;
-};
-template <>
-struct Compute<double> {
-  using type = double;
-};
+// Launch shapes and the compute type (f64 for f64, f32 for everything else,
+// as the CPU kernels) are slot_kernels.cuh's.
+constexpr int kThreads = kSlotThreads;
 
 template <typename T, PointwiseOp Op>
 __global__ void pointwise_kernel(T* out, const T* a, const T* b, double scalar, long long n) {
-  using C = typename Compute<T>::type;
+  using C = ComputeT<T>;
   const C s = static_cast<C>(scalar);
   for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < n;
        i += 1ll * gridDim.x * blockDim.x) {
@@ -86,7 +72,7 @@ __global__ void finish_sum_kernel(const double* partials, double divisor, T* out
 template <typename T, PointwiseOp Op>
 cudaError_t launch_op(void* out, const void* a, const void* b, double scalar, long long n,
                       cudaStream_t stream) {
-  pointwise_kernel<T, Op><<<blocks_for(n), kThreads, 0, stream>>>(
+  pointwise_kernel<T, Op><<<grid_for(n), kThreads, 0, stream>>>(
       static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), scalar, n);
   return cudaGetLastError();
 }
