@@ -103,16 +103,12 @@ void loss_backward(const Tensor& input, const Tensor& target, std::int64_t ignor
 void run_forward(const kernels::CrossEntropyIndicesArgs& a) {
   const char* slot = kernels::kCrossEntropyIndices.name;
   kernels::check_class_index_target(a.input, a.target, slot);
-  DTENSOR_CHECK_ARG(
-      a.sum.dtype() == DType::F64 && a.sum.numel() == 1 && a.sum.device().type == DeviceType::CPU,
-      slot, "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}",
-      dtype_name(a.sum.dtype()), shape_str(a.sum.shape()));
   const Tensor x = in_compute(a.input);
   double sum = 0;
   in_type(x.dtype(), [&](auto z) {
     sum = loss_sum<decltype(z)>(x, a.target, a.ignore_index, a.label_smoothing);
   });
-  Tensor(a.sum).data<double>()[0] = sum;
+  kernels::put_loss_sum(a.sum, sum, slot);
 }
 
 void run_backward(const kernels::CrossEntropyIndicesBackwardArgs& a) {

@@ -124,20 +124,8 @@ void cross_entropy_backward(const Tensor& input, const Tensor& target, double sc
                   });
 }
 
-void check_same(const Tensor& input, const Tensor& target, const char* slot) {
-  DTENSOR_CHECK_ARG(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
-                    shape_str(target.shape()), shape_str(input.shape()));
-}
-void put_sum(const Tensor& out, double value, const char* slot) {
-  DTENSOR_CHECK_ARG(
-      out.dtype() == DType::F64 && out.numel() == 1 && out.device().type == DeviceType::CPU, slot,
-      "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}", dtype_name(out.dtype()),
-      shape_str(out.shape()));
-  Tensor(out).data<double>()[0] = value;
-}
-
 void run_mse(const kernels::MseLossArgs& a) {
-  check_same(a.input, a.target, kernels::kMseLoss.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kMseLoss.name);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
   double sum = 0;
   in_type(x.dtype(), [&](auto z) {
@@ -148,11 +136,11 @@ void run_mse(const kernels::MseLossArgs& a) {
       return squared_error(px + b, pt + b, e - b);
     });
   });
-  put_sum(a.sum, sum, kernels::kMseLoss.name);
+  kernels::put_loss_sum(a.sum, sum, kernels::kMseLoss.name);
 }
 
 void run_mse_backward(const kernels::MseLossBackwardArgs& a) {
-  check_same(a.input, a.target, kernels::kMseLossBackward.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kMseLossBackward.name);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
   compute_into(a.grad_input, [&](auto z, Tensor& g) {
     using T = decltype(z);
@@ -161,15 +149,15 @@ void run_mse_backward(const kernels::MseLossBackwardArgs& a) {
 }
 
 void run_cross_entropy(const kernels::CrossEntropyArgs& a) {
-  check_same(a.input, a.target, kernels::kCrossEntropy.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kCrossEntropy.name);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
   double sum = 0;
   in_type(x.dtype(), [&](auto z) { sum = cross_entropy_sum<decltype(z)>(x, t); });
-  put_sum(a.sum, sum, kernels::kCrossEntropy.name);
+  kernels::put_loss_sum(a.sum, sum, kernels::kCrossEntropy.name);
 }
 
 void run_cross_entropy_backward(const kernels::CrossEntropyBackwardArgs& a) {
-  check_same(a.input, a.target, kernels::kCrossEntropyBackward.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kCrossEntropyBackward.name);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
   compute_into(a.grad_input,
                [&](auto z, Tensor& g) { cross_entropy_backward<decltype(z)>(x, t, a.scale, g); });

@@ -98,18 +98,9 @@ DTENSOR_SIMD_CLONES void slopes(PointwiseLoss l, const double* x, const double* 
   slopes_of(l, x, t, p, s, g, n);
 }
 
-void check_same(const Tensor& input, const Tensor& target, const char* slot) {
-  DTENSOR_CHECK_ARG(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
-                    shape_str(target.shape()), shape_str(input.shape()));
-}
-
 void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
   const char* slot = kernels::kPointwiseLoss.name;
-  check_same(a.input, a.target, slot);
-  DTENSOR_CHECK_ARG(
-      a.sum.dtype() == DType::F64 && a.sum.numel() == 1 && a.sum.device().type == DeviceType::CPU,
-      slot, "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}",
-      dtype_name(a.sum.dtype()), shape_str(a.sum.shape()));
+  kernels::check_target_shape(a.input, a.target, slot);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
   double sum = 0;
   in_type(x.dtype(), [&](auto z) {
@@ -121,11 +112,11 @@ void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
       return term_sum(a.loss, px + b, pt + b, p, e - b);
     });
   });
-  Tensor(a.sum).data<double>()[0] = sum;
+  kernels::put_loss_sum(a.sum, sum, slot);
 }
 
 void run_pointwise_loss_backward(const kernels::PointwiseLossBackwardArgs& a) {
-  check_same(a.input, a.target, kernels::kPointwiseLossBackward.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kPointwiseLossBackward.name);
   const Tensor x = in_compute(a.input), t = in_compute(a.target);
   compute_into(a.grad_input, [&](auto z, Tensor& g) {
     using T = decltype(z);

@@ -16,20 +16,12 @@
 namespace dtensor::cuda_backend {
 namespace {
 
-void check_same(const Tensor& input, const Tensor& target, const char* slot) {
-  DTENSOR_CHECK_ARG(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
-                    shape_str(target.shape()), shape_str(input.shape()));
-}
-
+// The device's block sums, added on the host in block order.
 void put_sum(const Tensor& out, const Tensor& partials, const char* slot) {
-  DTENSOR_CHECK_ARG(
-      out.dtype() == DType::F64 && out.numel() == 1 && out.device().type == DeviceType::CPU, slot,
-      "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}", dtype_name(out.dtype()),
-      shape_str(out.shape()));
   double total = 0;
   for (double v : download_f64(partials))
     total += v;
-  Tensor(out).data<double>()[0] = total;
+  kernels::put_loss_sum(out, total, slot);
 }
 
 // [N, C, S]: samples, classes, positions per class.
@@ -42,7 +34,7 @@ struct Classes {
 };
 
 void run_mse(const kernels::MseLossArgs& a) {
-  check_same(a.input, a.target, kernels::kMseLoss.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kMseLoss.name);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   const Tensor partials = Tensor::empty({kLossBlocks}, DType::F64, a.input.device());
@@ -54,7 +46,7 @@ void run_mse(const kernels::MseLossArgs& a) {
 }
 
 void run_mse_backward(const kernels::MseLossBackwardArgs& a) {
-  check_same(a.input, a.target, kernels::kMseLossBackward.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kMseLossBackward.name);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   check_cuda(
@@ -64,7 +56,7 @@ void run_mse_backward(const kernels::MseLossBackwardArgs& a) {
 }
 
 void run_cross_entropy(const kernels::CrossEntropyArgs& a) {
-  check_same(a.input, a.target, kernels::kCrossEntropy.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kCrossEntropy.name);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   const Classes k(a.input.shape());
@@ -77,7 +69,7 @@ void run_cross_entropy(const kernels::CrossEntropyArgs& a) {
 }
 
 void run_cross_entropy_backward(const kernels::CrossEntropyBackwardArgs& a) {
-  check_same(a.input, a.target, kernels::kCrossEntropyBackward.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kCrossEntropyBackward.name);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   const Classes k(a.input.shape());
@@ -130,7 +122,7 @@ void run_class_index_count(const kernels::ClassIndexCountArgs& a) {
 }
 
 void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
-  check_same(a.input, a.target, kernels::kPointwiseLoss.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kPointwiseLoss.name);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   const Tensor partials = Tensor::empty({kLossBlocks}, DType::F64, a.input.device());
@@ -143,7 +135,7 @@ void run_pointwise_loss(const kernels::PointwiseLossArgs& a) {
 }
 
 void run_pointwise_loss_backward(const kernels::PointwiseLossBackwardArgs& a) {
-  check_same(a.input, a.target, kernels::kPointwiseLossBackward.name);
+  kernels::check_target_shape(a.input, a.target, kernels::kPointwiseLossBackward.name);
   const int dev = a.input.device().index;
   DeviceGuard guard(dev);
   check_cuda(launch_pointwise_loss_backward(

@@ -111,6 +111,21 @@ inline constexpr KernelSlot<PointwiseLossArgs> kPointwiseLoss{"loss.pointwise"};
 inline constexpr KernelSlot<PointwiseLossBackwardArgs> kPointwiseLossBackward{
     "loss.pointwise_backward"};
 
+/// Writes a loss's sum into the slot's 0-d f64 CPU tensor `out`
+/// (InvalidArgument naming `slot` when it is not one).
+inline void put_loss_sum(const Tensor& out, double value, const char* slot) {
+  DTENSOR_CHECK_ARG(
+      out.dtype() == DType::F64 && out.numel() == 1 && out.device().type == DeviceType::CPU, slot,
+      "internal: the sum goes into a 0-d f64 CPU tensor, got {} {}", dtype_name(out.dtype()),
+      shape_str(out.shape()));
+  Tensor(out).data<double>()[0] = value;
+}
+/// InvalidArgument naming `slot` unless `target` has input's shape (what every
+/// backend's kernel of an element-wise loss checks first).
+inline void check_target_shape(const Tensor& input, const Tensor& target, const char* slot) {
+  DTENSOR_CHECK_ARG(input.shape() == target.shape(), slot, "internal: target {} for an input {}",
+                    shape_str(target.shape()), shape_str(input.shape()));
+}
 /// InvalidArgument naming `slot` unless `target` is a contiguous I64 tensor of
 /// input's shape without dim 1, on input's device (what every backend's
 /// class-index kernel checks first).
