@@ -4,6 +4,8 @@
 // its shape helpers.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tools/dtensor-conv/check.h"
@@ -13,6 +15,16 @@
 namespace dtensor::op_cli {
 
 using conv_cli::TensorCheck;
+
+/// One result against the oracle's: the max abs error (infinite for a missing
+/// result or a wrong shape) and dtensor-conv's tolerance for sums of `terms`
+/// terms on `ranks` ranks, times `factor` where the result amplifies
+/// rounding errors (the normalisations' 1 / std). `exact`: the result is a
+/// selection or a copy of input values and must equal the oracle's bit for
+/// bit.
+TensorCheck compare(const std::string& name, const Tensor& got, const Tensor& ref,
+                    std::int64_t terms, DType dtype, int ranks, bool exact = false,
+                    double factor = 1.0);
 
 /// Compares each result of `g` with the oracle run on g's operands (converted
 /// to f64, so both see the same rounded values). Tolerances are dtensor-conv's

@@ -30,6 +30,7 @@
 #include "tools/dtensor-op/bench.h"
 #include "tools/dtensor-op/check.h"
 #include "tools/dtensor-op/dump.h"
+#include "tools/dtensor-op/op_table.h"
 #include "tools/dtensor-op/options.h"
 #include "tools/dtensor-op/problem.h"
 
@@ -69,123 +70,6 @@ InitOptions init_options(const Options& o) {
   InitOptions io;
   if (o.device == DeviceType::CUDA && !std::getenv("DTENSOR_BACKEND")) io.backend = "nccl";
   return io;
-}
-
-// The operator's parameters in one line, for the report.
-std::string params_line(const Options& o) {
-  const auto list = [](const std::vector<std::int64_t>& v) { return shape_str(v); };
-  std::string pads;
-  for (const auto& [l, r] : o.padding)
-    pads += fmt::format("{}({}, {})", pads.empty() ? "" : ", ", l, r);
-  pads = "[" + pads + "]";
-  switch (o.op) {
-    case OpKind::Conv:
-    case OpKind::ConvTranspose:
-      return fmt::format("kernel={} stride={} padding={}{} dilation={} groups={} padding_mode={}",
-                         list(o.kernel), list(o.stride), pads,
-                         o.op == OpKind::ConvTranspose ? " output_padding=" + list(o.output_padding)
-                                                       : std::string(),
-                         list(o.dilation), o.groups, padding_mode_name(o.padding_mode));
-    case OpKind::MaxPool:
-      return fmt::format("kernel={} stride={} padding={} dilation={} ceil_mode={}", list(o.kernel),
-                         list(o.stride), pads, list(o.dilation), o.ceil_mode);
-    case OpKind::AvgPool:
-      return fmt::format(
-          "kernel={} stride={} padding={} ceil_mode={} count_include_pad={} divisor_override={}",
-          list(o.kernel), list(o.stride), pads, o.ceil_mode, o.count_include_pad,
-          o.divisor_override ? std::to_string(*o.divisor_override) : std::string("none"));
-    case OpKind::AdaptiveAvgPool:
-    case OpKind::AdaptiveMaxPool:
-      return fmt::format("output_size={}", list(o.output_size));
-    case OpKind::Pad:
-      return fmt::format("padding={} mode={} value={}", pads, pad_mode_name(o.mode), o.value);
-    case OpKind::Upsample: {
-      std::string scale;
-      for (double v : o.scale)
-        scale += fmt::format("{}{}", scale.empty() ? "" : ", ", v);
-      return fmt::format("mode={} {} align_corners={}", upsample_mode_name(o.upsample_mode),
-                         o.size.empty() ? "scale_factor=[" + scale + "]" : "size=" + list(o.size),
-                         o.align_corners);
-    }
-    case OpKind::BatchNorm:
-      return fmt::format("eps={} momentum={} affine={} training={}", o.eps, o.momentum, o.affine,
-                         o.training);
-    case OpKind::GroupNorm:
-      return fmt::format("num_groups={} eps={} affine={}", o.num_groups, o.eps, o.affine);
-    case OpKind::InstanceNorm:
-    case OpKind::LayerNorm:
-      return fmt::format("eps={} affine={}", o.eps, o.affine);
-    case OpKind::Cat:
-      return fmt::format("inputs={} channels={} cat_dim={}", o.inputs, list(o.channels), o.cat_dim);
-    case OpKind::LeakyRelu:
-      return fmt::format("negative_slope={}", o.negative_slope);
-    case OpKind::Gelu:
-      return fmt::format("approximate={}", gelu_approximate_name(o.approximate));
-    case OpKind::Silu:
-    case OpKind::Sigmoid:
-    case OpKind::Tanh:
-    case OpKind::Relu:
-      return "(no parameters)";
-    case OpKind::MseLoss:
-      return fmt::format("reduction={}", loss_reduction_name(o.reduction));
-    case OpKind::CrossEntropy:
-      return fmt::format("reduction={} target={} ignore_index={} label_smoothing={}",
-                         loss_reduction_name(o.reduction),
-                         o.class_indices ? "indices" : "probabilities", o.ignore_index,
-                         o.label_smoothing);
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Maximum:
-    case OpKind::Minimum:
-      return fmt::format("other_shape={}", list(o.other_shape));
-    case OpKind::Clamp:
-      return fmt::format("min={} max={}", o.min ? fmt::format("{}", *o.min) : "none",
-                         o.max ? fmt::format("{}", *o.max) : "none");
-    case OpKind::Pow:
-      return fmt::format("exponent={}", o.exponent);
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Square:
-      return "(no parameters)";
-    case OpKind::Reshape:
-      return fmt::format("shape={}", list(o.shape));
-    case OpKind::Permute:
-      return fmt::format("order={}", list(o.order));
-    case OpKind::Transpose:
-      return fmt::format("dim0={} dim1={}", o.dim0, o.dim1);
-    case OpKind::Flatten:
-      return fmt::format("start_dim={} end_dim={}", o.start_dim, o.end_dim);
-    case OpKind::Narrow:
-      return fmt::format("dim={} start={} length={}", o.dim, o.start, o.length);
-    case OpKind::Sum:
-    case OpKind::Mean:
-    case OpKind::Amax:
-    case OpKind::Amin:
-      return fmt::format("dims={} keepdim={}", list(o.dims), o.keepdim);
-    case OpKind::Var:
-      return fmt::format("dims={} keepdim={} correction={}", list(o.dims), o.keepdim, o.correction);
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-      return fmt::format("dim={}", o.dim);
-    case OpKind::L1Loss:
-    case OpKind::BinaryCrossEntropyWithLogits:
-      return fmt::format("reduction={}", loss_reduction_name(o.reduction));
-    case OpKind::SmoothL1Loss:
-      return fmt::format("reduction={} beta={}", loss_reduction_name(o.reduction), o.beta);
-    case OpKind::HuberLoss:
-      return fmt::format("reduction={} delta={}", loss_reduction_name(o.reduction), o.delta);
-    case OpKind::Dropout:
-      return fmt::format("p={} training=true", o.p);
-    case OpKind::Linear:
-      return fmt::format("out_features={} bias={}", o.out_features, o.bias);
-  }
-  return "";
 }
 
 int run(const Options& o) {
@@ -248,8 +132,8 @@ int run(const Options& o) {
             ? fmt::format(", weight {}{}", shape_str(o.weight_shape()), o.bias ? " + bias" : "")
         : o.op == OpKind::Cat ? fmt::format(" (and {} more input(s))", o.inputs - 1)
                               : std::string(),
-        params_line(o), shape_str(y.shape()), placements_str(y.placements()), bytes_max,
-        bytes_total);
+        op_entry(o.op).params_line(o), shape_str(y.shape()), placements_str(y.placements()),
+        bytes_max, bytes_total);
     for (const auto& c : checks)
       std::cout << fmt::format(
           "  check {:<12} max|err| {:.3e}  tol {:.3e}  (max|ref| {:.3e})  {}\n", c.name,

@@ -12,66 +12,12 @@
 #include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
+#include "tools/dtensor-op/op_table.h"
 
 namespace dtensor::op_cli {
 namespace {
 
 using Int = std::int64_t;
-
-constexpr OpKind kAllOps[] = {OpKind::Conv,
-                              OpKind::ConvTranspose,
-                              OpKind::MaxPool,
-                              OpKind::AvgPool,
-                              OpKind::AdaptiveAvgPool,
-                              OpKind::AdaptiveMaxPool,
-                              OpKind::Pad,
-                              OpKind::Upsample,
-                              OpKind::BatchNorm,
-                              OpKind::GroupNorm,
-                              OpKind::InstanceNorm,
-                              OpKind::LayerNorm,
-                              OpKind::Cat,
-                              OpKind::LeakyRelu,
-                              OpKind::Gelu,
-                              OpKind::Silu,
-                              OpKind::Sigmoid,
-                              OpKind::Tanh,
-                              OpKind::Relu,
-                              OpKind::MseLoss,
-                              OpKind::CrossEntropy,
-                              OpKind::Add,
-                              OpKind::Sub,
-                              OpKind::Mul,
-                              OpKind::Div,
-                              OpKind::Maximum,
-                              OpKind::Minimum,
-                              OpKind::Exp,
-                              OpKind::Log,
-                              OpKind::Sqrt,
-                              OpKind::Rsqrt,
-                              OpKind::Neg,
-                              OpKind::Abs,
-                              OpKind::Square,
-                              OpKind::Clamp,
-                              OpKind::Pow,
-                              OpKind::Reshape,
-                              OpKind::Permute,
-                              OpKind::Transpose,
-                              OpKind::Flatten,
-                              OpKind::Narrow,
-                              OpKind::Sum,
-                              OpKind::Mean,
-                              OpKind::Amax,
-                              OpKind::Amin,
-                              OpKind::Var,
-                              OpKind::Softmax,
-                              OpKind::LogSoftmax,
-                              OpKind::L1Loss,
-                              OpKind::SmoothL1Loss,
-                              OpKind::HuberLoss,
-                              OpKind::BinaryCrossEntropyWithLogits,
-                              OpKind::Dropout,
-                              OpKind::Linear};
 
 [[noreturn]] void fail(std::string_view option, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", option, message));
@@ -185,105 +131,27 @@ Shape parse_other_shape(std::string_view text) {
 
 std::string ops_list() {
   std::string s;
-  for (OpKind k : kAllOps)
-    s += (s.empty() ? "" : ", ") + std::string(op_name(k));
+  for (const OpEntry& e : op_table())
+    s += (s.empty() ? "" : ", ") + std::string(e.name);
   return s;
 }
 
-// The ops each operator-specific option applies to.
-const std::map<std::string, std::set<OpKind>, std::less<>>& applicability() {
-  using enum OpKind;
-  static const std::map<std::string, std::set<OpKind>, std::less<>> table = {
-      {"--kernel", {Conv, ConvTranspose, MaxPool, AvgPool}},
-      {"--stride", {Conv, ConvTranspose, MaxPool, AvgPool}},
-      {"--dilation", {Conv, ConvTranspose, MaxPool}},
-      {"--padding", {Conv, ConvTranspose, MaxPool, AvgPool, Pad}},
-      {"--padding-lr", {Conv, ConvTranspose, MaxPool, AvgPool, Pad}},
-      {"--ceil-mode", {MaxPool, AvgPool}},
-      {"--count-include-pad", {AvgPool}},
-      {"--divisor-override", {AvgPool}},
-      {"--output-size", {AdaptiveAvgPool, AdaptiveMaxPool}},
-      {"--out-channels", {Conv, ConvTranspose}},
-      {"--groups", {Conv, ConvTranspose}},
-      {"--no-bias", {Conv, ConvTranspose, Linear}},
-      {"--output-padding", {ConvTranspose}},
-      {"--padding-mode", {Conv, ConvTranspose}},
-      {"--mode", {Pad, Upsample}},
-      {"--value", {Pad}},
-      {"--size", {Upsample}},
-      {"--scale", {Upsample}},
-      {"--align-corners", {Upsample}},
-      {"--num-groups", {GroupNorm}},
-      {"--eps", {BatchNorm, GroupNorm, InstanceNorm, LayerNorm}},
-      {"--momentum", {BatchNorm}},
-      {"--no-affine", {BatchNorm, GroupNorm, InstanceNorm, LayerNorm}},
-      {"--eval", {BatchNorm}},
-      {"--inputs", {Cat}},
-      {"--channels", {Cat}},
-      {"--cat-dim", {Cat}},
-      {"--negative-slope", {LeakyRelu}},
-      {"--approximate", {Gelu}},
-      {"--reduction",
-       {MseLoss, CrossEntropy, L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropyWithLogits}},
-      {"--beta", {SmoothL1Loss}},
-      {"--delta", {HuberLoss}},
-      {"--target", {CrossEntropy}},
-      {"--ignore-index", {CrossEntropy}},
-      {"--label-smoothing", {CrossEntropy}},
-      {"--p", {Dropout}},
-      {"--out-features", {Linear}},
-      {"--other-shape", {Add, Sub, Mul, Div, Maximum, Minimum}},
-      {"--min", {Clamp}},
-      {"--max", {Clamp}},
-      {"--exponent", {Pow}},
-      {"--shape", {Reshape}},
-      {"--order", {Permute}},
-      {"--dim0", {Transpose}},
-      {"--dim1", {Transpose}},
-      {"--start-dim", {Flatten}},
-      {"--end-dim", {Flatten}},
-      {"--dim", {Narrow, Softmax, LogSoftmax}},
-      {"--start", {Narrow}},
-      {"--length", {Narrow}},
-      {"--dims", {Sum, Mean, Amax, Amin, Var}},
-      {"--keepdim", {Sum, Mean, Amax, Amin, Var}},
-      {"--correction", {Var}},
-  };
-  return table;
-}
-
-std::string applies_to(const std::set<OpKind>& ops) {
-  std::string s;
-  for (OpKind k : kAllOps)
-    if (ops.count(k)) s += (s.empty() ? "" : ", ") + std::string(op_name(k));
-  return s;
-}
-
-Int floor_div(Int a, Int b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-Int ceil_div(Int a, Int b) {
-  return -floor_div(-a, b);
-}
-
-// PyTorch's output lengths, one dim (this tool's own arithmetic: the checks
-// below must not rely on the library they guard).
-Int conv_length(Int L, Int k, Int s, Int d, Int pl, Int pr) {
-  return floor_div(L + pl + pr - d * (k - 1) - 1, s) + 1;
-}
-Int conv_transpose_length(Int L, Int k, Int s, Int d, Int p, Int op) {
-  return (L - 1) * s - 2 * p + d * (k - 1) + op + 1;
-}
-Int pool_length(Int L, Int k, Int s, Int d, Int pl, Int pr, bool ceil_mode) {
-  const Int span = L + pl + pr - d * (k - 1) - 1;
-  Int out = (ceil_mode ? ceil_div(span, s) : floor_div(span, s)) + 1;
-  if (ceil_mode && out > 0 && (out - 1) * s >= L + pl) --out;
+// The ops each operator-specific option applies to, in the table's order
+// (the options sorted by name, so that the first inapplicable one given is
+// the one named).
+std::map<std::string_view, std::vector<OpKind>> applicability() {
+  std::map<std::string_view, std::vector<OpKind>> out;
+  for (const OpEntry& e : op_table())
+    for (std::string_view option : e.options)
+      out[option].push_back(e.kind);
   return out;
 }
 
-// floor(L * scale_factor), as PyTorch (in double).
-Int upsample_length(Int L, double scale) {
-  return static_cast<Int>(std::floor(static_cast<double>(L) * scale));
+std::string applies_to(const std::vector<OpKind>& ops) {
+  std::string s;
+  for (OpKind k : ops)
+    s += (s.empty() ? "" : ", ") + std::string(op_name(k));
+  return s;
 }
 
 // ---- the shape operators' options (this tool's own arithmetic, as above) ----
@@ -388,458 +256,83 @@ void parse_view_options(Options& o, const Has& has, const Value& value) {
   }
 }
 
-// The output shape of the shape operators.
-Shape view_output_shape(const Options& o) {
-  Shape out;
-  switch (o.op) {
-    case OpKind::Reshape:
-      return o.shape;
-    case OpKind::Permute:
-      for (Int d : o.order)
-        out.push_back(o.input[static_cast<std::size_t>(d)]);
-      return out;
-    case OpKind::Transpose:
-      out = o.input;
-      std::swap(out[static_cast<std::size_t>(o.dim0)], out[static_cast<std::size_t>(o.dim1)]);
-      return out;
-    case OpKind::Flatten: {
-      Int merged = 1;
-      for (Int d = 0; d < static_cast<Int>(o.input.size()); ++d) {
-        const Int n = o.input[static_cast<std::size_t>(d)];
-        if (d < o.start_dim || d > o.end_dim) {
-          if (d == o.end_dim + 1) out.push_back(merged);
-          out.push_back(n);
-        } else {
-          merged *= n;
-        }
-      }
-      if (o.end_dim + 1 == static_cast<Int>(o.input.size())) out.push_back(merged);
-      return out;
-    }
-    case OpKind::Narrow:
-      out = o.input;
-      out[static_cast<std::size_t>(o.dim)] = o.length;
-      return out;
-    default:
-      return o.input;
-  }
-}
-
 std::string padding_option(bool lr) {
   return lr ? "--padding-lr" : "--padding";
-}
-
-// The operator's own rules (PyTorch's), from the global shapes.
-void check_operator(const Options& o, bool padding_lr) {
-  const Int spatial = o.spatial_dims();
-  const Int C = o.input[1];
-  const std::string pad_opt = padding_option(padding_lr);
-  switch (o.op) {
-    case OpKind::Conv:
-    case OpKind::ConvTranspose: {
-      const bool t = o.op == OpKind::ConvTranspose;
-      if (C % o.groups != 0)
-        fail("--groups",
-             fmt::format("{} does not divide the {} input channels (--input)", o.groups, C));
-      if (o.out_channels % o.groups != 0)
-        fail("--groups", fmt::format("{} does not divide the {} output channels (--out-channels)",
-                                     o.groups, o.out_channels));
-      if (t && o.padding_mode != PaddingMode::Zeros)
-        fail("--padding-mode", "conv_transpose supports only zeros (as PyTorch)");
-      for (Int i = 0; i < spatial; ++i) {
-        const auto s = static_cast<std::size_t>(i);
-        const Int L = o.input[2 + s], k = o.kernel[s], st = o.stride[s], d = o.dilation[s];
-        const auto [pl, pr] = o.padding[s];
-        if (t) {
-          if (pl != pr)
-            fail(pad_opt, fmt::format("conv_transpose takes symmetric padding; dim {} has {}:{}", i,
-                                      pl, pr));
-          if (o.output_padding[s] >= st && o.output_padding[s] >= d)
-            fail("--output-padding",
-                 fmt::format("{} in dim {} must be smaller than --stride ({}) or --dilation ({})",
-                             o.output_padding[s], i, st, d));
-          if (conv_transpose_length(L, k, st, d, pl, o.output_padding[s]) < 1)
-            fail(pad_opt, fmt::format("{} in dim {} (length {}) leaves an empty output", pl, i, L));
-        } else {
-          if (o.padding_mode == PaddingMode::Reflect && (pl >= L || pr >= L))
-            fail(pad_opt, fmt::format("reflect padding {}:{} in dim {} must be < the length {}", pl,
-                                      pr, i, L));
-          if (o.padding_mode == PaddingMode::Circular && (pl > L || pr > L))
-            fail(pad_opt, fmt::format("circular padding {}:{} in dim {} must be <= the length {}",
-                                      pl, pr, i, L));
-          if (conv_length(L, k, st, d, pl, pr) < 1)
-            fail("--input",
-                 fmt::format("spatial dim {} (length {}, padded {}:{}) is shorter than the {} "
-                             "positions --kernel {} with --dilation {} spans: the output would "
-                             "be empty",
-                             i, L, pl, pr, d * (k - 1) + 1, k, d));
-        }
-      }
-      break;
-    }
-    case OpKind::MaxPool:
-    case OpKind::AvgPool:
-      if (o.divisor_override && *o.divisor_override == 0)
-        fail("--divisor-override", "must not be 0");
-      for (Int i = 0; i < spatial; ++i) {
-        const auto s = static_cast<std::size_t>(i);
-        const Int L = o.input[2 + s], k = o.kernel[s];
-        const auto [pl, pr] = o.padding[s];
-        // PyTorch: "pad should be at most half of kernel size" (kernel, not the dilated extent).
-        if (pl > k / 2 || pr > k / 2)
-          fail(pad_opt, fmt::format("{}:{} in dim {}: each side must be at most half the kernel "
-                                    "({} / 2 = {})",
-                                    pl, pr, i, k, k / 2));
-        // PyTorch's avg_pool3d (only it) also wants every length >= the kernel.
-        if (o.op == OpKind::AvgPool && spatial == 3 && L < k)
-          fail("--input", fmt::format("spatial dim {} (length {}) is shorter than --kernel {}: "
-                                      "avg_pool over 3 spatial dims needs every length >= the "
-                                      "kernel (as PyTorch's avg_pool3d)",
-                                      i, L, k));
-        if (pool_length(L, k, o.stride[s], o.dilation[s], pl, pr, o.ceil_mode) < 1)
-          fail("--input",
-               fmt::format("spatial dim {} (length {}) is too short for --kernel {} (dilation {}, "
-                           "padding {}:{}): the output would be empty",
-                           i, L, k, o.dilation[s], pl, pr));
-      }
-      break;
-    case OpKind::AdaptiveAvgPool:
-    case OpKind::AdaptiveMaxPool:
-      break;  // --output-size >= 1 was checked when parsed
-    case OpKind::Upsample:
-      for (Int i = 0; i < spatial; ++i) {
-        const auto s = static_cast<std::size_t>(i);
-        if (!o.scale.empty() && upsample_length(o.input[2 + s], o.scale[s]) < 1)
-          fail("--scale", fmt::format("{} in dim {} (length {}) leaves an empty output "
-                                      "(floor({} * {}) = 0)",
-                                      o.scale[s], i, o.input[2 + s], o.input[2 + s], o.scale[s]));
-      }
-      break;
-    case OpKind::BatchNorm: {
-      Int per_channel = o.input[0];
-      for (Int i = 0; i < spatial; ++i)
-        per_channel *= o.input[2 + static_cast<std::size_t>(i)];
-      if (o.training && per_channel == 1)
-        fail("--input",
-             "batch_norm in training needs more than one value per channel (N * "
-             "spatial > 1), as PyTorch; give a larger input or --eval");
-      break;
-    }
-    case OpKind::GroupNorm: {
-      if (C % o.num_groups != 0)
-        fail("--num-groups",
-             fmt::format("{} does not divide the {} input channels (--input)", o.num_groups, C));
-      // PyTorch's F.group_norm: _verify_batch_size([N * C / G, G, spatial...]).
-      Int size_prods = o.input[0] * (C / o.num_groups);
-      for (Int i = 0; i < spatial; ++i)
-        size_prods *= o.input[2 + static_cast<std::size_t>(i)];
-      if (size_prods == 1)
-        fail("--input",
-             "group_norm with one value per group and a batch of 1 is rejected by "
-             "PyTorch (\"Expected more than 1 value per channel when training\")");
-      break;
-    }
-    case OpKind::InstanceNorm: {
-      Int per_instance = 1;
-      for (Int i = 0; i < spatial; ++i)
-        per_instance *= o.input[2 + static_cast<std::size_t>(i)];
-      if (per_instance == 1)
-        fail("--input", "instance_norm needs more than one spatial element, as PyTorch");
-      break;
-    }
-    case OpKind::LayerNorm:
-    case OpKind::Cat:
-    case OpKind::LeakyRelu:
-    case OpKind::Gelu:
-    case OpKind::Silu:
-    case OpKind::Sigmoid:
-    case OpKind::Tanh:
-    case OpKind::Relu:
-    case OpKind::MseLoss:
-    case OpKind::CrossEntropy:
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Maximum:
-    case OpKind::Minimum:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Square:
-    case OpKind::Clamp:
-    case OpKind::Pow:
-    case OpKind::Reshape:
-    case OpKind::Permute:
-    case OpKind::Transpose:
-    case OpKind::Flatten:
-    case OpKind::Narrow:
-    case OpKind::Sum:
-    case OpKind::Mean:
-    case OpKind::Amax:
-    case OpKind::Amin:
-    case OpKind::Var:
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    // --beta, --delta, --p and --out-features were checked when parsed.
-    case OpKind::L1Loss:
-    case OpKind::SmoothL1Loss:
-    case OpKind::HuberLoss:
-    case OpKind::BinaryCrossEntropyWithLogits:
-    case OpKind::Dropout:
-    case OpKind::Linear:
-      break;
-    case OpKind::Pad:
-      for (Int i = 0; i < spatial; ++i) {
-        const auto s = static_cast<std::size_t>(i);
-        const Int L = o.input[2 + s];
-        const auto [pl, pr] = o.padding[s];
-        if (L + pl + pr < 1)
-          fail(pad_opt, fmt::format("{}:{} crops all of dim {} (length {}): the output would be "
-                                    "empty",
-                                    pl, pr, i, L));
-        // PyTorch crops the left, then the right: neither may remove more
-        // than is left of the dim.
-        if ((pl < 0 && -pl > L) || (pr < 0 && -pr > L + std::min<Int>(pl, 0)))
-          fail(pad_opt,
-               fmt::format("{}:{} crops more than dim {} holds (length {})", pl, pr, i, L));
-        if (o.mode != PadMode::Constant && (pl < 0 || pr < 0))
-          fail(pad_opt, fmt::format("negative padding ({}:{}) needs --mode constant", pl, pr));
-        if (o.mode == PadMode::Reflect && (pl >= L || pr >= L))
-          fail(pad_opt, fmt::format("reflect padding {}:{} in dim {} must be < the length {}", pl,
-                                    pr, i, L));
-        if (o.mode == PadMode::Circular && (pl > L || pr > L))
-          fail(pad_opt, fmt::format("circular padding {}:{} in dim {} must be <= the length {}", pl,
-                                    pr, i, L));
-      }
-      break;
-  }
 }
 
 // The library's own rules, as a last guard: whatever it would reject at run
 // time is rejected here, before any rank starts talking.
 void check_with_library(const Options& o) {
+  const OpEntry& e = op_entry(o.op);
+  if (!e.check_with_library) return;
   try {
-    switch (o.op) {
-      case OpKind::Conv:
-        check_conv_args(o.input, o.weight_shape(),
-                        o.bias ? std::optional<Shape>(Shape{o.out_channels}) : std::nullopt,
-                        o.conv_params());
-        break;
-      case OpKind::ConvTranspose:
-        conv_transpose_output_shape(o.input, o.weight_shape(), o.conv_transpose_params());
-        break;
-      case OpKind::MaxPool:
-      case OpKind::AvgPool:
-        o.pool_params().expanded(o.spatial_dims());
-        break;
-      case OpKind::Upsample:
-        upsample_output_shape(o.input, o.upsample_params());
-        break;
-      default:
-        break;
-    }
-  } catch (const InvalidArgument& e) {
-    throw UsageError(fmt::format("invalid {}: {}", op_name(o.op), without_component(e.what())));
+    e.check_with_library(o);
+  } catch (const InvalidArgument& ex) {
+    throw UsageError(fmt::format("invalid {}: {}", op_name(o.op), without_component(ex.what())));
   }
 }
 
 }  // namespace
 
 std::string_view op_name(OpKind op) {
-  switch (op) {
-    case OpKind::Conv:
-      return "conv";
-    case OpKind::ConvTranspose:
-      return "conv_transpose";
-    case OpKind::MaxPool:
-      return "max_pool";
-    case OpKind::AvgPool:
-      return "avg_pool";
-    case OpKind::AdaptiveAvgPool:
-      return "adaptive_avg_pool";
-    case OpKind::AdaptiveMaxPool:
-      return "adaptive_max_pool";
-    case OpKind::Pad:
-      return "pad";
-    case OpKind::Upsample:
-      return "upsample";
-    case OpKind::BatchNorm:
-      return "batch_norm";
-    case OpKind::GroupNorm:
-      return "group_norm";
-    case OpKind::InstanceNorm:
-      return "instance_norm";
-    case OpKind::LayerNorm:
-      return "layer_norm";
-    case OpKind::Cat:
-      return "cat";
-    case OpKind::LeakyRelu:
-      return "leaky_relu";
-    case OpKind::Gelu:
-      return "gelu";
-    case OpKind::Silu:
-      return "silu";
-    case OpKind::Sigmoid:
-      return "sigmoid";
-    case OpKind::Tanh:
-      return "tanh";
-    case OpKind::Relu:
-      return "relu";
-    case OpKind::MseLoss:
-      return "mse_loss";
-    case OpKind::CrossEntropy:
-      return "cross_entropy";
-    case OpKind::Add:
-      return "add";
-    case OpKind::Sub:
-      return "sub";
-    case OpKind::Mul:
-      return "mul";
-    case OpKind::Div:
-      return "div";
-    case OpKind::Maximum:
-      return "maximum";
-    case OpKind::Minimum:
-      return "minimum";
-    case OpKind::Exp:
-      return "exp";
-    case OpKind::Log:
-      return "log";
-    case OpKind::Sqrt:
-      return "sqrt";
-    case OpKind::Rsqrt:
-      return "rsqrt";
-    case OpKind::Neg:
-      return "neg";
-    case OpKind::Abs:
-      return "abs";
-    case OpKind::Square:
-      return "square";
-    case OpKind::Clamp:
-      return "clamp";
-    case OpKind::Pow:
-      return "pow";
-    case OpKind::Reshape:
-      return "reshape";
-    case OpKind::Permute:
-      return "permute";
-    case OpKind::Transpose:
-      return "transpose";
-    case OpKind::Flatten:
-      return "flatten";
-    case OpKind::Narrow:
-      return "narrow";
-    case OpKind::Sum:
-      return "sum";
-    case OpKind::Mean:
-      return "mean";
-    case OpKind::Amax:
-      return "amax";
-    case OpKind::Amin:
-      return "amin";
-    case OpKind::Var:
-      return "var";
-    case OpKind::Softmax:
-      return "softmax";
-    case OpKind::LogSoftmax:
-      return "log_softmax";
-    case OpKind::L1Loss:
-      return "l1_loss";
-    case OpKind::SmoothL1Loss:
-      return "smooth_l1_loss";
-    case OpKind::HuberLoss:
-      return "huber_loss";
-    case OpKind::BinaryCrossEntropyWithLogits:
-      return "binary_cross_entropy_with_logits";
-    case OpKind::Dropout:
-      return "dropout";
-    case OpKind::Linear:
-      return "linear";
-  }
-  return "?";
+  return op_entry(op).name;
+}
+
+std::string_view Options::name() const {
+  return op_name(op);
+}
+
+Family Options::family() const {
+  return op_entry(op).family;
 }
 
 bool Options::is_window() const {
-  switch (op) {
-    case OpKind::Conv:
-    case OpKind::ConvTranspose:
-    case OpKind::MaxPool:
-    case OpKind::AvgPool:
-    case OpKind::AdaptiveAvgPool:
-    case OpKind::AdaptiveMaxPool:
-    case OpKind::Pad:
-      return true;
-    default:
-      return false;
-  }
+  return family() == Family::Window;
 }
 
 bool Options::is_norm() const {
-  return op == OpKind::BatchNorm || op == OpKind::GroupNorm || op == OpKind::InstanceNorm ||
-         op == OpKind::LayerNorm;
+  return family() == Family::Norm;
 }
 
 bool Options::is_activation() const {
-  return op == OpKind::LeakyRelu || op == OpKind::Gelu || op == OpKind::Silu ||
-         op == OpKind::Sigmoid || op == OpKind::Tanh || op == OpKind::Relu;
+  return family() == Family::Activation;
 }
 
 bool Options::is_loss() const {
-  return op == OpKind::MseLoss || op == OpKind::CrossEntropy || is_pointwise_loss();
+  return family() == Family::Loss;
 }
 
 bool Options::is_pointwise_loss() const {
-  return op == OpKind::L1Loss || op == OpKind::SmoothL1Loss || op == OpKind::HuberLoss ||
-         op == OpKind::BinaryCrossEntropyWithLogits;
+  return is_loss() && op != OpKind::MseLoss && op != OpKind::CrossEntropy;
 }
 
 bool Options::is_binary() const {
-  return op == OpKind::Add || op == OpKind::Sub || op == OpKind::Mul || op == OpKind::Div ||
-         op == OpKind::Maximum || op == OpKind::Minimum;
+  return family() == Family::Binary;
 }
 
 bool Options::is_unary() const {
-  switch (op) {
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Square:
-    case OpKind::Clamp:
-    case OpKind::Pow:
-      return true;
-    default:
-      return false;
-  }
+  return family() == Family::Unary;
 }
 
 bool Options::is_view() const {
-  return op == OpKind::Reshape || op == OpKind::Permute || op == OpKind::Transpose ||
-         op == OpKind::Flatten || op == OpKind::Narrow;
+  return family() == Family::View;
 }
 
 bool Options::is_reduction() const {
-  return op == OpKind::Sum || op == OpKind::Mean || op == OpKind::Amax || op == OpKind::Amin ||
-         op == OpKind::Var;
+  return family() == Family::Reduction;
 }
 
 bool Options::is_softmax() const {
-  return op == OpKind::Softmax || op == OpKind::LogSoftmax;
+  return family() == Family::Softmax;
 }
 
 bool Options::positive_input() const {
-  return op == OpKind::Log || op == OpKind::Sqrt || op == OpKind::Rsqrt || op == OpKind::Pow;
+  return op_entry(op).positive_input;
 }
 
 bool Options::has_weight() const {
-  return op == OpKind::Conv || op == OpKind::ConvTranspose || op == OpKind::Linear ||
-         (is_norm() && affine);
+  const WeightKind w = op_entry(op).weight;
+  return w == WeightKind::Always || (w == WeightKind::WhenAffine && affine);
 }
 
 Shape Options::bias_shape() const {
@@ -869,66 +362,8 @@ Shape Options::weight_shape() const {
 }
 
 Shape Options::output_shape() const {
-  if (is_loss()) return {};
-  if (is_reduction()) {
-    Shape out;
-    for (std::size_t d = 0; d < input.size(); ++d) {
-      const bool reduced = std::find(dims.begin(), dims.end(), static_cast<Int>(d)) != dims.end();
-      if (!reduced)
-        out.push_back(input[d]);
-      else if (keepdim)
-        out.push_back(1);
-    }
-    return out;
-  }
-  if (op == OpKind::Linear) {
-    Shape out = input;
-    out.back() = out_features;
-    return out;
-  }
-  if (op == OpKind::Cat) {
-    Shape out = input;
-    out[static_cast<std::size_t>(cat_dim)] = 0;
-    for (Int k = 0; k < inputs; ++k)
-      out[static_cast<std::size_t>(cat_dim)] += input_shape(k)[static_cast<std::size_t>(cat_dim)];
-    return out;
-  }
-  if (is_view()) return view_output_shape(*this);
-  if (!is_window() && op != OpKind::Upsample) return input;
-  Shape out{input[0], op == OpKind::Conv || op == OpKind::ConvTranspose ? out_channels : input[1]};
-  for (Int i = 0; i < spatial_dims(); ++i) {
-    const auto s = static_cast<std::size_t>(i);
-    const Int L = input[2 + s];
-    Int O = 0;
-    switch (op) {
-      case OpKind::Conv:
-        O = conv_length(L, kernel[s], stride[s], dilation[s], padding[s].first, padding[s].second);
-        break;
-      case OpKind::ConvTranspose:
-        O = conv_transpose_length(L, kernel[s], stride[s], dilation[s], padding[s].first,
-                                  output_padding[s]);
-        break;
-      case OpKind::MaxPool:
-      case OpKind::AvgPool:
-        O = pool_length(L, kernel[s], stride[s], dilation[s], padding[s].first, padding[s].second,
-                        ceil_mode);
-        break;
-      case OpKind::AdaptiveAvgPool:
-      case OpKind::AdaptiveMaxPool:
-        O = output_size[s];
-        break;
-      case OpKind::Pad:
-        O = L + padding[s].first + padding[s].second;
-        break;
-      case OpKind::Upsample:
-        O = !size.empty() ? size[s] : upsample_length(L, scale[s]);
-        break;
-      default:
-        break;
-    }
-    out.push_back(O);
-  }
-  return out;
+  const OpEntry& e = op_entry(op);
+  return e.output_shape ? e.output_shape(*this) : input;
 }
 
 ConvParams Options::conv_params() const {
@@ -1041,16 +476,12 @@ Options parse_options(const std::vector<std::string>& args) {
 
   // OP
   if (op_text.empty()) fail("OP", fmt::format("missing; give one of {}", ops_list()));
-  bool known = false;
-  for (OpKind k : kAllOps)
-    if (op_text == op_name(k)) {
-      o.op = k;
-      known = true;
-    }
-  if (!known)
+  const OpEntry* entry = find_op(op_text);
+  if (!entry)
     fail("OP", fmt::format("unknown operator '{}' (expected one of {})", op_text, ops_list()));
+  o.op = entry->kind;
   for (const auto& [name, ops] : applicability())
-    if (has(name) && !ops.count(o.op))
+    if (has(name) && std::find(ops.begin(), ops.end(), o.op) == ops.end())
       fail(name,
            fmt::format("not an option of {} (it applies to {})", op_name(o.op), applies_to(ops)));
 
@@ -1071,8 +502,7 @@ Options parse_options(const std::vector<std::string>& args) {
     o.input = parse_list("--input", value("--input"), 1);
     // The window ops, upsample and instance_norm need a spatial dim; the
     // others take [N, C] too.
-    const bool needs_spatial =
-        o.is_window() || o.op == OpKind::Upsample || o.op == OpKind::InstanceNorm;
+    const bool needs_spatial = entry->needs_spatial;
     if (o.is_view()) {
       // The shape operators take any tensor of 1 to 5 dims.
       if (o.input.size() > 5)
@@ -1405,7 +835,7 @@ Options parse_options(const std::vector<std::string>& args) {
     o.dim = input_dim("--dim", value("--dim"));
   }
 
-  check_operator(o, padding_lr);
+  if (entry->check) entry->check(o, padding_option(padding_lr));
 
   const Int rank = static_cast<Int>(o.input.size());
   for (const Placement& p : o.placements) {

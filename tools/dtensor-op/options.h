@@ -100,6 +100,24 @@ enum class OpKind {
   Linear,
 };
 
+/// The groups of operators that share the generic code's choices (which
+/// operands exist, how the backward is called, which input ranks are valid).
+enum class Family {
+  Window,      // conv .. pad: spatial input, per-dim windows
+  Upsample,    // spatial input, no window
+  Norm,        // weight and bias when affine
+  Cat,         // K inputs
+  Activation,  // one input, one output of its shape
+  Loss,        // a target; a 0-d output; no grad_output
+  Binary,      // an `other` operand; backward through autograd
+  Unary,       // backward through autograd
+  View,        // any rank 1..5; backward through autograd
+  Reduction,   // backward through autograd
+  Softmax,     // backward through autograd
+  Dropout,
+  Linear,  // weight [K, in] and bias
+};
+
 /// "conv", "conv_transpose", "max_pool", ... (the OP argument's spelling).
 std::string_view op_name(OpKind op);
 
@@ -201,10 +219,12 @@ struct Options {
   double correction = 1.0;  // var
 
   std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
-  bool is_window() const;      // conv .. pad
-  bool is_norm() const;        // batch_norm, group_norm, instance_norm, layer_norm
-  bool is_activation() const;  // leaky_relu, gelu, silu, sigmoid, tanh, relu
-  bool is_loss() const;        // mse_loss, cross_entropy and the pointwise losses
+  std::string_view name() const;  // op_name(op)
+  Family family() const;          // the op table's row's
+  bool is_window() const;         // conv .. pad
+  bool is_norm() const;           // batch_norm, group_norm, instance_norm, layer_norm
+  bool is_activation() const;     // leaky_relu, gelu, silu, sigmoid, tanh, relu
+  bool is_loss() const;           // mse_loss, cross_entropy and the pointwise losses
   /// l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy_with_logits.
   bool is_pointwise_loss() const;
   bool is_binary() const;     // add, sub, mul, div, maximum, minimum

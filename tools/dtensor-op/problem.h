@@ -88,6 +88,12 @@ struct Grads {
 Grads run_backward(const Options& o, const Operands& ops,
                    const std::optional<DTensor>& grad_output);
 
+/// The backward through autograd, as a user's program gets it: the input's
+/// gradient (and the other operand's, summed back to its shape, placed like
+/// it), of the op's forward on leaves detached from `ops`.
+Grads autograd_backward(const Options& o, const Operands& ops,
+                        const std::optional<DTensor>& grad_output);
+
 /// The whole tensors, in the run's dtype, on the host. Operands are
 /// regenerated from the seeds; results are gathered (Partial ones reduced).
 struct GlobalTensors {

@@ -1,0 +1,58 @@
+// What the family files of the op table share: the usage error, the report's
+// and meta.json's spelling of lists and paddings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tools/dtensor-op/op_table.h"
+
+namespace dtensor::op_cli::entries {
+
+using Int = std::int64_t;
+using json = nlohmann::ordered_json;
+
+/// A usage error naming `option`.
+[[noreturn]] inline void fail(std::string_view option, const std::string& message) {
+  throw UsageError(fmt::format("{}: {}", option, message));
+}
+
+/// "[1, 2]", as the report prints a list.
+inline std::string list(const std::vector<Int>& v) {
+  return shape_str(v);
+}
+
+/// "[(l, r), ...]", as the report prints a padding.
+inline std::string pads(const ConvParams::Padding& padding) {
+  std::string s;
+  for (const auto& [l, r] : padding)
+    s += fmt::format("{}({}, {})", s.empty() ? "" : ", ", l, r);
+  return "[" + s + "]";
+}
+
+/// [[l, r], ...], as meta.json writes a padding.
+inline json padding_pairs(const ConvParams::Padding& padding) {
+  json out = json::array();
+  for (const auto& [l, r] : padding)
+    out.push_back({l, r});
+  return out;
+}
+
+inline std::string no_parameters(const Options&) {
+  return "(no parameters)";
+}
+
+/// Product of s[first..].
+inline Int prod_from(const Shape& s, std::size_t first) {
+  Int p = 1;
+  for (std::size_t i = first; i < s.size(); ++i)
+    p *= s[i];
+  return p;
+}
+
+}  // namespace dtensor::op_cli::entries

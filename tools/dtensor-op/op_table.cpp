@@ -1,0 +1,48 @@
+#include "tools/dtensor-op/op_table.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dtensor::op_cli {
+namespace {
+
+// The family files' rows in OpKind's order; every OpKind has exactly one.
+std::vector<OpEntry> build_table() {
+  std::vector<OpEntry> all;
+  for (auto* family :
+       {window_entries, unet_entries, loss_entries, tensor_api_entries, view_entries})
+    for (auto& e : family())
+      all.push_back(std::move(e));
+  std::sort(all.begin(), all.end(), [](const OpEntry& a, const OpEntry& b) {
+    return static_cast<int>(a.kind) < static_cast<int>(b.kind);
+  });
+  if (all.empty() || all.back().kind != OpKind::Linear)
+    throw std::logic_error("dtensor-op: the op table does not end with linear, OpKind's last");
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (static_cast<std::size_t>(all[i].kind) != i || !all[i].forward || !all[i].backward ||
+        !all[i].reference || !all[i].params_line)
+      throw std::logic_error(fmt::format(
+          "dtensor-op: the op table's row {} ('{}') is missing or incomplete", i, all[i].name));
+  return all;
+}
+
+}  // namespace
+
+std::span<const OpEntry> op_table() {
+  static const std::vector<OpEntry> table = build_table();
+  return table;
+}
+
+const OpEntry& op_entry(OpKind op) {
+  return op_table()[static_cast<std::size_t>(op)];
+}
+
+const OpEntry* find_op(std::string_view name) {
+  for (const OpEntry& e : op_table())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+}  // namespace dtensor::op_cli
