@@ -9,73 +9,15 @@
 #include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
+#include "tools/dtensor-conv/value_reader.h"
 
 namespace dtensor::conv_cli {
 namespace {
 
 using Int = std::int64_t;
 
-// Library errors read "[dtensor.placement] --placements: ..."; on a command
-// line the component prefix is noise.
-std::string without_component(const std::string& what) {
-  if (what.rfind("[dtensor.", 0) == 0) {
-    const auto end = what.find("] ");
-    if (end != std::string::npos) return what.substr(end + 2);
-  }
-  return what;
-}
-
-[[noreturn]] void fail(std::string_view option, const std::string& message) {
-  throw UsageError(fmt::format("{}: {}", option, message));
-}
-
-// A whole-string integer: "3" yes, "3x", "", "+3", "0x10" no.
-Int parse_int(std::string_view option, std::string_view text) {
-  Int v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size())
-    fail(option, fmt::format("'{}' is not an integer", text));
-  return v;
-}
-
-Int parse_int_at_least(std::string_view option, std::string_view text, Int min) {
-  const Int v = parse_int(option, text);
-  if (v < min) fail(option, fmt::format("{} must be >= {}", v, min));
-  return v;
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t at = text.find(sep, start);
-    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
-    if (at == std::string_view::npos) return parts;
-    start = at + 1;
-  }
-}
-
-std::vector<Int> parse_list(std::string_view option, std::string_view text, Int min,
-                            char sep = ',') {
-  if (text.empty()) fail(option, "empty list");
-  std::vector<Int> out;
-  for (auto part : split(text, sep))
-    out.push_back(parse_int_at_least(option, part, min));
-  return out;
-}
-
-ConvParams::Padding parse_padding_lr(std::string_view option, std::string_view text) {
-  if (text.empty()) fail(option, "empty list");
-  ConvParams::Padding out;
-  for (auto part : split(text, ',')) {
-    const auto halves = split(part, ':');
-    if (halves.size() != 2)
-      fail(option, fmt::format("'{}' is not a LEFT:RIGHT pair (e.g. 1:2)", part));
-    out.emplace_back(parse_int_at_least(option, halves[0], 0),
-                     parse_int_at_least(option, halves[1], 0));
-  }
-  return out;
-}
+// dtensor-conv's rules refuse "+3".
+const ValueReader read{false};
 
 // A per-spatial-dim list must have one entry (for every dim) or one per dim.
 template <typename T>
@@ -171,13 +113,7 @@ void check_combination(const Options& o, bool iters_given, bool warmup_given, bo
                        i, length, k, d, pad.first, pad.second, conv_kernel_extent(k, d)));
   }
 
-  const Int rank = static_cast<Int>(o.input.size());
-  for (const Placement& p : o.placements) {
-    if (p.is_shard() && (p.dim() < -rank || p.dim() >= rank))
-      fail("--placements", fmt::format("{} is outside the {}-d input (--input)", p.str(), rank));
-    if (p.is_partial() && p.reduce_op() != ReduceOp::Sum)
-      fail("--placements", fmt::format("{}: only P / P(sum) inputs are supported", p.str()));
-  }
+  check_input_placements(o.placements, static_cast<Int>(o.input.size()));
 
   // The library's own rules, as a last guard: whatever it would reject at run
   // time is rejected here, before any rank starts talking.
@@ -203,14 +139,19 @@ ConvParams Options::conv_params() const {
   return params.expanded(spatial_dims());
 }
 
+void check_input_placements(const Placements& placements, std::int64_t rank) {
+  for (const Placement& p : placements) {
+    if (p.is_shard() && (p.dim() < -rank || p.dim() >= rank))
+      fail("--placements", fmt::format("{} is outside the {}-d input (--input)", p.str(), rank));
+    if (p.is_partial() && p.reduce_op() != ReduceOp::Sum)
+      fail("--placements", fmt::format("{}: only P / P(sum) inputs are supported", p.str()));
+  }
+}
+
 Options parse_options(const std::vector<std::string>& args) {
   Options o;
-  // --help anywhere wins, even as another option's value: nothing else is checked.
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-      return o;
-    }
+  o.help = asks_for_help(args);
+  if (o.help) return o;
 
   bool iters_given = false, warmup_given = false, padding_given = false, padding_lr_given = false;
   bool no_bias = false;
@@ -218,7 +159,7 @@ Options parse_options(const std::vector<std::string>& args) {
   const std::vector<std::pair<std::string, Handler>> with_value = {
       {"--mesh",
        [&](auto opt, auto v) {
-         o.mesh = parse_list(opt, v, 1, 'x');
+         o.mesh = read.list(opt, v, 1, 'x');
          if (o.mesh.size() > 3) fail(opt, "a mesh has 1, 2 or 3 dims (e.g. 4, 2x2, 2x1x2)");
        }},
       {"--placements",
@@ -232,26 +173,27 @@ Options parse_options(const std::vector<std::string>& args) {
        }},
       {"--input",
        [&](auto opt, auto v) {
-         o.input = parse_list(opt, v, 1);
+         o.input = read.list(opt, v, 1);
          if (o.input.size() < 3 || o.input.size() > 5)
            fail(opt, fmt::format("{} dims given; expected N,C,W or N,C,H,W or N,C,D,H,W",
                                  o.input.size()));
        }},
-      {"--out-channels", [&](auto opt, auto v) { o.out_channels = parse_int_at_least(opt, v, 1); }},
-      {"--kernel", [&](auto opt, auto v) { o.kernel = parse_list(opt, v, 1); }},
-      {"--stride", [&](auto opt, auto v) { o.params.stride = parse_list(opt, v, 1); }},
-      {"--dilation", [&](auto opt, auto v) { o.params.dilation = parse_list(opt, v, 1); }},
+      {"--out-channels",
+       [&](auto opt, auto v) { o.out_channels = read.integer_at_least(opt, v, 1); }},
+      {"--kernel", [&](auto opt, auto v) { o.kernel = read.list(opt, v, 1); }},
+      {"--stride", [&](auto opt, auto v) { o.params.stride = read.list(opt, v, 1); }},
+      {"--dilation", [&](auto opt, auto v) { o.params.dilation = read.list(opt, v, 1); }},
       {"--padding",
        [&](auto opt, auto v) {
-         o.params.padding = ConvParams::symmetric_padding(parse_list(opt, v, 0));
+         o.params.padding = ConvParams::symmetric_padding(read.list(opt, v, 0));
          padding_given = true;
        }},
       {"--padding-lr",
        [&](auto opt, auto v) {
-         o.params.padding = parse_padding_lr(opt, v);
+         o.params.padding = read.padding_lr(opt, v, 0);
          padding_lr_given = true;
        }},
-      {"--groups", [&](auto opt, auto v) { o.params.groups = parse_int_at_least(opt, v, 1); }},
+      {"--groups", [&](auto opt, auto v) { o.params.groups = read.integer_at_least(opt, v, 1); }},
       {"--dtype",
        [&](auto opt, auto v) {
          try {
@@ -285,12 +227,12 @@ Options parse_options(const std::vector<std::string>& args) {
        }},
       {"--iters",
        [&](auto opt, auto v) {
-         o.iters = static_cast<int>(std::min<Int>(parse_int_at_least(opt, v, 1), 1000000));
+         o.iters = static_cast<int>(std::min<Int>(read.integer_at_least(opt, v, 1), 1000000));
          iters_given = true;
        }},
       {"--warmup",
        [&](auto opt, auto v) {
-         o.warmup = static_cast<int>(std::min<Int>(parse_int_at_least(opt, v, 0), 1000000));
+         o.warmup = static_cast<int>(std::min<Int>(read.integer_at_least(opt, v, 0), 1000000));
          warmup_given = true;
        }},
   };

@@ -67,6 +67,11 @@ struct Options {
 /// --help nothing else is checked.
 Options parse_options(const std::vector<std::string>& args);
 
+/// Each --placements entry must name a dim of the `rank`-d input, and a
+/// Partial one must sum (both tools' rule). Throws UsageError naming
+/// --placements.
+void check_input_placements(const Placements& placements, std::int64_t rank);
+
 /// Fills the defaults that depend on the world size (the mesh, the placements)
 /// and checks the options against it. Throws UsageError naming the option.
 /// Default placements: mesh dim i of m shards tensor dim rank-m+i when that is

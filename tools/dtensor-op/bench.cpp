@@ -1,44 +1,12 @@
 #include "tools/dtensor-op/bench.h"
 
-#include <chrono>
 #include <functional>
 
 #include "dtensor/core/distributed.h"
-#include "dtensor/cuda.h"
-#include "tools/dtensor-conv/bench.h"
+#include "tools/dtensor-conv/timing.h"
 
 namespace dtensor::op_cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Runs each of `fns` o.warmup + o.iters times, interleaved (iteration i runs
-// fns[0], fns[1], ...), each started by all ranks after a barrier, so that the
-// distributed and the local op see the same machine conditions. Returns per
-// function the median over timed iterations of the slowest rank's time.
-std::vector<double> interleaved_medians(const Options& o,
-                                        const std::vector<std::function<void()>>& fns) {
-  const bool cuda = o.device == DeviceType::CUDA;
-  auto& pg = *world();
-  const auto n = static_cast<std::int64_t>(fns.size());
-  Tensor times = Tensor::zeros({n, static_cast<std::int64_t>(o.iters)}, DType::F64);
-  for (int i = 0; i < o.warmup + o.iters; ++i)
-    for (std::int64_t f = 0; f < n; ++f) {
-      if (cuda) cuda::synchronize();
-      pg.barrier();
-      const auto t0 = Clock::now();
-      fns[static_cast<std::size_t>(f)]();
-      if (cuda) cuda::synchronize();
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (i >= o.warmup) times.data<double>()[f * o.iters + (i - o.warmup)] = ms;
-    }
-  pg.allreduce(times, ReduceOp::Max);
-  std::vector<double> out;
-  for (std::int64_t f = 0; f < n; ++f)
-    out.push_back(conv_cli::median(std::vector<double>(times.data<double>() + f * o.iters,
-                                                       times.data<double>() + (f + 1) * o.iters)));
-  return out;
-}
 
 // Whether every rank says yes (a collective).
 bool all_ranks(bool yes) {
@@ -74,7 +42,7 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
   std::optional<DTensor> y;
   std::vector<std::function<void()>> fwd{[&] { y = run_forward(o, ops).output; }};
   if (local_ok) fwd.emplace_back([&] { run_forward(o, local); });
-  const auto f = interleaved_medians(o, fwd);
+  const auto f = conv_cli::interleaved_medians(o.device, o.iters, o.warmup, fwd);
   r.fwd_ms = f[0];
   if (local_ok) r.local_fwd_ms = f[1];
   if (o.backward) {
@@ -82,7 +50,7 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
     if (o.has_grad_output()) gy = make_grad_output(o, *y, seeds);
     std::vector<std::function<void()>> bwd{[&] { run_backward(o, ops, gy); }};
     if (local_ok) bwd.emplace_back([&] { run_backward(o, local, gy_local); });
-    const auto b = interleaved_medians(o, bwd);
+    const auto b = conv_cli::interleaved_medians(o.device, o.iters, o.warmup, bwd);
     r.bwd_ms = b[0];
     if (local_ok) r.local_bwd_ms = b[1];
   }

@@ -8,13 +8,18 @@
 #include <string>
 #include <vector>
 
-#include "tools/dtensor-conv/check.h"
 #include "tools/dtensor-op/options.h"
 #include "tools/dtensor-op/problem.h"
 
 namespace dtensor::op_cli {
 
-using conv_cli::TensorCheck;
+struct TensorCheck {
+  std::string name;  // "output", "grad_input", ...
+  double max_abs_err = 0;
+  double tolerance = 0;
+  double ref_max = 0;  // max |reference|, the scale of the tolerance
+  bool ok = false;
+};
 
 /// One result against the oracle's: the max abs error (infinite for a missing
 /// result or a wrong shape) and dtensor-conv's tolerance for sums of `terms`

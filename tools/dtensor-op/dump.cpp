@@ -40,6 +40,8 @@ std::vector<std::pair<std::string, const Tensor*>> named(const GlobalTensors& g)
   return out;
 }
 
+}  // namespace
+
 std::vector<std::string> placement_strings(const Placements& ps) {
   std::vector<std::string> out;
   for (const auto& p : ps)
@@ -47,13 +49,18 @@ std::vector<std::string> placement_strings(const Placements& ps) {
   return out;
 }
 
-}  // namespace
+std::vector<std::pair<std::string, std::string>> dump_files(const GlobalTensors& g) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, t] : named(g))
+    if (t->defined()) out.emplace_back(name, name + ".npy");
+  return out;
+}
 
 std::string dump_metadata(const Options& o, int world_size, const Placements& output_placements,
                           const GlobalTensors& g) {
   json files = json::object();
-  for (const auto& [name, t] : named(g))
-    if (t->defined()) files[name] = name + ".npy";
+  for (const auto& [name, file] : dump_files(g))
+    files[name] = file;
 
   json meta = json::object();
   meta["format"] = "dtensor-op dump 1";
@@ -77,15 +84,14 @@ std::string dump_metadata(const Options& o, int world_size, const Placements& ou
   return meta.dump();
 }
 
-void write_dump(const std::string& dir, const Options& o, int world_size,
-                const Placements& output_placements, const GlobalTensors& g) {
+void write_dump(const std::string& dir, const std::string& meta_json, const GlobalTensors& g) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw std::runtime_error(fmt::format("--dump: cannot create {}: {}", dir, ec.message()));
   for (const auto& [name, t] : named(g))
     if (t->defined()) conv_cli::write_npy(dir + "/" + name + ".npy", *t);
   std::ofstream meta(dir + "/meta.json", std::ios::trunc);
-  meta << dump_metadata(o, world_size, output_placements, g) << "\n";
+  meta << meta_json << "\n";
   meta.close();
   if (!meta) throw std::runtime_error(fmt::format("--dump: cannot write {}/meta.json", dir));
 }

@@ -12,77 +12,17 @@
 #include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
+#include "tools/dtensor-conv/value_reader.h"
 #include "tools/dtensor-op/op_table.h"
 
 namespace dtensor::op_cli {
 namespace {
 
 using Int = std::int64_t;
+using conv_cli::fail, conv_cli::split, conv_cli::without_component;
 
-[[noreturn]] void fail(std::string_view option, const std::string& message) {
-  throw UsageError(fmt::format("{}: {}", option, message));
-}
-
-// Library errors read "[dtensor.ops] padding: ..."; on a command line the
-// component prefix is noise.
-std::string without_component(const std::string& what) {
-  if (what.rfind("[dtensor.", 0) == 0) {
-    const auto end = what.find("] ");
-    if (end != std::string::npos) return what.substr(end + 2);
-  }
-  return what;
-}
-
-// A whole-string integer: "3" yes, "3x", "", "0x10" no.
-Int parse_int(std::string_view option, std::string_view text) {
-  Int v = 0;
-  const char* first = text.data();
-  if (!text.empty() && text[0] == '+') ++first;  // from_chars rejects '+'
-  const auto [end, ec] = std::from_chars(first, text.data() + text.size(), v);
-  if (text.empty() || first == text.data() + text.size() || ec != std::errc() ||
-      end != text.data() + text.size())
-    fail(option, fmt::format("'{}' is not an integer", text));
-  return v;
-}
-
-Int parse_int_at_least(std::string_view option, std::string_view text, Int min) {
-  const Int v = parse_int(option, text);
-  if (v < min) fail(option, fmt::format("{} must be >= {}", v, min));
-  return v;
-}
-
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t at = text.find(sep, start);
-    parts.push_back(text.substr(start, at == std::string_view::npos ? at : at - start));
-    if (at == std::string_view::npos) return parts;
-    start = at + 1;
-  }
-}
-
-std::vector<Int> parse_list(std::string_view option, std::string_view text, Int min,
-                            char sep = ',') {
-  if (text.empty()) fail(option, "empty list");
-  std::vector<Int> out;
-  for (auto part : split(text, sep))
-    out.push_back(parse_int_at_least(option, part, min));
-  return out;
-}
-
-ConvParams::Padding parse_padding_lr(std::string_view option, std::string_view text, Int min) {
-  if (text.empty()) fail(option, "empty list");
-  ConvParams::Padding out;
-  for (auto part : split(text, ',')) {
-    const auto halves = split(part, ':');
-    if (halves.size() != 2)
-      fail(option, fmt::format("'{}' is not a LEFT:RIGHT pair (e.g. 1:2)", part));
-    out.emplace_back(parse_int_at_least(option, halves[0], min),
-                     parse_int_at_least(option, halves[1], min));
-  }
-  return out;
-}
+// dtensor-op reads "+3" as 3.
+const conv_cli::ValueReader read{true};
 
 double parse_double(std::string_view option, std::string_view text) {
   const std::string s(text);
@@ -126,7 +66,7 @@ Shape parse_other_shape(std::string_view text) {
   if (text.size() >= 2 && text.front() == '[' && text.back() == ']')
     text = text.substr(1, text.size() - 2);
   if (text.empty()) return {};
-  return parse_list("--other-shape", text, 1);
+  return read.list("--other-shape", text, 1);
 }
 
 std::string ops_list() {
@@ -159,7 +99,7 @@ std::string applies_to(const std::vector<OpKind>& ops) {
 // `text` (a dim of the --input's `rank` dims, negative counting from the end)
 // made non-negative.
 Int parse_dim(std::string_view option, std::string_view text, Int rank) {
-  const Int d = parse_int(option, text);
+  const Int d = read.integer(option, text);
   if (d < -rank || d >= rank)
     fail(option, fmt::format("{} is outside the {}-d input (--input); give {}..{}", d, rank, -rank,
                              rank - 1));
@@ -171,7 +111,7 @@ Int parse_dim(std::string_view option, std::string_view text, Int rank) {
 Shape parse_view_shape(std::string_view text, const Shape& input) {
   if (text.size() >= 2 && text.front() == '[' && text.back() == ']')
     text = text.substr(1, text.size() - 2);
-  Shape shape = text.empty() ? Shape{} : parse_list("--shape", text, -1);
+  Shape shape = text.empty() ? Shape{} : read.list("--shape", text, -1);
   const Int numel = shape_numel(input);
   Int known = 1, inferred = -1;
   for (std::size_t k = 0; k < shape.size(); ++k) {
@@ -240,12 +180,12 @@ void parse_view_options(Options& o, const Has& has, const Value& value) {
       required("--length", "--dim d --start s --length l");
       o.dim = parse_dim("--dim", value("--dim"), rank);
       const Int size = o.input[static_cast<std::size_t>(o.dim)];
-      const Int start = parse_int("--start", value("--start"));
+      const Int start = read.integer("--start", value("--start"));
       if (start < -size || start > size)
         fail("--start", fmt::format("{} is outside dim {} of size {}; give {}..{}", start, o.dim,
                                     size, -size, size));
       o.start = start < 0 ? start + size : start;
-      o.length = parse_int_at_least("--length", value("--length"), 0);
+      o.length = read.integer_at_least("--length", value("--length"), 0);
       if (o.start + o.length > size)
         fail("--length", fmt::format("start {} + length {} is past the end of dim {} (size {})",
                                      o.start, o.length, o.dim, size));
@@ -411,11 +351,8 @@ PoolParams Options::pool_params() const {
 
 Options parse_options(const std::vector<std::string>& args) {
   Options o;
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-      return o;
-    }
+  o.help = conv_cli::asks_for_help(args);
+  if (o.help) return o;
 
   // CLI11 reads the command line (names, values, --opt=V, flags, unknown
   // options); the values are kept as text and parsed below, so that every
@@ -487,7 +424,7 @@ Options parse_options(const std::vector<std::string>& args) {
 
   // Common options: dtensor-conv's rules.
   if (has("--mesh")) {
-    o.mesh = parse_list("--mesh", value("--mesh"), 1, 'x');
+    o.mesh = read.list("--mesh", value("--mesh"), 1, 'x');
     if (o.mesh.size() > 3) fail("--mesh", "a mesh has 1, 2 or 3 dims (e.g. 4, 2x2, 2x1x2)");
   }
   if (has("--placements")) {
@@ -499,7 +436,7 @@ Options parse_options(const std::vector<std::string>& args) {
     }
   }
   if (has("--input")) {
-    o.input = parse_list("--input", value("--input"), 1);
+    o.input = read.list("--input", value("--input"), 1);
     // The window ops, upsample and instance_norm need a spatial dim; the
     // others take [N, C] too.
     const bool needs_spatial = entry->needs_spatial;
@@ -546,29 +483,28 @@ Options parse_options(const std::vector<std::string>& args) {
   if (has("--iters")) {
     if (!o.bench) fail("--iters", "only meaningful with --bench");
     o.iters = static_cast<int>(
-        std::min<Int>(parse_int_at_least("--iters", value("--iters"), 1), 1000000));
+        std::min<Int>(read.integer_at_least("--iters", value("--iters"), 1), 1000000));
   }
   if (has("--warmup")) {
     if (!o.bench) fail("--warmup", "only meaningful with --bench");
     o.warmup = static_cast<int>(
-        std::min<Int>(parse_int_at_least("--warmup", value("--warmup"), 0), 1000000));
+        std::min<Int>(read.integer_at_least("--warmup", value("--warmup"), 0), 1000000));
   }
 
   // The operator's parameters, resolved per spatial dim (none for a 1-d
   // input of the shape operators).
   const Int spatial = std::max<Int>(o.spatial_dims(), 0);
   const bool pool = o.op == OpKind::MaxPool || o.op == OpKind::AvgPool;
-  o.kernel =
-      per_dim("--kernel",
-              has("--kernel") ? parse_list("--kernel", value("--kernel"), 1) : std::vector<Int>{3},
-              spatial);
+  o.kernel = per_dim(
+      "--kernel",
+      has("--kernel") ? read.list("--kernel", value("--kernel"), 1) : std::vector<Int>{3}, spatial);
   o.stride = has("--stride")
-                 ? per_dim("--stride", parse_list("--stride", value("--stride"), 1), spatial)
+                 ? per_dim("--stride", read.list("--stride", value("--stride"), 1), spatial)
              : pool ? o.kernel
                     : std::vector<Int>(static_cast<std::size_t>(spatial), 1);
   o.dilation = per_dim(
       "--dilation",
-      has("--dilation") ? parse_list("--dilation", value("--dilation"), 1) : std::vector<Int>{1},
+      has("--dilation") ? read.list("--dilation", value("--dilation"), 1) : std::vector<Int>{1},
       spatial);
   if (has("--padding") && has("--padding-lr"))
     fail("--padding", "give either --padding or --padding-lr, not both");
@@ -577,11 +513,11 @@ Options parse_options(const std::vector<std::string>& args) {
   const Int pad_min = o.op == OpKind::Pad ? std::numeric_limits<Int>::min() : 0;
   if (padding_lr) {
     o.padding = per_dim("--padding-lr",
-                        parse_padding_lr("--padding-lr", value("--padding-lr"), pad_min), spatial);
+                        read.padding_lr("--padding-lr", value("--padding-lr"), pad_min), spatial);
   } else if (has("--padding")) {
     o.padding =
         per_dim("--padding",
-                ConvParams::symmetric_padding(parse_list("--padding", value("--padding"), pad_min)),
+                ConvParams::symmetric_padding(read.list("--padding", value("--padding"), pad_min)),
                 spatial);
   } else if (o.op == OpKind::Pad) {
     fail("--padding-lr", "pad needs the padding: --padding-lr l:r[,...] (or --padding p[,...])");
@@ -591,22 +527,22 @@ Options parse_options(const std::vector<std::string>& args) {
   o.ceil_mode = ceil_mode;
   o.count_include_pad = count_include_pad;
   if (has("--divisor-override"))
-    o.divisor_override = parse_int("--divisor-override", value("--divisor-override"));
+    o.divisor_override = read.integer("--divisor-override", value("--divisor-override"));
   if (o.op == OpKind::AdaptiveAvgPool || o.op == OpKind::AdaptiveMaxPool) {
     if (!has("--output-size"))
       fail("--output-size",
            fmt::format("{} needs the output size: --output-size o[,...]", op_name(o.op)));
     o.output_size =
-        per_dim("--output-size", parse_list("--output-size", value("--output-size"), 1), spatial);
+        per_dim("--output-size", read.list("--output-size", value("--output-size"), 1), spatial);
   }
-  if (has("--groups")) o.groups = parse_int_at_least("--groups", value("--groups"), 1);
+  if (has("--groups")) o.groups = read.integer_at_least("--groups", value("--groups"), 1);
   o.out_channels = has("--out-channels")
-                       ? parse_int_at_least("--out-channels", value("--out-channels"), 1)
+                       ? read.integer_at_least("--out-channels", value("--out-channels"), 1)
                        : o.input[1];
   o.bias = !no_bias;
   o.output_padding =
       per_dim("--output-padding",
-              has("--output-padding") ? parse_list("--output-padding", value("--output-padding"), 0)
+              has("--output-padding") ? read.list("--output-padding", value("--output-padding"), 0)
                                       : std::vector<Int>{0},
               spatial);
   if (has("--padding-mode")) {
@@ -654,7 +590,7 @@ Options parse_options(const std::vector<std::string>& args) {
     if (has("--size") && has("--scale"))
       fail("--scale", "give either --size or --scale, not both (as F.interpolate)");
     if (has("--size"))
-      o.size = per_dim("--size", parse_list("--size", value("--size"), 1), spatial);
+      o.size = per_dim("--size", read.list("--size", value("--size"), 1), spatial);
     else if (has("--scale"))
       o.scale = per_dim("--scale", parse_positive_list("--scale", value("--scale")), spatial);
     else
@@ -667,7 +603,7 @@ Options parse_options(const std::vector<std::string>& args) {
 
   // The normalisations.
   if (has("--num-groups"))
-    o.num_groups = parse_int_at_least("--num-groups", value("--num-groups"), 1);
+    o.num_groups = read.integer_at_least("--num-groups", value("--num-groups"), 1);
   else if (o.op == OpKind::GroupNorm)
     fail("--num-groups", "group_norm needs the number of groups: --num-groups G (dividing C)");
   if (has("--eps")) {
@@ -683,10 +619,10 @@ Options parse_options(const std::vector<std::string>& args) {
   if (o.op == OpKind::Cat) {
     const Int rank = static_cast<Int>(o.input.size());
     std::optional<Int> k;
-    if (has("--inputs")) k = parse_int_at_least("--inputs", value("--inputs"), 1);
+    if (has("--inputs")) k = read.integer_at_least("--inputs", value("--inputs"), 1);
     std::vector<Int> channels;
     if (has("--channels")) {
-      channels = parse_list("--channels", value("--channels"), 1);
+      channels = read.list("--channels", value("--channels"), 1);
       if (k && static_cast<Int>(channels.size()) != *k)
         fail("--channels",
              fmt::format("{} value(s) for --inputs {}; give one per input", channels.size(), *k));
@@ -695,7 +631,7 @@ Options parse_options(const std::vector<std::string>& args) {
     if (!has("--channels")) channels.assign(static_cast<std::size_t>(o.inputs), o.input[1]);
     Int d = 1;
     if (has("--cat-dim")) {
-      d = parse_int("--cat-dim", value("--cat-dim"));
+      d = read.integer("--cat-dim", value("--cat-dim"));
       if (d < -rank || d >= rank)
         fail("--cat-dim", fmt::format("{} is outside the {}-d inputs (--input); give {}..{}", d,
                                       rank, -rank, rank - 1));
@@ -741,7 +677,7 @@ Options parse_options(const std::vector<std::string>& args) {
     if (o.beta < 0) fail("--beta", fmt::format("{} must be >= 0 (as PyTorch)", value("--beta")));
   }
   o.out_features = has("--out-features")
-                       ? parse_int_at_least("--out-features", value("--out-features"), 1)
+                       ? read.integer_at_least("--out-features", value("--out-features"), 1)
                        : o.input.back();
   if (has("--p")) {
     o.p = parse_double("--p", value("--p"));
@@ -762,7 +698,7 @@ Options parse_options(const std::vector<std::string>& args) {
       fail("--target", fmt::format("unknown target '{}' (expected probabilities or indices)", v));
   }
   if (has("--ignore-index")) {
-    o.ignore_index = parse_int("--ignore-index", value("--ignore-index"));
+    o.ignore_index = read.integer("--ignore-index", value("--ignore-index"));
     if (!o.class_indices && o.ignore_index >= 0)
       fail("--ignore-index", fmt::format("{} applies to --target indices only (PyTorch: "
                                          "\"ignore_index is not supported for floating point "
@@ -805,7 +741,7 @@ Options parse_options(const std::vector<std::string>& args) {
   // Reductions and softmax: dims of the input, negatives counted from the end.
   const Int input_rank = static_cast<Int>(o.input.size());
   const auto input_dim = [&](std::string_view option, std::string_view text) {
-    const Int d = parse_int(option, text);
+    const Int d = read.integer(option, text);
     if (d < -input_rank || d >= input_rank)
       fail(option, fmt::format("{} is outside the {}-d input (--input); give {}..{}", d, input_rank,
                                -input_rank, input_rank - 1));
@@ -837,32 +773,9 @@ Options parse_options(const std::vector<std::string>& args) {
 
   if (entry->check) entry->check(o, padding_option(padding_lr));
 
-  const Int rank = static_cast<Int>(o.input.size());
-  for (const Placement& p : o.placements) {
-    if (p.is_shard() && (p.dim() < -rank || p.dim() >= rank))
-      fail("--placements", fmt::format("{} is outside the {}-d input (--input)", p.str(), rank));
-    if (p.is_partial() && p.reduce_op() != ReduceOp::Sum)
-      fail("--placements", fmt::format("{}: only P / P(sum) inputs are supported", p.str()));
-  }
+  conv_cli::check_input_placements(o.placements, static_cast<Int>(o.input.size()));
   check_with_library(o);
   return o;
-}
-
-void resolve_for_world(Options& o, int world_size) {
-  // dtensor-conv's rules, on its options.
-  conv_cli::Options c;
-  c.mesh = o.mesh;
-  c.placements = o.placements;
-  c.input = o.input;
-  conv_cli::resolve_for_world(c, world_size);
-  o.mesh = c.mesh;
-  o.placements = c.placements;
-}
-
-void check_device(const Options& o, bool cuda_available, const std::string& reason) {
-  conv_cli::Options c;
-  c.device = o.device;
-  conv_cli::check_device(c, cuda_available, reason);
 }
 
 std::string usage_line() {

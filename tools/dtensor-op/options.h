@@ -263,13 +263,6 @@ struct Options {
 /// UsageError naming the option (or "OP"). With --help nothing is checked.
 Options parse_options(const std::vector<std::string>& args);
 
-/// Fills the mesh and placements (dtensor-conv's defaults) and checks them
-/// against the world size. Throws UsageError naming the option.
-void resolve_for_world(Options& o, int world_size);
-
-/// `--device cuda` without a usable device: UsageError naming --device.
-void check_device(const Options& o, bool cuda_available, const std::string& reason);
-
 std::string usage_line();
 std::string help_text();
 

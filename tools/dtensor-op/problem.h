@@ -2,7 +2,7 @@
 // calls (forward and backward) for each OP, and the same tensors whole (for
 // the oracle and the dump).
 //
-// Seeded exactly as dtensor-conv (tools/dtensor-conv/problem.h): one seed per
+// Seeded as dtensor-conv always was (tools/dtensor-conv/seeds.h): one seed per
 // tensor derived from --seed (conv_cli::Seeds), and every rank generates
 // exactly its own shard with Tensor::rand_slice, so the data depend only on
 // --seed, never on the number of ranks. The operands the conv seeds do not
@@ -27,7 +27,7 @@
 
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/placement/dtensor.h"
-#include "tools/dtensor-conv/problem.h"
+#include "tools/dtensor-conv/seeds.h"
 #include "tools/dtensor-op/options.h"
 
 namespace dtensor::op_cli {
