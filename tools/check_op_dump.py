@@ -9,7 +9,7 @@ reductions and softmax with torch's own functions), and its gradients with
 autograd
 from the dumped grad_output (the losses: from 1); compares every dumped
 result and prints the max abs error and the tolerance of each (dtensor-conv's
-bound, see tools/dtensor-conv/tolerance.h, widened for the normalisations by
+bound, see tools/cli/tolerance.h, widened for the normalisations by
 max 1/sqrt(var + eps), squared for grad_input; the forward of the max pools,
 nearest upsampling and cat and cat's gradients must be exact). batch_norm's
 updated running statistics (running_mean_out, running_var_out) are compared
@@ -41,7 +41,7 @@ import sys
 
 
 def tolerance(dtype, terms, ranks, ref_max):
-    """The bound of tools/dtensor-conv/tolerance.h; keep the two in step."""
+    """The bound of tools/cli/tolerance.h; keep the two in step."""
     scale = max(1.0, ref_max)
     if dtype == "f64":
         return 1e-10 * scale

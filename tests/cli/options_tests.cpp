@@ -10,15 +10,16 @@
 #include <sstream>
 
 #include "tests/cli/mini_json.h"
-#include "tools/dtensor-conv/json.h"
+#include "tools/cli/json.h"
+#include "tools/cli/npy.h"
+#include "tools/cli/tolerance.h"
 #include "tools/dtensor-conv/local_window.h"
-#include "tools/dtensor-conv/npy.h"
 #include "tools/dtensor-conv/options.h"
-#include "tools/dtensor-conv/tolerance.h"
 #include "tools/launch/process_set.h"
 
 using namespace dtensor;
 using namespace dtensor::conv_cli;
+using namespace dtensor::cli;
 using Args = std::vector<std::string>;
 
 TEST_CASE("cli parser: defaults", "[cli][options]") {

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "tools/dtensor-conv/json.h"
+#include "tools/cli/json.h"
 #include "tools/dtensor-conv/options.h"
 #include "tools/dtensor-conv/window_bench.h"
 #include "tools/dtensor-op/dump.h"
@@ -19,7 +19,7 @@
 namespace dtensor::conv_cli {
 namespace {
 
-using op_cli::RunReport;
+using cli::JsonObject, cli::JsonValue, op_cli::RunReport;
 
 // dtensor-conv's command line, as dtensor-op's conv options: every list
 // spelled out per spatial dim, the default output channels filled in.

@@ -9,10 +9,12 @@
 #include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
-#include "tools/dtensor-conv/value_reader.h"
+#include "tools/cli/value_reader.h"
 
 namespace dtensor::conv_cli {
 namespace {
+
+using cli::asks_for_help, cli::fail, cli::split, cli::ValueReader, cli::without_component;
 
 using Int = std::int64_t;
 
@@ -113,7 +115,7 @@ void check_combination(const Options& o, bool iters_given, bool warmup_given, bo
                        i, length, k, d, pad.first, pad.second, conv_kernel_extent(k, d)));
   }
 
-  check_input_placements(o.placements, static_cast<Int>(o.input.size()));
+  cli::check_input_placements(o.placements, static_cast<Int>(o.input.size()));
 
   // The library's own rules, as a last guard: whatever it would reject at run
   // time is rejected here, before any rank starts talking.
@@ -137,15 +139,6 @@ Shape Options::weight_shape() const {
 
 ConvParams Options::conv_params() const {
   return params.expanded(spatial_dims());
-}
-
-void check_input_placements(const Placements& placements, std::int64_t rank) {
-  for (const Placement& p : placements) {
-    if (p.is_shard() && (p.dim() < -rank || p.dim() >= rank))
-      fail("--placements", fmt::format("{} is outside the {}-d input (--input)", p.str(), rank));
-    if (p.is_partial() && p.reduce_op() != ReduceOp::Sum)
-      fail("--placements", fmt::format("{}: only P / P(sum) inputs are supported", p.str()));
-  }
 }
 
 Options parse_options(const std::vector<std::string>& args) {
@@ -277,45 +270,11 @@ Options parse_options(const std::vector<std::string>& args) {
 }
 
 void check_device(const Options& o, bool cuda_available, const std::string& reason) {
-  if (o.device == DeviceType::CUDA && !cuda_available)
-    fail("--device", fmt::format("cuda is not available here ({})",
-                                 reason.empty() ? "no usable device" : reason));
+  cli::check_device(o.device, cuda_available, reason);
 }
 
 void resolve_for_world(Options& o, int world_size) {
-  if (world_size < 1) fail("--mesh", fmt::format("the world size is {}", world_size));
-  if (o.mesh.empty()) {
-    o.mesh = {world_size};
-  } else {
-    // The product may not even fit in 64 bits (the fuzzer found --mesh
-    // 1008820088210292x10292x2): compare without overflowing.
-    std::int64_t ranks = 1;
-    bool overflow = false;
-    for (auto m : o.mesh)
-      overflow = overflow || __builtin_mul_overflow(ranks, m, &ranks);
-    if (overflow || ranks != world_size) {
-      std::string shape;
-      for (auto m : o.mesh)
-        shape += (shape.empty() ? "" : "x") + std::to_string(m);
-      fail("--mesh", fmt::format("{} holds {} ranks but the job has {} (dtensor-run -n)", shape,
-                                 overflow ? std::string("more than 2^63") : std::to_string(ranks),
-                                 world_size));
-    }
-  }
-  const Int mesh_dims = static_cast<Int>(o.mesh.size());
-  const Int rank = static_cast<Int>(o.input.size());
-  if (o.placements.empty()) {
-    for (Int i = 0; i < mesh_dims; ++i) {
-      const Int d = rank - mesh_dims + i;
-      o.placements.push_back(d >= 2 ? Placement::shard(d) : Placement::replicate());
-    }
-  } else if (static_cast<Int>(o.placements.size()) != mesh_dims) {
-    fail("--placements",
-         fmt::format("{} placement(s) for a {}-d mesh (--mesh); give one per mesh dim",
-                     o.placements.size(), mesh_dims));
-  }
-  for (auto& p : o.placements)
-    p = p.normalized(rank);
+  cli::resolve_mesh(o.mesh, o.placements, o.input, world_size);
 }
 
 std::string usage_line() {

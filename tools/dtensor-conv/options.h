@@ -18,21 +18,12 @@
 #include "dtensor/core/shape.h"
 #include "dtensor/ops/conv_params.h"
 #include "dtensor/placement/placement.h"
+#include "tools/cli/command_line.h"
 
 namespace dtensor::conv_cli {
 
-/// Exit codes (documented in help_text() and docs/cli.md).
-namespace exit_code {
-constexpr int kOk = 0;
-constexpr int kCheckFailed = 1;  // --check found an error over tolerance
-constexpr int kUsage = 2;        // a bad argument
-constexpr int kError = 3;        // the library raised an error while running
-}  // namespace exit_code
-
-/// A mistake on the command line. The message starts with the offending option.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace exit_code = cli::exit_code;
+using cli::UsageError;
 
 struct Options {
   /// --mesh; empty: a 1-D mesh over the whole world (filled by resolve_for_world).
@@ -66,11 +57,6 @@ struct Options {
 /// Parses the arguments after argv[0]. Throws UsageError naming the option. With
 /// --help nothing else is checked.
 Options parse_options(const std::vector<std::string>& args);
-
-/// Each --placements entry must name a dim of the `rank`-d input, and a
-/// Partial one must sum (both tools' rule). Throws UsageError naming
-/// --placements.
-void check_input_placements(const Placements& placements, std::int64_t rank);
 
 /// Fills the defaults that depend on the world size (the mesh, the placements)
 /// and checks the options against it. Throws UsageError naming the option.

@@ -5,13 +5,13 @@
 
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/local_conv.h"
+#include "tools/cli/timing.h"
 #include "tools/dtensor-conv/local_window.h"
-#include "tools/dtensor-conv/timing.h"
 
 namespace dtensor::conv_cli {
 
 op_cli::BenchTimes run_window_bench(const op_cli::Options& o, const DeviceMesh& mesh,
-                                    const op_cli::Operands& ops, const Seeds& seeds) {
+                                    const op_cli::Operands& ops, const cli::Seeds& seeds) {
   op_cli::BenchTimes r;
   const ConvParams params = o.conv_params();
   // The local kernel alone, on this rank's window with its local padding.
@@ -27,11 +27,11 @@ op_cli::BenchTimes run_window_bench(const op_cli::Options& o, const DeviceMesh& 
   std::optional<DTensor> y;
   Tensor yl;
   const auto fwd =
-      interleaved_medians(o.device, o.iters, o.warmup,
-                          {[&] { y = convolution(ops.input, weight, ops.bias, params); },
-                           [&] {
-                             if (win.computes) yl = kernels->forward(x, w, b, win.params);
-                           }});
+      cli::interleaved_medians(o.device, o.iters, o.warmup,
+                               {[&] { y = convolution(ops.input, weight, ops.bias, params); },
+                                [&] {
+                                  if (win.computes) yl = kernels->forward(x, w, b, win.params);
+                                }});
   r.fwd_ms = fwd[0];
   r.local_fwd_ms = fwd[1];
   if (o.backward) {
@@ -40,14 +40,14 @@ op_cli::BenchTimes run_window_bench(const op_cli::Options& o, const DeviceMesh& 
     const Tensor gyl = win.computes
                            ? Tensor::rand(yl.shape(), o.dtype, seeds.grad_output).to(mesh.device())
                            : Tensor();
-    const auto bwd =
-        interleaved_medians(o.device, o.iters, o.warmup,
-                            {[&] { convolution_backward(gy, ops.input, weight, params, mask); },
-                             [&] {
-                               if (!win.computes) return;
-                               kernels->backward_data(gyl, w, x.shape(), win.params);
-                               kernels->backward_weights(gyl, x, w.shape(), win.params, o.bias);
-                             }});
+    const auto bwd = cli::interleaved_medians(
+        o.device, o.iters, o.warmup,
+        {[&] { convolution_backward(gy, ops.input, weight, params, mask); },
+         [&] {
+           if (!win.computes) return;
+           kernels->backward_data(gyl, w, x.shape(), win.params);
+           kernels->backward_weights(gyl, x, w.shape(), win.params, o.bias);
+         }});
     r.bwd_ms = bwd[0];
     r.local_bwd_ms = bwd[1];
   }

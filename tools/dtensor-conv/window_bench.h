@@ -15,6 +15,6 @@ namespace dtensor::conv_cli {
 /// the local kernel alternate, iteration by iteration (timing.h); a rank
 /// that owns no output times nothing (0 ms) but still takes part.
 op_cli::BenchTimes run_window_bench(const op_cli::Options& o, const DeviceMesh& mesh,
-                                    const op_cli::Operands& operands, const Seeds& seeds);
+                                    const op_cli::Operands& operands, const cli::Seeds& seeds);
 
 }  // namespace dtensor::conv_cli

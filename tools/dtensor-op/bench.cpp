@@ -3,7 +3,7 @@
 #include <functional>
 
 #include "dtensor/core/distributed.h"
-#include "tools/dtensor-conv/timing.h"
+#include "tools/cli/timing.h"
 
 namespace dtensor::op_cli {
 namespace {
@@ -42,7 +42,7 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
   std::optional<DTensor> y;
   std::vector<std::function<void()>> fwd{[&] { y = run_forward(o, ops).output; }};
   if (local_ok) fwd.emplace_back([&] { run_forward(o, local); });
-  const auto f = conv_cli::interleaved_medians(o.device, o.iters, o.warmup, fwd);
+  const auto f = cli::interleaved_medians(o.device, o.iters, o.warmup, fwd);
   r.fwd_ms = f[0];
   if (local_ok) r.local_fwd_ms = f[1];
   if (o.backward) {
@@ -50,7 +50,7 @@ BenchTimes run_bench(const Options& o, const DeviceMesh& mesh, const Operands& o
     if (o.has_grad_output()) gy = make_grad_output(o, *y, seeds);
     std::vector<std::function<void()>> bwd{[&] { run_backward(o, ops, gy); }};
     if (local_ok) bwd.emplace_back([&] { run_backward(o, local, gy_local); });
-    const auto b = conv_cli::interleaved_medians(o.device, o.iters, o.warmup, bwd);
+    const auto b = cli::interleaved_medians(o.device, o.iters, o.warmup, bwd);
     r.bwd_ms = b[0];
     if (local_ok) r.local_bwd_ms = b[1];
   }

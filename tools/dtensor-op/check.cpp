@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "tools/dtensor-conv/tolerance.h"
+#include "tools/cli/tolerance.h"
 #include "tools/dtensor-op/op_table.h"
 
 namespace dtensor::op_cli {
@@ -47,7 +47,7 @@ TensorCheck compare(const std::string& name, const Tensor& got, const Tensor& re
   TensorCheck c;
   c.name = name;
   c.ref_max = max_finite_abs(ref);
-  c.tolerance = exact ? 0.0 : conv_cli::tolerance(dtype, terms, ranks, c.ref_max) * factor;
+  c.tolerance = exact ? 0.0 : cli::tolerance(dtype, terms, ranks, c.ref_max) * factor;
   if (!got.defined() || got.shape() != ref.shape()) {
     // A missing result or a wrong shape is a failure, reported as an infinite error.
     c.max_abs_err = std::numeric_limits<double>::infinity();

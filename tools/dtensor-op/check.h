@@ -33,7 +33,7 @@ TensorCheck compare(const std::string& name, const Tensor& got, const Tensor& re
 
 /// Compares each result of `g` with the oracle run on g's operands (converted
 /// to f64, so both see the same rounded values). Tolerances are dtensor-conv's
-/// (tools/dtensor-conv/tolerance.h) for the length of the sums behind one
+/// (tools/cli/tolerance.h) for the length of the sums behind one
 /// value; the forward of the max pools (a selection) must be exact. Local:
 /// rank 0 calls it; `ranks` bounds the Partial contributions.
 std::vector<TensorCheck> check_against_reference(const Options& o, const GlobalTensors& g,

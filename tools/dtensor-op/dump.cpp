@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/dtensor-conv/npy.h"
+#include "tools/cli/npy.h"
 #include "tools/dtensor-op/op_table.h"
 
 namespace dtensor::op_cli {
@@ -89,7 +89,7 @@ void write_dump(const std::string& dir, const std::string& meta_json, const Glob
   std::filesystem::create_directories(dir, ec);
   if (ec) throw std::runtime_error(fmt::format("--dump: cannot create {}: {}", dir, ec.message()));
   for (const auto& [name, t] : named(g))
-    if (t->defined()) conv_cli::write_npy(dir + "/" + name + ".npy", *t);
+    if (t->defined()) cli::write_npy(dir + "/" + name + ".npy", *t);
   std::ofstream meta(dir + "/meta.json", std::ios::trunc);
   meta << meta_json << "\n";
   meta.close();

@@ -1,5 +1,5 @@
 // --dump DIR: the whole operands and results as .npy files (dtensor-conv's
-// writer, tools/dtensor-conv/npy.h) plus meta.json with every parameter as
+// writer, tools/cli/npy.h) plus meta.json with every parameter as
 // resolved, so that tools/check_op_dump.py can replay the operator with
 // PyTorch. Format: docs/cli.md.
 #pragma once

@@ -12,17 +12,17 @@
 #include <CLI/CLI.hpp>
 
 #include "dtensor/core/errors.h"
-#include "tools/dtensor-conv/value_reader.h"
+#include "tools/cli/value_reader.h"
 #include "tools/dtensor-op/op_table.h"
 
 namespace dtensor::op_cli {
 namespace {
 
 using Int = std::int64_t;
-using conv_cli::fail, conv_cli::split, conv_cli::without_component;
+using cli::fail, cli::split, cli::without_component;
 
 // dtensor-op reads "+3" as 3.
-const conv_cli::ValueReader read{true};
+const cli::ValueReader read{true};
 
 double parse_double(std::string_view option, std::string_view text) {
   const std::string s(text);
@@ -351,7 +351,7 @@ PoolParams Options::pool_params() const {
 
 Options parse_options(const std::vector<std::string>& args) {
   Options o;
-  o.help = conv_cli::asks_for_help(args);
+  o.help = cli::asks_for_help(args);
   if (o.help) return o;
 
   // CLI11 reads the command line (names, values, --opt=V, flags, unknown
@@ -773,7 +773,7 @@ Options parse_options(const std::vector<std::string>& args) {
 
   if (entry->check) entry->check(o, padding_option(padding_lr));
 
-  conv_cli::check_input_placements(o.placements, static_cast<Int>(o.input.size()));
+  cli::check_input_placements(o.placements, static_cast<Int>(o.input.size()));
   check_with_library(o);
   return o;
 }

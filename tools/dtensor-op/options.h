@@ -1,7 +1,7 @@
 // Command line of dtensor-op, parsed (CLI11) and validated apart from running
 // anything, so that the tests can check the rules without starting processes.
 //
-// The same failure policy as dtensor-conv (tools/dtensor-conv/options.h):
+// The same failure policy as dtensor-conv (tools/cli/command_line.h):
 // parse_options (the arguments alone) and resolve_for_world (the world size
 // the launcher set) run on every rank before any communication, so every
 // rank reaches the same verdict, and a bad argument exits 2 everywhere with
@@ -26,13 +26,13 @@
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/placement.h"
-#include "tools/dtensor-conv/options.h"
+#include "tools/cli/command_line.h"
 
 namespace dtensor::op_cli {
 
-// The exit codes and the usage error are dtensor-conv's.
-namespace exit_code = conv_cli::exit_code;
-using conv_cli::UsageError;
+// The exit codes and the usage error are both command lines' (tools/cli).
+namespace exit_code = cli::exit_code;
+using cli::UsageError;
 
 enum class OpKind {
   // The window operators.

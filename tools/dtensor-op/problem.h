@@ -2,8 +2,8 @@
 // calls (forward and backward) for each OP, and the same tensors whole (for
 // the oracle and the dump).
 //
-// Seeded as dtensor-conv always was (tools/dtensor-conv/seeds.h): one seed per
-// tensor derived from --seed (conv_cli::Seeds), and every rank generates
+// Seeded as dtensor-conv always was (tools/cli/seeds.h): one seed per
+// tensor derived from --seed (cli::Seeds), and every rank generates
 // exactly its own shard with Tensor::rand_slice, so the data depend only on
 // --seed, never on the number of ranks. The operands the conv seeds do not
 // cover take seeds derived from them (derived_seed): cat's inputs 1..K-1,
@@ -27,12 +27,12 @@
 
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/placement/dtensor.h"
-#include "tools/dtensor-conv/seeds.h"
+#include "tools/cli/seeds.h"
 #include "tools/dtensor-op/options.h"
 
 namespace dtensor::op_cli {
 
-using conv_cli::Seeds;
+using cli::Seeds;
 
 struct Operands {
   DTensor input;                     // placed as --placements

@@ -11,10 +11,9 @@
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/cuda.h"
-#include "tools/dtensor-conv/failure.h"
-#include "tools/dtensor-conv/memory.h"
-#include "tools/dtensor-conv/options.h"
-#include "tools/dtensor-conv/traffic.h"
+#include "tools/cli/failure.h"
+#include "tools/cli/memory.h"
+#include "tools/cli/traffic.h"
 #include "tools/dtensor-op/dump.h"
 
 namespace dtensor::op_cli {
@@ -55,9 +54,9 @@ struct Passes {
 
 Passes run_passes(const Options& o, const DeviceMesh& mesh, const Operands& ops,
                   const Seeds& seeds) {
-  const conv_cli::Traffic before = conv_cli::traffic(mesh);
+  const cli::Traffic before = cli::traffic(mesh);
   Passes p{run_forward(o, ops), std::nullopt, {}};
-  const conv_cli::Traffic after = conv_cli::traffic(mesh);
+  const cli::Traffic after = cli::traffic(mesh);
   p.forward_bytes_sent = static_cast<double>(after.sent - before.sent);
   if (o.backward) {
     if (o.has_grad_output()) p.grad_output = make_grad_output(o, p.forward.output, seeds);
@@ -84,7 +83,7 @@ int run(const Options& o, const Face& face) {
   const DeviceMesh mesh(o.device, o.mesh);
   const Seeds seeds = Seeds::from(o.seed);
   // What the process holds before any tensor exists: code, libraries, runtime.
-  const conv_cli::ResidentSet base = conv_cli::resident_now();
+  const cli::ResidentSet base = cli::resident_now();
   const Operands ops = make_operands(o, mesh, seeds);
 
   // With measure_memory, the first passes page in library code and
@@ -98,14 +97,14 @@ int run(const Options& o, const Face& face) {
   bool peak_was_reset = false;
   if (face.measure_memory) {
     run_passes(o, mesh, ops, seeds);  // the results go at once
-    first_rss = conv_cli::peak_rss_mb();
-    peak_was_reset = conv_cli::reset_peak_rss();
+    first_rss = cli::peak_rss_mb();
+    peak_was_reset = cli::reset_peak_rss();
   }
   const Passes passes = run_passes(o, mesh, ops, seeds);
   if (face.measure_memory) {
     const double tensors = passes.tensor_mb;
-    const double steady_rss = conv_cli::peak_rss_mb();
-    const conv_cli::ResidentSet steady = conv_cli::resident_now();
+    const double steady_rss = cli::peak_rss_mb();
+    const cli::ResidentSet steady = cli::resident_now();
     // Private memory at the second passes' peak: their peak less the mapped
     // files (which no longer grow by then: the first passes paged them in),
     // over what the process held before any tensor existed.
@@ -154,7 +153,7 @@ int run(const Options& o, const Face& face) {
   Tensor verdict = Tensor::full({1}, status, DType::F64);
   world()->broadcast(verdict, 0);
   status = static_cast<int>(verdict.item({0}));
-  const double rss = all_reduce(std::max(first_rss, conv_cli::peak_rss_mb()), ReduceOp::Max);
+  const double rss = all_reduce(std::max(first_rss, cli::peak_rss_mb()), ReduceOp::Max);
 
   if (rank == 0) {
     face.report(RunReport{o, world_size, mesh.device().str(), ops, passes.forward, bytes_max,
@@ -165,25 +164,6 @@ int run(const Options& o, const Face& face) {
   return status;
 }
 
-// Fills the mesh and placements and checks them against the world size:
-// dtensor-conv's rules, on its options.
-void resolve_for_world(Options& o, int world_size) {
-  conv_cli::Options c;
-  c.mesh = o.mesh;
-  c.placements = o.placements;
-  c.input = o.input;
-  conv_cli::resolve_for_world(c, world_size);
-  o.mesh = c.mesh;
-  o.placements = c.placements;
-}
-
-// `--device cuda` without a usable device: UsageError naming --device.
-void check_device(const Options& o, bool cuda_available, const std::string& reason) {
-  conv_cli::Options c;
-  c.device = o.device;
-  conv_cli::check_device(c, cuda_available, reason);
-}
-
 int usage_error(const Face& face, const std::string& message) {
   std::cerr << face.program << ": " << message << "\n" << face.usage_line() << std::endl;
   return exit_code::kUsage;
@@ -192,7 +172,7 @@ int usage_error(const Face& face, const std::string& message) {
 }  // namespace
 
 int tool_main(const Face& face, int argc, char** argv) {
-  using conv_cli::error_prefix, conv_cli::fail_now, conv_cli::out_of_memory;
+  using cli::error_prefix, cli::fail_now, cli::out_of_memory;
   Options o;
   try {
     o = face.parse(std::vector<std::string>(argv + 1, argv + argc));
@@ -203,8 +183,8 @@ int tool_main(const Face& face, int argc, char** argv) {
     // The world size comes from the launcher's environment, which every rank
     // reads alike: checking against it needs no communication.
     const int world_size = dtensor::resolve_init_options({}).world_size;
-    resolve_for_world(o, world_size);
-    check_device(o, dtensor::cuda::is_available(), dtensor::cuda::unavailable_reason());
+    cli::resolve_mesh(o.mesh, o.placements, o.input, world_size);
+    cli::check_device(o.device, dtensor::cuda::is_available(), dtensor::cuda::unavailable_reason());
   } catch (const UsageError& e) {
     return usage_error(face, e.what());
   } catch (const dtensor::Error& e) {

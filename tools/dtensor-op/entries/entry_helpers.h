@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/dtensor-conv/value_reader.h"
+#include "tools/cli/value_reader.h"
 #include "tools/dtensor-op/op_table.h"
 
 namespace dtensor::op_cli::entries {
@@ -18,7 +18,7 @@ namespace dtensor::op_cli::entries {
 using Int = std::int64_t;
 using json = nlohmann::ordered_json;
 
-using conv_cli::fail;  // a usage error naming the option
+using cli::fail;  // a usage error naming the option
 
 /// "[1, 2]", as the report prints a list.
 inline std::string list(const std::vector<Int>& v) {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 /// One seed per tensor, derived from --seed so that they differ from each other.
 struct Seeds {
@@ -12,4 +12,4 @@ struct Seeds {
   static Seeds from(std::uint64_t seed);
 };
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

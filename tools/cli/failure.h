@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 /// "TOOL: rank R: ", R the process group's rank once it is initialised, and
 /// before that (init itself failing) the launcher's (DTENSOR_RANK, RANK,
@@ -21,4 +21,4 @@ std::string out_of_memory(std::string_view sizes);
 /// may be stuck, and what runs at a normal exit could wait for it.
 [[noreturn]] void fail_now(const std::string& line, int code);
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -1,8 +1,8 @@
-#include "tools/dtensor-conv/json.h"
+#include "tools/cli/json.h"
 
 #include <cmath>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 namespace {
 
 // One line without spaces; a string that is not UTF-8 gets U+FFFD, no exception.
@@ -82,4 +82,4 @@ std::string JsonObject::str() const {
   return dump(value_);
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

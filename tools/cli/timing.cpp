@@ -1,4 +1,4 @@
-#include "tools/dtensor-conv/timing.h"
+#include "tools/cli/timing.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "dtensor/core/distributed.h"
 #include "dtensor/cuda.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -82,4 +82,4 @@ std::vector<double> interleaved_medians(DeviceType device, int iters, int warmup
   return out;
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -5,7 +5,7 @@
 
 #include "dtensor/core/device_mesh.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 /// Bytes this rank has sent and received so far over the world group and
 /// every group of `mesh` (each group keeps its own counters).
@@ -14,4 +14,4 @@ struct Traffic {
 };
 Traffic traffic(const DeviceMesh& mesh);
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 using JsonValue = nlohmann::ordered_json;
 
@@ -55,4 +55,4 @@ class JsonObject {
   JsonValue value_ = JsonValue::object();
 };
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -10,7 +10,7 @@
 
 #include "dtensor/core/tensor.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 /// The numpy dtype string a tensor of `t` is written as ('<f4', '<f8', '<f2').
 std::string npy_descr(DType t);
@@ -23,4 +23,4 @@ std::string npy_header(const std::string& descr, const Shape& shape);
 /// naming the path when the file cannot be written.
 void write_npy(const std::string& path, const Tensor& t);
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

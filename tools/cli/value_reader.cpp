@@ -1,10 +1,10 @@
-#include "tools/dtensor-conv/value_reader.h"
+#include "tools/cli/value_reader.h"
 
 #include <charconv>
 
 #include <fmt/format.h>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 void fail(std::string_view option, const std::string& message) {
   throw UsageError(fmt::format("{}: {}", option, message));
@@ -76,4 +76,4 @@ ConvParams::Padding ValueReader::padding_lr(std::string_view option, std::string
   return out;
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

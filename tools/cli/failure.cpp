@@ -1,4 +1,4 @@
-#include "tools/dtensor-conv/failure.h"
+#include "tools/cli/failure.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,7 +9,7 @@
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/errors.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 std::string error_prefix(std::string_view tool) {
   int rank = -1;
@@ -36,4 +36,4 @@ void fail_now(const std::string& line, int code) {
   std::_Exit(code);
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

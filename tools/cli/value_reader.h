@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "dtensor/ops/conv_params.h"
-#include "tools/dtensor-conv/options.h"
+#include "tools/cli/command_line.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 /// A UsageError "OPTION: message".
 [[noreturn]] void fail(std::string_view option, const std::string& message);
@@ -47,4 +47,4 @@ class ValueReader {
   bool accept_plus_;
 };
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

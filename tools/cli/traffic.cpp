@@ -1,10 +1,10 @@
-#include "tools/dtensor-conv/traffic.h"
+#include "tools/cli/traffic.h"
 
 #include <set>
 
 #include "dtensor/core/distributed.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 Traffic traffic(const DeviceMesh& mesh) {
   std::set<ProcessGroup*> groups{world().get()};
@@ -21,4 +21,4 @@ Traffic traffic(const DeviceMesh& mesh) {
   return t;
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

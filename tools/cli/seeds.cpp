@@ -1,6 +1,6 @@
-#include "tools/dtensor-conv/seeds.h"
+#include "tools/cli/seeds.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 namespace {
 
 // splitmix64: decorrelates the per-tensor seeds (seed, seed+1, ... would give
@@ -19,4 +19,4 @@ Seeds Seeds::from(std::uint64_t seed) {
   return {mix(base + 1), mix(base + 2), mix(base + 3), mix(base + 4)};
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

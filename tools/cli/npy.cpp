@@ -1,4 +1,4 @@
-#include "tools/dtensor-conv/npy.h"
+#include "tools/cli/npy.h"
 
 #include <bit>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 // The descr strings say '<' (little endian); the bytes are written as they
 // lie in memory.
@@ -63,4 +63,4 @@ void write_npy(const std::string& path, const Tensor& t) {
   if (!out) throw std::runtime_error(fmt::format("--dump: failed writing {}", path));
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -2,7 +2,7 @@
 // (`rss_ratio*` in --json, docs/cli.md).
 #pragma once
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 /// The resident set now, split as /proc/self/status splits it (MiB). Private
 /// memory is `anon_mb`; `file_mb` is mapped files (library code, paged in as
@@ -21,4 +21,4 @@ double peak_rss_mb();
 /// where the kernel does not allow it.
 bool reset_peak_rss();
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

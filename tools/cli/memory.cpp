@@ -1,9 +1,9 @@
-#include "tools/dtensor-conv/memory.h"
+#include "tools/cli/memory.h"
 
 #include <fstream>
 #include <string>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 namespace {
 
 // The "Key:   1234 kB" lines of /proc/self/status, in MiB; 0 when absent.
@@ -36,4 +36,4 @@ bool reset_peak_rss() {
   return static_cast<bool>(f);
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -8,7 +8,7 @@
 
 #include "dtensor/core/dtype.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 /// Median of `v` (the mean of the middle two for an even count); NaN when empty.
 double median(std::vector<double> v);
@@ -23,4 +23,4 @@ double median(std::vector<double> v);
 std::vector<double> interleaved_medians(DeviceType device, int iters, int warmup,
                                         const std::vector<std::function<void()>>& fns);
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -1,9 +1,9 @@
-#include "tools/dtensor-conv/tolerance.h"
+#include "tools/cli/tolerance.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 double tolerance(DType t, std::int64_t terms, int ranks, double ref_max) {
   const double scale = std::max(1.0, ref_max);
@@ -17,4 +17,4 @@ double tolerance(DType t, std::int64_t terms, int ranks, double ref_max) {
   return tol;
 }
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli

@@ -19,8 +19,8 @@
 
 #include "dtensor/core/dtype.h"
 
-namespace dtensor::conv_cli {
+namespace dtensor::cli {
 
 double tolerance(DType t, std::int64_t terms, int ranks, double ref_max);
 
-}  // namespace dtensor::conv_cli
+}  // namespace dtensor::cli
