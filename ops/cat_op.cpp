@@ -12,6 +12,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/cat.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/typed_call.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
@@ -52,6 +53,10 @@ struct CatCall {
   std::vector<const DTensor*> inputs;
   std::int64_t dim = 0;  // as given
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const CatCall& of(const OpSchema& s) {
+    return decoded<CatCall>(s, [&] { return decode(s); });
+  }
   static CatCall decode(const OpSchema& s) {
     CatCall c;
     check_arg(s.size() >= 2, kOp, "input: cat takes DTensors and a dim");
@@ -99,7 +104,7 @@ Tensor local_cat(const std::vector<Tensor>& parts, std::int64_t dim) {
 }
 
 std::vector<DTensor> cat_handler(OpCall& call) {
-  const CatCall c = CatCall::decode(call.schema());
+  const CatCall& c = CatCall::of(call.schema());
   const std::int64_t d = c.cat_dim();
   const auto inputs = call.redistributed_inputs();
   std::vector<Tensor> parts;
@@ -116,6 +121,10 @@ struct SplitCall {
   IntList sizes;
   std::int64_t dim = 0;
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const SplitCall& of(const OpSchema& s) {
+    return decoded<SplitCall>(s, [&] { return decode(s); });
+  }
   static SplitCall decode(const OpSchema& s) {
     return {s.dtensor(0), s.int_list(1), s.int_value(2)};
   }
@@ -137,7 +146,7 @@ void check_split(const SplitCall& c) {
 }
 
 std::vector<DTensor> split_handler(OpCall& call) {
-  const SplitCall c = SplitCall::decode(call.schema());
+  const SplitCall& c = SplitCall::of(call.schema());
   const std::int64_t d = c.cat_dim();
   const auto inputs = call.redistributed_inputs();
   const Tensor& g = inputs[0].to_local();
@@ -160,9 +169,9 @@ struct Registrar {
   Registrar() {
     OpDef fwd;
     fwd.name = kOp;
-    fwd.validate = [](const OpSchema& s) { check_cat(CatCall::decode(s)); };
+    fwd.validate = [](const OpSchema& s) { check_cat(CatCall::of(s)); };
     fwd.output_meta = [](const OpSchema& s) {
-      const CatCall c = CatCall::decode(s);
+      const CatCall& c = CatCall::of(s);
       const std::int64_t d = c.cat_dim();
       Shape shape = c.inputs[0]->shape();
       shape[static_cast<std::size_t>(d)] = 0;
@@ -171,13 +180,13 @@ struct Registrar {
       return std::vector<TensorMeta>{{shape, c.inputs[0]->dtype()}};
     };
     fwd.signatures = [](const OpSchema& s) {
-      const CatCall c = CatCall::decode(s);
+      const CatCall& c = CatCall::of(s);
       return signatures(c.inputs.size(), 1, c.inputs[0]->ndim(), c.cat_dim());
     };
     // Each input's gradient is its piece of grad_output (the engine places
     // it like the input).
     fwd.backward = [](const BackwardCall& c) {
-      const CatCall f = CatCall::decode(c.forward);
+      const CatCall& f = CatCall::of(c.forward);
       IntList sizes;
       for (const DTensor* x : f.inputs)
         sizes.push_back(x->shape()[static_cast<std::size_t>(f.cat_dim())]);
@@ -189,9 +198,9 @@ struct Registrar {
 
     OpDef bwd;
     bwd.name = kBackward;
-    bwd.validate = [](const OpSchema& s) { check_split(SplitCall::decode(s)); };
+    bwd.validate = [](const OpSchema& s) { check_split(SplitCall::of(s)); };
     bwd.output_meta = [](const OpSchema& s) {
-      const SplitCall c = SplitCall::decode(s);
+      const SplitCall& c = SplitCall::of(s);
       const std::int64_t d = c.cat_dim();
       std::vector<TensorMeta> metas;
       for (auto n : c.sizes) {
@@ -202,7 +211,7 @@ struct Registrar {
       return metas;
     };
     bwd.signatures = [](const OpSchema& s) {
-      const SplitCall c = SplitCall::decode(s);
+      const SplitCall& c = SplitCall::of(s);
       return signatures(1, c.sizes.size(), c.grad_output.ndim(), c.cat_dim());
     };
     register_op(bwd);

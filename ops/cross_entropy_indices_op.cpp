@@ -29,6 +29,7 @@
 #include "dtensor/ops/kernels/loss.h"
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/pointwise.h"
+#include "dtensor/ops/typed_call.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/placed_like_input.h"
@@ -50,6 +51,10 @@ struct IndexCall {
 
   std::size_t arity() const { return backward ? 6 : 5; }
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const IndexCall& of(const OpSchema& s) {
+    return decoded<IndexCall>(s, [&] { return decode(s); });
+  }
   static IndexCall decode(const OpSchema& s) {
     const bool bw = s.op() == kBackward;
     DTENSOR_CHECK_ARG(s.size() == (bw ? 6U : 5U), s.op(), "{} arguments given, {} expected",
@@ -74,7 +79,7 @@ Shape target_shape(const Shape& input) {
 }
 
 void check_indices(const OpSchema& s) {
-  const IndexCall c = IndexCall::decode(s);
+  const IndexCall& c = IndexCall::of(s);
   DTENSOR_CHECK_ARG(is_floating(c.input.dtype()), s.op(),
                     "input: {} is not a floating dtype (f32, f64, bf16 or f16)",
                     dtype_name(c.input.dtype()));
@@ -102,13 +107,13 @@ void check_indices(const OpSchema& s) {
 }
 
 std::vector<TensorMeta> indices_meta(const OpSchema& s) {
-  const IndexCall c = IndexCall::decode(s);
+  const IndexCall& c = IndexCall::of(s);
   if (c.backward) return {{c.input.shape(), c.input.dtype()}};
   return {{{}, c.input.dtype()}};
 }
 
 std::vector<ShardingSignature> indices_signatures(const OpSchema& s) {
-  const IndexCall c = IndexCall::decode(s);
+  const IndexCall& c = IndexCall::of(s);
   std::vector<ShardingSignature> sigs;
   for (std::int64_t d = 0; d < c.input.ndim(); ++d) {
     if (d == 1) continue;
@@ -150,7 +155,7 @@ void merge_records(OpCall& call, const Placements& input, Tensor& record) {
 
 std::vector<DTensor> indices_handler(OpCall& call) {
   const OpSchema& s = call.schema();
-  const IndexCall c = IndexCall::decode(s);
+  const IndexCall& c = IndexCall::of(s);
   const auto inputs = call.redistributed_inputs();
   const Tensor x = inputs[0].to_local().contiguous();
   const Tensor t = inputs[1].to_local().contiguous();

@@ -21,6 +21,7 @@
 #include "dtensor/ops/kernels/loss.h"
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/pointwise.h"
+#include "dtensor/ops/typed_call.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/placed_like_input.h"
 
@@ -77,6 +78,10 @@ struct LossCall {
   // backward's grad.
   std::size_t arity() const { return 3 + (is_pointwise(loss) ? 1 : 0) + (backward ? 1 : 0); }
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const LossCall& of(const OpSchema& s) {
+    return decoded<LossCall>(s, [&] { return decode(s); });
+  }
   static LossCall decode(const OpSchema& s) {
     const Loss l = loss_of(s.op());
     const bool bw = s.op().find("_backward") != std::string::npos;
@@ -101,7 +106,7 @@ struct LossCall {
 };
 
 void check_loss(const OpSchema& s) {
-  const LossCall c = LossCall::decode(s);
+  const LossCall& c = LossCall::of(s);
   DTENSOR_CHECK_ARG(s.size() == c.arity(), s.op(), "{} arguments given, {} expected", s.size(),
                     c.arity());
   DTENSOR_CHECK_ARG(c.input.shape() == c.target.shape(), s.op(),
@@ -125,13 +130,13 @@ void check_loss(const OpSchema& s) {
 }
 
 std::vector<TensorMeta> loss_meta(const OpSchema& s) {
-  const LossCall c = LossCall::decode(s);
+  const LossCall& c = LossCall::of(s);
   if (c.backward) return {{c.input.shape(), c.input.dtype()}};
   return {{{}, c.input.dtype()}};
 }
 
 std::vector<ShardingSignature> loss_signatures(const OpSchema& s) {
-  const LossCall c = LossCall::decode(s);
+  const LossCall& c = LossCall::of(s);
   std::vector<ShardingSignature> sigs;
   for (std::int64_t d = 0; d < c.input.ndim(); ++d) {
     if (c.loss == Loss::CrossEntropy && d == 1) continue;
@@ -169,7 +174,7 @@ Tensor loss_local(const LossCall& c, const Tensor& x, const Tensor& t) {
 }
 
 std::vector<DTensor> loss_handler(OpCall& call) {
-  const LossCall c = LossCall::decode(call.schema());
+  const LossCall& c = LossCall::of(call.schema());
   const auto inputs = call.redistributed_inputs();
   const Tensor out =
       loss_local(c, inputs[0].to_local().contiguous(), inputs[1].to_local().contiguous());

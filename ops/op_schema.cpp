@@ -97,6 +97,16 @@ OpSchema::OpSchema(std::string op, std::vector<OpArg> args)
   }
 }
 
+const void* OpSchema::cached_call(const std::type_info& type) const {
+  for (const auto& [t, call] : decoded_.entries)
+    if (*t == type) return call.get();
+  return nullptr;
+}
+
+void OpSchema::cache_call(const std::type_info& type, std::shared_ptr<const void> call) const {
+  decoded_.entries.emplace_back(&type, std::move(call));
+}
+
 #define DTENSOR_OPARG_GET(T, what)                                                                \
   check_arg(i < args_.size(), "dispatch", "{}: argument {} is missing", op_, i);                  \
   const auto* v = std::get_if<T>(&args_[i]);                                                      \

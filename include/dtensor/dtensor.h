@@ -45,6 +45,7 @@
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/reductions.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/unary.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/views.h"

@@ -7,6 +7,7 @@
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/ops/typed_call.h"
 
 namespace dtensor::autograd::detail {
 
@@ -38,21 +39,21 @@ const DTensor& grad_of_output(const BackwardCall& c, std::size_t i = 0);
 namespace dtensor::autograd::detail {
 
 /// The backward of a weighted operator (convolution, conv_transpose):
-/// decodes the forward into `Forward` (input, weight, has_bias, params),
-/// asks `backward_op` (encoded by `Backward::encode`) for the wanted
+/// reads the forward as the typed call `Forward` (input, weight, bias,
+/// params), asks `backward_op` (the typed call `Backward`) for the wanted
 /// gradients only, and returns them as those of (input, weight, bias?).
 template <class Forward, class Backward>
 BackwardFunction weighted_backward(const char* backward_op) {
   return [backward_op](const BackwardCall& c) {
-    const Forward f = Forward::decode(c.forward);
+    const Forward& f = decoded<Forward>(c.forward);
     ConvOutputMask mask;
     mask.input = c.needs_input_grad.at(0);
     mask.weight = c.needs_input_grad.at(1);
-    mask.bias = f.has_bias && c.needs_input_grad.at(2);
+    mask.bias = f.bias != nullptr && c.needs_input_grad.at(2);
     std::vector<std::optional<DTensor>> g(c.needs_input_grad.size());
     if (!mask.input && !mask.weight && !mask.bias) return g;
-    const auto outs = dispatch(
-        backward_op, Backward::encode(grad_of_output(c), f.input, f.weight, f.params, mask));
+    const auto outs = dispatch(backward_op, Backward::Fields::encode(grad_of_output(c), f.input,
+                                                                     f.weight, f.params, mask));
     std::size_t i = 0;
     if (mask.input) g[0] = outs.at(i++);
     if (mask.weight) g[1] = outs.at(i++);

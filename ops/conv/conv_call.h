@@ -1,6 +1,6 @@
-// How a convolution call is spelled as OpSchema arguments, and the typed
-// struct every part of the convolution reads it back as (decoded once per
-// use, never by argument position elsewhere).
+// How a convolution call is spelled as OpSchema arguments: typed calls
+// (dtensor/ops/typed_call.h) whose fields are named once, decoded once per
+// call and handed to every stage.
 //
 //   convolution:          input, weight, bias|None, stride, padding, dilation, groups, padding_mode
 //   convolution_backward: grad_output, input, weight, stride, padding, dilation, groups,
@@ -11,38 +11,49 @@
 // the padding mode by name and the mask as {input, weight, bias} flags.
 #pragma once
 
-#include <vector>
-
 #include "dtensor/ops/convolution.h"
-#include "dtensor/ops/op_schema.h"
+#include "dtensor/ops/typed_call.h"
+#include "ops/detail/output_mask_codec.h"
+
+namespace dtensor {
+
+/// ConvParams as five arguments: stride, padding pairs (flat), dilation,
+/// groups, padding mode (by name).
+template <>
+struct ArgCodec<ConvParams> {
+  using Arg = const ConvParams&;
+  static constexpr std::size_t width = 5;
+  static void encode(std::vector<OpArg>& out, const ConvParams& p);
+  static ConvParams decode(const OpSchema& s, std::size_t at, std::string_view field);
+};
+
+}  // namespace dtensor
 
 namespace dtensor::conv {
 
 inline constexpr const char* kForwardOp = "convolution";
 inline constexpr const char* kBackwardOp = "convolution_backward";
 
-/// A "convolution" call, decoded.
+/// A "convolution" call.
 struct ForwardCall {
   const DTensor& input;
   const DTensor& weight;
-  bool has_bias;
+  const DTensor* bias;  // null: none
   ConvParams params;
-  static ForwardCall decode(const OpSchema& s);
-  static std::vector<OpArg> encode(const DTensor& input, const DTensor& weight,
-                                   const std::optional<DTensor>& bias, const ConvParams& expanded);
+  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor*, ConvParams>;
+  static constexpr Fields::Names names{"input", "weight", "bias", "params"};
 };
 
-/// A "convolution_backward" call, decoded.
+/// A "convolution_backward" call.
 struct BackwardCall {
   const DTensor& grad_output;
   const DTensor& input;
   const DTensor& weight;
   ConvParams params;
   ConvOutputMask mask;
-  static BackwardCall decode(const OpSchema& s);
-  static std::vector<OpArg> encode(const DTensor& grad_output, const DTensor& input,
-                                   const DTensor& weight, const ConvParams& expanded,
-                                   const ConvOutputMask& mask);
+  using Fields =
+      CallFields<const DTensor&, const DTensor&, const DTensor&, ConvParams, ConvOutputMask>;
+  static constexpr Fields::Names names{"grad_output", "input", "weight", "params", "mask"};
 };
 
 }  // namespace dtensor::conv

@@ -144,7 +144,7 @@ ConvParams without_padding(ConvParams p) {
 }
 
 std::vector<DTensor> forward_handler(OpCall& call) {
-  const ForwardCall c = ForwardCall::decode(call.schema());
+  const ForwardCall& c = decoded<ForwardCall>(call.schema());
   const ConvParams& p = c.params;
   const auto& sharding = call.sharding();
   auto inputs = call.redistributed_inputs();
@@ -157,7 +157,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // them all alike.
   const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
   const Tensor local = x.to_local();
-  const Tensor bias = c.has_bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
+  const Tensor bias = c.bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
   Tensor y;
   if (p.padding_mode != PaddingMode::Zeros) {
     WindowExchange engine(call, x.spec(), materialised_dims(w.shape(), p), kWindowStream);
@@ -223,7 +223,7 @@ class InputGradient {
 };
 
 std::vector<DTensor> backward_handler(OpCall& call) {
-  const BackwardCall c = BackwardCall::decode(call.schema());
+  const BackwardCall& c = decoded<BackwardCall>(call.schema());
   const ConvParams& p = c.params;
   const ConvOutputMask mask = c.mask;
   const auto& sharding = call.sharding();
@@ -285,21 +285,22 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   return detail::weighted_gradients("conv", sharding.output_specs, locals, c.input, mask.input);
 }
 
+const detail::WeightedOp<ForwardCall, BackwardCall> kConv{
+    .component = "conv",
+    .forward_op = kForwardOp,
+    .backward_op = kBackwardOp,
+    .output_name = "the convolution's output",
+    .input_layout = "[N, C, spatial...]",
+    .check = check_conv_args,
+    .output_shape = conv_output_shape,
+    .forward_strategies = forward_strategies,
+    .backward_strategies = backward_strategies,
+    .forward_handler = forward_handler,
+    .backward_handler = backward_handler,
+};
+
 struct Registrar {
-  Registrar() {
-    detail::register_weighted_op(detail::WeightedOp<ForwardCall, BackwardCall>{
-        .component = "conv",
-        .forward_op = kForwardOp,
-        .backward_op = kBackwardOp,
-        .output_name = "the convolution's output",
-        .check = check_conv_args,
-        .output_shape = conv_output_shape,
-        .forward_strategies = forward_strategies,
-        .backward_strategies = backward_strategies,
-        .forward_handler = forward_handler,
-        .backward_handler = backward_handler,
-    });
-  }
+  Registrar() { detail::register_weighted_op(kConv); }
 };
 const Registrar registrar;
 
@@ -308,36 +309,15 @@ const Registrar registrar;
 
 namespace dtensor {
 
-namespace {
-ConvParams expand_for(const DTensor& input, const ConvParams& params) {
-  DTENSOR_CHECK_ARG(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, "conv",
-                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-                    shape_str(input.shape()));
-  return params.expanded(input.spec().ndim() - 2);
-}
-}  // namespace
-
 DTensor convolution(const DTensor& input, const DTensor& weight, const std::optional<DTensor>& bias,
                     const ConvParams& params) {
-  const ConvParams p = detail::agreed_front_end(input.mesh(), conv::kForwardOp,
-                                                [&] { return expand_for(input, params); });
-  return dispatch(conv::kForwardOp, conv::ForwardCall::encode(input, weight, bias, p)).at(0);
+  return detail::call_weighted_forward(conv::kConv, input, weight, bias, params);
 }
 
 ConvGrads convolution_backward(const DTensor& grad_output, const DTensor& input,
                                const DTensor& weight, const ConvParams& params,
                                const ConvOutputMask& mask) {
-  ConvGrads g;
-  if (!mask.input && !mask.weight && !mask.bias) return g;
-  const ConvParams p = detail::agreed_front_end(input.mesh(), conv::kBackwardOp,
-                                                [&] { return expand_for(input, params); });
-  auto outs =
-      dispatch(conv::kBackwardOp, conv::BackwardCall::encode(grad_output, input, weight, p, mask));
-  std::size_t i = 0;
-  if (mask.input) g.grad_input = outs.at(i++);
-  if (mask.weight) g.grad_weight = outs.at(i++);
-  if (mask.bias) g.grad_bias = outs.at(i++);
-  return g;
+  return detail::call_weighted_backward(conv::kConv, grad_output, input, weight, params, mask);
 }
 
 }  // namespace dtensor

@@ -1,11 +1,13 @@
 // What the weighted window operators (convolution, conv_transpose) share
-// around their handlers: the operand checks every rank runs before anything
-// else, the output metadata, the gradients' wrapping, and the registration
-// of the forward and backward operators.
+// around their handlers: the public functions' path to dispatch, the operand
+// checks every rank runs before anything else, the output metadata, the
+// gradients' wrapping, and the registration of the forward and backward
+// operators.
 //
-// `Forward` decodes (input, weight, has_bias, params) and `Backward`
+// `Forward` is the typed call (input, weight, bias, params) and `Backward`
 // (grad_output, input, weight, params, mask), as conv_call.h and
-// conv_transpose_call.h do; the operator supplies its own shape rules.
+// conv_transpose_call.h declare them; every stage reads the call decoded
+// once (decoded<Call>); the operator supplies its own shape rules.
 #pragma once
 
 #include <functional>
@@ -15,7 +17,9 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/ops/typed_call.h"
 #include "ops/autograd/backward_helpers.h"
+#include "ops/detail/agreed_front_end.h"
 #include "ops/detail/placed_like_input.h"
 
 namespace dtensor::detail {
@@ -26,7 +30,8 @@ struct WeightedOp {
   const char* component;   // names the operator in error messages
   const char* forward_op;  // registered names
   const char* backward_op;
-  const char* output_name;  // "the convolution's output"
+  const char* output_name;   // "the convolution's output"
+  const char* input_layout;  // "[N, C, spatial...]", for the input's rank error
   /// The operator's rules for (input, weight, bias or nullopt, params);
   /// InvalidArgument naming the parameter.
   std::function<void(const Shape&, const Shape&, const std::optional<Shape>&, const Params&)> check;
@@ -64,24 +69,21 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
   OpDef fwd;
   fwd.name = op.forward_op;
   fwd.validate = [op](const OpSchema& s) {
-    const Forward c = Forward::decode(s);
+    const Forward& c = decoded<Forward>(s);
     DTENSOR_CHECK_ARG(c.weight.dtype() == c.input.dtype(), op.component,
                       "weight: dtype {} differs from the input's {}", dtype_name(c.weight.dtype()),
                       dtype_name(c.input.dtype()));
     std::optional<Shape> b;
-    if (c.has_bias) {
-      const DTensor& bias = s.dtensor(2);
-      b = bias.shape();
-      DTENSOR_CHECK_ARG(bias.dtype() == c.input.dtype(), op.component,
-                        "bias: dtype {} differs from the input's {}", dtype_name(bias.dtype()),
+    if (c.bias) {
+      b = c.bias->shape();
+      DTENSOR_CHECK_ARG(c.bias->dtype() == c.input.dtype(), op.component,
+                        "bias: dtype {} differs from the input's {}", dtype_name(c.bias->dtype()),
                         dtype_name(c.input.dtype()));
-    } else {
-      check_arg(s.is_none(2), op.component, "bias: expected a DTensor or None");
     }
     op.check(c.input.shape(), c.weight.shape(), b, c.params);
   };
   fwd.output_meta = [op](const OpSchema& s) {
-    const Forward c = Forward::decode(s);
+    const Forward& c = decoded<Forward>(s);
     return std::vector<TensorMeta>{
         {op.output_shape(c.input.shape(), c.weight.shape(), c.params), c.input.dtype()}};
   };
@@ -93,7 +95,7 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
   OpDef bwd;
   bwd.name = op.backward_op;
   bwd.validate = [op](const OpSchema& s) {
-    const Backward c = Backward::decode(s);
+    const Backward& c = decoded<Backward>(s);
     DTENSOR_CHECK_ARG(
         c.weight.dtype() == c.input.dtype() && c.grad_output.dtype() == c.input.dtype(),
         op.component,
@@ -107,7 +109,7 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
                       op.output_name, shape_str(expect));
   };
   bwd.output_meta = [op](const OpSchema& s) {
-    const Backward c = Backward::decode(s);
+    const Backward& c = decoded<Backward>(s);
     std::vector<TensorMeta> out;
     if (c.mask.input) out.push_back({c.input.shape(), c.input.dtype()});
     if (c.mask.weight) out.push_back({c.weight.shape(), c.input.dtype()});
@@ -120,6 +122,48 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
   bwd.strategies = op.backward_strategies;
   register_op(bwd);
   register_op_handler(op.backward_op, op.backward_handler, false, {.defers_agreement = true});
+}
+
+/// The parameters expanded to the input's spatial dims (1 to 3).
+template <class Forward, class Backward>
+typename WeightedOp<Forward, Backward>::Params expanded_for(const WeightedOp<Forward, Backward>& op,
+                                                            const DTensor& input,
+                                                            const decltype(Forward::params)& p) {
+  DTENSOR_CHECK_ARG(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, op.component,
+                    "input: expected {} with 1 to 3 spatial dims, got shape {}", op.input_layout,
+                    shape_str(input.shape()));
+  return p.expanded(input.spec().ndim() - 2);
+}
+
+/// The public forward (convolution(), conv_transpose()): the parameters
+/// expanded (a failure agreed on by every rank first), then dispatched.
+template <class Forward, class Backward>
+DTensor call_weighted_forward(const WeightedOp<Forward, Backward>& op, const DTensor& input,
+                              const DTensor& weight, const std::optional<DTensor>& bias,
+                              const decltype(Forward::params)& params) {
+  const auto p = agreed_front_end(input.mesh(), op.forward_op,
+                                  [&] { return expanded_for(op, input, params); });
+  return dispatch(op.forward_op, Forward::Fields::encode(input, weight, bias ? &*bias : nullptr, p))
+      .at(0);
+}
+
+/// The public backward: the gradients `mask` asks for (none: no call).
+template <class Forward, class Backward>
+ConvGrads call_weighted_backward(const WeightedOp<Forward, Backward>& op,
+                                 const DTensor& grad_output, const DTensor& input,
+                                 const DTensor& weight, const decltype(Forward::params)& params,
+                                 const ConvOutputMask& mask) {
+  ConvGrads g;
+  if (!mask.input && !mask.weight && !mask.bias) return g;
+  const auto p = agreed_front_end(input.mesh(), op.backward_op,
+                                  [&] { return expanded_for(op, input, params); });
+  auto outs =
+      dispatch(op.backward_op, Backward::Fields::encode(grad_output, input, weight, p, mask));
+  std::size_t i = 0;
+  if (mask.input) g.grad_input = outs.at(i++);
+  if (mask.weight) g.grad_weight = outs.at(i++);
+  if (mask.bias) g.grad_bias = outs.at(i++);
+  return g;
 }
 
 }  // namespace dtensor::detail

@@ -29,6 +29,7 @@
 
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/ops/typed_call.h"
 
 namespace dtensor::norm {
 
@@ -65,6 +66,10 @@ struct NormCall {
   /// backward: the fused relu's output, placed like the input; null: none.
   const DTensor* relu_output = nullptr;
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const NormCall& of(const OpSchema& s, const NormOp& op, bool backward) {
+    return decoded<NormCall>(s, [&] { return decode(s, op, backward); });
+  }
   static NormCall decode(const OpSchema& s, const NormOp& op, bool backward);
 
   /// The batch statistics are used (every op but batch_norm in eval mode).

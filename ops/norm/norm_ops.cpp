@@ -86,7 +86,7 @@ Stats statistics(OpCall& call, const NormCall& c, const Placed& p, const Block& 
 }
 
 std::vector<DTensor> forward(OpCall& call, const NormOp& op) {
-  const NormCall c = NormCall::decode(call.schema(), op, false);
+  const NormCall& c = NormCall::of(call.schema(), op, false);
   const auto inputs = call.redistributed_inputs();
   const Placed p = Placed::of(c, inputs);
   const auto& out_specs = call.sharding().output_specs;
@@ -126,7 +126,7 @@ std::vector<DTensor> forward(OpCall& call, const NormOp& op) {
 }
 
 std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
-  const NormCall c = NormCall::decode(call.schema(), op, true);
+  const NormCall& c = NormCall::of(call.schema(), op, true);
   const auto inputs = call.redistributed_inputs();
   const Placed p = Placed::of(c, inputs);
   const auto& out_specs = call.sharding().output_specs;
@@ -187,7 +187,7 @@ NormGrads grads_of(std::vector<DTensor> outs, const DTensor& input, const NormOu
 // (input, weight, bias; running statistics get none).
 std::vector<std::optional<DTensor>> autograd_backward(const ::dtensor::BackwardCall& c,
                                                       const NormOp& op) {
-  const NormCall f = NormCall::decode(c.forward, op, false);
+  const NormCall& f = NormCall::of(c.forward, op, false);
   const auto& pos = c.forward.dtensor_positions();
   auto index_of = [&](const DTensor* t) -> std::optional<std::size_t> {
     for (std::size_t i = 0; t && i < pos.size(); ++i)
@@ -240,12 +240,12 @@ void register_norm(const NormOp& op) {
   for (const bool bwd : {false, true}) {
     OpDef def;
     def.name = bwd ? op.backward_name : op.name;
-    def.validate = [op, bwd](const OpSchema& s) { NormCall::decode(s, op, bwd).validate(); };
+    def.validate = [op, bwd](const OpSchema& s) { NormCall::of(s, op, bwd).validate(); };
     def.output_meta = [op, bwd](const OpSchema& s) {
-      return NormCall::decode(s, op, bwd).output_meta();
+      return NormCall::of(s, op, bwd).output_meta();
     };
     def.strategies = [op, bwd](const OpSchema& s) {
-      return norm_strategies(NormCall::decode(s, op, bwd));
+      return norm_strategies(NormCall::of(s, op, bwd));
     };
     if (!bwd)
       def.backward = [op](const ::dtensor::BackwardCall& c) { return autograd_backward(c, op); };

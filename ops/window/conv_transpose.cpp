@@ -94,7 +94,7 @@ std::vector<WindowDim> forward_dims(const Shape& weight_shape, const ConvTranspo
 }
 
 std::vector<DTensor> forward_handler(OpCall& call) {
-  const ForwardCall c = ForwardCall::decode(call.schema());
+  const ForwardCall& c = decoded<ForwardCall>(call.schema());
   const ConvTransposeParams& p = c.params;
   const auto& sharding = call.sharding();
   auto inputs = call.redistributed_inputs();
@@ -158,7 +158,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   } else {
     y = Tensor::zeros(local_out, x.dtype(), local.device());
   }
-  if (c.has_bias && owns_bias(x.spec())) add_bias(y, inputs[2].to_local());
+  if (c.bias && owns_bias(x.spec())) add_bias(y, inputs[2].to_local());
   return {DTensor(y, out_spec)};
 }
 
@@ -177,7 +177,7 @@ std::vector<WindowDim> backward_dims(const Shape& input_shape, const Shape& weig
 }
 
 std::vector<DTensor> backward_handler(OpCall& call) {
-  const BackwardCall c = BackwardCall::decode(call.schema());
+  const BackwardCall& c = decoded<BackwardCall>(call.schema());
   const ConvTransposeParams& p = c.params;
   const ConvOutputMask mask = c.mask;
   const auto& sharding = call.sharding();
@@ -224,21 +224,22 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   return detail::weighted_gradients(kComponent, sharding.output_specs, locals, c.input, mask.input);
 }
 
+const detail::WeightedOp<ForwardCall, BackwardCall> kConvTranspose{
+    .component = kComponent,
+    .forward_op = kForwardOp,
+    .backward_op = kBackwardOp,
+    .output_name = "the transposed convolution's output",
+    .input_layout = "[N, C_in, spatial...]",
+    .check = check_args,
+    .output_shape = output_shape,
+    .forward_strategies = forward_strategies,
+    .backward_strategies = backward_strategies,
+    .forward_handler = forward_handler,
+    .backward_handler = backward_handler,
+};
+
 struct Registrar {
-  Registrar() {
-    detail::register_weighted_op(detail::WeightedOp<ForwardCall, BackwardCall>{
-        .component = kComponent,
-        .forward_op = kForwardOp,
-        .backward_op = kBackwardOp,
-        .output_name = "the transposed convolution's output",
-        .check = check_args,
-        .output_shape = output_shape,
-        .forward_strategies = forward_strategies,
-        .backward_strategies = backward_strategies,
-        .forward_handler = forward_handler,
-        .backward_handler = backward_handler,
-    });
-  }
+  Registrar() { detail::register_weighted_op(kConvTranspose); }
 };
 const Registrar registrar;
 
@@ -247,36 +248,16 @@ const Registrar registrar;
 
 namespace dtensor {
 
-namespace {
-ConvTransposeParams expand_for(const DTensor& input, const ConvTransposeParams& params) {
-  DTENSOR_CHECK_ARG(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, tconv::kComponent,
-                    "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
-                    shape_str(input.shape()));
-  return params.expanded(input.spec().ndim() - 2);
-}
-}  // namespace
-
 DTensor conv_transpose(const DTensor& input, const DTensor& weight,
                        const std::optional<DTensor>& bias, const ConvTransposeParams& params) {
-  const ConvTransposeParams p = detail::agreed_front_end(input.mesh(), tconv::kForwardOp,
-                                                         [&] { return expand_for(input, params); });
-  return dispatch(tconv::kForwardOp, tconv::ForwardCall::encode(input, weight, bias, p)).at(0);
+  return detail::call_weighted_forward(tconv::kConvTranspose, input, weight, bias, params);
 }
 
 ConvGrads conv_transpose_backward(const DTensor& grad_output, const DTensor& input,
                                   const DTensor& weight, const ConvTransposeParams& params,
                                   const ConvOutputMask& mask) {
-  ConvGrads g;
-  if (!mask.input && !mask.weight && !mask.bias) return g;
-  const ConvTransposeParams p = detail::agreed_front_end(input.mesh(), tconv::kBackwardOp,
-                                                         [&] { return expand_for(input, params); });
-  auto outs = dispatch(tconv::kBackwardOp,
-                       tconv::BackwardCall::encode(grad_output, input, weight, p, mask));
-  std::size_t i = 0;
-  if (mask.input) g.grad_input = outs.at(i++);
-  if (mask.weight) g.grad_weight = outs.at(i++);
-  if (mask.bias) g.grad_bias = outs.at(i++);
-  return g;
+  return detail::call_weighted_backward(tconv::kConvTranspose, grad_output, input, weight, params,
+                                        mask);
 }
 
 Shape conv_transpose_output_shape(const Shape& input, const Shape& weight,

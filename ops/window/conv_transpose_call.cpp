@@ -31,57 +31,26 @@ std::string ConvTransposeParams::str() const {
                      fmt::join(output_padding, ", "), fmt::join(dilation, ", "), groups);
 }
 
-namespace tconv {
-namespace {
-
-void append_params(std::vector<OpArg>& args, const ConvTransposeParams& p) {
-  args.emplace_back(IntList(p.stride));
-  args.emplace_back(IntList(p.padding));
-  args.emplace_back(IntList(p.output_padding));
-  args.emplace_back(IntList(p.dilation));
-  args.emplace_back(p.groups);
+void ArgCodec<ConvTransposeParams>::encode(std::vector<OpArg>& out, const ConvTransposeParams& p) {
+  out.emplace_back(IntList(p.stride));
+  out.emplace_back(IntList(p.padding));
+  out.emplace_back(IntList(p.output_padding));
+  out.emplace_back(IntList(p.dilation));
+  out.emplace_back(p.groups);
 }
 
-ConvTransposeParams read_params(const OpSchema& s, std::size_t first) {
+ConvTransposeParams ArgCodec<ConvTransposeParams>::decode(const OpSchema& s, std::size_t at,
+                                                          std::string_view) {
   ConvTransposeParams p;
-  p.stride = s.int_list(first);
-  p.padding = s.int_list(first + 1);
-  p.output_padding = s.int_list(first + 2);
-  p.dilation = s.int_list(first + 3);
-  p.groups = s.int_value(first + 4);
+  p.stride = detail::call_arg<IntList>(s, at, "stride", "an int list");
+  p.padding = detail::call_arg<IntList>(s, at + 1, "padding", "an int list");
+  p.output_padding = detail::call_arg<IntList>(s, at + 2, "output_padding", "an int list");
+  p.dilation = detail::call_arg<IntList>(s, at + 3, "dilation", "an int list");
+  p.groups = detail::call_arg<std::int64_t>(s, at + 4, "groups", "an int");
   return p;
 }
 
-}  // namespace
-
-ForwardCall ForwardCall::decode(const OpSchema& s) {
-  return {s.dtensor(0), s.dtensor(1), s.is_dtensor(2), read_params(s, 3)};
-}
-
-std::vector<OpArg> ForwardCall::encode(const DTensor& input, const DTensor& weight,
-                                       const std::optional<DTensor>& bias,
-                                       const ConvTransposeParams& expanded) {
-  std::vector<OpArg> args{input, weight};
-  args.push_back(bias ? OpArg(*bias) : OpArg(None{}));
-  append_params(args, expanded);
-  return args;
-}
-
-BackwardCall BackwardCall::decode(const OpSchema& s) {
-  const IntList& m = s.int_list(8);
-  DTENSOR_CHECK_ARG(m.size() == 3, kComponent, "{}: the output mask has 3 flags", s.op());
-  return {s.dtensor(0), s.dtensor(1), s.dtensor(2), read_params(s, 3),
-          ConvOutputMask{m[0] != 0, m[1] != 0, m[2] != 0}};
-}
-
-std::vector<OpArg> BackwardCall::encode(const DTensor& grad_output, const DTensor& input,
-                                        const DTensor& weight, const ConvTransposeParams& expanded,
-                                        const ConvOutputMask& mask) {
-  std::vector<OpArg> args{grad_output, input, weight};
-  append_params(args, expanded);
-  args.emplace_back(IntList{mask.input ? 1 : 0, mask.weight ? 1 : 0, mask.bias ? 1 : 0});
-  return args;
-}
+namespace tconv {
 
 std::int64_t output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
                            std::int64_t dilation, std::int64_t padding,

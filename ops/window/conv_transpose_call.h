@@ -1,6 +1,6 @@
-// How a transposed-convolution call is spelled as OpSchema arguments, and the
-// typed structs every part of the operator reads it back as (decoded once per
-// use, never by argument position elsewhere).
+// How a transposed-convolution call is spelled as OpSchema arguments: typed
+// calls (dtensor/ops/typed_call.h) whose fields are named once, decoded once
+// per call and handed to every stage.
 //
 //   conv_transpose:          input, weight, bias|None, stride, padding, output_padding,
 //                            dilation, groups
@@ -15,8 +15,23 @@
 #include <optional>
 #include <vector>
 
-#include "dtensor/ops/op_schema.h"
+#include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/window_ops.h"
+#include "ops/detail/output_mask_codec.h"
+
+namespace dtensor {
+
+/// ConvTransposeParams as five arguments: stride, padding, output_padding,
+/// dilation, groups.
+template <>
+struct ArgCodec<ConvTransposeParams> {
+  using Arg = const ConvTransposeParams&;
+  static constexpr std::size_t width = 5;
+  static void encode(std::vector<OpArg>& out, const ConvTransposeParams& p);
+  static ConvTransposeParams decode(const OpSchema& s, std::size_t at, std::string_view field);
+};
+
+}  // namespace dtensor
 
 namespace dtensor::tconv {
 
@@ -24,29 +39,26 @@ inline constexpr const char* kForwardOp = "conv_transpose";
 inline constexpr const char* kBackwardOp = "conv_transpose_backward";
 inline constexpr const char* kComponent = "conv_transpose";
 
-/// A "conv_transpose" call, decoded.
+/// A "conv_transpose" call.
 struct ForwardCall {
   const DTensor& input;
   const DTensor& weight;
-  bool has_bias;
+  const DTensor* bias;  // null: none
   ConvTransposeParams params;
-  static ForwardCall decode(const OpSchema& s);
-  static std::vector<OpArg> encode(const DTensor& input, const DTensor& weight,
-                                   const std::optional<DTensor>& bias,
-                                   const ConvTransposeParams& expanded);
+  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor*, ConvTransposeParams>;
+  static constexpr Fields::Names names{"input", "weight", "bias", "params"};
 };
 
-/// A "conv_transpose_backward" call, decoded.
+/// A "conv_transpose_backward" call.
 struct BackwardCall {
   const DTensor& grad_output;
   const DTensor& input;
   const DTensor& weight;
   ConvTransposeParams params;
   ConvOutputMask mask;
-  static BackwardCall decode(const OpSchema& s);
-  static std::vector<OpArg> encode(const DTensor& grad_output, const DTensor& input,
-                                   const DTensor& weight, const ConvTransposeParams& expanded,
-                                   const ConvOutputMask& mask);
+  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor&, ConvTransposeParams,
+                            ConvOutputMask>;
+  static constexpr Fields::Names names{"grad_output", "input", "weight", "params", "mask"};
 };
 
 /// Checks a transposed convolution's operands (PyTorch's rules): input [N,

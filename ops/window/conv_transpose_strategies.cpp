@@ -24,13 +24,13 @@ std::vector<Row> rows_for(std::int64_t spatial_dims) {
 }  // namespace
 
 std::vector<ShardingStrategy> forward_strategies(const OpSchema& s) {
-  const ForwardCall c = ForwardCall::decode(s);
-  return detail::weighted_forward_strategies(c.input.mesh().ndim(),
-                                             rows_for(c.input.spec().ndim() - 2), c.has_bias);
+  const ForwardCall& c = decoded<ForwardCall>(s);
+  return detail::weighted_forward_strategies(
+      c.input.mesh().ndim(), rows_for(c.input.spec().ndim() - 2), c.bias != nullptr);
 }
 
 std::vector<ShardingStrategy> backward_strategies(const OpSchema& s) {
-  const BackwardCall c = BackwardCall::decode(s);
+  const BackwardCall& c = decoded<BackwardCall>(s);
   return detail::weighted_backward_strategies(c.input.mesh().ndim(),
                                               rows_for(c.input.spec().ndim() - 2), c.mask);
 }

@@ -16,6 +16,7 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
 #include "ops/autograd/backward_helpers.h"
@@ -51,6 +52,10 @@ struct PadCall {
   PadMode mode = PadMode::Constant;
   double value = 0;
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const PadCall& of(const OpSchema& s, bool backward) {
+    return decoded<PadCall>(s, [&] { return decode(s, backward); });
+  }
   static PadCall decode(const OpSchema& s, bool backward) {
     const std::size_t at = backward ? 1 : 0;
     PadCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), {}, PadMode::Constant, 0};
@@ -167,7 +172,7 @@ Tensor narrow_box(Tensor t, const std::vector<std::array<std::int64_t, 3>>& box,
 }
 
 std::vector<DTensor> forward(OpCall& call) {
-  const PadCall c = PadCall::decode(call.schema(), false);
+  const PadCall& c = PadCall::of(call.schema(), false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
   WindowExchange engine(call, x.spec(), c.dims());
@@ -186,7 +191,7 @@ std::vector<DTensor> forward(OpCall& call) {
 }
 
 std::vector<DTensor> backward(OpCall& call) {
-  const PadCall c = PadCall::decode(call.schema(), true);
+  const PadCall& c = PadCall::of(call.schema(), true);
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
@@ -204,13 +209,13 @@ struct Registrar {
   Registrar() {
     OpDef fwd;
     fwd.name = kPad;
-    fwd.validate = [](const OpSchema& s) { check_pad(PadCall::decode(s, false)); };
+    fwd.validate = [](const OpSchema& s) { check_pad(PadCall::of(s, false)); };
     fwd.output_meta = [](const OpSchema& s) {
-      const PadCall c = PadCall::decode(s, false);
+      const PadCall& c = PadCall::of(s, false);
       return std::vector<TensorMeta>{{c.output_shape(), c.input.dtype()}};
     };
     fwd.strategies = [](const OpSchema& s) {
-      const PadCall c = PadCall::decode(s, false);
+      const PadCall& c = PadCall::of(s, false);
       // Padding with a non-zero constant is affine, not linear: a Partial
       // input is reduced first.
       const bool linear = c.mode != PadMode::Constant || c.value == 0;
@@ -229,7 +234,7 @@ struct Registrar {
     OpDef bwd;
     bwd.name = kPadBackward;
     bwd.validate = [](const OpSchema& s) {
-      const PadCall c = PadCall::decode(s, true);
+      const PadCall& c = PadCall::of(s, true);
       check_pad(c);
       DTENSOR_CHECK_ARG(c.grad_output->shape() == c.output_shape(), kPad,
                         "grad_output: shape {} but pad's output is {}",
@@ -239,7 +244,7 @@ struct Registrar {
                         dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
     };
     bwd.output_meta = [](const OpSchema& s) {
-      const PadCall c = PadCall::decode(s, true);
+      const PadCall& c = PadCall::of(s, true);
       return std::vector<TensorMeta>{{c.input.shape(), c.input.dtype()}};
     };
     bwd.strategies = [](const OpSchema& s) {

@@ -15,6 +15,7 @@
 
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/window.h"
 #include "dtensor/ops/window_ops.h"
 #include "ops/autograd/backward_helpers.h"
@@ -49,6 +50,10 @@ struct PoolCall {
   PoolParams params;                      // sliding (expanded)
   std::vector<std::int64_t> output_size;  // adaptive (expanded)
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const PoolCall& of(const OpSchema& s, const PoolOp& op, bool backward) {
+    return decoded<PoolCall>(s, [&] { return decode(s, op, backward); });
+  }
   static PoolCall decode(const OpSchema& s, const PoolOp& op, bool backward) {
     const std::size_t at = backward ? 1 : 0;
     PoolCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), {}, {}};
@@ -178,7 +183,7 @@ AvgDivisor divisor_of(const PoolCall& c, const PoolOp& op) {
 }
 
 std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
-  const PoolCall c = PoolCall::decode(call.schema(), op, false);
+  const PoolCall& c = PoolCall::of(call.schema(), op, false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
   const auto dims = c.dims(op);
@@ -198,7 +203,7 @@ std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
 }
 
 std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
-  const PoolCall c = PoolCall::decode(call.schema(), op, true);
+  const PoolCall& c = PoolCall::of(call.schema(), op, true);
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
@@ -224,9 +229,9 @@ std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
 void register_pool(const PoolOp& op) {
   OpDef fwd;
   fwd.name = op.name;
-  fwd.validate = [op](const OpSchema& s) { check_pool(PoolCall::decode(s, op, false), op); };
+  fwd.validate = [op](const OpSchema& s) { check_pool(PoolCall::of(s, op, false), op); };
   fwd.output_meta = [op](const OpSchema& s) {
-    const PoolCall c = PoolCall::decode(s, op, false);
+    const PoolCall& c = PoolCall::of(s, op, false);
     return std::vector<TensorMeta>{{c.output_shape(op), c.input.dtype()}};
   };
   fwd.strategies = [op](const OpSchema& s) {
@@ -241,7 +246,7 @@ void register_pool(const PoolOp& op) {
   OpDef bwd;
   bwd.name = op.backward_name;
   bwd.validate = [op](const OpSchema& s) {
-    const PoolCall c = PoolCall::decode(s, op, true);
+    const PoolCall& c = PoolCall::of(s, op, true);
     check_pool(c, op);
     DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), op.name,
                       "grad_output: dtype {} differs from the input's {}",
@@ -252,7 +257,7 @@ void register_pool(const PoolOp& op) {
                       shape_str(c.grad_output->shape()), shape_str(expect));
   };
   bwd.output_meta = [op](const OpSchema& s) {
-    const PoolCall c = PoolCall::decode(s, op, true);
+    const PoolCall& c = PoolCall::of(s, op, true);
     return std::vector<TensorMeta>{{c.input.shape(), c.input.dtype()}};
   };
   bwd.strategies = [](const OpSchema& s) {

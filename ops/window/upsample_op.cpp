@@ -19,6 +19,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/kernels/upsample.h"
+#include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window.h"
 #include "ops/autograd/backward_helpers.h"
@@ -43,6 +44,10 @@ struct UpsampleCall {
   bool align_corners = false;
   std::vector<double> scales;
 
+  /// The call `s` holds, decoded once per schema: every stage shares it.
+  static const UpsampleCall& of(const OpSchema& s, bool backward) {
+    return decoded<UpsampleCall>(s, [&] { return decode(s, backward); });
+  }
   static UpsampleCall decode(const OpSchema& s, bool backward) {
     const std::size_t at = backward ? 1 : 0;
     UpsampleCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), false, {}, false, {}};
@@ -105,7 +110,7 @@ std::vector<kernels::ResampleTaps> taps_of(const WindowExchange& engine,
 }
 
 std::vector<DTensor> forward(OpCall& call) {
-  const UpsampleCall c = UpsampleCall::decode(call.schema(), false);
+  const UpsampleCall& c = UpsampleCall::of(call.schema(), false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
   const auto dims = c.dims();
@@ -120,7 +125,7 @@ std::vector<DTensor> forward(OpCall& call) {
 }
 
 std::vector<DTensor> backward(OpCall& call) {
-  const UpsampleCall c = UpsampleCall::decode(call.schema(), true);
+  const UpsampleCall& c = UpsampleCall::of(call.schema(), true);
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
@@ -137,9 +142,9 @@ struct Registrar {
   Registrar() {
     OpDef fwd;
     fwd.name = kOp;
-    fwd.validate = [](const OpSchema& s) { check_upsample(UpsampleCall::decode(s, false)); };
+    fwd.validate = [](const OpSchema& s) { check_upsample(UpsampleCall::of(s, false)); };
     fwd.output_meta = [](const OpSchema& s) {
-      const UpsampleCall c = UpsampleCall::decode(s, false);
+      const UpsampleCall& c = UpsampleCall::of(s, false);
       return std::vector<TensorMeta>{{c.output_shape(), c.input.dtype()}};
     };
     // Linear in the input: a Partial input passes through.
@@ -154,7 +159,7 @@ struct Registrar {
     OpDef bwd;
     bwd.name = kBackward;
     bwd.validate = [](const OpSchema& s) {
-      const UpsampleCall c = UpsampleCall::decode(s, true);
+      const UpsampleCall& c = UpsampleCall::of(s, true);
       check_upsample(c);
       DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), kOp,
                         "grad_output: dtype {} differs from the input's {}",
@@ -164,7 +169,7 @@ struct Registrar {
                         shape_str(c.grad_output->shape()), shape_str(c.output_shape()));
     };
     bwd.output_meta = [](const OpSchema& s) {
-      const UpsampleCall c = UpsampleCall::decode(s, true);
+      const UpsampleCall& c = UpsampleCall::of(s, true);
       return std::vector<TensorMeta>{{c.input.shape(), c.input.dtype()}};
     };
     bwd.strategies = [](const OpSchema& s) {

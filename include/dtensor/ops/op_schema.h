@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <typeinfo>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -68,11 +71,32 @@ class OpSchema {
   const OpSchemaKey& key() const { return key_; }
   std::string str() const;
 
+  /// The call decoded as `type` (typed_call.h's decoded<Call>()), or null
+  /// when no stage has decoded it yet. A copy of the schema starts without:
+  /// a decoded call refers to its own schema's arguments.
+  const void* cached_call(const std::type_info& type) const;
+  void cache_call(const std::type_info& type, std::shared_ptr<const void> call) const;
+
  private:
+  // Moves keep the decoded calls (the arguments' storage moves with them);
+  // copies start empty.
+  struct DecodedCalls {
+    DecodedCalls() = default;
+    DecodedCalls(const DecodedCalls&) {}
+    DecodedCalls(DecodedCalls&&) noexcept = default;
+    DecodedCalls& operator=(const DecodedCalls&) {
+      entries.clear();
+      return *this;
+    }
+    DecodedCalls& operator=(DecodedCalls&&) noexcept = default;
+    std::vector<std::pair<const std::type_info*, std::shared_ptr<const void>>> entries;
+  };
+
   std::string op_;
   std::vector<OpArg> args_;
   std::vector<std::size_t> dtensor_pos_;
   OpSchemaKey key_;
+  mutable DecodedCalls decoded_;
 };
 
 }  // namespace dtensor

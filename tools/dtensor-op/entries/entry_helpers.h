@@ -41,6 +41,13 @@ inline json padding_pairs(const ConvParams::Padding& padding) {
   return out;
 }
 
+/// The backward of an op whose only gradient is the input's.
+inline Grads input_grad(DTensor gx) {
+  Grads g;
+  g.grad_input = std::move(gx);
+  return g;
+}
+
 inline std::string no_parameters(const Options&) {
   return "(no parameters)";
 }

@@ -10,12 +10,6 @@
 namespace dtensor::op_cli::entries {
 namespace {
 
-Grads input_grad(DTensor gx) {
-  Grads g;
-  g.grad_input = std::move(gx);
-  return g;
-}
-
 std::uint64_t target_seed(const Seeds& seeds) {
   return derived_seed(seeds.grad_output, 201);
 }

@@ -16,12 +16,6 @@
 namespace dtensor::op_cli::entries {
 namespace {
 
-Grads input_grad(DTensor gx) {
-  Grads g;
-  g.grad_input = std::move(gx);
-  return g;
-}
-
 // ---- upsample ----
 
 // floor(L * scale_factor), as PyTorch (in double).

@@ -273,12 +273,6 @@ void pool_meta(json& meta, const Options& o) {
   }
 }
 
-Grads input_grad(DTensor gx) {
-  Grads g;
-  g.grad_input = std::move(gx);
-  return g;
-}
-
 OpEntry max_pool_entry() {
   OpEntry e{OpKind::MaxPool, "max_pool", Family::Window};
   e.options = {"--kernel", "--stride", "--dilation", "--padding", "--padding-lr", "--ceil-mode"};
