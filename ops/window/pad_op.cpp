@@ -7,8 +7,9 @@
 // the output. The backward returns each output's gradient to the input
 // position it was read from.
 //
-// Argument layout: pad: input, padding (l0,r0,...), mode, value;
-//                  pad_backward: grad_output, input, padding, mode.
+// Argument layout (typed calls, dtensor/ops/typed_call.h):
+//   pad: input, padding (l0,r0,...), mode, value;
+//   pad_backward: grad_output, input, padding, mode.
 #include <array>
 #include <optional>
 
@@ -39,56 +40,24 @@ std::string_view pad_mode_name(PadMode m) {
   return "?";
 }
 
+/// PadMode by name ("constant", "reflect", ...).
+template <>
+struct ArgCodec<PadMode>
+    : EnumByNameCodec<PadMode, pad_mode_name, PadMode::Constant, PadMode::Reflect,
+                      PadMode::Replicate, PadMode::Circular> {};
+
 namespace window {
 namespace {
 
 constexpr const char* kPad = "pad";
 constexpr const char* kPadBackward = "pad_backward";
 
-struct PadCall {
-  const DTensor* grad_output = nullptr;
+// What the forward and the backward call share: the input, the padding and
+// the mode, and the window they make.
+struct PadGeometry {
   const DTensor& input;
-  ConvParams::Padding padding;  // expanded
-  PadMode mode = PadMode::Constant;
-  double value = 0;
-
-  /// The call `s` holds, decoded once per schema: every stage shares it.
-  static const PadCall& of(const OpSchema& s, bool backward) {
-    return decoded<PadCall>(s, [&] { return decode(s, backward); });
-  }
-  static PadCall decode(const OpSchema& s, bool backward) {
-    const std::size_t at = backward ? 1 : 0;
-    PadCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), {}, PadMode::Constant, 0};
-    const IntList& pad = s.int_list(at + 1);
-    for (std::size_t i = 0; i + 1 < pad.size(); i += 2)
-      c.padding.emplace_back(pad[i], pad[i + 1]);
-    const std::string& mode = s.text(at + 2);
-    bool known = false;
-    for (PadMode m : {PadMode::Constant, PadMode::Reflect, PadMode::Replicate, PadMode::Circular})
-      if (pad_mode_name(m) == mode) {
-        c.mode = m;
-        known = true;
-      }
-    check_arg(known, kPad, "mode: unknown pad mode '{}'", mode);
-    if (!backward) c.value = s.scalar(at + 3);
-    return c;
-  }
-
-  static std::vector<OpArg> encode(const DTensor* grad_output, const DTensor& input,
-                                   const ConvParams::Padding& padding, PadMode mode, double value) {
-    std::vector<OpArg> args;
-    if (grad_output) args.emplace_back(*grad_output);
-    args.emplace_back(input);
-    IntList pad;
-    for (auto [l, r] : padding) {
-      pad.push_back(l);
-      pad.push_back(r);
-    }
-    args.emplace_back(std::move(pad));
-    args.emplace_back(std::string(pad_mode_name(mode)));
-    if (!grad_output) args.emplace_back(value);
-    return args;
-  }
+  const ConvParams::Padding& padding;  // expanded
+  PadMode mode;
 
   Boundary boundary() const {
     switch (mode) {
@@ -122,7 +91,30 @@ struct PadCall {
   }
 };
 
-void check_pad(const PadCall& c) {
+/// A "pad" call: input, padding (l0,r0,...), mode, value.
+struct PadCall {
+  const DTensor& input;
+  ConvParams::Padding padding;  // expanded
+  PadMode mode;
+  double value;
+  using Fields = CallFields<const DTensor&, ConvParams::Padding, PadMode, double>;
+  static constexpr Fields::Names names{"input", "padding", "mode", "value"};
+  PadGeometry geometry() const { return {input, padding, mode}; }
+};
+
+/// A "pad_backward" call: grad_output, then the forward's arguments but the
+/// fill value.
+struct PadBackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  ConvParams::Padding padding;
+  PadMode mode;
+  using Fields = CallFields<const DTensor&, const DTensor&, ConvParams::Padding, PadMode>;
+  static constexpr Fields::Names names{"grad_output", "input", "padding", "mode"};
+  PadGeometry geometry() const { return {input, padding, mode}; }
+};
+
+void check_pad(const PadGeometry& c) {
   const Shape& x = c.input.shape();
   DTENSOR_CHECK_ARG(x.size() >= 3 && x.size() <= 5, kPad,
                     "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
@@ -150,7 +142,7 @@ void check_pad(const PadCall& c) {
 
 // The box of local outputs that read the input (constant mode), as
 // (output offset, window offset, length) per spatial dim; nullopt if empty.
-std::optional<std::vector<std::array<std::int64_t, 3>>> inside(const PadCall& c,
+std::optional<std::vector<std::array<std::int64_t, 3>>> inside(const PadGeometry& c,
                                                                const WindowExchange& engine) {
   std::vector<std::array<std::int64_t, 3>> box;
   for (std::size_t i = 0; i < c.padding.size(); ++i) {
@@ -172,10 +164,10 @@ Tensor narrow_box(Tensor t, const std::vector<std::array<std::int64_t, 3>>& box,
 }
 
 std::vector<DTensor> forward(OpCall& call) {
-  const PadCall& c = PadCall::of(call.schema(), false);
+  const PadCall& c = decoded<PadCall>(call.schema());
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
-  WindowExchange engine(call, x.spec(), c.dims());
+  WindowExchange engine(call, x.spec(), c.geometry().dims());
   const Tensor window = engine.gather(x.to_local());
   const DTensorSpec& out = call.sharding().output_specs[0];
   // The window may be a view of the input (nothing to pad here): the output
@@ -186,20 +178,21 @@ std::vector<DTensor> forward(OpCall& call) {
   // (A Partial input comes here only with value 0: the strategies see to it.)
   Tensor y = Tensor::zeros(out.local_shape(), x.dtype(), x.to_local().device());
   if (c.value != 0) y.fill_(c.value);
-  if (const auto box = inside(c, engine)) narrow_box(y, *box, 0).copy_(narrow_box(window, *box, 1));
+  if (const auto box = inside(c.geometry(), engine))
+    narrow_box(y, *box, 0).copy_(narrow_box(window, *box, 1));
   return {DTensor(y, out)};
 }
 
 std::vector<DTensor> backward(OpCall& call) {
-  const PadCall& c = PadCall::of(call.schema(), true);
+  const PadBackwardCall& c = decoded<PadBackwardCall>(call.schema());
   auto inputs = call.redistributed_inputs();
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
-  WindowExchange engine(call, x.spec(), c.dims());
+  WindowExchange engine(call, x.spec(), c.geometry().dims());
   Tensor grad_window = gy.to_local();
   if (c.mode == PadMode::Constant) {
     grad_window = Tensor::zeros(engine.local_window_shape(), gy.dtype(), gy.to_local().device());
-    if (const auto box = inside(c, engine))
+    if (const auto box = inside(c.geometry(), engine))
       narrow_box(grad_window, *box, 1).copy_(narrow_box(gy.to_local(), *box, 0));
   }
   return {DTensor(engine.scatter_add(grad_window), call.sharding().output_specs[0])};
@@ -209,13 +202,13 @@ struct Registrar {
   Registrar() {
     OpDef fwd;
     fwd.name = kPad;
-    fwd.validate = [](const OpSchema& s) { check_pad(PadCall::of(s, false)); };
+    fwd.validate = [](const OpSchema& s) { check_pad(decoded<PadCall>(s).geometry()); };
     fwd.output_meta = [](const OpSchema& s) {
-      const PadCall& c = PadCall::of(s, false);
-      return std::vector<TensorMeta>{{c.output_shape(), c.input.dtype()}};
+      const PadCall& c = decoded<PadCall>(s);
+      return std::vector<TensorMeta>{{c.geometry().output_shape(), c.input.dtype()}};
     };
     fwd.strategies = [](const OpSchema& s) {
-      const PadCall& c = PadCall::of(s, false);
+      const PadCall& c = decoded<PadCall>(s);
       // Padding with a non-zero constant is affine, not linear: a Partial
       // input is reduced first.
       const bool linear = c.mode != PadMode::Constant || c.value == 0;
@@ -223,9 +216,10 @@ struct Registrar {
     };
     // pad_backward takes the forward's arguments but the fill value.
     fwd.backward = [](const BackwardCall& c) -> std::vector<std::optional<DTensor>> {
-      const auto& f = c.forward;
-      return {dispatch(kPadBackward, {autograd::detail::grad_of_output(c), f.dtensor(0),
-                                      f.int_list(1), f.text(2)})
+      const PadCall& f = decoded<PadCall>(c.forward);
+      return {dispatch(kPadBackward,
+                       PadBackwardCall::Fields::encode(autograd::detail::grad_of_output(c), f.input,
+                                                       f.padding, f.mode))
                   .at(0)};
     };
     register_op(fwd);
@@ -234,17 +228,18 @@ struct Registrar {
     OpDef bwd;
     bwd.name = kPadBackward;
     bwd.validate = [](const OpSchema& s) {
-      const PadCall& c = PadCall::of(s, true);
-      check_pad(c);
-      DTENSOR_CHECK_ARG(c.grad_output->shape() == c.output_shape(), kPad,
+      const PadBackwardCall& c = decoded<PadBackwardCall>(s);
+      check_pad(c.geometry());
+      const Shape out = c.geometry().output_shape();
+      DTENSOR_CHECK_ARG(c.grad_output.shape() == out, kPad,
                         "grad_output: shape {} but pad's output is {}",
-                        shape_str(c.grad_output->shape()), shape_str(c.output_shape()));
-      DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), kPad,
+                        shape_str(c.grad_output.shape()), shape_str(out));
+      DTENSOR_CHECK_ARG(c.grad_output.dtype() == c.input.dtype(), kPad,
                         "grad_output: dtype {} differs from the input's {}",
-                        dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
+                        dtype_name(c.grad_output.dtype()), dtype_name(c.input.dtype()));
     };
     bwd.output_meta = [](const OpSchema& s) {
-      const PadCall& c = PadCall::of(s, true);
+      const PadBackwardCall& c = decoded<PadBackwardCall>(s);
       return std::vector<TensorMeta>{{c.input.shape(), c.input.dtype()}};
     };
     bwd.strategies = [](const OpSchema& s) {
@@ -275,14 +270,15 @@ ConvParams::Padding expanded_padding(const DTensor& input, const ConvParams::Pad
 DTensor pad(const DTensor& input, const ConvParams::Padding& padding, PadMode mode, double value) {
   const auto p = detail::agreed_front_end(input.mesh(), window::kPad,
                                           [&] { return window::expanded_padding(input, padding); });
-  return dispatch(window::kPad, window::PadCall::encode(nullptr, input, p, mode, value)).at(0);
+  return dispatch(window::kPad, window::PadCall::Fields::encode(input, p, mode, value)).at(0);
 }
 
 DTensor pad_backward(const DTensor& grad_output, const DTensor& input,
                      const ConvParams::Padding& padding, PadMode mode) {
   const auto p = detail::agreed_front_end(input.mesh(), window::kPad,
                                           [&] { return window::expanded_padding(input, padding); });
-  return dispatch(window::kPadBackward, window::PadCall::encode(&grad_output, input, p, mode, 0))
+  return dispatch(window::kPadBackward,
+                  window::PadBackwardCall::Fields::encode(grad_output, input, p, mode))
       .at(0);
 }
 

@@ -4,15 +4,18 @@
 // importable, tools/check_op_dump.py).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
 #include "tests/cli/mini_json.h"
 #include "tests/cli/op_cli_run.h"
+#include "tools/dtensor-op/op_table.h"
 #include "tools/dtensor-op/options.h"
 #include "tools/launch/process_set.h"
 
@@ -24,6 +27,42 @@ using namespace std::chrono_literals;
 }  // namespace
 
 // ---- the parser alone ----------------------------------------------------------
+
+TEST_CASE("op cli: the op table has one complete row per operator, found by its name",
+          "[cli][op]") {
+  using namespace dtensor::op_cli;
+  const auto table = op_table();
+  REQUIRE(table.size() == static_cast<std::size_t>(OpKind::Linear) + 1);
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const OpEntry& e = table[i];
+    CHECK(static_cast<std::size_t>(e.kind) == i);
+    CHECK(names.insert(e.name).second);  // no name twice
+    REQUIRE(find_op(e.name) == &e);
+    CHECK(op_name(e.kind) == e.name);
+    CHECK((e.forward && e.backward && e.reference && e.params_line));
+    CHECK(std::set<std::string_view>(e.options.begin(), e.options.end()).size() ==
+          e.options.size());
+  }
+  // Every option some row lists is refused, naming it, by each op whose row
+  // does not list it: the rows are what the parser goes by.
+  const std::set<std::string_view> flags{"--ceil-mode",     "--count-include-pad", "--no-bias",
+                                         "--align-corners", "--no-affine",         "--eval",
+                                         "--keepdim"};
+  std::set<std::string_view> options;
+  for (const OpEntry& e : table)
+    options.insert(e.options.begin(), e.options.end());
+  for (const OpEntry& e : table)
+    for (std::string_view option : options) {
+      if (std::find(e.options.begin(), e.options.end(), option) != e.options.end()) continue;
+      std::vector<std::string> args{std::string(e.name), std::string(option)};
+      if (!flags.count(option)) args.emplace_back("1");
+      CHECK_THROWS_WITH(
+          parse_options(args),
+          Catch::StartsWith(std::string(option) + ": not an option of " + std::string(e.name)));
+    }
+  CHECK(find_op("no_such_op") == nullptr);
+}
 
 TEST_CASE("op cli: defaults are PyTorch's, resolved per spatial dim", "[cli][op]") {
   const auto o = parse_options({"max_pool", "--kernel", "3,2", "--padding", "1"});

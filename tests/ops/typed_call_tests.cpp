@@ -45,6 +45,27 @@ struct dtensor::ArgCodec<Window> {
 
 namespace {
 
+enum class Shade { Light, Dark };
+std::string_view shade_name(Shade s) {
+  return s == Shade::Light ? "light" : "dark";
+}
+
+}  // namespace
+
+template <>
+struct dtensor::ArgCodec<Shade>
+    : dtensor::EnumByNameCodec<Shade, shade_name, Shade::Light, Shade::Dark> {};
+
+namespace {
+
+// A padding's pairs and an enum by name.
+struct PairsCall {
+  std::vector<std::pair<std::int64_t, std::int64_t>> padding;
+  Shade shade;
+  using Fields = CallFields<std::vector<std::pair<std::int64_t, std::int64_t>>, Shade>;
+  static constexpr Fields::Names names{"padding", "shade"};
+};
+
 struct TestCall {
   const DTensor& input;
   const DTensor* other;  // optional
@@ -143,6 +164,33 @@ TEST_CASE("typed calls encode, decode and name the field of a bad argument P=1",
     REQUIRE_THAT(error_of(OpSchema("test::typed", bad)),
                  Catch::Contains("test::typed: 6 arguments given, 7 expected"));
   });
+}
+
+TEST_CASE(
+    "typed calls carry paddings as flat pairs and enums by name, refusing odd lists and "
+    "unknown names",
+    "[typed_call]") {
+  const auto args = PairsCall::Fields::encode({{1, 2}, {0, 3}}, Shade::Dark);
+  REQUIRE(args.size() == 2);
+  REQUIRE(std::get<IntList>(args[0]) == IntList{1, 2, 0, 3});
+  REQUIRE(std::get<std::string>(args[1]) == "dark");
+  const OpSchema s("test::pairs", args);
+  const PairsCall& c = decoded<PairsCall>(s);
+  REQUIRE(c.padding == std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 2}, {0, 3}});
+  REQUIRE(c.shade == Shade::Dark);
+
+  const auto error_of_pairs = [](std::vector<OpArg> a) {
+    try {
+      decoded<PairsCall>(OpSchema("test::pairs", std::move(a)));
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  REQUIRE_THAT(error_of_pairs({IntList{1, 2, 3}, std::string("dark")}),
+               Catch::Contains("test::pairs: padding must hold (left, right) pairs"));
+  REQUIRE_THAT(error_of_pairs({IntList{1, 2}, std::string("grey")}),
+               Catch::Contains("test::pairs: shade: unknown value 'grey'"));
 }
 
 TEST_CASE("a typed call is decoded once per schema, and a copy decodes its own arguments P=1",

@@ -26,6 +26,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <typeinfo>
 #include <utility>
@@ -104,6 +105,47 @@ template <>
 struct ArgCodec<bool> : PlainArgCodec<bool, kBoolWhat> {};
 template <>
 struct ArgCodec<std::string> : PlainArgCodec<std::string, kStringWhat> {};
+
+/// Per-dim (left, right) pairs (a padding) as one int list l0,r0,l1,r1,...
+template <>
+struct ArgCodec<std::vector<std::pair<std::int64_t, std::int64_t>>> {
+  using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  using Arg = const Pairs&;
+  static constexpr std::size_t width = 1;
+  static void encode(std::vector<OpArg>& out, const Pairs& pairs) {
+    IntList flat;
+    for (const auto& [l, r] : pairs) {
+      flat.push_back(l);
+      flat.push_back(r);
+    }
+    out.emplace_back(std::move(flat));
+  }
+  static Pairs decode(const OpSchema& s, std::size_t at, std::string_view field) {
+    const IntList& flat = detail::call_arg<IntList>(s, at, field, "an int list");
+    DTENSOR_CHECK_ARG(flat.size() % 2 == 0, "dispatch", "{}: {} must hold (left, right) pairs",
+                      s.op(), field);
+    Pairs out;
+    for (std::size_t i = 0; i < flat.size(); i += 2)
+      out.emplace_back(flat[i], flat[i + 1]);
+    return out;
+  }
+};
+
+/// An enum travelling by name: `Name` spells each of `Values`. Specialise
+/// ArgCodec<E> as a struct deriving from it.
+template <class E, std::string_view (*Name)(E), E... Values>
+struct EnumByNameCodec {
+  using Arg = E;
+  static constexpr std::size_t width = 1;
+  static void encode(std::vector<OpArg>& out, E v) { out.emplace_back(std::string(Name(v))); }
+  static E decode(const OpSchema& s, std::size_t at, std::string_view field) {
+    const std::string& text = detail::call_arg<std::string>(s, at, field, "a string");
+    for (E v : {Values...})
+      if (Name(v) == text) return v;
+    throw InvalidArgument("dispatch",
+                          fmt::format("{}: {}: unknown value '{}'", s.op(), field, text));
+  }
+};
 
 /// A call's fields, in the order of the call struct's members.
 template <class... Ts>
