@@ -5,13 +5,8 @@
 namespace dtensor {
 
 void ArgCodec<ConvParams>::encode(std::vector<OpArg>& out, const ConvParams& p) {
-  IntList pad;
-  for (auto [l, r] : p.padding) {
-    pad.push_back(l);
-    pad.push_back(r);
-  }
   out.emplace_back(IntList(p.stride));
-  out.emplace_back(std::move(pad));
+  ArgCodec<ConvParams::Padding>::encode(out, p.padding);
   out.emplace_back(IntList(p.dilation));
   out.emplace_back(p.groups);
   out.emplace_back(std::string(padding_mode_name(p.padding_mode)));

@@ -76,14 +76,9 @@ struct PoolCall {
   }
 
   static void append(std::vector<OpArg>& args, const PoolParams& p) {
-    IntList pad;
-    for (auto [l, r] : p.padding) {
-      pad.push_back(l);
-      pad.push_back(r);
-    }
     args.emplace_back(IntList(p.kernel));
     args.emplace_back(IntList(p.stride));
-    args.emplace_back(std::move(pad));
+    ArgCodec<ConvParams::Padding>::encode(args, p.padding);
     args.emplace_back(IntList(p.dilation));
     args.emplace_back(p.ceil_mode);
     args.emplace_back(p.count_include_pad);

@@ -82,8 +82,9 @@ int run(const Options& o, const Face& face) {
   const int rank = get_rank(), world_size = get_world_size();
   const DeviceMesh mesh(o.device, o.mesh);
   const Seeds seeds = Seeds::from(o.seed);
-  // What the process holds before any tensor exists: code, libraries, runtime.
-  const cli::ResidentSet base = cli::resident_now();
+  // What the process holds before any tensor exists: code, libraries,
+  // runtime (read only where the face measures memory).
+  const cli::ResidentSet base = face.measure_memory ? cli::resident_now() : cli::ResidentSet{};
   const Operands ops = make_operands(o, mesh, seeds);
 
   // With measure_memory, the first passes page in library code and
