@@ -75,7 +75,7 @@ void check_plan(const HaloPlan& plan) {
     FUZZ_CHECK(p.has_output == (p.output.length > 0));
     FUZZ_CHECK(p.window.offset >= 0 && p.window.length >= 0 && p.window.end() <= L);
     if (!p.has_output) {
-      FUZZ_CHECK(p.window.length == 0 && p.recv.empty());
+      FUZZ_CHECK(p.window.length == 0 && p.recv().empty());
       continue;
     }
     const std::int64_t o0 = p.output.offset, o1 = p.output.end();
@@ -101,7 +101,7 @@ void check_plan(const HaloPlan& plan) {
     std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
     const Extent own = p.own_part();
     if (own.length > 0) pieces.push_back({own.offset, own.end()});
-    for (const auto& t : p.recv) {
+    for (const auto& t : p.recv()) {
       FUZZ_CHECK(t.peer != p.rank);  // no self-sends
       FUZZ_CHECK(t.peer >= 0 && t.peer < P);
       FUZZ_CHECK(t.lo < t.hi);  // no empty messages
@@ -122,13 +122,13 @@ void check_plan(const HaloPlan& plan) {
   // Sends and receives match one to one.
   std::size_t sends = 0, recvs = 0;
   for (const auto& p : plan.ranks()) {
-    recvs += p.recv.size();
-    for (const auto& t : p.send) {
+    recvs += p.recv().size();
+    for (const auto& t : p.send()) {
       ++sends;
       FUZZ_CHECK(t.peer != p.rank);
       const auto& peer = plan.ranks()[static_cast<std::size_t>(t.peer)];
       bool found = false;
-      for (const auto& u : peer.recv)
+      for (const auto& u : peer.recv())
         found = found || (u.peer == p.rank && u.lo == t.lo && u.hi == t.hi);
       FUZZ_CHECK(found);
     }

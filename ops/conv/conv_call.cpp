@@ -15,12 +15,7 @@ void ArgCodec<ConvParams>::encode(std::vector<OpArg>& out, const ConvParams& p) 
 ConvParams ArgCodec<ConvParams>::decode(const OpSchema& s, std::size_t at, std::string_view) {
   ConvParams p;
   p.stride = detail::call_arg<IntList>(s, at, "stride", "an int list");
-  const IntList& pad = detail::call_arg<IntList>(s, at + 1, "padding", "an int list");
-  DTENSOR_CHECK_ARG(pad.size() % 2 == 0, "conv", "{}: padding must hold (left, right) pairs",
-                    s.op());
-  p.padding.clear();
-  for (std::size_t i = 0; i < pad.size(); i += 2)
-    p.padding.emplace_back(pad[i], pad[i + 1]);
+  p.padding = ArgCodec<ConvParams::Padding>::decode(s, at + 1, "padding");
   p.dilation = detail::call_arg<IntList>(s, at + 2, "dilation", "an int list");
   p.groups = detail::call_arg<std::int64_t>(s, at + 3, "groups", "an int");
   const std::string& mode = detail::call_arg<std::string>(s, at + 4, "padding_mode", "a string");

@@ -194,7 +194,9 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     // Every rank has the same mask (the agreement check covers it), so all
     // skip the exchange alike when only grad_bias is asked for.
     WindowExchange engine(call, gy.spec(), backward_dims(x.shape(), w.shape(), p), kWindowStream);
-    const Tensor window = engine.gather(gy.to_local());
+    // The window as tiles, read where they lie (the kernels take tiles).
+    WindowExchange::Pending pending = engine.post(gy.to_local());
+    const TiledTensor& window = pending.wait();
     const bool live = window_live(engine);
     ConvParams lp = local_params(p);
     for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
@@ -211,12 +213,11 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       lp.padding[u] = {s.origin - first, last - (s.origin + s.length - 1)};
     }
     if (mask.input)
-      locals.push_back(live ? kernels->forward(TiledTensor::whole(window), wl, Tensor(), lp)
+      locals.push_back(live ? kernels->forward(window, wl, Tensor(), lp)
                             : Tensor::zeros(local.shape(), x.dtype(), local.device()));
     if (mask.weight)
       locals.push_back(
-          live ? kernels->backward_weights(local, TiledTensor::whole(window), wl.shape(), lp, false)
-                     .grad_weight
+          live ? kernels->backward_weights(local, window, wl.shape(), lp, false).grad_weight
                : Tensor::zeros(wl.shape(), x.dtype(), local.device()));
   }
   if (mask.bias) locals.push_back(channel_sums(gy.to_local()));

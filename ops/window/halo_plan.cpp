@@ -68,6 +68,20 @@ Extent HaloRankPlan::own_part() const {
   return hi > lo ? Extent{lo, hi - lo} : Extent{window.offset, 0};
 }
 
+std::vector<HaloTransfer> HaloRankPlan::recv() const {
+  std::vector<HaloTransfer> out;
+  for (const auto& r : runs)
+    if (r.peer != rank) out.push_back({r.peer, r.lo, r.hi});
+  return out;
+}
+
+std::vector<HaloTransfer> HaloRankPlan::send() const {
+  std::vector<HaloTransfer> out;
+  for (const auto& r : run_sends)
+    out.push_back({r.peer, r.lo, r.hi});
+  return out;
+}
+
 HaloPlan::HaloPlan(const HaloGeometry& g)
     : HaloPlan(g.length, g.ranks,
                WindowDim::sliding(g.kernel, g.stride, g.dilation, g.pad_left, g.pad_right)) {
@@ -156,17 +170,6 @@ void HaloPlan::build() {
           run.peer = recv.rank;
           send.run_sends.push_back(run);
         }
-
-  // Zeros: the window is one contiguous source range, so each other owner
-  // contributes one transfer (the tiled executor's form).
-  if (!zeros) return;
-  for (auto& recv : ranks_)
-    for (const auto& run : recv.runs)
-      if (run.peer != recv.rank) recv.recv.push_back({run.peer, run.lo, run.hi});
-  for (auto& send : ranks_)
-    for (auto& recv : ranks_)
-      for (const auto& t : recv.recv)
-        if (t.peer == send.rank) send.send.push_back({recv.rank, t.lo, t.hi});
 }
 
 const HaloRankPlan& HaloPlan::rank(std::int64_t r) const {

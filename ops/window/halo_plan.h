@@ -85,25 +85,25 @@ struct HaloRankPlan {
   std::int64_t pad_left = 0;
   std::int64_t pad_right = 0;
 
-  /// Zeros boundary, forward: pieces of the window owned by other ranks,
-  /// received from them (ascending peer order, so the window is assembled
-  /// left to right), and pieces of the owned input that others' windows need.
-  std::vector<HaloTransfer> recv;
-  std::vector<HaloTransfer> send;
-
-  /// Every boundary: the window as runs in window order, own runs included
-  /// (the general executor's recipe), and the runs of the other ranks'
-  /// windows this rank owns (`peer` = the receiver), in the order of
-  /// (receiver, receiver's window order): what this rank packs for each.
+  /// The window as runs in window order, own runs included (the executor's
+  /// recipe), and the runs of the other ranks' windows this rank owns
+  /// (`peer` = the receiver), in the order of (receiver, receiver's window
+  /// order): what this rank packs for each.
   std::vector<WindowRun> runs;
   std::vector<WindowRun> run_sends;
 
+  /// The same as transfers of source ranges: what arrives from each other
+  /// rank (one per run; with Boundary::Zeros one per peer, in ascending
+  /// peer order, so the window is assembled left to right), and what this
+  /// rank sends.
+  std::vector<HaloTransfer> recv() const;
+  std::vector<HaloTransfer> send() const;
   /// Backward (grad_input) runs the forward exchange in reverse: the window's
   /// gradient parts owned by others go back to them (= forward recv) and are
   /// added into the owned gradient there; what arrives (= forward send) is
   /// added into the owned range.
-  const std::vector<HaloTransfer>& grad_send() const { return recv; }
-  const std::vector<HaloTransfer>& grad_recv() const { return send; }
+  std::vector<HaloTransfer> grad_send() const { return recv(); }
+  std::vector<HaloTransfer> grad_recv() const { return send(); }
 
   /// Part of the window that this rank owns itself (possibly empty): copied, not sent.
   Extent own_part() const;

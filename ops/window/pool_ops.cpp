@@ -4,13 +4,7 @@
 // them), the local kernels (dtensor/ops/kernels/pool.h) reduce over taps planned in
 // global coordinates (pool_taps.h),
 // and the backward returns the window's gradient to its owners.
-//
-// Argument layouts (docs/operators.md):
-//   max_pool | avg_pool:                input, kernel, stride, padding (l0,r0,...), dilation,
-//                                       ceil_mode, count_include_pad, divisor_override (0: none)
-//   max_pool_backward | avg_pool_backward: grad_output, then the same
-//   adaptive_{avg,max}_pool:            input, output_size
-//   adaptive_{avg,max}_pool_backward:   grad_output, input, output_size
+// The calls' argument layouts are in pool_call.h.
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
@@ -21,6 +15,7 @@
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
+#include "ops/window/pool_call.h"
 #include "ops/window/pool_taps.h"
 #include "ops/window/window_strategies.h"
 
@@ -43,46 +38,31 @@ constexpr PoolOp kAdaptiveAvg{"adaptive_avg_pool", "adaptive_avg_pool_backward",
 constexpr PoolOp kAdaptiveMax{"adaptive_max_pool", "adaptive_max_pool_backward", Reduce::Max,
                               WindowShape::Adaptive};
 
-// One call, decoded. Backward calls have grad_output first.
+// What every stage reads of the four call shapes (pool_call.h), decoded
+// once per call. Backward calls have grad_output.
 struct PoolCall {
   const DTensor* grad_output = nullptr;
   const DTensor& input;
   PoolParams params;                      // sliding (expanded)
   std::vector<std::int64_t> output_size;  // adaptive (expanded)
 
-  /// The call `s` holds, decoded once per schema: every stage shares it.
   static const PoolCall& of(const OpSchema& s, const PoolOp& op, bool backward) {
-    return decoded<PoolCall>(s, [&] { return decode(s, op, backward); });
-  }
-  static PoolCall decode(const OpSchema& s, const PoolOp& op, bool backward) {
-    const std::size_t at = backward ? 1 : 0;
-    PoolCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), {}, {}};
-    if (op.shape == WindowShape::Adaptive) {
-      c.output_size = s.int_list(at + 1);
-      return c;
-    }
-    c.params.kernel = s.int_list(at + 1);
-    c.params.stride = s.int_list(at + 2);
-    const IntList& pad = s.int_list(at + 3);
-    c.params.padding.clear();
-    for (std::size_t i = 0; i + 1 < pad.size(); i += 2)
-      c.params.padding.emplace_back(pad[i], pad[i + 1]);
-    c.params.dilation = s.int_list(at + 4);
-    c.params.ceil_mode = s.flag(at + 5);
-    c.params.count_include_pad = s.flag(at + 6);
-    const std::int64_t div = s.int_value(at + 7);
-    if (div != 0) c.params.divisor_override = div;
-    return c;
-  }
-
-  static void append(std::vector<OpArg>& args, const PoolParams& p) {
-    args.emplace_back(IntList(p.kernel));
-    args.emplace_back(IntList(p.stride));
-    ArgCodec<ConvParams::Padding>::encode(args, p.padding);
-    args.emplace_back(IntList(p.dilation));
-    args.emplace_back(p.ceil_mode);
-    args.emplace_back(p.count_include_pad);
-    args.emplace_back(p.divisor_override.value_or(0));
+    return decoded<PoolCall>(s, [&]() -> PoolCall {
+      if (op.shape == WindowShape::Adaptive) {
+        if (backward) {
+          const auto& c = decoded<AdaptivePoolBackwardCall>(s);
+          return {&c.grad_output, c.input, {}, c.output_size};
+        }
+        const auto& c = decoded<AdaptivePoolCall>(s);
+        return {nullptr, c.input, {}, c.output_size};
+      }
+      if (backward) {
+        const auto& c = decoded<SlidingPoolBackwardCall>(s);
+        return {&c.grad_output, c.input, c.params, {}};
+      }
+      const auto& c = decoded<SlidingPoolCall>(s);
+      return {nullptr, c.input, c.params, {}};
+    });
   }
 
   std::vector<WindowDim> dims(const PoolOp& op) const {
@@ -284,11 +264,11 @@ DTensor sliding(const PoolOp& op, const DTensor* grad_output, const DTensor& inp
                 const PoolParams& params) {
   const PoolParams p = detail::agreed_front_end(
       input.mesh(), op.name, [&] { return params.expanded(spatial_dims_of(input, op.name)); });
-  std::vector<OpArg> args;
-  if (grad_output) args.emplace_back(*grad_output);
-  args.emplace_back(input);
-  PoolCall::append(args, p);
-  return dispatch(grad_output ? op.backward_name : op.name, std::move(args)).at(0);
+  if (grad_output)
+    return dispatch(op.backward_name,
+                    SlidingPoolBackwardCall::Fields::encode(*grad_output, input, p))
+        .at(0);
+  return dispatch(op.name, SlidingPoolCall::Fields::encode(input, p)).at(0);
 }
 
 DTensor adaptive(const PoolOp& op, const DTensor* grad_output, const DTensor& input,
@@ -301,11 +281,11 @@ DTensor adaptive(const PoolOp& op, const DTensor* grad_output, const DTensor& in
                       output_size.size(), n, n);
     return IntList(output_size);
   });
-  std::vector<OpArg> args;
-  if (grad_output) args.emplace_back(*grad_output);
-  args.emplace_back(input);
-  args.emplace_back(sizes);
-  return dispatch(grad_output ? op.backward_name : op.name, std::move(args)).at(0);
+  if (grad_output)
+    return dispatch(op.backward_name,
+                    AdaptivePoolBackwardCall::Fields::encode(*grad_output, input, sizes))
+        .at(0);
+  return dispatch(op.name, AdaptivePoolCall::Fields::encode(input, sizes)).at(0);
 }
 
 }  // namespace

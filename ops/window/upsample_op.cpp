@@ -6,7 +6,7 @@
 // kernels (dtensor/ops/kernels/upsample.h) interpolate over them, and the
 // backward returns the window's gradient to its owners with scatter_add.
 //
-// Argument layouts (docs/operators.md):
+// Argument layouts (docs/operators.md), the typed calls below:
 //   upsample:          input, mode ("nearest" | "linear"), output_size (one per
 //                      spatial dim), align_corners, scale_0, ..., scale_{n-1}
 //                      (doubles; 0: none, the scale is L / O)
@@ -29,13 +29,48 @@
 #include "ops/window/resample_taps.h"
 #include "ops/window/window_strategies.h"
 
+namespace dtensor {
+
+/// The mode by name: "nearest" | "linear".
+template <>
+struct ArgCodec<UpsampleMode> : EnumByNameCodec<UpsampleMode, upsample_mode_name,
+                                                UpsampleMode::Nearest, UpsampleMode::Linear> {};
+
+}  // namespace dtensor
+
 namespace dtensor::window {
 namespace {
 
 constexpr const char* kOp = "upsample";
 constexpr const char* kBackward = "upsample_backward";
 
-// One call, decoded. Backward calls have grad_output first.
+/// An "upsample" call.
+struct ForwardCall {
+  const DTensor& input;
+  UpsampleMode mode;
+  IntList output_size;
+  bool align_corners;
+  ArgTail<double> scales;
+  using Fields = CallFields<const DTensor&, UpsampleMode, IntList, bool, ArgTail<double>>;
+  static constexpr Fields::Names names{"input", "mode", "output_size", "align_corners",
+                                       "scale_factor"};
+};
+
+/// An "upsample_backward" call.
+struct BackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  UpsampleMode mode;
+  IntList output_size;
+  bool align_corners;
+  ArgTail<double> scales;
+  using Fields =
+      CallFields<const DTensor&, const DTensor&, UpsampleMode, IntList, bool, ArgTail<double>>;
+  static constexpr Fields::Names names{"grad_output", "input",         "mode",
+                                       "output_size", "align_corners", "scale_factor"};
+};
+
+// What every stage reads of either call, decoded once per call.
 struct UpsampleCall {
   const DTensor* grad_output = nullptr;
   const DTensor& input;
@@ -44,22 +79,17 @@ struct UpsampleCall {
   bool align_corners = false;
   std::vector<double> scales;
 
-  /// The call `s` holds, decoded once per schema: every stage shares it.
   static const UpsampleCall& of(const OpSchema& s, bool backward) {
-    return decoded<UpsampleCall>(s, [&] { return decode(s, backward); });
-  }
-  static UpsampleCall decode(const OpSchema& s, bool backward) {
-    const std::size_t at = backward ? 1 : 0;
-    UpsampleCall c{backward ? &s.dtensor(0) : nullptr, s.dtensor(at), false, {}, false, {}};
-    const std::string& mode = s.text(at + 1);
-    check_arg(mode == "nearest" || mode == "linear", kOp,
-              "mode: \"nearest\" or \"linear\" expected, got \"{}\"", mode);
-    c.linear = mode == "linear";
-    c.output_size = s.int_list(at + 2);
-    c.align_corners = s.flag(at + 3);
-    for (std::size_t i = at + 4; i < s.size(); ++i)
-      c.scales.push_back(s.scalar(i));
-    return c;
+    return decoded<UpsampleCall>(s, [&]() -> UpsampleCall {
+      if (backward) {
+        const auto& c = decoded<BackwardCall>(s);
+        return {&c.grad_output, c.input,         c.mode == UpsampleMode::Linear,
+                c.output_size,  c.align_corners, c.scales};
+      }
+      const auto& c = decoded<ForwardCall>(s);
+      return {nullptr,       c.input,         c.mode == UpsampleMode::Linear,
+              c.output_size, c.align_corners, c.scales};
+    });
   }
 
   std::vector<WindowDim> dims() const {
@@ -229,15 +259,14 @@ Expanded expand(const Shape& x, const UpsampleParams& p) {
 DTensor run(const DTensor* grad_output, const DTensor& input, const UpsampleParams& params) {
   const Expanded e =
       detail::agreed_front_end(input.mesh(), kOp, [&] { return expand(input.shape(), params); });
-  std::vector<OpArg> args;
-  if (grad_output) args.emplace_back(*grad_output);
-  args.emplace_back(input);
-  args.emplace_back(std::string(upsample_mode_name(params.mode)));
-  args.emplace_back(e.output_size);
-  args.emplace_back(params.align_corners);
-  for (double s : e.scales)
-    args.emplace_back(s);
-  return dispatch(grad_output ? kBackward : kOp, std::move(args)).at(0);
+  if (grad_output)
+    return dispatch(kBackward,
+                    BackwardCall::Fields::encode(*grad_output, input, params.mode, e.output_size,
+                                                 params.align_corners, e.scales))
+        .at(0);
+  return dispatch(kOp, ForwardCall::Fields::encode(input, params.mode, e.output_size,
+                                                   params.align_corners, e.scales))
+      .at(0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // travel); a dim no mesh dim shards is planned over one rank, which costs
 // nothing unless its boundary must be materialised.
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -31,7 +32,11 @@ struct WindowExchange::Dim {
 
 WindowExchange::WindowExchange(OpCall& call, const DTensorSpec& input, std::vector<WindowDim> dims,
                                int stream)
-    : call_(call), stream_(stream), local_shape_(input.local_shape()) {
+    : call_(call),
+      stream_(stream),
+      local_shape_(input.local_shape()),
+      dtype_(input.dtype()),
+      device_(input.mesh().device()) {
   const std::int64_t spatial = input.ndim() - 2;
   DTENSOR_CHECK_ARG(spatial >= 1 && spatial <= 3, "window",
                     "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
@@ -73,7 +78,8 @@ WindowExchange::WindowExchange(OpCall& call, const DTensorSpec& input, std::vect
                                        m < 0 ? nullptr : &call.group(m), shape});
     const HaloRankPlan& me = d->me();
     has_output_ = has_output_ && me.has_output;
-    spans_[static_cast<std::size_t>(sd)] = {td, me.output, me.window.offset, me.window.length};
+    spans_[static_cast<std::size_t>(sd)] = {
+        td, me.output, me.window.offset, me.window.length, me.pad_left, me.pad_right};
     shape[static_cast<std::size_t>(td)] = me.window.length;
     dims_.push_back(std::move(d));
   }
@@ -110,15 +116,114 @@ Shape WindowExchange::local_window_shape() const {
   return out;
 }
 
-Tensor WindowExchange::gather(const Tensor& local) {
+std::size_t WindowExchange::last_live_dim() const {
+  for (std::size_t i = dims_.size(); i-- > 0;)
+    if (!dims_[i]->trivial()) return i;
+  return dims_.size();
+}
+
+struct WindowExchange::Pending::State {
+  std::optional<window::PendingRuns> runs;
+  TiledTensor done;  // when no dim's exchange does anything
+};
+
+WindowExchange::Pending::Pending(std::unique_ptr<State> state) : state_(std::move(state)) {}
+WindowExchange::Pending::Pending(Pending&&) noexcept = default;
+WindowExchange::Pending& WindowExchange::Pending::operator=(Pending&&) noexcept = default;
+WindowExchange::Pending::~Pending() = default;
+
+const TiledTensor& WindowExchange::Pending::window() const {
+  return state_->runs ? state_->runs->window() : state_->done;
+}
+
+const TiledTensor& WindowExchange::Pending::wait() {
+  return state_->runs ? state_->runs->wait() : state_->done;
+}
+
+WindowExchange::Pending WindowExchange::post(const Tensor& local) {
   DTENSOR_CHECK_ARG(local.shape() == local_shape_, "window",
                     "internal: local input {} but the spec's shard is {}", shape_str(local.shape()),
                     shape_str(local_shape_));
   confirm_if_silent();
+  auto state = std::make_unique<Pending::State>();
+  const std::size_t last = last_live_dim();
+  if (last == dims_.size()) {
+    state->done = TiledTensor::whole(local);
+    return Pending(std::move(state));
+  }
+  // The earlier dims' windows in one tensor: the next dim's exchange sends
+  // slices of it (that is how corners travel).
   Tensor x = local;
-  for (const auto& d : dims_)
-    if (!d->trivial()) x = window::gather_runs(x, d->tensor_dim, d->me(), d->group, stream_);
-  return x;
+  for (std::size_t i = 0; i < last; ++i)
+    if (!dims_[i]->trivial())
+      x = window::gather_runs(x, dims_[i]->tensor_dim, dims_[i]->me(), dims_[i]->group, stream_);
+  const Dim& d = *dims_[last];
+  state->runs.emplace(x, d.tensor_dim, d.me(), d.group, stream_);
+  return Pending(std::move(state));
+}
+
+Tensor WindowExchange::gather(const Tensor& local) {
+  return post(local).wait().assemble();
+}
+
+struct WindowExchange::Gradient::State {
+  const WindowExchange* engine;
+  int stream;
+  std::size_t last;                         // the dim written in place
+  std::optional<window::RunGradient> runs;  // its exchange
+  TiledTensor whole_window;                 // when no dim's exchange does anything
+  Tensor whole;
+  bool posted = false;
+};
+
+WindowExchange::Gradient::Gradient(std::unique_ptr<State> state) : state_(std::move(state)) {}
+WindowExchange::Gradient::Gradient(Gradient&&) noexcept = default;
+WindowExchange::Gradient& WindowExchange::Gradient::operator=(Gradient&&) noexcept = default;
+WindowExchange::Gradient::~Gradient() = default;
+
+const TiledTensor& WindowExchange::Gradient::window() const {
+  return state_->runs ? state_->runs->window() : state_->whole_window;
+}
+
+void WindowExchange::Gradient::post() {
+  if (state_->posted) return;
+  state_->posted = true;
+  if (state_->runs) {
+    const Dim& d = *state_->engine->dims_[state_->last];
+    state_->runs->post(d.group, state_->stream);
+  }
+}
+
+Tensor WindowExchange::Gradient::finish() {
+  post();
+  if (!state_->runs) return state_->whole;
+  Tensor g = state_->runs->finish();
+  // The earlier dims' parts go back in reverse order, each added where it belongs.
+  const auto& dims = state_->engine->dims_;
+  for (std::size_t i = state_->last; i-- > 0;) {
+    const Dim& d = *dims[i];
+    if (!d.trivial())
+      g = window::scatter_add_runs(g, d.tensor_dim, d.me(), d.group, d.owned_before,
+                                   state_->stream);
+  }
+  return g;
+}
+
+WindowExchange::Gradient WindowExchange::gradient(int stream) {
+  confirm_if_silent();
+  auto state = std::make_unique<Gradient::State>();
+  state->engine = this;
+  state->stream = stream < 0 ? stream_ : stream;
+  state->last = last_live_dim();
+  const DType dtype = dtype_;
+  if (state->last == dims_.size()) {
+    state->whole = Tensor::empty(local_window_shape(), dtype, device_);
+    state->whole_window = TiledTensor::whole(state->whole);
+  } else {
+    const Dim& d = *dims_[state->last];
+    state->runs.emplace(d.owned_before, dtype, device_, d.tensor_dim, d.me());
+  }
+  return Gradient(std::move(state));
 }
 
 Tensor WindowExchange::scatter_add(const Tensor& window_grad) {

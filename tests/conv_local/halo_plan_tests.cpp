@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -54,10 +55,10 @@ ConvParams params_1d(std::int64_t s, std::int64_t d, std::int64_t pl, std::int64
   return p;
 }
 
-const HaloTransfer* find_transfer(const std::vector<HaloTransfer>& v, std::int64_t peer) {
+std::optional<HaloTransfer> find_transfer(const std::vector<HaloTransfer>& v, std::int64_t peer) {
   for (const auto& t : v)
-    if (t.peer == peer) return &t;
-  return nullptr;
+    if (t.peer == peer) return t;
+  return std::nullopt;
 }
 
 // Receptive fields and window sizes: with (lp, rp), the local convolution over
@@ -79,7 +80,7 @@ void check_windows(const HaloPlan& plan) {
     CHECK(p.has_output == (p.output.length > 0));
     if (!p.has_output) {
       CHECK(p.window.length == 0);
-      CHECK(p.recv.empty());
+      CHECK(p.recv().empty());
       continue;
     }
     CHECK(p.pad_left >= 0);
@@ -122,9 +123,9 @@ void check_transfers(const HaloPlan& plan) {
   std::size_t n_send = 0, n_recv = 0;
   for (const auto& p : ranks) {
     INFO("rank " << p.rank);
-    n_send += p.send.size();
-    n_recv += p.recv.size();
-    for (const auto& t : p.recv) {
+    n_send += p.send().size();
+    n_recv += p.recv().size();
+    for (const auto& t : p.recv()) {
       CHECK(t.peer != p.rank);
       CHECK(t.lo < t.hi);
       const auto& q = ranks[static_cast<std::size_t>(t.peer)];
@@ -132,16 +133,16 @@ void check_transfers(const HaloPlan& plan) {
       CHECK(t.hi <= q.input.end());
       CHECK(t.lo >= p.window.offset);
       CHECK(t.hi <= p.window.end());
-      const HaloTransfer* s = find_transfer(q.send, p.rank);
-      REQUIRE(s != nullptr);
+      const std::optional<HaloTransfer> s = find_transfer(q.send(), p.rank);
+      REQUIRE(s.has_value());
       CHECK(s->lo == t.lo);
       CHECK(s->hi == t.hi);
     }
-    for (const auto& t : p.send) {
+    for (const auto& t : p.send()) {
       CHECK(t.peer != p.rank);
       const auto& q = ranks[static_cast<std::size_t>(t.peer)];
-      const HaloTransfer* r = find_transfer(q.recv, p.rank);
-      REQUIRE(r != nullptr);
+      const std::optional<HaloTransfer> r = find_transfer(q.recv(), p.rank);
+      REQUIRE(r.has_value());
       CHECK(*r == HaloTransfer{p.rank, t.lo, t.hi});
     }
     // Exactly the ranks whose owned range meets the window send to it (no wrap,
@@ -150,12 +151,12 @@ void check_transfers(const HaloPlan& plan) {
       if (q.rank == p.rank) continue;
       const bool meets =
           std::max(q.input.offset, p.window.offset) < std::min(q.input.end(), p.window.end());
-      CHECK(meets == (find_transfer(p.recv, q.rank) != nullptr));
+      CHECK(meets == (find_transfer(p.recv(), q.rank).has_value()));
     }
     // Own part + receives tile the window.
     if (p.window.length > 0) {
       std::vector<std::pair<std::int64_t, std::int64_t>> pieces;
-      for (const auto& t : p.recv)
+      for (const auto& t : p.recv())
         pieces.emplace_back(t.lo, t.hi);
       const Extent own = p.own_part();
       if (own.length > 0) pieces.emplace_back(own.offset, own.end());
@@ -167,8 +168,8 @@ void check_transfers(const HaloPlan& plan) {
       }
       CHECK(at == p.window.end());
     }
-    CHECK(p.grad_send() == p.recv);
-    CHECK(p.grad_recv() == p.send);
+    CHECK(p.grad_send() == p.recv());
+    CHECK(p.grad_recv() == p.send());
   }
   CHECK(n_send == n_recv);
   if (plan.geometry().ranks == 1) CHECK_FALSE(plan.needs_exchange());
@@ -210,10 +211,10 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
     if (own.length > 0)
       win.narrow(2, own.offset - p.window.offset, own.length)
           .copy_(shard[r].narrow(2, own.offset - p.input.offset, own.length));
-    for (const auto& t : p.recv) {
+    for (const auto& t : p.recv()) {
       const HaloRankPlan& q = ranks[static_cast<std::size_t>(t.peer)];
-      const HaloTransfer* s = find_transfer(q.send, p.rank);
-      REQUIRE(s != nullptr);
+      const std::optional<HaloTransfer> s = find_transfer(q.send(), p.rank);
+      REQUIRE(s.has_value());
       win.narrow(2, t.lo - p.window.offset, t.length())
           .copy_(shard[static_cast<std::size_t>(t.peer)].narrow(2, s->lo - q.input.offset,
                                                                 s->length()));
@@ -244,8 +245,8 @@ void simulate(const HaloPlan& plan, std::int64_t batch, std::int64_t channels,
     }
     for (const auto& t : p.grad_recv()) {
       const HaloRankPlan& q = ranks[static_cast<std::size_t>(t.peer)];
-      const HaloTransfer* s = find_transfer(q.grad_send(), p.rank);
-      REQUIRE(s != nullptr);
+      const std::optional<HaloTransfer> s = find_transfer(q.grad_send(), p.rank);
+      REQUIRE(s.has_value());
       REQUIRE(*s == HaloTransfer{p.rank, t.lo, t.hi});
       gx_r.narrow(2, t.lo - p.input.offset, t.length())
           .add_(grad_window[static_cast<std::size_t>(t.peer)].narrow(2, s->lo - q.window.offset,
@@ -332,15 +333,15 @@ TEST_CASE(
   CHECK(p.window == Extent{0, 5});
   CHECK(p.pad_left == 1);
   CHECK(p.pad_right == 1);
-  CHECK(p.recv.empty());
-  CHECK(p.send.empty());
+  CHECK(p.recv().empty());
+  CHECK(p.send().empty());
   CHECK_FALSE(plan.needs_exchange());
   check_all(geo(5, 1, 3, 1, 1, 1, 1));
   // Edge ranks never talk to each other, whatever P.
   for (std::int64_t P = 2; P <= 6; ++P) {
     const HaloPlan pp(geo(24, P, 3, 1, 1, 1, 1));
-    CHECK((P == 2 || find_transfer(pp.rank(0).recv, P - 1) == nullptr));
-    CHECK((find_transfer(pp.rank(P - 1).recv, 0) == nullptr || P == 2));
+    CHECK((P == 2 || !find_transfer(pp.rank(0).recv(), P - 1).has_value()));
+    CHECK((!find_transfer(pp.rank(P - 1).recv(), 0).has_value() || P == 2));
     CHECK(pp.rank(0).pad_left == 1);
     CHECK(pp.rank(P - 1).pad_right == 1);
     check_all(geo(24, P, 3, 1, 1, 1, 1));
@@ -355,8 +356,8 @@ TEST_CASE(
   {
     const HaloPlan plan(geo(8, 2, 2, 1, 1, 0, 1));
     CHECK(plan.output_length() == 8);
-    CHECK(plan.rank(0).recv == std::vector<HaloTransfer>{{1, 4, 5}});
-    CHECK(plan.rank(1).recv.empty());
+    CHECK(plan.rank(0).recv() == std::vector<HaloTransfer>{{1, 4, 5}});
+    CHECK(plan.rank(1).recv().empty());
     CHECK(plan.rank(1).pad_right == 1);
     CHECK(plan.rank(0).pad_left == 0);
     check_all(geo(8, 2, 2, 1, 1, 0, 1));
@@ -364,11 +365,11 @@ TEST_CASE(
   // Causal K=3, padding (2, 0): traffic flows left to right only.
   {
     const HaloPlan plan(geo(9, 3, 3, 1, 1, 2, 0));
-    CHECK(plan.rank(0).recv.empty());
+    CHECK(plan.rank(0).recv().empty());
     CHECK(plan.rank(0).pad_left == 2);
-    CHECK(plan.rank(1).recv == std::vector<HaloTransfer>{{0, 1, 3}});
-    CHECK(plan.rank(2).recv == std::vector<HaloTransfer>{{1, 4, 6}});
-    CHECK(plan.rank(2).send.empty());
+    CHECK(plan.rank(1).recv() == std::vector<HaloTransfer>{{0, 1, 3}});
+    CHECK(plan.rank(2).recv() == std::vector<HaloTransfer>{{1, 4, 6}});
+    CHECK(plan.rank(2).send().empty());
     check_all(geo(9, 3, 3, 1, 1, 2, 0));
   }
   // Even kernels, asymmetric padding, strides and dilations in a sweep.
@@ -386,7 +387,7 @@ TEST_CASE("halo plan: shards narrower than the halo exchange over several hops",
   const auto& p = plan.rank(2);
   CHECK(p.need_first == 1);
   CHECK(p.need_last == 8);
-  CHECK(p.recv == std::vector<HaloTransfer>{{0, 1, 2}, {1, 2, 4}, {3, 6, 8}, {4, 8, 9}});
+  CHECK(p.recv() == std::vector<HaloTransfer>{{0, 1, 2}, {1, 2, 4}, {3, 6, 8}, {4, 8, 9}});
   check_all(geo(12, 6, 7, 1, 1, 3, 3));
   check_all(geo(10, 5, 5, 1, 3, 6, 6));  // dilation widens the halo to 12 columns
 }
@@ -397,8 +398,8 @@ TEST_CASE("halo plan: empty trailing shards (L=8, P=5) and ranks that only send"
     const auto& p4 = plan.rank(4);
     CHECK(p4.input.length == 0);
     CHECK_FALSE(p4.has_output);
-    CHECK(p4.recv.empty());
-    CHECK(p4.send.empty());
+    CHECK(p4.recv().empty());
+    CHECK(p4.send().empty());
     check_all(geo(8, 5, 3, 1, 1, 1, 1));
   }
   {
@@ -408,7 +409,7 @@ TEST_CASE("halo plan: empty trailing shards (L=8, P=5) and ranks that only send"
     CHECK(plan.output_length() == 5);
     const auto& p3 = plan.rank(3);
     CHECK_FALSE(p3.has_output);
-    CHECK(p3.send == std::vector<HaloTransfer>{{2, 9, 10}});
+    CHECK(p3.send() == std::vector<HaloTransfer>{{2, 9, 10}});
     check_all(geo(10, 4, 2, 2, 1, 0, 0));
   }
 }
@@ -431,11 +432,11 @@ TEST_CASE("halo plan: windows wholly in the padding read nothing and give the bi
     const HaloPlan plan(geo(2, 3, 1, 1, 1, 0, 6));
     CHECK(plan.output_length() == 8);
     CHECK_FALSE(plan.rank(0).window_in_padding);
-    CHECK(plan.rank(0).recv == std::vector<HaloTransfer>{{1, 1, 2}});
+    CHECK(plan.rank(0).recv() == std::vector<HaloTransfer>{{1, 1, 2}});
     CHECK(plan.rank(1).window_in_padding);
     CHECK(plan.rank(2).window_in_padding);
     CHECK(plan.rank(1).window.length == 0);
-    CHECK(plan.rank(1).recv.empty());
+    CHECK(plan.rank(1).recv().empty());
     check_all(geo(2, 3, 1, 1, 1, 0, 6));
   }
   {

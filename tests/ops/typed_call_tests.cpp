@@ -193,6 +193,41 @@ TEST_CASE(
                Catch::Contains("test::pairs: shade: unknown value 'grey'"));
 }
 
+// A call ending in a tail of any length (a scale per spatial dim).
+struct ScalesCall {
+  std::int64_t count;
+  ArgTail<double> scales;
+  using Fields = CallFields<std::int64_t, ArgTail<double>>;
+  static constexpr Fields::Names names{"count", "scales"};
+};
+
+TEST_CASE("a typed call's tail takes every remaining argument, none included, naming the field",
+          "[typed_call]") {
+  for (const std::vector<double>& tail :
+       {std::vector<double>{}, std::vector<double>{0.5}, std::vector<double>{2.0, 0.0, 1.5}}) {
+    const auto args = ScalesCall::Fields::encode(static_cast<std::int64_t>(tail.size()), tail);
+    REQUIRE(args.size() == 1 + tail.size());
+    const OpSchema s("test::scales", args);
+    const ScalesCall& c = decoded<ScalesCall>(s);
+    REQUIRE(c.count == static_cast<std::int64_t>(tail.size()));
+    REQUIRE(std::vector<double>(c.scales) == tail);
+  }
+  try {
+    decoded<ScalesCall>(OpSchema("test::scales", {std::int64_t{2}, 1.0, std::string("x")}));
+    FAIL("expected an error");
+  } catch (const InvalidArgument& e) {
+    REQUIRE_THAT(std::string(e.what()),
+                 Catch::Contains("test::scales: scales (argument 2) must be a double"));
+  }
+  try {
+    decoded<ScalesCall>(OpSchema("test::scales", std::vector<OpArg>{}));
+    FAIL("expected an error");
+  } catch (const InvalidArgument& e) {
+    REQUIRE_THAT(std::string(e.what()),
+                 Catch::Contains("test::scales: 0 arguments given, 1 or more expected"));
+  }
+}
+
 TEST_CASE("a typed call is decoded once per schema, and a copy decodes its own arguments P=1",
           "[typed_call]") {
   run_ranks(1, [](RankContext&) {

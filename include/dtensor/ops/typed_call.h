@@ -19,7 +19,8 @@
 //
 // A field type travels as ArgCodec<T> says: DTensor (const DTensor&), an
 // optional DTensor (const DTensor*: None when null), IntList, std::int64_t,
-// double, bool, std::string are built in; specialise ArgCodec for a type of
+// double, bool, std::string are built in, and ArgTail<T> (every remaining
+// argument as a T: the last field only); specialise ArgCodec for a type of
 // your own (a parameter struct as several arguments, an enum by name).
 #pragma once
 
@@ -147,6 +148,35 @@ struct EnumByNameCodec {
   }
 };
 
+/// The call's remaining arguments, one T each: a tail of any length (the
+/// last field only; e.g. a scale per spatial dim).
+template <class T>
+struct ArgTail : std::vector<T> {
+  using std::vector<T>::vector;
+};
+
+template <class T>
+struct ArgCodec<ArgTail<T>> {
+  using Arg = const std::vector<T>&;
+  static constexpr std::size_t width = 0;  // at least
+  static constexpr bool variable = true;
+  static void encode(std::vector<OpArg>& out, const std::vector<T>& values) {
+    for (const T& v : values)
+      ArgCodec<T>::encode(out, v);
+  }
+  static ArgTail<T> decode(const OpSchema& s, std::size_t at, std::string_view field) {
+    ArgTail<T> out;
+    for (std::size_t i = at; i < s.size(); i += ArgCodec<T>::width)
+      out.push_back(ArgCodec<T>::decode(s, i, field));
+    return out;
+  }
+};
+
+namespace detail {
+template <class Codec>
+concept VariableWidth = Codec::variable;
+}  // namespace detail
+
 /// A call's fields, in the order of the call struct's members.
 template <class... Ts>
 struct CallFields {
@@ -162,12 +192,20 @@ struct CallFields {
     return out;
   }
 
+  /// Whether the last field is a tail of any length (ArgTail).
+  static constexpr bool variable = (false || ... || detail::VariableWidth<ArgCodec<Ts>>);
+
   /// The call struct read back from `s` (which must hold exactly `width`
-  /// arguments); InvalidArgument naming the field otherwise.
+  /// arguments, at least `width` with a tail); InvalidArgument naming the
+  /// field otherwise.
   template <class Call>
   static Call decode(const OpSchema& s, const Names& names) {
-    DTENSOR_CHECK_ARG(s.size() == width, "dispatch", "{}: {} arguments given, {} expected", s.op(),
-                      s.size(), width);
+    if constexpr (variable)
+      DTENSOR_CHECK_ARG(s.size() >= width, "dispatch",
+                        "{}: {} arguments given, {} or more expected", s.op(), s.size(), width);
+    else
+      DTENSOR_CHECK_ARG(s.size() == width, "dispatch", "{}: {} arguments given, {} expected",
+                        s.op(), s.size(), width);
     return decode_fields<Call>(s, names, std::index_sequence_for<Ts...>{});
   }
 

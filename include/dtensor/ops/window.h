@@ -15,6 +15,13 @@
 //   scatter_add()  a gradient over that window, summed back onto the ranks
 //                  that own each position (the backward of gather()).
 //
+// Both also come in two halves, for a kernel that reads its input and writes
+// its gradient as tiles (TiledTensor) and for a handler that computes while
+// messages travel: post() / Pending::wait() give the window as tiles (views
+// of the shard and of the buffers the strips arrived in, no assembled copy);
+// gradient() / Gradient::post() / finish() let the kernel write the window's
+// gradient straight into the shard's gradient and the strips going back.
+//
 // With Boundary::Zeros the window stops at the edges of the input (the
 // kernel knows from the global coordinates where the padding is); with the
 // other modes the window includes the padding, filled with the reflected,
@@ -31,6 +38,7 @@
 #include <vector>
 
 #include "dtensor/core/tensor.h"
+#include "dtensor/ops/tiled_tensor.h"
 #include "dtensor/placement/chunk.h"
 #include "dtensor/placement/dtensor_spec.h"
 
@@ -123,6 +131,11 @@ struct WindowSpan {
   /// window's length. With Boundary::Zeros, inside [0, L).
   std::int64_t origin = 0;
   std::int64_t length = 0;
+  /// With Boundary::Zeros, the padding a sliding kernel over the window
+  /// needs on each side to give exactly `output` (the part of the global
+  /// padding this window touches); 0 where the padding is materialised.
+  std::int64_t pad_left = 0;
+  std::int64_t pad_right = 0;
 };
 
 /// The engine, inside a handler: plans from the input's spec and the dims'
@@ -149,22 +162,83 @@ class WindowExchange {
   /// the local shard's, with each spatial dim's window length.
   Shape local_window_shape() const;
 
+  class Pending;
+  class Gradient;
+
   /// The window of `local` (this rank's shard of the input). Read it only:
   /// where the window is a piece of the shard it is a view of `local`.
   Tensor gather(const Tensor& local);
+  /// The same in two halves, as tiles: every dim's exchange but the last
+  /// is done when post() returns; the last one's is in flight, and the
+  /// window's tiles are laid out (the rank's own parts are views of `local`
+  /// and hold data at once; received parts are views of the buffers they
+  /// arrive in). A handler computes what needs no halo, then wait()s.
+  Pending post(const Tensor& local);
+
   /// The gradient over the window, summed onto the owners: returns the
   /// gradient of this rank's shard (same shape as gather()'s `local`).
   Tensor scatter_add(const Tensor& window_grad);
+  /// The same in two halves: a kernel writes the window's gradient into
+  /// Gradient::window() (mostly straight into the shard's gradient and the
+  /// buffers going back), post() starts the last dim's exchange, finish()
+  /// waits and returns the shard's gradient. `stream` (-1: the engine's)
+  /// tells it apart from a gather of the same call in flight at once.
+  Gradient gradient(int stream = -1);
 
  private:
   struct Dim;
   void confirm_if_silent();
+  // The last dim whose exchange does anything (dims_.size() when none).
+  std::size_t last_live_dim() const;
   OpCall& call_;
   int stream_;
   Shape local_shape_;
+  DType dtype_;
+  Device device_;
   std::vector<std::unique_ptr<Dim>> dims_;
   std::vector<WindowSpan> spans_;
   bool has_output_ = true;
+};
+
+/// A window in flight (WindowExchange::post()). Dropped without wait() (the
+/// handler's compute threw) it does not wait: a peer may have failed too.
+class WindowExchange::Pending {
+ public:
+  Pending(Pending&&) noexcept;
+  Pending& operator=(Pending&&) noexcept;
+  ~Pending();
+  /// The window's tiles; the received parts hold data only after wait().
+  const TiledTensor& window() const;
+  /// Waits for the exchange; returns the complete window.
+  const TiledTensor& wait();
+
+ private:
+  friend class WindowExchange;
+  struct State;
+  explicit Pending(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+/// A window's gradient on its way back (WindowExchange::gradient()).
+class WindowExchange::Gradient {
+ public:
+  Gradient(Gradient&&) noexcept;
+  Gradient& operator=(Gradient&&) noexcept;
+  ~Gradient();
+  /// Where the kernel writes the window's gradient, every element of it
+  /// (local_window_shape()).
+  const TiledTensor& window() const;
+  /// Starts sending it back (after the kernel has written window()).
+  void post();
+  /// Waits for it and returns the gradient of this rank's shard; post()s
+  /// first if not done yet.
+  Tensor finish();
+
+ private:
+  friend class WindowExchange;
+  struct State;
+  explicit Gradient(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace dtensor
