@@ -30,6 +30,13 @@ struct StridedLayout {
 /// dimensions after merging. `src_strides` may equal `dst_strides` (fill).
 StridedLayout make_layout(const Shape& shape, const Shape& dst_strides, const Shape& src_strides);
 
+/// The strides (in elements) that read a contiguous tensor of shape `from`
+/// as if it had shape `to` (NumPy broadcasting: trailing dims aligned; 0
+/// where `from` has size 1 or lacks the dim). InvalidArgument when `from`
+/// does not broadcast to `to`. With make_layout and launch_copy, it
+/// materialises a broadcast operand.
+Shape broadcast_strides(const Shape& from, const Shape& to);
+
 cudaError_t launch_copy(void* dst, ElemType dst_type, const void* src, ElemType src_type,
                         const StridedLayout& layout, cudaStream_t stream);
 cudaError_t launch_fill(void* dst, ElemType type, double value, const StridedLayout& layout,

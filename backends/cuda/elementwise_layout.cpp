@@ -37,4 +37,18 @@ StridedLayout make_layout(const Shape& shape, const Shape& dst_strides, const Sh
   return l;
 }
 
+Shape broadcast_strides(const Shape& from, const Shape& to) {
+  DTENSOR_CHECK_ARG(from.size() <= to.size(), "cuda", "shape {} does not broadcast to {}",
+                    shape_str(from), shape_str(to));
+  const Shape dense = contiguous_strides(from);
+  const std::size_t lead = to.size() - from.size();
+  Shape strides(to.size(), 0);
+  for (std::size_t d = 0; d < from.size(); ++d) {
+    DTENSOR_CHECK_ARG(from[d] == to[lead + d] || from[d] == 1, "cuda",
+                      "shape {} does not broadcast to {}", shape_str(from), shape_str(to));
+    strides[lead + d] = from[d] == 1 ? 0 : dense[d];
+  }
+  return strides;
+}
+
 }  // namespace dtensor::cuda_backend

@@ -5,9 +5,11 @@
 // CPU kernels; the work is queued on the library's stream of the device.
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/cuda_errors.h"
+#include "backends/cuda/elementwise.h"
 #include "backends/cuda/module_registration.h"
 #include "backends/cuda/pointwise.h"
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/registry.h"
 
 namespace dtensor::cuda_backend {
@@ -22,21 +24,37 @@ double scalar_arg(const KernelCall& c) {
   return c.schema.size() > 1 && !c.schema.is_dtensor(1) ? c.schema.scalar(1) : 0.0;
 }
 
+// `t` (contiguous) broadcast to `shape`, materialised on its device by the
+// strided copy: the pointwise kernel walks operands of equal shape. Costs one
+// pass over the output; the operand that already has the shape is used as it is.
+Tensor broadcast_to(const Tensor& t, const Shape& shape, cudaStream_t stream) {
+  if (t.shape() == shape) return t;
+  Tensor dense = Tensor::empty(shape, t.dtype(), t.device());
+  check_cuda(launch_copy(
+                 dense.data_ptr(), elem_type(t.dtype()), t.data_ptr(), elem_type(t.dtype()),
+                 make_layout(shape, contiguous_strides(shape), broadcast_strides(t.shape(), shape)),
+                 stream),
+             "broadcast copy");
+  return dense;
+}
+
 LocalKernel elementwise(PointwiseOp op, bool binary) {
   return [op, binary](const KernelCall& c) -> std::vector<Tensor> {
-    const Tensor a = c.local(0).contiguous();
-    const Tensor b = binary ? c.local(1).contiguous() : Tensor();
-    // The CUDA kernel walks both operands alike: broadcasting is CPU-only so far.
-    if (binary && b.shape() != a.shape())
-      throw NotSupported(
-          "cuda", fmt::format("{}: broadcasting {} with {} is CPU-only so far", c.schema.op(),
-                              shape_str(a.shape()), shape_str(b.shape())));
+    Tensor a = c.local(0).contiguous();
+    Tensor b = binary ? c.local(1).contiguous() : Tensor();
     const int dev = a.device().index;
     DeviceGuard guard(dev);
+    cudaStream_t stream = stream_for(dev);
+    // The local operands broadcast like the global ones (the strategies shard
+    // a dim alike in both or leave the broadcast operand whole there).
+    if (binary && b.shape() != a.shape()) {
+      const Shape shape = broadcast_shapes(a.shape(), b.shape());
+      a = broadcast_to(a, shape, stream);
+      b = broadcast_to(b, shape, stream);
+    }
     Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
     check_cuda(launch_pointwise(op, elem_type(a.dtype()), out.data_ptr(), a.data_ptr(),
-                                binary ? b.data_ptr() : nullptr, scalar_arg(c), a.numel(),
-                                stream_for(dev)),
+                                binary ? b.data_ptr() : nullptr, scalar_arg(c), a.numel(), stream),
                std::string(c.schema.op()) + " kernel");
     return {out};
   };

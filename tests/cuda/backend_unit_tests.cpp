@@ -176,6 +176,50 @@ TEST_CASE("kernel layouts: contiguous dims merge, strided ones stay", "[cuda][un
   CHECK_THROWS_AS(make_layout(big, ds, rev), InvalidArgument);
 }
 
+// Walks a layout as the copy kernel does: the source offset of every
+// destination element, in destination order.
+std::vector<std::int64_t> source_offsets(const StridedLayout& l) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(l.numel), -1);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(l.ndim), 0);
+  for (std::int64_t k = 0; k < l.numel; ++k) {
+    std::int64_t dst = 0, src = 0;
+    for (int d = 0; d < l.ndim; ++d) {
+      dst += idx[static_cast<std::size_t>(d)] * l.dst_strides[d];
+      src += idx[static_cast<std::size_t>(d)] * l.src_strides[d];
+    }
+    out[static_cast<std::size_t>(dst)] = src;
+    for (int d = l.ndim; d-- > 0;) {
+      if (++idx[static_cast<std::size_t>(d)] < l.sizes[d]) break;
+      idx[static_cast<std::size_t>(d)] = 0;
+    }
+  }
+  return out;
+}
+
+TEST_CASE("broadcast layouts: a copy reads every element where NumPy broadcasting puts it",
+          "[cuda][unit]") {
+  // [3, 1] and [4] to [2, 3, 4]; [1] to [5]; [2, 3, 4] to itself.
+  const Shape to{2, 3, 4};
+  const auto col =
+      source_offsets(make_layout(to, contiguous_strides(to), broadcast_strides({3, 1}, to)));
+  const auto row =
+      source_offsets(make_layout(to, contiguous_strides(to), broadcast_strides({4}, to)));
+  const auto same =
+      source_offsets(make_layout(to, contiguous_strides(to), broadcast_strides(to, to)));
+  for (std::int64_t n = 0; n < 2; ++n)
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 4; ++j) {
+        const auto k = static_cast<std::size_t>((n * 3 + i) * 4 + j);
+        CHECK(col[k] == i);  // element (i, 0) of [3, 1]
+        CHECK(row[k] == j);  // element j of [4]
+        CHECK(same[k] == static_cast<std::int64_t>(k));
+      }
+  const auto scalar = source_offsets(make_layout({5}, {1}, broadcast_strides({1}, {5})));
+  CHECK(scalar == std::vector<std::int64_t>(5, 0));
+  CHECK_THROWS_AS(broadcast_strides({3}, {2, 4}), InvalidArgument);
+  CHECK_THROWS_AS(broadcast_strides({2, 2, 4}, {2, 4}), InvalidArgument);
+}
+
 TEST_CASE("collective plans: uneven allgather, all-to-all, reduce-scatter", "[cuda][unit]") {
   CHECK(offsets_of({3, 0, 2}) == std::vector<std::int64_t>{0, 3, 3});
   CHECK(all_equal({2, 2, 2}));

@@ -208,6 +208,15 @@ TEST_CASE("gpu: pointwise ops and reductions on CUDA tensors match the CPU kerne
       CHECK(max_abs_diff(host(relu(ga)), relu(ca).to_local()) == 0.0);
       CHECK(max_abs_diff(host(relu_backward(ga, gb)), relu_backward(ca, cb).to_local()) == 0.0);
       CHECK(add(ga, gb).to_local().device() == g);
+      // Broadcasting: [7, 1] and [33] against [3, 7, 33], either side.
+      const Tensor col = Tensor::rand({7, 1}, t, 3), row = Tensor::rand({33}, t, 4);
+      const DTensor ccol = on(cpu, col), gcol = on(gpu, col), crow = on(cpu, row),
+                    grow = on(gpu, row);
+      CHECK(max_abs_diff(host(add(ga, gcol)), add(ca, ccol).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(sub(gcol, ga)), sub(ccol, ca).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(mul(grow, ga)), mul(crow, ca).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(div(ga, grow)), div(ca, crow).to_local()) == 0.0);
+      CHECK(max_abs_diff(host(maximum(gcol, grow)), maximum(ccol, crow).to_local()) == 0.0);
       // Sums: f64 accumulation in another order, so rounding of the f64 sum and
       // of the result's dtype.
       const double u = t == DType::F64 ? 1e-12 : t == DType::F32 ? 1e-6 : 1e-2;
