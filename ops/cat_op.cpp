@@ -16,16 +16,13 @@
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
+#include "ops/detail/op_pair.h"
 
 namespace dtensor {
 namespace {
 
 constexpr const char* kOp = "cat";
 constexpr const char* kBackward = "cat_backward";
-// cat and its backward compute locally; they communicate only when their
-// inputs are redistributed, which confirms the agreement first, so the check
-// is confirmed after their copies rather than before.
-constexpr HandlerOptions kLocalHandler{.defers_agreement = true};
 
 std::int64_t normalized_dim(std::int64_t dim, std::int64_t ndim, const char* op) {
   check_arg(ndim >= 1, op, "input: cat needs tensors of rank >= 1 (got a 0-d tensor)");
@@ -193,8 +190,6 @@ struct Registrar {
       auto pieces = dispatch(kBackward, {autograd::detail::grad_of_output(c), sizes, f.cat_dim()});
       return std::vector<std::optional<DTensor>>(pieces.begin(), pieces.end());
     };
-    register_op(fwd);
-    register_op_handler(kOp, cat_handler, false, kLocalHandler);
 
     OpDef bwd;
     bwd.name = kBackward;
@@ -214,8 +209,10 @@ struct Registrar {
       const SplitCall& c = SplitCall::of(s);
       return signatures(1, c.sizes.size(), c.grad_output.ndim(), c.cat_dim());
     };
-    register_op(bwd);
-    register_op_handler(kBackward, split_handler, false, kLocalHandler);
+    // Both compute locally; they communicate only when their inputs are
+    // redistributed, which confirms the agreement first, so the deferred
+    // check is confirmed after their copies rather than before.
+    detail::register_op_pair({std::move(fwd), std::move(bwd), cat_handler, split_handler});
   }
 };
 const Registrar registrar;

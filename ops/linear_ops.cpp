@@ -18,6 +18,7 @@
 #include "dtensor/ops/kernels/linear.h"
 #include "dtensor/ops/linear.h"
 #include "ops/autograd/backward_helpers.h"
+#include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
 
 namespace dtensor {
@@ -25,7 +26,6 @@ namespace {
 
 constexpr const char* kOp = "linear";
 constexpr const char* kBackward = "linear_backward";
-constexpr HandlerOptions kLocalHandler{.defers_agreement = true};
 
 // [..., n] as [rows, n] (rows: the product of the leading dims, so an empty
 // feature dim still has its rows).
@@ -166,8 +166,6 @@ struct Registrar {
     };
     fwd.signatures = linear_signatures;
     fwd.backward = linear_backward_fn;
-    register_op(fwd);
-    register_op_handler(kOp, linear_handler, false, kLocalHandler);
 
     OpDef bwd;
     bwd.name = kBackward;
@@ -178,8 +176,8 @@ struct Registrar {
       return {{x.shape(), x.dtype()}, {w.shape(), x.dtype()}, {{w.shape()[0]}, x.dtype()}};
     };
     bwd.signatures = linear_backward_signatures;
-    register_op(bwd);
-    register_op_handler(kBackward, linear_backward_handler, false, kLocalHandler);
+    detail::register_op_pair(
+        {std::move(fwd), std::move(bwd), linear_handler, linear_backward_handler});
   }
 };
 const Registrar registrar;

@@ -20,6 +20,7 @@
 #include "dtensor/ops/typed_call.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
+#include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
 
 namespace dtensor::detail {
@@ -89,8 +90,6 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
   };
   fwd.strategies = op.forward_strategies;
   fwd.backward = autograd::detail::weighted_backward<Forward, Backward>(op.backward_op);
-  register_op(fwd);
-  register_op_handler(op.forward_op, op.forward_handler, false, {.defers_agreement = true});
 
   OpDef bwd;
   bwd.name = op.backward_op;
@@ -120,8 +119,7 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
     return out;
   };
   bwd.strategies = op.backward_strategies;
-  register_op(bwd);
-  register_op_handler(op.backward_op, op.backward_handler, false, {.defers_agreement = true});
+  register_op_pair({std::move(fwd), std::move(bwd), op.forward_handler, op.backward_handler});
 }
 
 /// The parameters expanded to the input's spatial dims (1 to 3).

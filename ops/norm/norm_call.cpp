@@ -5,24 +5,29 @@
 namespace dtensor::norm {
 namespace {
 
-const DTensor* optional_dtensor(const OpSchema& s, std::size_t i) {
-  return s.is_none(i) ? nullptr : &s.dtensor(i);
+const DTensor* ptr(const std::optional<DTensor>& t) {
+  return t ? &*t : nullptr;
 }
 
-NormOutputMask decode_mask(const OpSchema& s, std::size_t i) {
-  const IntList& m = s.int_list(i);
-  DTENSOR_CHECK_ARG(m.size() == 3, s.op(),
-                    "mask: expected {{input, weight, bias}} flags, got {} values", m.size());
-  return {m[0] != 0, m[1] != 0, m[2] != 0};
+// The fused activation (the forwards' tail): none, or "relu".
+bool relu_of(const ArgTail<std::string>& tail, const NormOp& op) {
+  DTENSOR_CHECK_ARG(tail.size() <= 1, op.name, "activation: at most one argument, got {}",
+                    tail.size());
+  if (tail.empty()) return false;
+  check_arg(tail[0] == "relu", op.name, "activation: expected \"relu\", got \"{}\"", tail[0]);
+  return true;
 }
 
-IntList encode_mask(const NormOutputMask& m) {
-  return {m.input ? 1 : 0, m.weight ? 1 : 0, m.bias ? 1 : 0};
+// The fused relu's output (the backwards' tail), or null.
+const DTensor* relu_output_of(const ArgTail<const DTensor*>& tail, const NormOp& op) {
+  DTENSOR_CHECK_ARG(tail.size() <= 1, op.name, "relu_output: at most one argument, got {}",
+                    tail.size());
+  return tail.empty() ? nullptr : tail[0];
 }
 
-OpArg optional_arg(const std::optional<DTensor>& t) {
-  if (t) return *t;
-  return None{};
+std::vector<std::string> activation_tail(NormActivation activation) {
+  if (activation == NormActivation::ReLU) return {"relu"};
+  return {};
 }
 
 // The shape of the affine parameters: [C], or layer_norm's [C, spatial...].
@@ -45,43 +50,61 @@ NormCall NormCall::decode(const OpSchema& s, const NormOp& op, bool backward) {
   NormCall c;
   c.op = op;
   c.backward = backward;
-  std::size_t at = 0;
-  const std::size_t expected = [&]() -> std::size_t {
-    switch (op.kind) {
-      case NormKind::Batch:
-        return 8;
-      case NormKind::Group:
-        return backward ? 6 : 5;
-      case NormKind::Instance:
-      case NormKind::Layer:
-        return backward ? 5 : 4;
-    }
-    return 0;
-  }();
-  // The fused activation: an optional last argument of the forwards but
-  // batch_norm's (its name), and of their backwards (its output).
-  const bool may_fuse = op.kind != NormKind::Batch;
-  DTENSOR_CHECK_ARG(s.size() == expected || (may_fuse && s.size() == expected + 1), op.name,
-                    "{}: expected {} arguments, got {}", s.op(), expected, s.size());
-  if (backward) c.grad_output = &s.dtensor(at++);
-  c.input = &s.dtensor(at++);
-  if (op.kind == NormKind::Group) c.num_groups = s.int_value(at++);
-  c.weight = optional_dtensor(s, at++);
-  if (!backward) c.bias = optional_dtensor(s, at++);
-  if (op.kind == NormKind::Batch) {
-    c.running_mean = optional_dtensor(s, at++);
-    c.running_var = optional_dtensor(s, at++);
-    c.training = s.flag(at++);
-    if (!backward) c.momentum = s.scalar(at++);
-  }
-  c.eps = s.scalar(at++);
-  if (backward) c.mask = decode_mask(s, at++);
-  if (at < s.size() && backward) {
-    c.relu_output = &s.dtensor(at++);
-  } else if (at < s.size()) {
-    const std::string& act = s.text(at++);
-    check_arg(act == "relu", op.name, "activation: expected \"relu\", got \"{}\"", act);
-    c.relu = true;
+  const auto backward_common = [&](const auto& b) {
+    c.grad_output = &b.grad_output;
+    c.input = &b.input;
+    c.weight = b.weight;
+    c.eps = b.eps;
+    c.mask = b.mask;
+  };
+  const auto forward_common = [&](const auto& f) {
+    c.input = &f.input;
+    c.weight = f.weight;
+    c.bias = f.bias;
+    c.eps = f.eps;
+  };
+  switch (op.kind) {
+    case NormKind::Batch:
+      if (backward) {
+        const auto& b = decoded<BatchNormBackwardCall>(s);
+        backward_common(b);
+        c.running_mean = b.running_mean;
+        c.running_var = b.running_var;
+        c.training = b.training;
+      } else {
+        const auto& f = decoded<BatchNormCall>(s);
+        forward_common(f);
+        c.running_mean = f.running_mean;
+        c.running_var = f.running_var;
+        c.training = f.training;
+        c.momentum = f.momentum;
+      }
+      return c;
+    case NormKind::Group:
+      if (backward) {
+        const auto& b = decoded<GroupNormBackwardCall>(s);
+        backward_common(b);
+        c.num_groups = b.num_groups;
+        c.relu_output = relu_output_of(b.relu_output, op);
+      } else {
+        const auto& f = decoded<GroupNormCall>(s);
+        forward_common(f);
+        c.num_groups = f.num_groups;
+        c.relu = relu_of(f.activation, op);
+      }
+      return c;
+    case NormKind::Instance:
+    case NormKind::Layer:
+      if (backward) {
+        const auto& b = decoded<AffineNormBackwardCall>(s);
+        backward_common(b);
+        c.relu_output = relu_output_of(b.relu_output, op);
+      } else {
+        const auto& f = decoded<AffineNormCall>(s);
+        forward_common(f);
+        c.relu = relu_of(f.activation, op);
+      }
+      return c;
   }
   return c;
 }
@@ -177,14 +200,8 @@ std::vector<OpArg> encode_batch_norm(const DTensor& input, const std::optional<D
                                      const std::optional<DTensor>& running_mean,
                                      const std::optional<DTensor>& running_var, bool training,
                                      double momentum, double eps) {
-  return {input,
-          optional_arg(weight),
-          optional_arg(bias),
-          optional_arg(running_mean),
-          optional_arg(running_var),
-          training,
-          momentum,
-          eps};
+  return BatchNormCall::Fields::encode(input, ptr(weight), ptr(bias), ptr(running_mean),
+                                       ptr(running_var), training, momentum, eps);
 }
 
 std::vector<OpArg> encode_batch_norm_backward(const DTensor& grad_output, const DTensor& input,
@@ -193,27 +210,19 @@ std::vector<OpArg> encode_batch_norm_backward(const DTensor& grad_output, const 
                                               const std::optional<DTensor>& running_var,
                                               bool training, double eps,
                                               const NormOutputMask& mask) {
-  return {grad_output,
-          input,
-          optional_arg(weight),
-          optional_arg(running_mean),
-          optional_arg(running_var),
-          training,
-          eps,
-          encode_mask(mask)};
+  return BatchNormBackwardCall::Fields::encode(grad_output, input, ptr(weight), ptr(running_mean),
+                                               ptr(running_var), training, eps, mask);
 }
 
 std::vector<OpArg> encode_norm(const DTensor& input, std::optional<std::int64_t> num_groups,
                                const std::optional<DTensor>& weight,
                                const std::optional<DTensor>& bias, double eps,
                                NormActivation activation) {
-  std::vector<OpArg> args{input};
-  if (num_groups) args.emplace_back(*num_groups);
-  args.push_back(optional_arg(weight));
-  args.push_back(optional_arg(bias));
-  args.emplace_back(eps);
-  if (activation == NormActivation::ReLU) args.emplace_back(std::string("relu"));
-  return args;
+  if (num_groups)
+    return GroupNormCall::Fields::encode(input, *num_groups, ptr(weight), ptr(bias), eps,
+                                         activation_tail(activation));
+  return AffineNormCall::Fields::encode(input, ptr(weight), ptr(bias), eps,
+                                        activation_tail(activation));
 }
 
 std::vector<OpArg> encode_norm_backward(const DTensor& grad_output, const DTensor& input,
@@ -221,13 +230,12 @@ std::vector<OpArg> encode_norm_backward(const DTensor& grad_output, const DTenso
                                         const std::optional<DTensor>& weight, double eps,
                                         const NormOutputMask& mask,
                                         const std::optional<DTensor>& relu_output) {
-  std::vector<OpArg> args{grad_output, input};
-  if (num_groups) args.emplace_back(*num_groups);
-  args.push_back(optional_arg(weight));
-  args.emplace_back(eps);
-  args.emplace_back(encode_mask(mask));
-  if (relu_output) args.emplace_back(*relu_output);
-  return args;
+  std::vector<const DTensor*> tail;
+  if (relu_output) tail.push_back(&*relu_output);
+  if (num_groups)
+    return GroupNormBackwardCall::Fields::encode(grad_output, input, *num_groups, ptr(weight), eps,
+                                                 mask, tail);
+  return AffineNormBackwardCall::Fields::encode(grad_output, input, ptr(weight), eps, mask, tail);
 }
 
 }  // namespace dtensor::norm

@@ -1,6 +1,6 @@
-// How a normalisation call is spelled as OpSchema arguments, and the typed
-// struct every part of the normalisation reads it back as (decoded once per
-// use, never by argument position elsewhere).
+// How a normalisation call is spelled as OpSchema arguments: typed calls
+// (dtensor/ops/typed_call.h) whose fields are named once, and the one view
+// of them every part of the normalisation reads (decoded once per call).
 //
 //   batch_norm:              input, weight|None, bias|None, running_mean|None, running_var|None,
 //                            training, momentum, eps
@@ -30,8 +30,88 @@
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/registry.h"
 #include "dtensor/ops/typed_call.h"
+#include "ops/detail/output_mask_codec.h"
 
 namespace dtensor::norm {
+
+/// The calls, their fields named once (instance_norm and layer_norm share a
+/// layout). The fused activation's name and the fused relu's output are
+/// tails of at most one argument.
+struct BatchNormCall {
+  const DTensor& input;
+  const DTensor* weight;
+  const DTensor* bias;
+  const DTensor* running_mean;
+  const DTensor* running_var;
+  bool training;
+  double momentum;
+  double eps;
+  using Fields = CallFields<const DTensor&, const DTensor*, const DTensor*, const DTensor*,
+                            const DTensor*, bool, double, double>;
+  static constexpr Fields::Names names{"input",       "weight",   "bias",     "running_mean",
+                                       "running_var", "training", "momentum", "eps"};
+};
+struct BatchNormBackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  const DTensor* weight;
+  const DTensor* running_mean;
+  const DTensor* running_var;
+  bool training;
+  double eps;
+  NormOutputMask mask;
+  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor*, const DTensor*,
+                            const DTensor*, bool, double, NormOutputMask>;
+  static constexpr Fields::Names names{"grad_output", "input",    "weight", "running_mean",
+                                       "running_var", "training", "eps",    "mask"};
+};
+struct GroupNormCall {
+  const DTensor& input;
+  std::int64_t num_groups;
+  const DTensor* weight;
+  const DTensor* bias;
+  double eps;
+  ArgTail<std::string> activation;
+  using Fields = CallFields<const DTensor&, std::int64_t, const DTensor*, const DTensor*, double,
+                            ArgTail<std::string>>;
+  static constexpr Fields::Names names{"input", "num_groups", "weight",
+                                       "bias",  "eps",        "activation"};
+};
+struct GroupNormBackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  std::int64_t num_groups;
+  const DTensor* weight;
+  double eps;
+  NormOutputMask mask;
+  ArgTail<const DTensor*> relu_output;
+  using Fields = CallFields<const DTensor&, const DTensor&, std::int64_t, const DTensor*, double,
+                            NormOutputMask, ArgTail<const DTensor*>>;
+  static constexpr Fields::Names names{"grad_output", "input", "num_groups", "weight",
+                                       "eps",         "mask",  "relu_output"};
+};
+struct AffineNormCall {  // instance_norm, layer_norm
+  const DTensor& input;
+  const DTensor* weight;
+  const DTensor* bias;
+  double eps;
+  ArgTail<std::string> activation;
+  using Fields =
+      CallFields<const DTensor&, const DTensor*, const DTensor*, double, ArgTail<std::string>>;
+  static constexpr Fields::Names names{"input", "weight", "bias", "eps", "activation"};
+};
+struct AffineNormBackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  const DTensor* weight;
+  double eps;
+  NormOutputMask mask;
+  ArgTail<const DTensor*> relu_output;
+  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor*, double, NormOutputMask,
+                            ArgTail<const DTensor*>>;
+  static constexpr Fields::Names names{"grad_output", "input", "weight",
+                                       "eps",         "mask",  "relu_output"};
+};
 
 enum class NormKind { Batch, Group, Instance, Layer };
 
@@ -46,8 +126,9 @@ inline constexpr NormOp kInstanceNorm{NormKind::Instance, "instance_norm",
                                       "instance_norm_backward"};
 inline constexpr NormOp kLayerNorm{NormKind::Layer, "layer_norm", "layer_norm_backward"};
 
-/// One call (forward or backward), decoded. Pointers are null for absent
-/// arguments; they point into the OpSchema the call was decoded from.
+/// What every stage reads of any of the calls above (forward or backward),
+/// decoded once per call. Pointers are null for absent arguments; they
+/// point into the OpSchema the call was decoded from.
 struct NormCall {
   NormOp op;
   bool backward = false;
@@ -84,7 +165,8 @@ struct NormCall {
   void validate() const;
 };
 
-/// The argument lists (encoders), one per operator and direction.
+/// The argument lists (the typed calls' encodings), one per operator and
+/// direction.
 std::vector<OpArg> encode_batch_norm(const DTensor& input, const std::optional<DTensor>& weight,
                                      const std::optional<DTensor>& bias,
                                      const std::optional<DTensor>& running_mean,

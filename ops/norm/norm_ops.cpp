@@ -12,6 +12,7 @@
 #include "dtensor/ops/normalization.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/local_result.h"
+#include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
 #include "ops/norm/norm_call.h"
 #include "ops/norm/norm_stats.h"
@@ -237,8 +238,9 @@ std::vector<std::optional<DTensor>> autograd_backward(const ::dtensor::BackwardC
 }
 
 void register_norm(const NormOp& op) {
+  OpDef defs[2];
   for (const bool bwd : {false, true}) {
-    OpDef def;
+    OpDef& def = defs[bwd ? 1 : 0];
     def.name = bwd ? op.backward_name : op.name;
     def.validate = [op, bwd](const OpSchema& s) { NormCall::of(s, op, bwd).validate(); };
     def.output_meta = [op, bwd](const OpSchema& s) {
@@ -247,16 +249,11 @@ void register_norm(const NormOp& op) {
     def.strategies = [op, bwd](const OpSchema& s) {
       return norm_strategies(NormCall::of(s, op, bwd));
     };
-    if (!bwd)
-      def.backward = [op](const ::dtensor::BackwardCall& c) { return autograd_backward(c, op); };
-    register_op(def);
-    if (bwd)
-      register_op_handler(op.backward_name, [op](OpCall& call) { return backward(call, op); },
-                          false, {.defers_agreement = true});
-    else
-      register_op_handler(op.name, [op](OpCall& call) { return forward(call, op); }, false,
-                          {.defers_agreement = true});
   }
+  defs[0].backward = [op](const ::dtensor::BackwardCall& c) { return autograd_backward(c, op); };
+  detail::register_op_pair({std::move(defs[0]), std::move(defs[1]),
+                            [op](OpCall& call) { return forward(call, op); },
+                            [op](OpCall& call) { return backward(call, op); }});
 }
 
 struct Registrar {

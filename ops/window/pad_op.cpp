@@ -22,6 +22,7 @@
 #include "dtensor/ops/window_ops.h"
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
+#include "ops/detail/op_pair.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor {
@@ -222,21 +223,14 @@ struct Registrar {
                                                        f.padding, f.mode))
                   .at(0)};
     };
-    register_op(fwd);
-    register_op_handler(kPad, forward, false, {.defers_agreement = true});
 
     OpDef bwd;
     bwd.name = kPadBackward;
     bwd.validate = [](const OpSchema& s) {
       const PadBackwardCall& c = decoded<PadBackwardCall>(s);
       check_pad(c.geometry());
-      const Shape out = c.geometry().output_shape();
-      DTENSOR_CHECK_ARG(c.grad_output.shape() == out, kPad,
-                        "grad_output: shape {} but pad's output is {}",
-                        shape_str(c.grad_output.shape()), shape_str(out));
-      DTENSOR_CHECK_ARG(c.grad_output.dtype() == c.input.dtype(), kPad,
-                        "grad_output: dtype {} differs from the input's {}",
-                        dtype_name(c.grad_output.dtype()), dtype_name(c.input.dtype()));
+      detail::check_grad_output(kPad, c.grad_output, c.input, c.geometry().output_shape(),
+                                "pad's output");
     };
     bwd.output_meta = [](const OpSchema& s) {
       const PadBackwardCall& c = decoded<PadBackwardCall>(s);
@@ -246,8 +240,7 @@ struct Registrar {
       const DTensor& x = s.dtensor(1);
       return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 2, false);
     };
-    register_op(bwd);
-    register_op_handler(kPadBackward, backward, false, {.defers_agreement = true});
+    detail::register_op_pair({std::move(fwd), std::move(bwd), forward, backward});
   }
 };
 const Registrar registrar;

@@ -15,6 +15,7 @@
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
+#include "ops/detail/op_pair.h"
 #include "ops/window/pool_call.h"
 #include "ops/window/pool_taps.h"
 #include "ops/window/window_strategies.h"
@@ -213,23 +214,14 @@ void register_pool(const PoolOp& op) {
     const DTensor& x = s.dtensor(0);
     return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 1, op.reduce == Reduce::Avg);
   };
-  fwd.backward = autograd::detail::via_backward_op(op.backward_name);
-  register_op(fwd);
-  register_op_handler(op.name, [op](OpCall& call) { return forward(call, op); }, false,
-                      {.defers_agreement = true});
 
   OpDef bwd;
   bwd.name = op.backward_name;
   bwd.validate = [op](const OpSchema& s) {
     const PoolCall& c = PoolCall::of(s, op, true);
     check_pool(c, op);
-    DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), op.name,
-                      "grad_output: dtype {} differs from the input's {}",
-                      dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
-    const Shape expect = c.output_shape(op);
-    DTENSOR_CHECK_ARG(c.grad_output->shape() == expect, op.name,
-                      "grad_output: shape {} but the pool's output is {}",
-                      shape_str(c.grad_output->shape()), shape_str(expect));
+    detail::check_grad_output(op.name, *c.grad_output, c.input, c.output_shape(op),
+                              "the pool's output");
   };
   bwd.output_meta = [op](const OpSchema& s) {
     const PoolCall& c = PoolCall::of(s, op, true);
@@ -239,9 +231,9 @@ void register_pool(const PoolOp& op) {
     const DTensor& x = s.dtensor(1);
     return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 2, false);
   };
-  register_op(bwd);
-  register_op_handler(op.backward_name, [op](OpCall& call) { return backward(call, op); }, false,
-                      {.defers_agreement = true});
+  detail::register_op_pair({std::move(fwd), std::move(bwd),
+                            [op](OpCall& call) { return forward(call, op); },
+                            [op](OpCall& call) { return backward(call, op); }});
 }
 
 struct Registrar {

@@ -25,6 +25,7 @@
 #include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
+#include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
 #include "ops/window/resample_taps.h"
 #include "ops/window/window_strategies.h"
@@ -182,21 +183,14 @@ struct Registrar {
       const DTensor& x = s.dtensor(0);
       return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 1, true);
     };
-    fwd.backward = autograd::detail::via_backward_op(kBackward);
-    register_op(fwd);
-    register_op_handler(kOp, forward, false, {.defers_agreement = true});
 
     OpDef bwd;
     bwd.name = kBackward;
     bwd.validate = [](const OpSchema& s) {
       const UpsampleCall& c = UpsampleCall::of(s, true);
       check_upsample(c);
-      DTENSOR_CHECK_ARG(c.grad_output->dtype() == c.input.dtype(), kOp,
-                        "grad_output: dtype {} differs from the input's {}",
-                        dtype_name(c.grad_output->dtype()), dtype_name(c.input.dtype()));
-      DTENSOR_CHECK_ARG(c.grad_output->shape() == c.output_shape(), kOp,
-                        "grad_output: shape {} but upsample's output is {}",
-                        shape_str(c.grad_output->shape()), shape_str(c.output_shape()));
+      detail::check_grad_output(kOp, *c.grad_output, c.input, c.output_shape(),
+                                "upsample's output");
     };
     bwd.output_meta = [](const OpSchema& s) {
       const UpsampleCall& c = UpsampleCall::of(s, true);
@@ -206,8 +200,7 @@ struct Registrar {
       const DTensor& x = s.dtensor(1);
       return per_channel_strategies(x.mesh().ndim(), x.spec().ndim(), 2, false);
     };
-    register_op(bwd);
-    register_op_handler(kBackward, backward, false, {.defers_agreement = true});
+    detail::register_op_pair({std::move(fwd), std::move(bwd), forward, backward});
   }
 };
 const Registrar registrar;
