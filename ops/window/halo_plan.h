@@ -19,7 +19,8 @@
 namespace dtensor {
 
 /// A sliding window with zero padding, the convolution's geometry (the
-/// plan's original form, kept for the convolution's callers and tests).
+/// plan's original form: dtensor-conv's local bench and the plan's tests
+/// speak it; the library plans from WindowDim).
 struct HaloGeometry {
   std::int64_t length = 0;     // L: global input length
   std::int64_t ranks = 1;      // P: ranks on the mesh dim that shards this dim
