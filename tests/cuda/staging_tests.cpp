@@ -126,37 +126,43 @@ testing::RunOptions staged() {
 }  // namespace
 
 TEST_CASE("staging: device tensors round-trip and copy between devices", "[cuda][staging]") {
-  auto ops = install_fake_cuda();
-  const Tensor h = Tensor::rand({3, 5}, DType::F64, 7);
-  const Tensor d = h.to(Device::cuda(0));
-  CHECK(d.device() == Device::cuda(0));
-  CHECK(d.item({2, 4}) == h.item({2, 4}));
-  CHECK(max_abs_diff(d.to(Device::cpu()), h) == 0.0);
-  Tensor z = Tensor::zeros({3, 5}, DType::F32, Device::cuda(0));
-  z.narrow(1, 1, 3).copy_(h.narrow(1, 1, 3));
-  z.add_(z.clone());
-  CHECK(z.item({1, 2}) == Approx(2 * h.item({1, 2})).epsilon(1e-6));
-  CHECK(z.item({1, 0}) == 0.0);
-  CHECK(ops->copies > 0);
+  // In a rank process of its own: the fake device must not outlive the test
+  // (later tests of this binary ask whether a real GPU is there).
+  run_ranks(1, [](testing::RankContext&) {
+    auto ops = install_fake_cuda();
+    const Tensor h = Tensor::rand({3, 5}, DType::F64, 7);
+    const Tensor d = h.to(Device::cuda(0));
+    CHECK(d.device() == Device::cuda(0));
+    CHECK(d.item({2, 4}) == h.item({2, 4}));
+    CHECK(max_abs_diff(d.to(Device::cpu()), h) == 0.0);
+    Tensor z = Tensor::zeros({3, 5}, DType::F32, Device::cuda(0));
+    z.narrow(1, 1, 3).copy_(h.narrow(1, 1, 3));
+    z.add_(z.clone());
+    CHECK(z.item({1, 2}) == Approx(2 * h.item({1, 2})).epsilon(1e-6));
+    CHECK(z.item({1, 0}) == 0.0);
+    CHECK(ops->copies > 0);
+  });
 }
 
 TEST_CASE("memory_stats(CUDA): the device's live, peak and cached bytes", "[cuda][staging]") {
-  auto ops = install_fake_cuda();
-  reset_peak_memory_stats(DeviceType::CUDA);
-  const MemoryStats before = memory_stats(DeviceType::CUDA);
-  {
-    const Tensor a = Tensor::zeros({1000}, DType::F64, Device::cuda(0));
-    const MemoryStats during = memory_stats(DeviceType::CUDA);
-    CHECK(during.allocated_bytes == before.allocated_bytes + 8000);
-    CHECK(during.peak_allocated_bytes >= during.allocated_bytes);
-  }
-  const MemoryStats after = memory_stats(DeviceType::CUDA);
-  CHECK(after.allocated_bytes == before.allocated_bytes);
-  CHECK(after.peak_allocated_bytes == before.allocated_bytes + 8000);
-  // Cached: what the device's allocator says it holds.
-  ops->cached = 12345;
-  CHECK(memory_stats(DeviceType::CUDA).cached_bytes == 12345);
-  CHECK(memory_stats(DeviceType::CPU).cached_bytes == cached_cpu_memory());
+  run_ranks(1, [](testing::RankContext&) {
+    auto ops = install_fake_cuda();
+    reset_peak_memory_stats(DeviceType::CUDA);
+    const MemoryStats before = memory_stats(DeviceType::CUDA);
+    {
+      const Tensor a = Tensor::zeros({1000}, DType::F64, Device::cuda(0));
+      const MemoryStats during = memory_stats(DeviceType::CUDA);
+      CHECK(during.allocated_bytes == before.allocated_bytes + 8000);
+      CHECK(during.peak_allocated_bytes >= during.allocated_bytes);
+    }
+    const MemoryStats after = memory_stats(DeviceType::CUDA);
+    CHECK(after.allocated_bytes == before.allocated_bytes);
+    CHECK(after.peak_allocated_bytes == before.allocated_bytes + 8000);
+    // Cached: what the device's allocator says it holds.
+    ops->cached = 12345;
+    CHECK(memory_stats(DeviceType::CUDA).cached_bytes == 12345);
+    CHECK(memory_stats(DeviceType::CPU).cached_bytes == cached_cpu_memory());
+  });
 }
 
 TEST_CASE("staging: collectives and p2p on CUDA tensors over Gloo", "[cuda][staging]") {
