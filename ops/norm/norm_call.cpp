@@ -18,10 +18,12 @@ bool relu_of(const ArgTail<std::string>& tail, const NormOp& op) {
   return true;
 }
 
-// The fused relu's output (the backwards' tail), or null.
+// The fused relu's output (the backwards' tail), or null when absent; None
+// is refused, as before the tail was typed.
 const DTensor* relu_output_of(const ArgTail<const DTensor*>& tail, const NormOp& op) {
   DTENSOR_CHECK_ARG(tail.size() <= 1, op.name, "relu_output: at most one argument, got {}",
                     tail.size());
+  check_arg(tail.empty() || tail[0] != nullptr, op.name, "relu_output: a DTensor, not None");
   return tail.empty() ? nullptr : tail[0];
 }
 

@@ -22,7 +22,6 @@
 #include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window.h"
-#include "ops/autograd/backward_helpers.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
 #include "ops/detail/op_pair.h"

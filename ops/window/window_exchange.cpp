@@ -197,16 +197,8 @@ void WindowExchange::Gradient::post() {
 Tensor WindowExchange::Gradient::finish() {
   post();
   if (!state_->runs) return state_->whole;
-  Tensor g = state_->runs->finish();
   // The earlier dims' parts go back in reverse order, each added where it belongs.
-  const auto& dims = state_->engine->dims_;
-  for (std::size_t i = state_->last; i-- > 0;) {
-    const Dim& d = *dims[i];
-    if (!d.trivial())
-      g = window::scatter_add_runs(g, d.tensor_dim, d.me(), d.group, d.owned_before,
-                                   state_->stream);
-  }
-  return g;
+  return state_->engine->return_to_owners(state_->runs->finish(), state_->last, state_->stream);
 }
 
 WindowExchange::Gradient WindowExchange::gradient(int stream) {
@@ -215,26 +207,28 @@ WindowExchange::Gradient WindowExchange::gradient(int stream) {
   state->engine = this;
   state->stream = stream < 0 ? stream_ : stream;
   state->last = last_live_dim();
-  const DType dtype = dtype_;
   if (state->last == dims_.size()) {
-    state->whole = Tensor::empty(local_window_shape(), dtype, device_);
+    state->whole = Tensor::empty(local_window_shape(), dtype_, device_);
     state->whole_window = TiledTensor::whole(state->whole);
   } else {
     const Dim& d = *dims_[state->last];
-    state->runs.emplace(d.owned_before, dtype, device_, d.tensor_dim, d.me());
+    state->runs.emplace(d.owned_before, dtype_, device_, d.tensor_dim, d.me());
   }
   return Gradient(std::move(state));
 }
 
-Tensor WindowExchange::scatter_add(const Tensor& window_grad) {
-  confirm_if_silent();
-  Tensor g = window_grad;
-  for (auto it = dims_.rbegin(); it != dims_.rend(); ++it) {
-    const Dim& d = **it;
+Tensor WindowExchange::return_to_owners(Tensor g, std::size_t end, int stream) const {
+  for (std::size_t i = end; i-- > 0;) {
+    const Dim& d = *dims_[i];
     if (!d.trivial())
-      g = window::scatter_add_runs(g, d.tensor_dim, d.me(), d.group, d.owned_before, stream_);
+      g = window::scatter_add_runs(g, d.tensor_dim, d.me(), d.group, d.owned_before, stream);
   }
   return g;
+}
+
+Tensor WindowExchange::scatter_add(const Tensor& window_grad) {
+  confirm_if_silent();
+  return return_to_owners(window_grad, dims_.size(), stream_);
 }
 
 }  // namespace dtensor

@@ -190,6 +190,9 @@ class WindowExchange {
   void confirm_if_silent();
   // The last dim whose exchange does anything (dims_.size() when none).
   std::size_t last_live_dim() const;
+  // `g` (the gradient over the windows of the dims before `end`) summed
+  // back onto the owners along those dims, in reverse order.
+  Tensor return_to_owners(Tensor g, std::size_t end, int stream) const;
   OpCall& call_;
   int stream_;
   Shape local_shape_;
