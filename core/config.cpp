@@ -214,6 +214,8 @@ Config Config::from(const Lookup& lookup) {
   c.check_agreement = flag(lookup, "DTENSOR_CHECK_AGREEMENT", c.check_agreement);
   c.cpu_cache_mb = integer(lookup, "DTENSOR_CPU_CACHE_MB", c.cpu_cache_mb, 0);
   c.onednn_band_kb = integer(lookup, "DTENSOR_ONEDNN_BAND_KB", c.onednn_band_kb, 0);
+  c.halo_fusion =
+      choice(lookup, "DTENSOR_HALO_FUSION", {{"on", true}, {"off", false}}, c.halo_fusion);
   c.cudnn_workspace_mb = integer(lookup, "DTENSOR_CUDNN_WORKSPACE_MB", c.cudnn_workspace_mb, 1);
   c.gloo_loop = choice(lookup, "DTENSOR_GLOO_LOOP",
                        {{"batch", GlooLoop::Batch}, {"normal", GlooLoop::Normal}}, c.gloo_loop);

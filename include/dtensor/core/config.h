@@ -37,6 +37,10 @@ struct Config {
   // ---- memory and kernels ----
   /// DTENSOR_CPU_CACHE_MB: integer >= 0. Freed CPU buffers kept for reuse.
   std::int64_t cpu_cache_mb = 512;
+  /// DTENSOR_HALO_FUSION: on | off. Chains of window layers exchange their
+  /// combined halo once (dtensor/ops/halo_chain.h) where the cost model says
+  /// it pays; off: every layer exchanges its own.
+  bool halo_fusion = true;
   /// DTENSOR_ONEDNN_BAND_KB: integer >= 0. oneDNN band budget (0: no bands).
   std::int64_t onednn_band_kb = 512;
   /// DTENSOR_CUDNN_WORKSPACE_MB: integer >= 1. cuDNN scratch bound.

@@ -11,6 +11,7 @@
 #include "dtensor/nn/module.h"
 #include "dtensor/ops/activations.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/halo_chain.h"
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/views.h"
@@ -52,6 +53,8 @@ class Conv : public Module {
        std::vector<std::int64_t> kernel_size, const ConvOptions& options = {});
   DTensor forward(const DTensor& input) override;
   const DTensor& weight() const { return value(weight_); }
+  /// This layer as a link of a fused chain (dtensor/ops/halo_chain.h).
+  ChainConv chain_layer() const { return {value(weight_), value_if(bias_), params_}; }
 
  private:
   ConvParams params_;
@@ -181,6 +184,10 @@ class GroupNorm : public Module {
   GroupNorm& fuse_activation(NormActivation activation) {
     activation_ = activation;
     return *this;
+  }
+  /// This layer as a link of a fused chain (dtensor/ops/halo_chain.h).
+  ChainGroupNorm chain_layer() const {
+    return {groups_, eps_, value_if(weight_), value_if(bias_), activation_ == NormActivation::ReLU};
   }
 
  private:

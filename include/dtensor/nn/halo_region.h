@@ -1,0 +1,31 @@
+// Modules whose halo exchanges are fused: a chain of convolutions and group
+// norms (with relu) exchanges its combined halo once, forward and backward
+// (dtensor/ops/halo_chain.h), wherever the input is spatially sharded, the
+// chain fits and the cost model says it pays; otherwise the modules run one
+// by one. Either way the results are the same (to rounding).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "dtensor/nn/module.h"
+
+namespace dtensor::nn {
+
+/// `modules` applied in order to `input`. Every run of Conv (stride 1,
+/// "same", zero padding), GroupNorm and ReLU (after a GroupNorm: its fused
+/// activation) that starts with a Conv and holds two or more runs as one
+/// halo_chain() when halo_chain_pays(); everything else runs module by module.
+/// What nn::Sequential and nn::HaloRegion do.
+DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,
+                             const DTensor& input);
+
+/// A chain of modules wrapped as one: a Sequential (modules named "0", "1",
+/// ...), whose forward fuses the chain's halo exchanges where it pays. For a
+/// user module whose forward is such a chain: wrap the chain in a
+/// HaloRegion, or call forward_fusing_halos() from forward() with the
+/// modules it holds (the trainer's DoubleConv does).
+struct HaloRegion : Sequential {
+  using Sequential::Sequential;
+};
+
+}  // namespace dtensor::nn

@@ -1,0 +1,74 @@
+// One halo exchange for a chain of window operators.
+//
+// Run one by one, every convolution of a chain exchanges its own halo, in the
+// forward and again in the backward. A chain of stride-1 convolutions whose
+// outputs are as large as their inputs ("same", zero padding), with group
+// norms (and their fused relu) between them, can instead exchange the
+// chain's combined halo once, up front: each rank computes every layer on a
+// window as much larger than its shard as the layers after it still read
+// (recomputing what its neighbours compute too), so the last layer's output
+// is exactly the rank's shard. The norms' statistics count only the cells a
+// rank owns, so they are the unfused run's; the backward sends the window's
+// gradient back to its owners once as well.
+//
+// halo_chain() runs such a chain on a DTensor and records one autograd node
+// for it; the results equal the layers run one by one (to rounding). The
+// modules use it: nn::HaloRegion wraps a chain of modules, nn::Sequential
+// fuses its runs of such layers; DTENSOR_HALO_FUSION=off (Config::halo_fusion)
+// turns it off everywhere. docs/halo.md ("One exchange per chain") has the
+// maths and the cost model that decides when a chain is worth fusing.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "dtensor/ops/conv_params.h"
+#include "dtensor/placement/dtensor.h"
+
+namespace dtensor {
+
+/// A convolution of a chain: F.conv{N}d(x, weight, bias, params).
+struct ChainConv {
+  DTensor weight;
+  std::optional<DTensor> bias{};
+  ConvParams params{};
+};
+
+/// F.group_norm(x, groups, weight, bias, eps), then relu when `relu`.
+struct ChainGroupNorm {
+  std::int64_t num_groups = 1;
+  double eps = 1e-5;
+  std::optional<DTensor> weight{}, bias{};
+  bool relu = false;
+};
+
+using ChainLayer = std::variant<ChainConv, ChainGroupNorm>;
+
+/// Why `layers` on `input` cannot run as one exchange, or nullopt when they
+/// can: a chain starts with a convolution and holds at least two; every
+/// convolution has stride 1, zero padding and an output as large as its input
+/// along every spatial dim; the input is sharded (or replicated) on batch and
+/// spatial dims only, with at least one spatial dim sharded; parameters are
+/// replicated. Pure: every rank gets the same answer.
+std::optional<std::string> halo_chain_refusal(const DTensor& input,
+                                              const std::vector<ChainLayer>& layers);
+
+/// What fusing `layers` on `input` is expected to save per training step
+/// (forward + backward), in seconds: the exchanges it saves at the link's
+/// latency and bandwidth, less the recomputed overlap at the rank's
+/// compute rate (docs/halo.md). Negative: fusing would cost.
+double halo_chain_saving(const DTensor& input, const std::vector<ChainLayer>& layers);
+
+/// Whether `layers` on `input` run fused: Config::halo_fusion is on, the chain
+/// is fusible (halo_chain_refusal) and the cost model says it pays.
+bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers);
+
+/// The layers applied in order with one halo exchange (forward and backward).
+/// InvalidArgument naming the reason when the chain is not fusible
+/// (halo_chain_refusal); callers that want the unfused run then call the
+/// layers one by one. A collective over the input's mesh.
+DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers);
+
+}  // namespace dtensor

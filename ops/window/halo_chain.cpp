@@ -1,0 +1,734 @@
+// A chain of convolutions and group norms with one halo exchange
+// (dtensor/ops/halo_chain.h): the operators "halo_chain" and
+// "halo_chain_backward", their handlers, the autograd node that joins them,
+// and the cost model.
+//
+// Forward, on each rank: one WindowExchange brings the chain's combined halo
+// (the chain read as one sliding window, halo_chain_plan.h); every
+// convolution then computes the range the layers after it read (its local
+// padding supplies the zeros beyond the input's edges), every norm takes its
+// statistics from the cells the rank owns only (so they are the unfused
+// run's) and normalises the whole range. What the backward needs (the
+// window, every layer's input, the statistics) stays on the rank, in the
+// node's state: nothing is exchanged again but the gradient.
+//
+// Backward: the gradient starts on the owned cells and widens layer by layer
+// backwards. Inside the window a halo cell's gradient is this rank's part of
+// the total (its neighbour holds the rest), so the norms' two gradient sums
+// run over every cell of the range (the parts add up across ranks), and the
+// term that depends on them is added on owned cells only (once per cell
+// across ranks). The first convolution writes the window's gradient straight
+// into the shard's gradient and the strips that go back: one exchange.
+#include "dtensor/ops/halo_chain.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "dtensor/core/config.h"
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/autograd.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/local_conv.h"
+#include "dtensor/ops/window.h"
+#include "ops/norm/norm_stats.h"
+#include "ops/norm/stat_reduction.h"
+#include "ops/window/halo_chain_plan.h"
+
+namespace dtensor {
+namespace {
+
+constexpr const char* kForwardOp = "halo_chain";
+constexpr const char* kBackwardOp = "halo_chain_backward";
+constexpr int kWindowStream = 0, kGradientStream = 1;
+
+// ---- the call's arguments -------------------------------------------------
+
+// A layer as the operators read it: its parameters, and its DTensors'
+// indices among the call's DTensor arguments (-1: none).
+struct Layer {
+  bool conv = false;
+  ConvParams params{};  // expanded to the spatial rank; padding explicit
+  std::vector<detail::ChainConvDim> dims{};
+  std::int64_t num_groups = 1;
+  double eps = 0;
+  bool relu = false;
+  int weight = -1, bias = -1;
+};
+
+// x, then per layer: "conv", weight, bias | None, padding (left, right per
+// spatial dim, flat), dilation, groups; or "group_norm", num_groups, eps,
+// weight | None, bias | None, relu. The backward puts grad_output first.
+std::vector<OpArg> encode(const DTensor& x, const std::vector<ChainLayer>& layers) {
+  const std::int64_t spatial = x.ndim() - 2;
+  std::vector<OpArg> args{x};
+  auto optional_arg = [&](const std::optional<DTensor>& t) {
+    args.push_back(t ? OpArg(*t) : OpArg(None{}));
+  };
+  for (const auto& layer : layers) {
+    if (const auto* c = std::get_if<ChainConv>(&layer)) {
+      const ConvParams p = c->params.expanded(spatial);
+      IntList padding, dilation;
+      for (std::int64_t d = 0; d < spatial; ++d) {
+        padding.push_back(p.padding[d].first);
+        padding.push_back(p.padding[d].second);
+        dilation.push_back(p.dilation[d]);
+      }
+      args.push_back(std::string("conv"));
+      args.push_back(c->weight);
+      optional_arg(c->bias);
+      args.push_back(padding);
+      args.push_back(dilation);
+      args.push_back(p.groups);
+    } else {
+      const auto& n = std::get<ChainGroupNorm>(layer);
+      args.push_back(std::string("group_norm"));
+      args.push_back(n.num_groups);
+      args.push_back(n.eps);
+      optional_arg(n.weight);
+      optional_arg(n.bias);
+      args.push_back(n.relu);
+    }
+  }
+  return args;
+}
+
+struct Chain {
+  std::vector<Layer> layers;
+  std::size_t num_convs = 0;
+  // Index of the input among the DTensor arguments (1 in the backward).
+  int input = 0;
+};
+
+Chain decode(const OpSchema& s, bool backward) {
+  Chain chain;
+  chain.input = backward ? 1 : 0;
+  int next_dtensor = chain.input + 1;
+  std::size_t at = static_cast<std::size_t>(chain.input) + 1;
+  const std::int64_t spatial = s.dtensor(static_cast<std::size_t>(chain.input)).ndim() - 2;
+  auto optional_index = [&](std::size_t i) { return s.is_none(i) ? -1 : next_dtensor++; };
+  while (at < s.size()) {
+    Layer l;
+    const std::string& kind = s.text(at++);
+    if (kind == "conv") {
+      l.conv = true;
+      l.weight = next_dtensor++;
+      const Shape& w = s.dtensor(at++).shape();
+      l.bias = optional_index(at++);
+      const IntList& padding = s.int_list(at++);
+      const IntList& dilation = s.int_list(at++);
+      l.params.groups = s.int_value(at++);
+      l.params.stride.assign(static_cast<std::size_t>(spatial), 1);
+      l.params.padding.clear();
+      l.params.dilation = dilation;
+      for (std::int64_t d = 0; d < spatial; ++d) {
+        l.params.padding.emplace_back(padding.at(2 * d), padding.at(2 * d + 1));
+        l.dims.push_back({dilation.at(d) * (w[d + 2] - 1) + 1, padding.at(2 * d)});
+      }
+      ++chain.num_convs;
+    } else {
+      DTENSOR_CHECK_ARG(kind == "group_norm", kForwardOp, "unknown layer kind '{}'", kind);
+      l.num_groups = s.int_value(at++);
+      l.eps = s.scalar(at++);
+      l.weight = optional_index(at++);
+      l.bias = optional_index(at++);
+      l.relu = s.flag(at++);
+    }
+    chain.layers.push_back(std::move(l));
+  }
+  return chain;
+}
+
+// ---- what can be fused ----------------------------------------------------
+
+bool replicated(const DTensor& t) {
+  return std::all_of(t.placements().begin(), t.placements().end(),
+                     [](const Placement& p) { return p.is_replicate(); });
+}
+
+std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
+  if (x.ndim() < 3) return "the input is not [N, C, spatial...]";
+  if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
+    return "the chain does not start with a convolution";
+  bool sharded_spatial = false;
+  for (std::size_t m = 0; m < x.placements().size(); ++m) {
+    const Placement& p = x.placements()[m];
+    if (p.is_partial()) return "the input is a pending sum";
+    if (p.is_shard(1)) return "the input's channels are sharded";
+    if (p.is_shard() && p.dim() >= 2 && x.mesh().size(static_cast<std::int64_t>(m)) > 1)
+      sharded_spatial = true;
+  }
+  if (!sharded_spatial) return "no spatial dim of the input is sharded: there is no halo";
+  const std::int64_t spatial = x.ndim() - 2;
+  std::int64_t channels = x.shape()[1];
+  std::size_t convs = 0;
+  auto parameter_ok = [&](const std::optional<DTensor>& t, const Shape& shape) {
+    return !t || (t->mesh() == x.mesh() && replicated(*t) && t->dtype() == x.dtype() &&
+                  t->shape() == shape);
+  };
+  for (const auto& layer : layers) {
+    if (const auto* c = std::get_if<ChainConv>(&layer)) {
+      const Shape& w = c->weight.shape();
+      if (!parameter_ok(c->weight, w) || static_cast<std::int64_t>(w.size()) != x.ndim())
+        return "a convolution's weight is not a replicated [out, in / groups, k...] tensor";
+      const ConvParams p = c->params.expanded(spatial);
+      if (p.groups < 1 || w[0] % p.groups != 0 || w[1] * p.groups != channels)
+        return "a convolution's weight does not fit its input's channels";
+      if (!parameter_ok(c->bias, {w[0]})) return "a convolution's bias is not [out], replicated";
+      if (p.padding_mode != PaddingMode::Zeros) return "a convolution pads with a padding mode";
+      for (std::int64_t d = 0; d < spatial; ++d) {
+        const std::int64_t extent = p.dilation[d] * (w[d + 2] - 1) + 1;
+        if (p.stride[d] != 1) return "a convolution has a stride";
+        if (p.padding[d].first < 0 || p.padding[d].first + p.padding[d].second != extent - 1)
+          return "a convolution's output is not as large as its input";
+      }
+      channels = w[0];
+      ++convs;
+    } else {
+      const auto& n = std::get<ChainGroupNorm>(layer);
+      if (n.num_groups < 1 || channels % n.num_groups != 0 || !(n.eps >= 0))
+        return "a group norm does not fit its input";
+      if (!parameter_ok(n.weight, {channels}) || !parameter_ok(n.bias, {channels}))
+        return "a group norm's weight or bias is not [C], replicated";
+    }
+  }
+  if (convs < 2) return "a chain of fewer than two convolutions saves no exchange";
+  return std::nullopt;
+}
+
+// ---- what the forward keeps for the backward -------------------------------
+
+struct NormState {
+  Tensor input, output;  // over the layer's range
+  norm::Stats stats;
+};
+
+struct ChainState {
+  bool save = false;
+  std::vector<TiledTensor> conv_inputs;  // per convolution: the window, then layer outputs
+  std::vector<NormState> norms;
+};
+
+// The state of the call in progress on this thread: the front end and the
+// node hand it to the handlers through dispatch, which carries only values.
+thread_local ChainState* t_state = nullptr;
+
+class StateScope {
+ public:
+  explicit StateScope(ChainState* s) : previous_(t_state) { t_state = s; }
+  ~StateScope() { t_state = previous_; }
+  StateScope(const StateScope&) = delete;
+  StateScope& operator=(const StateScope&) = delete;
+
+ private:
+  ChainState* previous_;
+};
+
+// ---- the rank's geometry ---------------------------------------------------
+
+struct Geometry {
+  std::vector<detail::ChainDimPlan> dims;  // per spatial dim
+  bool idle = false;                       // no output on this rank
+
+  // [begin, end) of convolution k's output (k = -1: the window) per dim.
+  std::pair<std::int64_t, std::int64_t> range(std::size_t d, int k) const {
+    const auto& s = k < 0 ? dims[d].steps.front() : dims[d].steps[static_cast<std::size_t>(k)];
+    return k < 0 ? std::pair{s.in_begin, s.in_end} : std::pair{s.out_begin, s.out_end};
+  }
+  // The owned cells of a tensor over convolution k's output range.
+  Tensor owned(const Tensor& t, int k) const {
+    Tensor v = t;
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      v = v.narrow(static_cast<std::int64_t>(d) + 2, dims[d].owned_begin - range(d, k).first,
+                   dims[d].owned_end - dims[d].owned_begin);
+    return v;
+  }
+  bool owns_all(int k) const {
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      if (range(d, k) != std::pair{dims[d].owned_begin, dims[d].owned_end}) return false;
+    return true;
+  }
+  ConvParams params(const Layer& l, std::size_t k) const {
+    ConvParams p = l.params;
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      p.padding[d] = {dims[d].steps[k].pad_left, dims[d].steps[k].pad_right};
+    return p;
+  }
+};
+
+std::vector<detail::ChainConvDim> conv_dims(const Chain& c, std::size_t d) {
+  std::vector<detail::ChainConvDim> out;
+  for (const auto& l : c.layers)
+    if (l.conv) out.push_back(l.dims[d]);
+  return out;
+}
+
+std::vector<WindowDim> window_dims(const Chain& c, std::int64_t spatial) {
+  std::vector<WindowDim> dims;
+  for (std::int64_t d = 0; d < spatial; ++d)
+    dims.push_back(detail::chain_window(conv_dims(c, static_cast<std::size_t>(d))));
+  return dims;
+}
+
+Geometry geometry_of(const Chain& c, const WindowExchange& engine, const Shape& global) {
+  Geometry g;
+  g.idle = !engine.has_output();
+  for (std::size_t d = 0; d < engine.spans().size(); ++d) {
+    const WindowSpan& s = engine.spans()[d];
+    const std::int64_t o0 = s.output.offset, o1 = s.output.offset + s.output.length;
+    const auto convs = conv_dims(c, d);
+    std::int64_t begin = s.origin, end = s.origin + s.length;
+    if (g.idle) {  // the window the rank would read, were there output on every dim
+      const WindowDim w = detail::chain_window(convs);
+      begin = std::max<std::int64_t>(0, o0 - w.pad_left);
+      end = std::min(global[d + 2], o1 + w.pad_right);
+    }
+    g.dims.push_back(detail::plan_chain_dim(global[d + 2], o0, o1, begin, end, convs));
+  }
+  return g;
+}
+
+Shape range_shape(const Shape& nc, const Geometry& g, int k) {
+  Shape s = nc;
+  for (std::size_t d = 0; d < g.dims.size(); ++d)
+    s.push_back(g.range(d, k).second - g.range(d, k).first);
+  return s;
+}
+
+Tensor local_or_none(const std::vector<DTensor>& in, int index) {
+  return index < 0 ? Tensor() : in.at(static_cast<std::size_t>(index)).to_local().contiguous();
+}
+
+// ---- the handlers ----------------------------------------------------------
+
+std::vector<DTensor> forward_handler(OpCall& call) {
+  const Chain c = decode(call.schema(), false);
+  const auto in = call.redistributed_inputs();
+  const DTensor& x = in[0];
+  const DeviceType device = x.to_local().device().type;
+  const DType dtype = x.dtype();
+  const auto kernels = local_conv_kernels(x.to_local().device(), dtype);
+  ChainState scratch;
+  ChainState& state = t_state ? *t_state : scratch;
+  state.conv_inputs.clear();
+  state.norms.clear();
+
+  WindowExchange engine(call, x.spec(), window_dims(c, x.ndim() - 2), kWindowStream);
+  WindowExchange::Pending pending = engine.post(x.to_local());
+  TiledTensor window = pending.wait();
+  const Geometry g = geometry_of(c, engine, x.shape());
+  const std::int64_t batch = x.to_local().size(0);
+  if (g.idle)  // nothing to compute here; the norms' collectives still run
+    window = TiledTensor::whole(
+        Tensor::zeros(range_shape({batch, x.shape()[1]}, g, -1), dtype, x.to_local().device()));
+  const norm::ReductionPlan reduction =
+      norm::plan_reduction(norm::NormKind::Group, x.mesh(), x.placements());
+
+  TiledTensor current = window;
+  Tensor dense;  // `current` as one tensor, after the first layer
+  int k = -1;    // the last convolution run
+  for (const Layer& l : c.layers) {
+    if (l.conv) {
+      ++k;
+      if (state.save) state.conv_inputs.push_back(current);
+      const Tensor& w = in[static_cast<std::size_t>(l.weight)].to_local();
+      dense = g.idle ? Tensor::zeros(range_shape({batch, w.size(0)}, g, k), dtype, w.device())
+                     : kernels->forward(current, w, local_or_none(in, l.bias),
+                                        g.params(l, static_cast<std::size_t>(k)));
+    } else {
+      const std::int64_t channels = dense.size(1);
+      const auto layout =
+          norm::layout_of(norm::NormKind::Group, dense.shape(), channels, l.num_groups);
+      const Tensor owned = g.owned(dense, k).contiguous();
+      Tensor moments = Tensor::empty({layout.stats(), 3}, DType::F64);
+      run_kernel(
+          kernels::kNormMoments, device, dtype,
+          {owned, norm::layout_of(norm::NormKind::Group, owned.shape(), channels, l.num_groups),
+           moments});
+      norm::merge_moments(call, reduction, moments);
+      NormState ns{dense, Tensor(), norm::stats_from_moments(moments, 3, l.eps)};
+      kernels::NormApplyArgs apply;
+      apply.x = dense;
+      apply.layout = layout;
+      apply.mean = ns.stats.mean;
+      apply.invstd = ns.stats.invstd;
+      apply.weight = local_or_none(in, l.weight);
+      apply.bias = local_or_none(in, l.bias);
+      apply.relu = l.relu;
+      apply.y = Tensor::empty(dense.shape(), dtype, dense.device());
+      run_kernel(kernels::kNormApply, device, dtype, apply);
+      dense = apply.y;
+      ns.output = dense;
+      if (state.save) state.norms.push_back(std::move(ns));
+    }
+    current = TiledTensor::whole(dense);
+  }
+  const DTensorSpec& out_spec = call.sharding().output_specs[0];
+  DTENSOR_CHECK_ARG(dense.shape() == out_spec.local_shape(), kForwardOp,
+                    "internal: local output {} but the output spec {} needs {}",
+                    shape_str(dense.shape()), out_spec.str(), shape_str(out_spec.local_shape()));
+  return {DTensor(dense, out_spec)};
+}
+
+// The norm's input gradient over its range from `g` (the output's gradient
+// over the same range; this rank's part of it at halo cells).
+Tensor norm_backward(OpCall& call, const norm::ReductionPlan& reduction, const Layer& l,
+                     const NormState& ns, const Tensor& g, const Geometry& geo, int k,
+                     const Tensor& weight, Tensor* grad_weight, Tensor* grad_bias) {
+  const DeviceType device = g.device().type;
+  const DType dtype = g.dtype();
+  const auto layout =
+      norm::layout_of(norm::NormKind::Group, ns.input.shape(), ns.input.size(1), l.num_groups);
+  const std::int64_t stats = layout.stats();
+  const Tensor relu_output = l.relu ? ns.output : Tensor();
+  Tensor packed = Tensor::empty({stats, 5}, DType::F64);
+  run_kernel(kernels::kNormBackwardReduce, device, dtype,
+             {g, ns.input, layout, weight, packed, relu_output});
+  // The sums over every cell of every rank's range add up to the totals
+  // (a halo cell's gradient parts are spread over the ranks that hold it).
+  norm::merge_moments_and_grad_sums(call, reduction, packed);
+  kernels::NormBackwardApplyArgs args;
+  args.grad_output = g;
+  args.x = ns.input;
+  args.layout = layout;
+  args.mean = ns.stats.mean;
+  args.invstd = ns.stats.invstd;
+  args.weight = weight;
+  args.relu_output = relu_output;
+  args.mean_g = Tensor::empty({stats}, DType::F64);
+  args.mean_gxhat = Tensor::empty({stats}, DType::F64);
+  for (std::int64_t s = 0; s < stats; ++s) {
+    const double* r = packed.data<double>() + 5 * s;
+    const double n = ns.stats.count.data<double>()[s] > 0 ? ns.stats.count.data<double>()[s] : 1.0;
+    // sum(g * (x - mean)) around the statistics' mean, from the sum around
+    // the merged range's mean r[1].
+    const double h = r[4] + (r[1] - ns.stats.mean.data<double>()[s]) * r[3];
+    args.mean_g.data<double>()[s] = r[3] / n;
+    args.mean_gxhat.data<double>()[s] = h * ns.stats.invstd.data<double>()[s] / n;
+  }
+  args.grad_input = Tensor::empty(ns.input.shape(), dtype, g.device());
+  if (grad_weight)
+    args.grad_weight = *grad_weight = Tensor::empty({layout.params()}, dtype, g.device());
+  if (grad_bias) args.grad_bias = *grad_bias = Tensor::empty({layout.params()}, dtype, g.device());
+  run_kernel(kernels::kNormBackwardApply, device, dtype, args);
+  if (geo.owns_all(k)) return args.grad_input;
+  // Halo cells: the statistics' term belongs to the owner alone; here only
+  // g * w * invstd (the statistics held constant), with the owned cells'
+  // full gradient copied in.
+  kernels::NormBackwardApplyArgs halo = args;
+  halo.mean_g = Tensor();
+  halo.mean_gxhat = Tensor();
+  halo.grad_weight = Tensor();
+  halo.grad_bias = Tensor();
+  halo.grad_input = Tensor::empty(ns.input.shape(), dtype, g.device());
+  run_kernel(kernels::kNormBackwardApply, device, dtype, halo);
+  geo.owned(halo.grad_input, k).copy_(geo.owned(args.grad_input, k));
+  return halo.grad_input;
+}
+
+std::vector<DTensor> backward_handler(OpCall& call) {
+  DTENSOR_CHECK_ARG(t_state && !t_state->conv_inputs.empty(), kBackwardOp,
+                    "runs only inside backward() of a recorded halo_chain");
+  const ChainState& state = *t_state;
+  const Chain c = decode(call.schema(), true);
+  const auto in = call.redistributed_inputs();
+  const DTensor& gy = in[0];
+  const DTensor& x = in[1];
+  const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
+  WindowExchange engine(call, x.spec(), window_dims(c, x.ndim() - 2), kWindowStream);
+  const Geometry geo = geometry_of(c, engine, x.shape());
+  const norm::ReductionPlan reduction =
+      norm::plan_reduction(norm::NormKind::Group, x.mesh(), x.placements());
+
+  // Per DTensor argument after grad_output and x: its gradient.
+  std::vector<Tensor> grads(in.size());
+  Tensor g = gy.to_local().contiguous();
+  int k = static_cast<int>(c.num_convs) - 1;
+  std::size_t norm_index = state.norms.size();
+  Tensor grad_x;
+  for (std::size_t i = c.layers.size(); i-- > 0;) {
+    const Layer& l = c.layers[i];
+    const Tensor w = local_or_none(in, l.weight);
+    if (!l.conv) {
+      const NormState& ns = state.norms.at(--norm_index);
+      Tensor gw, gb;
+      g = norm_backward(call, reduction, l, ns, g, geo, k, w, l.weight >= 0 ? &gw : nullptr,
+                        l.bias >= 0 ? &gb : nullptr);
+      if (l.weight >= 0) grads[static_cast<std::size_t>(l.weight)] = gw;
+      if (l.bias >= 0) grads[static_cast<std::size_t>(l.bias)] = gb;
+      continue;
+    }
+    const ConvParams p = geo.params(l, static_cast<std::size_t>(k));
+    const TiledTensor& input = state.conv_inputs.at(static_cast<std::size_t>(k));
+    ConvWeightGrads wg;
+    if (!geo.idle) {
+      if (k == 0) {  // the window's gradient goes back to its owners
+        WindowExchange::Gradient back = engine.gradient(kGradientStream);
+        kernels->backward_data(g, w, back.window(), p);
+        back.post();
+        wg = kernels->backward_weights(g, input, w.shape(), p, l.bias >= 0);
+        grad_x = back.finish();
+      } else {
+        Tensor gi = kernels->backward_data(g, w, input.shape(), p);
+        wg = kernels->backward_weights(g, input, w.shape(), p, l.bias >= 0);
+        g = gi;
+      }
+    } else {  // nothing computed here: zero parts of the sums
+      wg.grad_weight = Tensor::zeros(w.shape(), w.dtype(), w.device());
+      wg.grad_bias = Tensor::zeros({w.size(0)}, w.dtype(), w.device());
+      if (k == 0) {
+        WindowExchange::Gradient back = engine.gradient(kGradientStream);
+        back.window().zero_();
+        grad_x = back.finish();
+      } else {
+        g = Tensor::zeros(input.shape(), g.dtype(), g.device());
+      }
+    }
+    grads[static_cast<std::size_t>(l.weight)] = wg.grad_weight;
+    if (l.bias >= 0) grads[static_cast<std::size_t>(l.bias)] = wg.grad_bias;
+    --k;
+  }
+  const auto& specs = call.sharding().output_specs;
+  std::vector<DTensor> out{DTensor(grad_x, specs[0])};
+  for (std::size_t i = 2; i < in.size(); ++i)
+    out.emplace_back(grads[i], specs[i - 1]);
+  return out;
+}
+
+// ---- definitions -----------------------------------------------------------
+
+void validate(const OpSchema& s, bool backward) {
+  const Chain c = decode(s, backward);
+  const DTensor& x = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(c.input)]);
+  std::vector<ChainLayer> layers;  // the refusal reads the layers' DTensors back
+  std::size_t at = static_cast<std::size_t>(c.input) + 1;
+  auto opt = [&](std::size_t i) {
+    return s.is_none(i) ? std::optional<DTensor>() : std::optional<DTensor>(s.dtensor(i));
+  };
+  for (const Layer& l : c.layers) {
+    ++at;  // the kind
+    if (l.conv) {
+      layers.push_back(ChainConv{s.dtensor(at), opt(at + 1), l.params});
+      at += 5;
+    } else {
+      layers.push_back(ChainGroupNorm{l.num_groups, l.eps, opt(at + 2), opt(at + 3), l.relu});
+      at += 5;
+    }
+  }
+  const auto why = refusal(x, layers);
+  DTENSOR_CHECK_ARG(!why, s.op(), "cannot run as one exchange: {}", why.value_or(""));
+}
+
+Shape output_shape(const OpSchema& s, const Chain& c) {
+  Shape shape = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(c.input)]).shape();
+  for (const Layer& l : c.layers)
+    if (l.conv)
+      shape[1] = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(l.weight)]).shape()[0];
+  return shape;
+}
+
+Placements partial_where_sharded(const Placements& x) {
+  Placements out;
+  for (const Placement& p : x)
+    out.push_back(p.is_shard() ? Placement::partial() : Placement::replicate());
+  return out;
+}
+
+void register_chain() {
+  OpDef fwd;
+  fwd.name = kForwardOp;
+  fwd.validate = [](const OpSchema& s) { validate(s, false); };
+  fwd.output_meta = [](const OpSchema& s) {
+    const Chain c = decode(s, false);
+    return std::vector<TensorMeta>{{output_shape(s, c), s.dtensor(0).dtype()}};
+  };
+  fwd.strategies = [](const OpSchema& s) {
+    const Placements& x = s.dtensor(0).placements();
+    ShardingStrategy st;
+    st.inputs.push_back(x);
+    for (std::size_t i = 1; i < s.dtensor_positions().size(); ++i)
+      st.inputs.emplace_back(x.size(), Placement::replicate());
+    st.outputs.push_back(x);
+    return std::vector<ShardingStrategy>{st};
+  };
+  register_op(fwd);
+  OpDef bwd;
+  bwd.name = kBackwardOp;
+  bwd.validate = [](const OpSchema& s) { validate(s, true); };
+  bwd.output_meta = [](const OpSchema& s) {
+    std::vector<TensorMeta> out;
+    const auto& pos = s.dtensor_positions();
+    for (std::size_t i = 1; i < pos.size(); ++i)
+      out.push_back({s.dtensor(pos[i]).shape(), s.dtensor(pos[i]).dtype()});
+    return out;
+  };
+  bwd.strategies = [](const OpSchema& s) {
+    const auto& pos = s.dtensor_positions();
+    const Placements& x = s.dtensor(pos[1]).placements();
+    ShardingStrategy st;
+    st.inputs = {x, x};
+    st.outputs = {x};
+    for (std::size_t i = 2; i < pos.size(); ++i) {
+      st.inputs.emplace_back(x.size(), Placement::replicate());
+      st.outputs.push_back(partial_where_sharded(x));
+    }
+    return std::vector<ShardingStrategy>{st};
+  };
+  bwd.differentiable = false;
+  register_op(bwd);
+  HandlerOptions options;
+  options.defers_agreement = true;
+  register_op_handler(kForwardOp, forward_handler, false, options);
+  register_op_handler(kBackwardOp, backward_handler, false, options);
+}
+
+struct Registrar {
+  Registrar() { register_chain(); }
+};
+const Registrar registrar;
+
+// ---- autograd --------------------------------------------------------------
+
+std::vector<DTensor> dtensors_of(const std::vector<OpArg>& args) {
+  std::vector<DTensor> out;
+  for (const auto& a : args)
+    if (const auto* d = std::get_if<DTensor>(&a)) out.push_back(*d);
+  return out;
+}
+
+class ChainNode final : public autograd::Node {
+ public:
+  ChainNode(std::vector<OpArg> args, std::shared_ptr<ChainState> state)
+      : Node(kForwardOp, dtensors_of(args), 1), state_(std::move(state)) {
+    for (auto& a : args)
+      if (auto* d = std::get_if<DTensor>(&a)) *d = d->detach();
+    args_ = std::move(args);
+  }
+
+  std::vector<std::optional<DTensor>> apply(
+      const std::vector<std::optional<DTensor>>& grad_outputs) override {
+    DTENSOR_CHECK_ARG(state_ != nullptr, "autograd",
+                      "backward through {} a second time: its saved tensors were freed after the "
+                      "first backward (pass retain_graph=true to keep them)",
+                      name());
+    std::vector<std::optional<DTensor>> out(next_edges().size());
+    if (!grad_outputs.at(0)) return out;
+    std::vector<OpArg> args = args_;
+    args.insert(args.begin(), *grad_outputs[0]);
+    StateScope scope(state_.get());
+    const auto grads = dispatch(kBackwardOp, std::move(args));
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (!next_edges()[i].empty()) out[i] = grads.at(i);
+    return out;
+  }
+
+  void release_saved() override {
+    state_.reset();
+    args_.clear();
+  }
+
+ private:
+  std::shared_ptr<ChainState> state_;
+  std::vector<OpArg> args_;
+};
+
+// ---- the cost model ----------------------------------------------------------
+
+// A message's fixed cost between two ranks of this machine (Gloo over
+// loopback TCP through its event-loop thread: dtensor-bench-latency's p50
+// send/recv round, halved), and the rate the recomputed overlap runs at
+// (oneDNN's f32 convolutions on small tiles, per core). docs/halo.md.
+constexpr double kMessageSeconds = 40e-6;
+constexpr double kLinkBytesPerSecond = 2e9;
+constexpr double kFlopsPerSecond = 60e9;
+
+}  // namespace
+
+std::optional<std::string> halo_chain_refusal(const DTensor& input,
+                                              const std::vector<ChainLayer>& layers) {
+  return refusal(input, layers);
+}
+
+double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers) {
+  const auto& link = config().sim_link;
+  const double latency = kMessageSeconds + (link ? link->latency_us * 1e-6 : 0.0);
+  const double bandwidth = link && link->gbit ? *link->gbit * 1e9 / 8 : kLinkBytesPerSecond;
+  const auto spatial = static_cast<std::size_t>(x.ndim() - 2);
+  const Shape local = x.spec().local_shape();
+  // The sharded spatial dims, and the messages of one exchange: a send and
+  // a receive to each neighbour along each.
+  std::vector<bool> sharded(spatial, false);
+  double messages = 0;
+  for (std::size_t m = 0; m < x.placements().size(); ++m) {
+    const Placement& p = x.placements()[m];
+    if (p.is_shard() && p.dim() >= 2 && x.mesh().size(static_cast<std::int64_t>(m)) > 1) {
+      sharded[static_cast<std::size_t>(p.dim() - 2)] = true;
+      messages += 4;
+    }
+  }
+  // A slab of the local shard `depth` cells deep across sharded dim d, per channel.
+  auto slab = [&](std::size_t d, double depth) {
+    double cells = static_cast<double>(local[0]) * depth;
+    for (std::size_t e = 0; e < spatial; ++e)
+      if (e != d) cells *= static_cast<double>(local[e + 2]);
+    return cells;
+  };
+  // Forward order: what each convolution reads beyond its input on each
+  // side summed over both sides (its extent - 1), and its input's channels.
+  std::vector<const ChainConv*> convs;
+  for (const auto& layer : layers)
+    if (const auto* c = std::get_if<ChainConv>(&layer)) convs.push_back(c);
+  const double item = static_cast<double>(dtype_size(x.dtype()));
+  double unfused_bytes = 0, fused_bytes = 0, recompute_flops = 0;
+  for (std::size_t d = 0; d < spatial; ++d) {
+    if (!sharded[d]) continue;
+    double later = 0;  // what the convolutions after k read beyond the share
+    for (std::size_t k = convs.size(); k-- > 0;) {
+      const Shape& w = convs[k]->weight.shape();
+      const ConvParams p = convs[k]->params.expanded(static_cast<std::int64_t>(spatial));
+      const double extent = static_cast<double>(p.dilation[d] * (w[d + 2] - 1));
+      double taps = 1;
+      for (std::size_t e = 0; e < spatial; ++e)
+        taps *= static_cast<double>(w[e + 2]);
+      // Forward, backward-data and backward-weights over the extra outputs.
+      recompute_flops += 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps * slab(d, later);
+      unfused_bytes += slab(d, extent) * static_cast<double>(w[1] * p.groups) * item;
+      later += extent;
+    }
+    fused_bytes += slab(d, later) * static_cast<double>(x.shape()[1]) * item;
+  }
+  // Forward and backward: the exchanges of every convolution but the first
+  // are saved; the bytes move into the one exchange.
+  const double saved_messages = static_cast<double>(convs.size() - 1) * messages;
+  const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth);
+  return saved - recompute_flops / kFlopsPerSecond;
+}
+
+bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers) {
+  return config().halo_fusion && !halo_chain_refusal(input, layers) &&
+         halo_chain_saving(input, layers) > 0;
+}
+
+DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers) {
+  const auto why = halo_chain_refusal(input, layers);
+  DTENSOR_CHECK_ARG(!why, kForwardOp, "cannot run as one exchange: {}", why.value_or(""));
+  std::vector<OpArg> args = encode(input, layers);
+  bool record = is_grad_enabled();
+  if (record)
+    record = std::any_of(args.begin(), args.end(), [](const OpArg& a) {
+      const auto* d = std::get_if<DTensor>(&a);
+      return d && d->requires_grad();
+    });
+  auto state = std::make_shared<ChainState>();
+  state->save = record;
+  DTensor y = [&] {
+    StateScope scope(state.get());
+    NoGradGuard no_grad;
+    return dispatch(kForwardOp, args).at(0);
+  }();
+  if (!record) return y;
+  return autograd::attach(std::make_shared<ChainNode>(std::move(args), std::move(state)), {y})
+      .at(0);
+}
+
+}  // namespace dtensor

@@ -1,0 +1,59 @@
+#include "ops/window/halo_chain_plan.h"
+
+#include <algorithm>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor::detail {
+
+WindowDim chain_window(const std::vector<ChainConvDim>& convs) {
+  std::int64_t extent = 1, left = 0, right = 0;
+  for (const auto& c : convs) {
+    extent += c.extent - 1;
+    left += c.pad_left;
+    right += c.extent - 1 - c.pad_left;
+  }
+  return WindowDim::sliding(extent, 1, 1, left, right, Boundary::Zeros);
+}
+
+ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::int64_t owned_end,
+                            std::int64_t window_begin, std::int64_t window_end,
+                            const std::vector<ChainConvDim>& convs) {
+  ChainDimPlan plan;
+  plan.owned_begin = owned_begin;
+  plan.owned_end = owned_end;
+  const bool idle = owned_end <= owned_begin;
+  // What the convolutions after k read beyond the share, on each side.
+  std::vector<std::int64_t> later_left(convs.size(), 0), later_right(convs.size(), 0);
+  for (std::size_t k = convs.size(); k-- > 1;) {
+    later_left[k - 1] = later_left[k] + convs[k].pad_left;
+    later_right[k - 1] = later_right[k] + convs[k].extent - 1 - convs[k].pad_left;
+  }
+  std::int64_t in_begin = idle ? owned_begin : window_begin;
+  std::int64_t in_end = idle ? owned_begin : window_end;
+  for (std::size_t k = 0; k < convs.size(); ++k) {
+    ChainStep s;
+    s.in_begin = in_begin;
+    s.in_end = in_end;
+    s.out_begin = idle ? owned_begin : std::max<std::int64_t>(0, owned_begin - later_left[k]);
+    s.out_end = idle ? owned_begin : std::min(length, owned_end + later_right[k]);
+    // Output o reads o - pad_left + j, j < extent: the local padding lines
+    // the held input [in_begin, in_end) up with [out_begin, out_end).
+    s.pad_left = s.in_begin - s.out_begin + convs[k].pad_left;
+    s.pad_right = s.out_end - convs[k].pad_left + convs[k].extent - 1 - s.in_end;
+    DTENSOR_CHECK_ARG(s.pad_left >= 0 && s.pad_right >= 0 && s.pad_left < convs[k].extent &&
+                          s.pad_right < convs[k].extent,
+                      "halo_chain",
+                      "internal: convolution {} needs input [{}, {}) for output [{}, {}) but holds "
+                      "[{}, {})",
+                      k, s.out_begin - convs[k].pad_left,
+                      s.out_end - convs[k].pad_left + convs[k].extent - 1, s.out_begin, s.out_end,
+                      s.in_begin, s.in_end);
+    plan.steps.push_back(s);
+    in_begin = s.out_begin;
+    in_end = s.out_end;
+  }
+  return plan;
+}
+
+}  // namespace dtensor::detail

@@ -1,0 +1,50 @@
+// The plan of a fused chain along one spatial dim (halo_chain.h): from the
+// global length, the rank's share of the output and the window the one
+// exchange brings, which range of every convolution's output the rank
+// computes and the local padding that gives exactly that range. Pure: global
+// geometry in, ranges out; tested against brute force.
+//
+// Convolution k (stride 1, "same": pad_left + pad_right = extent - 1) must
+// give its output where the convolutions after it read: the rank's share
+// [o0, o1) widened by the later ones' padding, clipped to [0, L). Positions
+// outside [0, L) are the next convolution's zero padding, so they are never
+// computed: the local padding brings them in as zeros.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "dtensor/ops/window.h"
+
+namespace dtensor::detail {
+
+/// One convolution of the chain along one dim.
+struct ChainConvDim {
+  std::int64_t extent = 1;    // dilation * (kernel - 1) + 1
+  std::int64_t pad_left = 0;  // pad_right = extent - 1 - pad_left
+};
+
+/// What the exchange must bring: the chain read as one sliding window.
+WindowDim chain_window(const std::vector<ChainConvDim>& convs);
+
+struct ChainStep {
+  // Global ranges: the convolution's input (what the rank holds of it) and
+  // output (what it computes), and the local padding between them.
+  std::int64_t in_begin = 0, in_end = 0;
+  std::int64_t out_begin = 0, out_end = 0;
+  std::int64_t pad_left = 0, pad_right = 0;
+};
+
+struct ChainDimPlan {
+  std::int64_t owned_begin = 0, owned_end = 0;  // the rank's share of every output
+  std::vector<ChainStep> steps;                 // one per convolution
+};
+
+/// `length`: the dim's global length (every layer's); `owned`: the rank's
+/// share of the output; `window_begin` / `window_end`: what the exchange
+/// brought of the input (WindowSpan origin, origin + length). A rank with no
+/// output (an empty share) computes nothing: every range is empty.
+ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::int64_t owned_end,
+                            std::int64_t window_begin, std::int64_t window_end,
+                            const std::vector<ChainConvDim>& convs);
+
+}  // namespace dtensor::detail

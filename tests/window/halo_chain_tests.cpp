@@ -1,0 +1,308 @@
+// One halo exchange per chain (dtensor/ops/halo_chain.h), on real ranks: a
+// random chain of "same" convolutions and group norms (with and without
+// relu, weights and biases) run fused equals the same layers run one by one,
+// forward and every gradient (the input's and each parameter's), in f64 to
+// 1e-12 relative. Random shapes small enough that shards are uneven or
+// empty and halos reach several ranks away, on 1-D meshes of 2 and 3 ranks
+// and a 2x2 mesh with both spatial dims (or the batch and a spatial dim)
+// sharded. Also: nn::Sequential fuses exactly where the cost model and
+// DTENSOR_HALO_FUSION say so, and the trainer's kind of chain runs as one
+// exchange (counted).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dtensor/core/device_mesh.h"
+#include "dtensor/nn/halo_region.h"
+#include "dtensor/nn/layers.h"
+#include "dtensor/ops/autograd.h"
+#include "dtensor/ops/convolution.h"
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/halo_chain.h"
+#include "dtensor/ops/normalization.h"
+#include "dtensor/ops/registry.h"
+#include "dtensor/placement/dtensor.h"
+#include "tests/support/multiprocess.h"
+#include "tests/support/scoped_config.h"
+
+using namespace dtensor;
+using namespace dtensor::testing;
+
+namespace {
+
+std::int64_t uni(std::mt19937_64& rng, std::int64_t lo, std::int64_t hi) {
+  return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+}
+
+// A layer with its global parameters (f64), drawn once, distributed per run.
+struct LayerSpec {
+  bool conv = false;
+  Tensor weight, bias;  // undefined: none
+  ConvParams params;
+  std::int64_t groups = 1;
+  bool relu = false;
+};
+
+struct Case {
+  Shape shape;
+  Placements placements;
+  std::vector<LayerSpec> layers;
+  std::string what;
+};
+
+Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t seed) {
+  Case c;
+  const std::int64_t spatial = mesh.ndim() == 2 ? 2 : uni(rng, 1, 2);
+  c.shape = {uni(rng, 1, 2), uni(rng, 1, 4)};
+  for (std::int64_t d = 0; d < spatial; ++d)
+    c.shape.push_back(uni(rng, 1, 12));
+  if (mesh.ndim() == 2)
+    c.placements = uni(rng, 0, 2) == 0   ? Placements{Shard(0), Shard(2 + uni(rng, 0, 1))}
+                   : uni(rng, 0, 1) == 0 ? Placements{Shard(2), Shard(3)}
+                                         : Placements{Shard(3), Shard(2)};
+  else
+    c.placements = {Shard(2 + uni(rng, 0, spatial - 1))};
+  std::int64_t channels = c.shape[1];
+  const std::int64_t convs = uni(rng, 2, 3);
+  std::uint64_t draw = seed;
+  for (std::int64_t k = 0; k < convs; ++k) {
+    LayerSpec conv;
+    conv.conv = true;
+    const std::int64_t out = uni(rng, 1, 4);
+    Shape w{out, channels};
+    conv.params.stride.assign(static_cast<std::size_t>(spatial), 1);
+    conv.params.padding.clear();
+    conv.params.dilation.clear();
+    for (std::int64_t d = 0; d < spatial; ++d) {
+      const std::int64_t kernel = uni(rng, 1, 4), dilation = uni(rng, 1, 2);
+      const std::int64_t extent = dilation * (kernel - 1) + 1;
+      const std::int64_t left = uni(rng, 0, extent - 1);
+      w.push_back(kernel);
+      conv.params.dilation.push_back(dilation);
+      conv.params.padding.emplace_back(left, extent - 1 - left);
+    }
+    conv.weight = Tensor::rand(w, DType::F64, ++draw);
+    if (uni(rng, 0, 1)) conv.bias = Tensor::rand({out}, DType::F64, ++draw);
+    c.layers.push_back(conv);
+    channels = out;
+    if (uni(rng, 0, 3) > 0) {
+      LayerSpec norm;
+      std::vector<std::int64_t> divisors;
+      for (std::int64_t g = 1; g <= channels; ++g)
+        if (channels % g == 0) divisors.push_back(g);
+      norm.groups = divisors[static_cast<std::size_t>(
+          uni(rng, 0, static_cast<std::int64_t>(divisors.size()) - 1))];
+      norm.relu = uni(rng, 0, 1) == 1;
+      if (uni(rng, 0, 2) > 0) {
+        norm.weight = Tensor::rand({channels}, DType::F64, ++draw);
+        norm.bias = Tensor::rand({channels}, DType::F64, ++draw);
+      }
+      c.layers.push_back(norm);
+    }
+  }
+  c.what = fmt::format("input {} placements", shape_str(c.shape));
+  for (const auto& p : c.placements)
+    c.what += " " + p.str();
+  for (const auto& l : c.layers)
+    c.what += l.conv ? fmt::format(" | conv w{} {}", shape_str(l.weight.shape()), l.params.str())
+                     : fmt::format(" | group_norm {}{}{}", l.groups, l.relu ? " relu" : "",
+                                   l.weight.defined() ? " affine" : "");
+  return c;
+}
+
+// The forward output and every gradient (input first, then each parameter
+// in order), as whole tensors.
+std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::uint64_t seed) {
+  const Placements replicated(static_cast<std::size_t>(mesh.ndim()), Replicate());
+  DTensor x = distribute_tensor(Tensor::rand(c.shape, DType::F64, seed), mesh, c.placements);
+  x.requires_grad_();
+  std::vector<DTensor> params;
+  auto leaf = [&](const Tensor& t) -> std::optional<DTensor> {
+    if (!t.defined()) return std::nullopt;
+    DTensor p = distribute_tensor(t, mesh, replicated);
+    p.requires_grad_();
+    params.push_back(p);
+    return p;
+  };
+  std::vector<ChainLayer> chain;
+  for (const auto& l : c.layers) {
+    if (l.conv) {
+      const auto w = leaf(l.weight);
+      chain.emplace_back(ChainConv{*w, leaf(l.bias), l.params});
+    } else {
+      const auto w = leaf(l.weight);
+      chain.emplace_back(ChainGroupNorm{l.groups, 1e-5, w, leaf(l.bias), l.relu});
+    }
+  }
+  DTensor y = x;
+  if (fused) {
+    y = halo_chain(x, chain);
+  } else {
+    for (const auto& layer : chain) {
+      if (const auto* conv = std::get_if<ChainConv>(&layer))
+        y = convolution(y, conv->weight, conv->bias, conv->params);
+      else {
+        const auto& n = std::get<ChainGroupNorm>(layer);
+        y = group_norm(y, n.num_groups, n.weight, n.bias, n.eps,
+                       n.relu ? NormActivation::ReLU : NormActivation::None);
+      }
+    }
+  }
+  const DTensor gy =
+      distribute_tensor(Tensor::rand(y.shape(), DType::F64, seed + 1), mesh, y.placements());
+  backward(y, gy);
+  std::vector<Tensor> out{y.full_tensor(), x.grad()->full_tensor()};
+  for (const auto& p : params)
+    out.push_back(p.grad()->full_tensor());
+  return out;
+}
+
+// Relative to the larger of the reference's largest value and 1: a gradient
+// that is zero analytically (a norm's weight before another norm over the
+// same group) comes out as rounding noise either way.
+double max_relative_error(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  double scale = 1, err = 0;
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    scale = std::max(scale, std::abs(y.data<double>()[i]));
+    err = std::max(err, std::abs(x.data<double>()[i] - y.data<double>()[i]));
+  }
+  return err / scale;
+}
+
+void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (int k = 0; k < cases; ++k) {
+    const Case c = random_case(rng, mesh, 100 * seed + static_cast<std::uint64_t>(k) * 10);
+    INFO(fmt::format("case {}: {}", k, c.what));
+    const std::uint64_t data_seed = 7 * seed + static_cast<std::uint64_t>(k);
+    const auto unfused = run(c, mesh, false, data_seed);
+    const auto fused = run(c, mesh, true, data_seed);
+    REQUIRE(fused.size() == unfused.size());
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      INFO(fmt::format("result {} (0: output, 1: input's gradient, then the parameters')", i));
+      CHECK(max_relative_error(fused[i], unfused[i]) <= 1e-12);
+    }
+  }
+}
+
+// Counts the calls of "halo_chain" while alive.
+class ChainCounter {
+ public:
+  ChainCounter() {
+    HandlerOptions options;
+    auto builtin = *current_handler("halo_chain", &options);
+    register_op_handler(
+        "halo_chain",
+        [this, builtin](OpCall& call) {
+          ++count;
+          return builtin(call);
+        },
+        true, options);
+    builtin_ = builtin;
+    options_ = options;
+  }
+  ~ChainCounter() { register_op_handler("halo_chain", builtin_, true, options_); }
+  int count = 0;
+
+ private:
+  OpHandler builtin_;
+  HandlerOptions options_;
+};
+
+}  // namespace
+
+TEST_CASE("halo_chain equals its layers one by one, forward and every gradient, P = 2 and 3",
+          "[window][halo_chain][mp]") {
+  for (int P : {2, 3})
+    run_ranks(P, [P](RankContext&) {
+      run_cases(init_device_mesh(DeviceType::CPU, {P}), 50, 11 + static_cast<std::uint64_t>(P));
+    });
+}
+
+TEST_CASE("halo_chain on a 2x2 mesh: both spatial dims, or batch and space, sharded",
+          "[window][halo_chain][mp]") {
+  run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 30, 5); });
+}
+
+TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank",
+          "[window][halo_chain][mp]") {
+  run_ranks(2, [](RankContext&) {
+    const auto mesh = init_device_mesh(DeviceType::CPU, {2});
+    const Placements R{Replicate()};
+    const DTensor x =
+        distribute_tensor(Tensor::rand({1, 2, 8, 8}, DType::F64, 1), mesh, {Shard(2)});
+    const DTensor w = distribute_tensor(Tensor::rand({2, 2, 3, 3}, DType::F64, 2), mesh, R);
+    ConvParams same;
+    same.padding = {{1, 1}};
+    ConvParams strided = same;
+    strided.stride = {2};
+    ChainConv a{w, std::nullopt, same}, s{w, std::nullopt, strided};
+    CHECK_FALSE(halo_chain_refusal(x, {a, a}));
+    CHECK(halo_chain_refusal(x, {a}).value_or("").find("fewer than two") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, s}).value_or("").find("stride") != std::string::npos);
+    CHECK(halo_chain_refusal(distribute_tensor(x.full_tensor(), mesh, R), {a, a})
+              .value_or("")
+              .find("no spatial dim") != std::string::npos);
+    CHECK_THROWS_WITH(halo_chain(x, {a, s}),
+                      Catch::Contains("halo_chain") && Catch::Contains("stride"));
+  });
+}
+
+TEST_CASE(
+    "nn::Sequential runs a conv / group norm / relu chain as one exchange where it pays, and "
+    "layer by layer with DTENSOR_HALO_FUSION=off, with the same result",
+    "[window][halo_chain][mp]") {
+  run_ranks(2, [](RankContext&) {
+    const auto mesh = init_device_mesh(DeviceType::CPU, {2});
+    nn::manual_seed(3);
+    nn::ConvOptions o;
+    o.padding = {1};
+    o.dtype = DType::F64;
+    auto seq = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(2, 4, 3, o),
+        std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Conv2d>(4, 4, 3, o),
+        std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+        std::make_shared<nn::ReLU>()});
+    seq->distribute(mesh);
+    const Tensor input = Tensor::rand({2, 2, 16, 16}, DType::F64, 4);
+    auto step = [&] {
+      for (auto& p : seq->parameters())
+        p->set_grad(std::nullopt);
+      DTensor x = distribute_tensor(input, mesh, {Shard(2)});
+      x.requires_grad_();
+      const DTensor y = (*seq)(x);
+      backward(y, distribute_tensor(Tensor::rand(y.shape(), DType::F64, 5), mesh, y.placements()));
+      std::vector<Tensor> out{y.full_tensor(), x.grad()->full_tensor()};
+      for (auto& p : seq->parameters())
+        out.push_back(p->grad()->full_tensor());
+      return out;
+    };
+    std::vector<Tensor> fused, unfused;
+    {
+      ChainCounter counter;
+      fused = step();
+      CHECK(counter.count == 1);
+    }
+    {
+      ScopedConfig off([](Config& c) { c.halo_fusion = false; });
+      ChainCounter counter;
+      unfused = step();
+      CHECK(counter.count == 0);
+    }
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      CHECK(max_relative_error(fused[i], unfused[i]) <= 1e-12);
+    // Replicated input: nothing to fuse, the layers run one by one.
+    ChainCounter counter;
+    const DTensor r = distribute_tensor(input, mesh, {Replicate()});
+    (*seq)(r);
+    CHECK(counter.count == 0);
+  });
+}
