@@ -243,6 +243,23 @@ struct Geometry {
                    dims[d].owned_end - dims[d].owned_begin);
     return v;
   }
+  // The cells of a tensor over convolution k's range that the rank does not
+  // own, as disjoint slabs: along each dim d, the part before and after the
+  // owned range, spanning the owned range on the dims before d and the
+  // whole range on the dims after.
+  std::vector<Tensor> halo_slabs(const Tensor& t, int k) const {
+    std::vector<Tensor> out;
+    Tensor core = t;  // owned on the dims done so far
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      const auto dim = static_cast<std::int64_t>(d) + 2;
+      const auto [begin, end] = range(d, k);
+      const std::int64_t o0 = dims[d].owned_begin - begin, o1 = dims[d].owned_end - begin;
+      out.push_back(core.narrow(dim, 0, o0));
+      out.push_back(core.narrow(dim, o1, end - begin - o1));
+      core = core.narrow(dim, o0, o1 - o0);
+    }
+    return out;
+  }
   bool owns_all(int k) const {
     for (std::size_t d = 0; d < dims.size(); ++d)
       if (range(d, k) != std::pair{dims[d].owned_begin, dims[d].owned_end}) return false;
@@ -413,17 +430,28 @@ Tensor norm_backward(OpCall& call, const norm::ReductionPlan& reduction, const L
   run_kernel(kernels::kNormBackwardApply, device, dtype, args);
   if (geo.owns_all(k)) return args.grad_input;
   // Halo cells: the statistics' term belongs to the owner alone; here only
-  // g * w * invstd (the statistics held constant), with the owned cells'
-  // full gradient copied in.
+  // g * w * invstd (the statistics held constant). The halo is a few slabs
+  // around the owned box: each is recomputed on its own, in place.
   kernels::NormBackwardApplyArgs halo = args;
   halo.mean_g = Tensor();
   halo.mean_gxhat = Tensor();
   halo.grad_weight = Tensor();
   halo.grad_bias = Tensor();
-  halo.grad_input = Tensor::empty(ns.input.shape(), dtype, g.device());
-  run_kernel(kernels::kNormBackwardApply, device, dtype, halo);
-  geo.owned(halo.grad_input, k).copy_(geo.owned(args.grad_input, k));
-  return halo.grad_input;
+  const std::size_t slabs = geo.halo_slabs(args.grad_input, k).size();
+  for (std::size_t i = 0; i < slabs; ++i) {
+    auto cut = [&](const Tensor& t) { return geo.halo_slabs(t, k)[i]; };
+    Tensor out = cut(args.grad_input);
+    if (out.numel() == 0) continue;
+    halo.grad_output = cut(g).contiguous();
+    halo.x = cut(ns.input).contiguous();
+    if (relu_output.defined()) halo.relu_output = cut(relu_output).contiguous();
+    halo.layout =
+        norm::layout_of(norm::NormKind::Group, halo.x.shape(), ns.input.size(1), l.num_groups);
+    halo.grad_input = Tensor::empty(halo.x.shape(), dtype, g.device());
+    run_kernel(kernels::kNormBackwardApply, device, dtype, halo);
+    out.copy_(halo.grad_input);
+  }
+  return args.grad_input;
 }
 
 std::vector<DTensor> backward_handler(OpCall& call) {
