@@ -26,6 +26,7 @@
 
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/autocast.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/kernels/norm.h"
@@ -148,6 +149,8 @@ bool replicated(const DTensor& t) {
 
 std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
   if (x.ndim() < 3) return "the input is not [N, C, spatial...]";
+  // Under autocast each layer picks its own precision; the chain would not.
+  if (autocast_enabled()) return "autocast is on";
   if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
     return "the chain does not start with a convolution";
   bool sharded_spatial = false;

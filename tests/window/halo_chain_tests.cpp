@@ -20,6 +20,7 @@
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/nn/halo_region.h"
 #include "dtensor/nn/layers.h"
+#include "dtensor/ops/autocast.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/dispatch.h"
@@ -250,6 +251,10 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank",
     CHECK(halo_chain_refusal(distribute_tensor(x.full_tensor(), mesh, R), {a, a})
               .value_or("")
               .find("no spatial dim") != std::string::npos);
+    {
+      AutocastScope autocast;
+      CHECK(halo_chain_refusal(x, {a, a}).value_or("").find("autocast") != std::string::npos);
+    }
     CHECK_THROWS_WITH(halo_chain(x, {a, s}),
                       Catch::Contains("halo_chain") && Catch::Contains("stride"));
   });
