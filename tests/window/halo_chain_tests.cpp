@@ -223,13 +223,13 @@ TEST_CASE("halo_chain equals its layers one by one, forward and every gradient, 
           "[window][halo_chain][mp]") {
   for (int P : {2, 3})
     run_ranks(P, [P](RankContext&) {
-      run_cases(init_device_mesh(DeviceType::CPU, {P}), 50, 11 + static_cast<std::uint64_t>(P));
+      run_cases(init_device_mesh(DeviceType::CPU, {P}), 80, 11 + static_cast<std::uint64_t>(P));
     });
 }
 
 TEST_CASE("halo_chain on a 2x2 mesh: both spatial dims, or batch and space, sharded",
           "[window][halo_chain][mp]") {
-  run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 30, 5); });
+  run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 50, 5); });
 }
 
 TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank",
