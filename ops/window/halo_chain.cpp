@@ -151,6 +151,8 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
   if (x.ndim() < 3) return "the input is not [N, C, spatial...]";
   // Under autocast each layer picks its own precision; the chain would not.
   if (autocast_enabled()) return "autocast is on";
+  // Validated on CPU only: elsewhere the layers run one by one.
+  if (x.mesh().device().type != DeviceType::CPU) return "the input is not on the CPU";
   if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
     return "the chain does not start with a convolution";
   bool sharded_spatial = false;
