@@ -11,10 +11,17 @@ namespace dtensor::onednn {
 std::vector<RowBand> row_bands(const RowGeometry& g, std::int64_t rows_per_band) {
   std::vector<RowBand> bands;
   if (rows_per_band <= 0 || g.out_len <= rows_per_band) return bands;
-  for (std::int64_t o0 = 0; o0 < g.out_len; o0 += rows_per_band) {
+  // As many bands as the budget needs, their heights differing by at most one:
+  // a halo window's one or two rows over a multiple of the budget would
+  // otherwise run as a band of their own (a whole primitive execution, its
+  // reorders and its weights' pass, for two rows).
+  const std::int64_t count = (g.out_len + rows_per_band - 1) / rows_per_band;
+  const std::int64_t base = g.out_len / count, taller = g.out_len % count;
+  for (std::int64_t k = 0, o0 = 0; k < count; ++k) {
     RowBand b;
     b.out_lo = o0;
-    b.out_hi = std::min(g.out_len, o0 + rows_per_band);
+    b.out_hi = o0 + base + (k < taller ? 1 : 0);
+    o0 = b.out_hi;
     const ConvInputRange r =
         conv_input_range(g.in_len, g.kernel, g.stride, g.dilation, g.pad_lo, b.out_lo, b.out_hi);
     if (r.hi <= r.lo) return {};  // a band wholly in the padding

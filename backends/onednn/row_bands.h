@@ -33,7 +33,8 @@ struct RowGeometry {
   std::int64_t kernel = 1, stride = 1, dilation = 1, pad_lo = 0, pad_hi = 0;
 };
 
-/// Bands of `rows_per_band` output rows (the last may be shorter). Empty when
+/// Bands of at most `rows_per_band` output rows, as few as that allows, their
+/// heights differing by at most one. Empty when
 /// banding would not be valid: fewer than two bands, or a band whose rows all
 /// fall in the padding (oneDNN takes no empty input).
 std::vector<RowBand> row_bands(const RowGeometry& g, std::int64_t rows_per_band);

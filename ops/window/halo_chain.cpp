@@ -59,7 +59,8 @@ struct Layer {
 
 // x, then per layer: "conv", weight, bias | None, padding (left, right per
 // spatial dim, flat), dilation, groups; or "group_norm", num_groups, eps,
-// weight | None, bias | None, relu. The backward puts grad_output first.
+// weight | None, bias | None, relu. The backward: grad_output, x, whether
+// x's gradient is wanted, then the layers.
 std::vector<OpArg> encode(const DTensor& x, const std::vector<ChainLayer>& layers) {
   const std::int64_t spatial = x.ndim() - 2;
   std::vector<OpArg> args{x};
@@ -99,6 +100,11 @@ struct Chain {
   std::size_t num_convs = 0;
   // Index of the input among the DTensor arguments (1 in the backward).
   int input = 0;
+  // The argument the layers start at.
+  std::size_t first_layer_arg = 1;
+  // The backward only: whether the input's gradient is wanted (when not,
+  // the first convolution's backward-data and the exchange are skipped).
+  bool input_grad = true;
 };
 
 Chain decode(const OpSchema& s, bool backward) {
@@ -106,6 +112,8 @@ Chain decode(const OpSchema& s, bool backward) {
   chain.input = backward ? 1 : 0;
   int next_dtensor = chain.input + 1;
   std::size_t at = static_cast<std::size_t>(chain.input) + 1;
+  if (backward) chain.input_grad = s.flag(at++);
+  chain.first_layer_arg = at;
   const std::int64_t spatial = s.dtensor(static_cast<std::size_t>(chain.input)).ndim() - 2;
   auto optional_index = [&](std::size_t i) { return s.is_none(i) ? -1 : next_dtensor++; };
   while (at < s.size()) {
@@ -150,7 +158,8 @@ bool replicated(const DTensor& t) {
 std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
   if (x.ndim() < 3) return "the input is not [N, C, spatial...]";
   // Under autocast each layer picks its own precision; the chain would not.
-  if (autocast_enabled()) return "autocast is on";
+  // f64 is never lowered (nor are its parameters, of the same dtype).
+  if (autocast_enabled() && x.dtype() != DType::F64) return "autocast is on";
   // Validated on CPU only: elsewhere the layers run one by one.
   if (x.mesh().device().type != DeviceType::CPU) return "the input is not on the CPU";
   if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
@@ -495,7 +504,9 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     const TiledTensor& input = state.conv_inputs.at(static_cast<std::size_t>(k));
     ConvWeightGrads wg;
     if (!geo.idle) {
-      if (k == 0) {  // the window's gradient goes back to its owners
+      if (k == 0 && !c.input_grad) {
+        wg = kernels->backward_weights(g, input, w.shape(), p, l.bias >= 0);
+      } else if (k == 0) {  // the window's gradient goes back to its owners
         WindowExchange::Gradient back = engine.gradient(kGradientStream);
         kernels->backward_data(g, w, back.window(), p);
         back.post();
@@ -509,11 +520,11 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     } else {  // nothing computed here: zero parts of the sums
       wg.grad_weight = Tensor::zeros(w.shape(), w.dtype(), w.device());
       wg.grad_bias = Tensor::zeros({w.size(0)}, w.dtype(), w.device());
-      if (k == 0) {
+      if (k == 0 && c.input_grad) {
         WindowExchange::Gradient back = engine.gradient(kGradientStream);
         back.window().zero_();
         grad_x = back.finish();
-      } else {
+      } else if (k > 0) {
         g = Tensor::zeros(input.shape(), g.dtype(), g.device());
       }
     }
@@ -522,6 +533,10 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     --k;
   }
   const auto& specs = call.sharding().output_specs;
+  // Not wanted: zeros, so that the operator's outputs stay what its
+  // strategies say (the node drops it).
+  if (!c.input_grad)
+    grad_x = Tensor::zeros(specs[0].local_shape(), x.dtype(), x.to_local().device());
   std::vector<DTensor> out{DTensor(grad_x, specs[0])};
   for (std::size_t i = 2; i < in.size(); ++i)
     out.emplace_back(grads[i], specs[i - 1]);
@@ -534,7 +549,7 @@ void validate(const OpSchema& s, bool backward) {
   const Chain c = decode(s, backward);
   const DTensor& x = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(c.input)]);
   std::vector<ChainLayer> layers;  // the refusal reads the layers' DTensors back
-  std::size_t at = static_cast<std::size_t>(c.input) + 1;
+  std::size_t at = c.first_layer_arg;
   auto opt = [&](std::size_t i) {
     return s.is_none(i) ? std::optional<DTensor>() : std::optional<DTensor>(s.dtensor(i));
   };
@@ -647,6 +662,7 @@ class ChainNode final : public autograd::Node {
     std::vector<std::optional<DTensor>> out(next_edges().size());
     if (!grad_outputs.at(0)) return out;
     std::vector<OpArg> args = args_;
+    args.insert(args.begin() + 1, !next_edges().at(0).empty());  // after x: its gradient wanted?
     args.insert(args.begin(), *grad_outputs[0]);
     StateScope scope(state_.get());
     const auto grads = dispatch(kBackwardOp, std::move(args));

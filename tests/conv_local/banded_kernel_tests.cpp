@@ -55,7 +55,11 @@ TEST_CASE(
                             << pr << " rows " << rows);
                 if (bands.empty()) continue;  // one band, or a band wholly in padding
                 std::int64_t next = 0;
+                // As few bands as `rows` allows, of heights differing by at most one.
+                CHECK(static_cast<std::int64_t>(bands.size()) == (g.out_len + rows - 1) / rows);
                 for (const RowBand& b : bands) {
+                  CHECK(b.out_hi - b.out_lo <= rows);
+                  CHECK(b.out_hi - b.out_lo >= g.out_len / static_cast<std::int64_t>(bands.size()));
                   CHECK(b.out_lo == next);
                   next = b.out_hi;
                   // The band's own convolution yields exactly its output rows...

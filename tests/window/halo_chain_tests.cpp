@@ -53,6 +53,7 @@ struct Case {
   Shape shape;
   Placements placements;
   std::vector<LayerSpec> layers;
+  bool input_grad = true;  // the input requires grad (else only the parameters)
   std::string what;
 };
 
@@ -106,7 +107,9 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
       c.layers.push_back(norm);
     }
   }
-  c.what = fmt::format("input {} placements", shape_str(c.shape));
+  c.input_grad = uni(rng, 0, 3) > 0;
+  c.what = fmt::format("input {}{} placements", shape_str(c.shape),
+                       c.input_grad ? "" : " (no gradient)");
   for (const auto& p : c.placements)
     c.what += " " + p.str();
   for (const auto& l : c.layers)
@@ -121,7 +124,7 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
 std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::uint64_t seed) {
   const Placements replicated(static_cast<std::size_t>(mesh.ndim()), Replicate());
   DTensor x = distribute_tensor(Tensor::rand(c.shape, DType::F64, seed), mesh, c.placements);
-  x.requires_grad_();
+  x.requires_grad_(c.input_grad);
   std::vector<DTensor> params;
   auto leaf = [&](const Tensor& t) -> std::optional<DTensor> {
     if (!t.defined()) return std::nullopt;
@@ -157,7 +160,9 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
   const DTensor gy =
       distribute_tensor(Tensor::rand(y.shape(), DType::F64, seed + 1), mesh, y.placements());
   backward(y, gy);
-  std::vector<Tensor> out{y.full_tensor(), x.grad()->full_tensor()};
+  REQUIRE(x.grad().has_value() == c.input_grad);
+  std::vector<Tensor> out{
+      y.full_tensor(), c.input_grad ? x.grad()->full_tensor() : Tensor::zeros(c.shape, DType::F64)};
   for (const auto& p : params)
     out.push_back(p.grad()->full_tensor());
   return out;
@@ -252,8 +257,13 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank",
               .value_or("")
               .find("no spatial dim") != std::string::npos);
     {
+      // f32 convolutions would run in bf16, each on its own; f64 is never lowered.
       AutocastScope autocast;
-      CHECK(halo_chain_refusal(x, {a, a}).value_or("").find("autocast") != std::string::npos);
+      const DTensor x32 = distribute_tensor(x.full_tensor().to(DType::F32), mesh, {Shard(2)});
+      const DTensor w32 = distribute_tensor(w.full_tensor().to(DType::F32), mesh, R);
+      ChainConv a32{w32, std::nullopt, same};
+      CHECK(halo_chain_refusal(x32, {a32, a32}).value_or("").find("autocast") != std::string::npos);
+      CHECK_FALSE(halo_chain_refusal(x, {a, a}));
     }
     CHECK_THROWS_WITH(halo_chain(x, {a, s}),
                       Catch::Contains("halo_chain") && Catch::Contains("stride"));

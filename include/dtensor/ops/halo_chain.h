@@ -51,8 +51,9 @@ using ChainLayer = std::variant<ChainConv, ChainGroupNorm>;
 /// convolution has stride 1, zero padding and an output as large as its input
 /// along every spatial dim; the input is sharded (or replicated) on batch and
 /// spatial dims only, with at least one spatial dim sharded; parameters are
-/// replicated; the tensors are on the CPU; autocast is off (under it every
-/// layer picks its own precision). Pure: every rank gets the same answer.
+/// replicated; the tensors are on the CPU; autocast is off or the dtype is
+/// f64 (autocast lowers f32 convolutions and widens 16-bit norms, each layer
+/// on its own). Pure: every rank gets the same answer.
 std::optional<std::string> halo_chain_refusal(const DTensor& input,
                                               const std::vector<ChainLayer>& layers);
 
