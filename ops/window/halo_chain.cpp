@@ -681,76 +681,11 @@ class ChainNode final : public autograd::Node {
   std::vector<OpArg> args_;
 };
 
-// ---- the cost model ----------------------------------------------------------
-
-// A message's fixed cost between two ranks of this machine (Gloo over
-// loopback TCP through its event-loop thread: dtensor-bench-latency's p50
-// send/recv round, halved), and the rate the recomputed overlap runs at
-// (oneDNN's f32 convolutions on small tiles, per core). docs/halo.md.
-constexpr double kMessageSeconds = 40e-6;
-constexpr double kLinkBytesPerSecond = 2e9;
-constexpr double kFlopsPerSecond = 60e9;
-
 }  // namespace
 
 std::optional<std::string> halo_chain_refusal(const DTensor& input,
                                               const std::vector<ChainLayer>& layers) {
   return refusal(input, layers);
-}
-
-double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers) {
-  const auto& link = config().sim_link;
-  const double latency = kMessageSeconds + (link ? link->latency_us * 1e-6 : 0.0);
-  const double bandwidth = link && link->gbit ? *link->gbit * 1e9 / 8 : kLinkBytesPerSecond;
-  const auto spatial = static_cast<std::size_t>(x.ndim() - 2);
-  const Shape local = x.spec().local_shape();
-  // The sharded spatial dims, and the messages of one exchange: a send and
-  // a receive to each neighbour along each.
-  std::vector<bool> sharded(spatial, false);
-  double messages = 0;
-  for (std::size_t m = 0; m < x.placements().size(); ++m) {
-    const Placement& p = x.placements()[m];
-    if (p.is_shard() && p.dim() >= 2 && x.mesh().size(static_cast<std::int64_t>(m)) > 1) {
-      sharded[static_cast<std::size_t>(p.dim() - 2)] = true;
-      messages += 4;
-    }
-  }
-  // A slab of the local shard `depth` cells deep across sharded dim d, per channel.
-  auto slab = [&](std::size_t d, double depth) {
-    double cells = static_cast<double>(local[0]) * depth;
-    for (std::size_t e = 0; e < spatial; ++e)
-      if (e != d) cells *= static_cast<double>(local[e + 2]);
-    return cells;
-  };
-  // Forward order: what each convolution reads beyond its input on each
-  // side summed over both sides (its extent - 1), and its input's channels.
-  std::vector<const ChainConv*> convs;
-  for (const auto& layer : layers)
-    if (const auto* c = std::get_if<ChainConv>(&layer)) convs.push_back(c);
-  const double item = static_cast<double>(dtype_size(x.dtype()));
-  double unfused_bytes = 0, fused_bytes = 0, recompute_flops = 0;
-  for (std::size_t d = 0; d < spatial; ++d) {
-    if (!sharded[d]) continue;
-    double later = 0;  // what the convolutions after k read beyond the share
-    for (std::size_t k = convs.size(); k-- > 0;) {
-      const Shape& w = convs[k]->weight.shape();
-      const ConvParams p = convs[k]->params.expanded(static_cast<std::int64_t>(spatial));
-      const double extent = static_cast<double>(p.dilation[d] * (w[d + 2] - 1));
-      double taps = 1;
-      for (std::size_t e = 0; e < spatial; ++e)
-        taps *= static_cast<double>(w[e + 2]);
-      // Forward, backward-data and backward-weights over the extra outputs.
-      recompute_flops += 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps * slab(d, later);
-      unfused_bytes += slab(d, extent) * static_cast<double>(w[1] * p.groups) * item;
-      later += extent;
-    }
-    fused_bytes += slab(d, later) * static_cast<double>(x.shape()[1]) * item;
-  }
-  // Forward and backward: the exchanges of every convolution but the first
-  // are saved; the bytes move into the one exchange.
-  const double saved_messages = static_cast<double>(convs.size() - 1) * messages;
-  const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth);
-  return saved - recompute_flops / kFlopsPerSecond;
 }
 
 bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers) {

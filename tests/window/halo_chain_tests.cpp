@@ -237,7 +237,7 @@ TEST_CASE("halo_chain on a 2x2 mesh: both spatial dims, or batch and space, shar
   run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 50, 5); });
 }
 
-TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank",
+TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank; the cost model",
           "[window][halo_chain][mp]") {
   run_ranks(2, [](RankContext&) {
     const auto mesh = init_device_mesh(DeviceType::CPU, {2});
@@ -265,6 +265,21 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank",
       CHECK(halo_chain_refusal(x32, {a32, a32}).value_or("").find("autocast") != std::string::npos);
       CHECK_FALSE(halo_chain_refusal(x, {a, a}));
     }
+    // The cost model: a small chain pays, more so over a slower link; 256
+    // channels recompute more than the messages they save.
+    const double saving = halo_chain_saving(x, {a, a});
+    CHECK(saving > 0);
+    {
+      ScopedConfig slow([](Config& c) { c.sim_link = Config::SimLink{500, std::nullopt}; });
+      CHECK(halo_chain_saving(x, {a, a}) > saving + 4 * 500e-6);
+    }
+    const DTensor wide =
+        distribute_tensor(Tensor::zeros({1, 256, 8, 64}, DType::F64), mesh, {Shard(2)});
+    const DTensor w256 = distribute_tensor(Tensor::zeros({256, 256, 3, 3}, DType::F64), mesh, R);
+    ChainConv big{w256, std::nullopt, same};
+    CHECK_FALSE(halo_chain_refusal(wide, {big, big}));
+    CHECK(halo_chain_saving(wide, {big, big}) < 0);
+    CHECK_FALSE(halo_chain_pays(wide, {big, big}));
     CHECK_THROWS_WITH(halo_chain(x, {a, s}),
                       Catch::Contains("halo_chain") && Catch::Contains("stride"));
   });
