@@ -329,6 +329,31 @@ TEST_CASE(
     }
     for (std::size_t i = 0; i < fused.size(); ++i)
       CHECK(max_relative_error(fused[i], unfused[i]) <= 1e-12);
+    // InstanceNorm is a group norm with a group per channel.
+    auto inorm = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(2, 3, 3, o),
+        std::make_shared<nn::InstanceNorm>(3, 1e-5, true, DType::F64), std::make_shared<nn::ReLU>(),
+        std::make_shared<nn::Conv2d>(3, 2, 3, o),
+        std::make_shared<nn::InstanceNorm>(2, 1e-5, false, DType::F64)});
+    inorm->distribute(mesh);
+    std::vector<Tensor> with_instance[2];
+    for (const bool fuse : {true, false}) {
+      ScopedConfig knob([fuse](Config& c) { c.halo_fusion = fuse; });
+      ChainCounter counter;
+      for (auto& p : inorm->parameters())
+        p->set_grad(std::nullopt);
+      DTensor x = distribute_tensor(input, mesh, {Shard(3)});
+      x.requires_grad_();
+      const DTensor y = (*inorm)(x);
+      backward(y, distribute_tensor(Tensor::rand(y.shape(), DType::F64, 6), mesh, y.placements()));
+      CHECK(counter.count == (fuse ? 1 : 0));
+      auto& out = with_instance[fuse ? 0 : 1];
+      out = {y.full_tensor(), x.grad()->full_tensor()};
+      for (auto& p : inorm->parameters())
+        out.push_back(p->grad()->full_tensor());
+    }
+    for (std::size_t i = 0; i < with_instance[0].size(); ++i)
+      CHECK(max_relative_error(with_instance[0][i], with_instance[1][i]) <= 1e-12);
     // Replicated input: nothing to fuse, the layers run one by one.
     ChainCounter counter;
     const DTensor r = distribute_tensor(input, mesh, {Replicate()});

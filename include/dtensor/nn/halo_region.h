@@ -12,8 +12,9 @@
 namespace dtensor::nn {
 
 /// `modules` applied in order to `input`. Every run of Conv (stride 1,
-/// "same", zero padding), GroupNorm and ReLU (after a GroupNorm: its fused
-/// activation) that starts with a Conv and holds two or more runs as one
+/// "same", zero padding), GroupNorm, InstanceNorm (a group norm with a group
+/// per channel) and ReLU (after a norm: its fused activation) that starts
+/// with a Conv and holds two or more runs as one
 /// halo_chain() when halo_chain_pays(); everything else runs module by module.
 /// What nn::Sequential and nn::HaloRegion do.
 DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,

@@ -202,6 +202,11 @@ class InstanceNorm : public Module {
   InstanceNorm(std::int64_t num_features, double eps = 1e-5, bool affine = false,
                DType dtype = DType::F32);
   DTensor forward(const DTensor& input) override;
+  /// This layer as a link of a fused chain: a group norm with a group per
+  /// channel, over an input of `channels` channels (dtensor/ops/halo_chain.h).
+  ChainGroupNorm chain_layer(std::int64_t channels) const {
+    return {channels, eps_, value_if(weight_), value_if(bias_), false};
+  }
 
  private:
   double eps_;
