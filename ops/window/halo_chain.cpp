@@ -126,6 +126,13 @@ Chain decode(const OpSchema& s, bool backward) {
       l.bias = optional_index(at++);
       const IntList& padding = s.int_list(at++);
       const IntList& dilation = s.int_list(at++);
+      DTENSOR_CHECK_ARG(static_cast<std::int64_t>(w.size()) == spatial + 2 &&
+                            static_cast<std::int64_t>(padding.size()) == 2 * spatial &&
+                            static_cast<std::int64_t>(dilation.size()) == spatial,
+                        kForwardOp,
+                        "a convolution's weight {} or its padding / dilation lists do not fit "
+                        "{} spatial dims",
+                        shape_str(w), spatial);
       l.params.groups = s.int_value(at++);
       l.params.stride.assign(static_cast<std::size_t>(spatial), 1);
       l.params.padding.clear();

@@ -280,6 +280,11 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank; th
     CHECK_FALSE(halo_chain_refusal(wide, {big, big}));
     CHECK(halo_chain_saving(wide, {big, big}) < 0);
     CHECK_FALSE(halo_chain_pays(wide, {big, big}));
+    // Called directly, a call whose lists do not fit is refused by name.
+    const DTensor w1 = distribute_tensor(Tensor::rand({2, 2, 3}, DType::F64, 3), mesh, R);
+    CHECK_THROWS_WITH(dispatch("halo_chain", {x, std::string("conv"), w1, None{}, IntList{1, 1},
+                                              IntList{1}, std::int64_t{1}}),
+                      Catch::Contains("halo_chain") && Catch::Contains("spatial dims"));
     CHECK_THROWS_WITH(halo_chain(x, {a, s}),
                       Catch::Contains("halo_chain") && Catch::Contains("stride"));
   });
