@@ -237,7 +237,7 @@ TEST_CASE("halo_chain on a 2x2 mesh: both spatial dims, or batch and space, shar
   run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 50, 5); });
 }
 
-TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank; the cost model",
+TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, and its cost model",
           "[window][halo_chain][mp]") {
   run_ranks(2, [](RankContext&) {
     const auto mesh = init_device_mesh(DeviceType::CPU, {2});
