@@ -308,28 +308,31 @@ TEST_CASE(
         std::make_shared<nn::ReLU>()});
     seq->distribute(mesh);
     const Tensor input = Tensor::rand({2, 2, 16, 16}, DType::F64, 4);
-    auto step = [&] {
-      for (auto& p : seq->parameters())
+    // One forward and backward of `net` on `input` sharded as `placement`:
+    // the output, the input's gradient, every parameter's.
+    auto step = [&](nn::Module& net, const Placement& placement, std::uint64_t seed) {
+      for (auto& p : net.parameters())
         p->set_grad(std::nullopt);
-      DTensor x = distribute_tensor(input, mesh, {Shard(2)});
+      DTensor x = distribute_tensor(input, mesh, {placement});
       x.requires_grad_();
-      const DTensor y = (*seq)(x);
-      backward(y, distribute_tensor(Tensor::rand(y.shape(), DType::F64, 5), mesh, y.placements()));
+      const DTensor y = net(x);
+      backward(y,
+               distribute_tensor(Tensor::rand(y.shape(), DType::F64, seed), mesh, y.placements()));
       std::vector<Tensor> out{y.full_tensor(), x.grad()->full_tensor()};
-      for (auto& p : seq->parameters())
+      for (auto& p : net.parameters())
         out.push_back(p->grad()->full_tensor());
       return out;
     };
     std::vector<Tensor> fused, unfused;
     {
       ChainCounter counter;
-      fused = step();
+      fused = step(*seq, Shard(2), 5);
       CHECK(counter.count == 1);
     }
     {
       ScopedConfig off([](Config& c) { c.halo_fusion = false; });
       ChainCounter counter;
-      unfused = step();
+      unfused = step(*seq, Shard(2), 5);
       CHECK(counter.count == 0);
     }
     for (std::size_t i = 0; i < fused.size(); ++i)
@@ -345,17 +348,8 @@ TEST_CASE(
     for (const bool fuse : {true, false}) {
       ScopedConfig knob([fuse](Config& c) { c.halo_fusion = fuse; });
       ChainCounter counter;
-      for (auto& p : inorm->parameters())
-        p->set_grad(std::nullopt);
-      DTensor x = distribute_tensor(input, mesh, {Shard(3)});
-      x.requires_grad_();
-      const DTensor y = (*inorm)(x);
-      backward(y, distribute_tensor(Tensor::rand(y.shape(), DType::F64, 6), mesh, y.placements()));
+      with_instance[fuse ? 0 : 1] = step(*inorm, Shard(3), 6);
       CHECK(counter.count == (fuse ? 1 : 0));
-      auto& out = with_instance[fuse ? 0 : 1];
-      out = {y.full_tensor(), x.grad()->full_tensor()};
-      for (auto& p : inorm->parameters())
-        out.push_back(p->grad()->full_tensor());
     }
     for (std::size_t i = 0; i < with_instance[0].size(); ++i)
       CHECK(max_relative_error(with_instance[0][i], with_instance[1][i]) <= 1e-12);
