@@ -93,6 +93,57 @@ TEST_CASE("channel block copy: regions of nChw16c <-> strided plain views, eleme
   }
 }
 
+TEST_CASE("channel block copy: large tensors, streamed out when rows are whole aligned lines",
+          "[onednn][reorder]") {
+  if (!has_avx512()) {
+    WARN("no AVX-512 here: the copy declines and oneDNN's reorder runs");
+    return;
+  }
+  using dtensor::onednn::kChannelBlockStreamBytes;
+  // Bands of rows of a tensor whose channels span kChannelBlockStreamBytes
+  // or more: with W a multiple of 16 every row starts on a line (the
+  // streamed stores); with W = 250 or a view shifted by one element it does
+  // not (ordinary stores). Either way the band, and only the band, must
+  // hold the blocked buffer's values.
+  for (const std::int64_t width : {256, 250}) {
+    for (const std::int64_t shift : {0, 1}) {
+      const std::int64_t channels = 32;
+      const std::int64_t height = kChannelBlockStreamBytes / (channels * width * 4) + 8;
+      const Shape whole{2, channels, height, width + shift};
+      CAPTURE(width, shift, whole);
+      const std::int64_t lo = 3, rows = height - 7;
+      const Shape region{2, channels, rows, width};
+      const dnnl::memory::desc md = nchw16c(region);
+      const Tensor values = Tensor::rand(region, DType::F32, 5);
+      std::vector<float> buffer(static_cast<std::size_t>(values.numel()));
+      REQUIRE(copy_channel_blocked(values, md, buffer.data(), true));
+
+      Tensor target = Tensor::zeros(whole, DType::F32);
+      Tensor band = target.narrow(2, lo, rows).narrow(3, shift, width);
+      REQUIRE(band.stride(1) * band.size(1) * 4 >= kChannelBlockStreamBytes);
+      REQUIRE(copy_channel_blocked(band, md, buffer.data(), false));
+      const float* t = target.data<float>();
+      std::int64_t mismatched = 0, touched_outside = 0;
+      for (std::int64_t n = 0; n < whole[0]; ++n)
+        for (std::int64_t c = 0; c < whole[1]; ++c)
+          for (std::int64_t h = 0; h < whole[2]; ++h)
+            for (std::int64_t w = 0; w < whole[3]; ++w) {
+              const float got = t[((n * whole[1] + c) * whole[2] + h) * whole[3] + w];
+              const bool inside = h >= lo && h < lo + rows && w >= shift && w < shift + width;
+              if (!inside) {
+                touched_outside += got != 0.0f;
+                continue;
+              }
+              const auto at =
+                  static_cast<std::size_t>(blocked_index(region, n, c, h - lo, w - shift));
+              mismatched += got != buffer[at];
+            }
+      CHECK(mismatched == 0);
+      CHECK(touched_outside == 0);
+    }
+  }
+}
+
 TEST_CASE("channel block copy: declines what it does not do, touching nothing",
           "[onednn][reorder]") {
   std::vector<float> buffer(2 * 32 * 4 * 8, -7.0f);
