@@ -34,13 +34,14 @@
 #include "dtensor/ops/window.h"
 #include "ops/norm/norm_stats.h"
 #include "ops/norm/stat_reduction.h"
+#include "ops/window/halo_chain_call.h"
 #include "ops/window/halo_chain_plan.h"
 
 namespace dtensor {
 namespace {
 
-constexpr const char* kForwardOp = "halo_chain";
-constexpr const char* kBackwardOp = "halo_chain_backward";
+using halo::kBackwardOp;
+using halo::kForwardOp;
 constexpr int kWindowStream = 0, kGradientStream = 1;
 
 // ---- the call's arguments -------------------------------------------------
@@ -57,102 +58,63 @@ struct Layer {
   int weight = -1, bias = -1;
 };
 
-// x, then per layer: "conv", weight, bias | None, padding (left, right per
-// spatial dim, flat), dilation, groups; or "group_norm", num_groups, eps,
-// weight | None, bias | None, relu. The backward: grad_output, x, whether
-// x's gradient is wanted, then the layers.
-std::vector<OpArg> encode(const DTensor& x, const std::vector<ChainLayer>& layers) {
-  const std::int64_t spatial = x.ndim() - 2;
-  std::vector<OpArg> args{x};
-  auto optional_arg = [&](const std::optional<DTensor>& t) {
-    args.push_back(t ? OpArg(*t) : OpArg(None{}));
-  };
-  for (const auto& layer : layers) {
-    if (const auto* c = std::get_if<ChainConv>(&layer)) {
-      const ConvParams p = c->params.expanded(spatial);
-      IntList padding, dilation;
-      for (std::int64_t d = 0; d < spatial; ++d) {
-        padding.push_back(p.padding[d].first);
-        padding.push_back(p.padding[d].second);
-        dilation.push_back(p.dilation[d]);
-      }
-      args.push_back(std::string("conv"));
-      args.push_back(c->weight);
-      optional_arg(c->bias);
-      args.push_back(padding);
-      args.push_back(dilation);
-      args.push_back(p.groups);
-    } else {
-      const auto& n = std::get<ChainGroupNorm>(layer);
-      args.push_back(std::string("group_norm"));
-      args.push_back(n.num_groups);
-      args.push_back(n.eps);
-      optional_arg(n.weight);
-      optional_arg(n.bias);
-      args.push_back(n.relu);
-    }
-  }
-  return args;
-}
-
+// The call as the handlers read it, made once per call from its typed form
+// (halo_chain_call.h) and cached on the schema.
 struct Chain {
   std::vector<Layer> layers;
   std::size_t num_convs = 0;
   // Index of the input among the DTensor arguments (1 in the backward).
   int input = 0;
-  // The argument the layers start at.
-  std::size_t first_layer_arg = 1;
   // The backward only: whether the input's gradient is wanted (when not,
   // the first convolution's backward-data and the exchange are skipped).
   bool input_grad = true;
 };
 
-Chain decode(const OpSchema& s, bool backward) {
+Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int input,
+               bool input_grad) {
   Chain chain;
-  chain.input = backward ? 1 : 0;
-  int next_dtensor = chain.input + 1;
-  std::size_t at = static_cast<std::size_t>(chain.input) + 1;
-  if (backward) chain.input_grad = s.flag(at++);
-  chain.first_layer_arg = at;
-  const std::int64_t spatial = s.dtensor(static_cast<std::size_t>(chain.input)).ndim() - 2;
-  auto optional_index = [&](std::size_t i) { return s.is_none(i) ? -1 : next_dtensor++; };
-  while (at < s.size()) {
+  chain.input = input;
+  chain.input_grad = input_grad;
+  int next_dtensor = input + 1;
+  auto index_of = [&](const std::optional<DTensor>& t) { return t ? next_dtensor++ : -1; };
+  const std::int64_t spatial = x.ndim() - 2;
+  for (const ChainLayer& layer : layers) {
     Layer l;
-    const std::string& kind = s.text(at++);
-    if (kind == "conv") {
+    if (const auto* c = std::get_if<ChainConv>(&layer)) {
+      const Shape& w = c->weight.shape();
+      DTENSOR_CHECK_ARG(static_cast<std::int64_t>(w.size()) == spatial + 2, kForwardOp,
+                        "a convolution's weight {} does not fit {} spatial dims", shape_str(w),
+                        spatial);
       l.conv = true;
       l.weight = next_dtensor++;
-      const Shape& w = s.dtensor(at++).shape();
-      l.bias = optional_index(at++);
-      const IntList& padding = s.int_list(at++);
-      const IntList& dilation = s.int_list(at++);
-      DTENSOR_CHECK_ARG(static_cast<std::int64_t>(w.size()) == spatial + 2 &&
-                            static_cast<std::int64_t>(padding.size()) == 2 * spatial &&
-                            static_cast<std::int64_t>(dilation.size()) == spatial,
-                        kForwardOp,
-                        "a convolution's weight {} or its padding / dilation lists do not fit "
-                        "{} spatial dims",
-                        shape_str(w), spatial);
-      l.params.groups = s.int_value(at++);
-      l.params.stride.assign(static_cast<std::size_t>(spatial), 1);
-      l.params.padding.clear();
-      l.params.dilation = dilation;
-      for (std::int64_t d = 0; d < spatial; ++d) {
-        l.params.padding.emplace_back(padding.at(2 * d), padding.at(2 * d + 1));
-        l.dims.push_back({dilation.at(d) * (w[d + 2] - 1) + 1, padding.at(2 * d)});
-      }
+      l.bias = index_of(c->bias);
+      l.params = c->params;
+      for (std::int64_t d = 0; d < spatial; ++d)
+        l.dims.push_back({c->params.dilation[static_cast<std::size_t>(d)] * (w[d + 2] - 1) + 1,
+                          c->params.padding[static_cast<std::size_t>(d)].first});
       ++chain.num_convs;
     } else {
-      DTENSOR_CHECK_ARG(kind == "group_norm", kForwardOp, "unknown layer kind '{}'", kind);
-      l.num_groups = s.int_value(at++);
-      l.eps = s.scalar(at++);
-      l.weight = optional_index(at++);
-      l.bias = optional_index(at++);
-      l.relu = s.flag(at++);
+      const auto& n = std::get<ChainGroupNorm>(layer);
+      l.num_groups = n.num_groups;
+      l.eps = n.eps;
+      l.weight = index_of(n.weight);
+      l.bias = index_of(n.bias);
+      l.relu = n.relu;
     }
     chain.layers.push_back(std::move(l));
   }
   return chain;
+}
+
+const Chain& chain_of(const OpSchema& s, bool backward) {
+  return decoded<Chain>(s, [&] {
+    if (backward) {
+      const auto& c = decoded<halo::ChainBackwardCall>(s);
+      return chain_of(c.input, c.layers, 1, c.input_grad);
+    }
+    const auto& c = decoded<halo::ChainCall>(s);
+    return chain_of(c.input, c.layers, 0, true);
+  });
 }
 
 // ---- what can be fused ----------------------------------------------------
@@ -340,7 +302,7 @@ Tensor local_or_none(const std::vector<DTensor>& in, int index) {
 // ---- the handlers ----------------------------------------------------------
 
 std::vector<DTensor> forward_handler(OpCall& call) {
-  const Chain c = decode(call.schema(), false);
+  const Chain& c = chain_of(call.schema(), false);
   const auto in = call.redistributed_inputs();
   const DTensor& x = in[0];
   const DeviceType device = x.to_local().device().type;
@@ -479,7 +441,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   DTENSOR_CHECK_ARG(t_state && !t_state->conv_inputs.empty(), kBackwardOp,
                     "runs only inside backward() of a recorded halo_chain");
   const ChainState& state = *t_state;
-  const Chain c = decode(call.schema(), true);
+  const Chain& c = chain_of(call.schema(), true);
   const auto in = call.redistributed_inputs();
   const DTensor& gy = in[0];
   const DTensor& x = in[1];
@@ -553,23 +515,11 @@ std::vector<DTensor> backward_handler(OpCall& call) {
 // ---- definitions -----------------------------------------------------------
 
 void validate(const OpSchema& s, bool backward) {
-  const Chain c = decode(s, backward);
-  const DTensor& x = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(c.input)]);
-  std::vector<ChainLayer> layers;  // the refusal reads the layers' DTensors back
-  std::size_t at = c.first_layer_arg;
-  auto opt = [&](std::size_t i) {
-    return s.is_none(i) ? std::optional<DTensor>() : std::optional<DTensor>(s.dtensor(i));
-  };
-  for (const Layer& l : c.layers) {
-    ++at;  // the kind
-    if (l.conv) {
-      layers.push_back(ChainConv{s.dtensor(at), opt(at + 1), l.params});
-      at += 5;
-    } else {
-      layers.push_back(ChainGroupNorm{l.num_groups, l.eps, opt(at + 2), opt(at + 3), l.relu});
-      at += 5;
-    }
-  }
+  const DTensor& x =
+      backward ? decoded<halo::ChainBackwardCall>(s).input : decoded<halo::ChainCall>(s).input;
+  const auto& layers =
+      backward ? decoded<halo::ChainBackwardCall>(s).layers : decoded<halo::ChainCall>(s).layers;
+  chain_of(s, backward);  // a layer that does not fit the input's rank, named
   const auto why = refusal(x, layers);
   DTENSOR_CHECK_ARG(!why, s.op(), "cannot run as one exchange: {}", why.value_or(""));
 }
@@ -594,8 +544,7 @@ void register_chain() {
   fwd.name = kForwardOp;
   fwd.validate = [](const OpSchema& s) { validate(s, false); };
   fwd.output_meta = [](const OpSchema& s) {
-    const Chain c = decode(s, false);
-    return std::vector<TensorMeta>{{output_shape(s, c), s.dtensor(0).dtype()}};
+    return std::vector<TensorMeta>{{output_shape(s, chain_of(s, false)), s.dtensor(0).dtype()}};
   };
   fwd.strategies = [](const OpSchema& s) {
     const Placements& x = s.dtensor(0).placements();
@@ -703,7 +652,7 @@ bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers
 DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers) {
   const auto why = halo_chain_refusal(input, layers);
   DTENSOR_CHECK_ARG(!why, kForwardOp, "cannot run as one exchange: {}", why.value_or(""));
-  std::vector<OpArg> args = encode(input, layers);
+  std::vector<OpArg> args = halo::ChainCall::Fields::encode(input, layers);
   bool record = is_grad_enabled();
   if (record)
     record = std::any_of(args.begin(), args.end(), [](const OpArg& a) {

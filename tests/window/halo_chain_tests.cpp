@@ -285,6 +285,18 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK_THROWS_WITH(dispatch("halo_chain", {x, std::string("conv"), w1, None{}, IntList{1, 1},
                                               IntList{1}, std::int64_t{1}}),
                       Catch::Contains("halo_chain") && Catch::Contains("spatial dims"));
+    // A layer of another kind, a field of the wrong type, a layer cut short:
+    // each is named.
+    CHECK_THROWS_WITH(
+        dispatch("halo_chain", {x, std::string("pool"), w, None{}, IntList{1, 1, 1, 1},
+                                IntList{1, 1}, std::int64_t{1}}),
+        Catch::Contains("halo_chain") && Catch::Contains("unknown layer kind 'pool'"));
+    CHECK_THROWS_WITH(
+        dispatch("halo_chain",
+                 {x, std::string("conv"), w, None{}, IntList{1, 1, 1, 1}, IntList{1, 1}, 1.5}),
+        Catch::Contains("a convolution's groups") && Catch::Contains("must be an int"));
+    CHECK_THROWS_WITH(dispatch("halo_chain", {x, std::string("conv"), w, None{}}),
+                      Catch::Contains("a convolution's padding") && Catch::Contains("missing"));
     CHECK_THROWS_WITH(halo_chain(x, {a, s}),
                       Catch::Contains("halo_chain") && Catch::Contains("stride"));
   });

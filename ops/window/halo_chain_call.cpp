@@ -1,0 +1,63 @@
+#include "ops/window/halo_chain_call.h"
+
+#include <optional>
+#include <string>
+
+#include "dtensor/core/errors.h"
+
+namespace dtensor {
+
+void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& layer) {
+  if (const auto* c = std::get_if<ChainConv>(&layer)) {
+    const ConvParams p = c->params.expanded(c->weight.ndim() - 2);
+    out.emplace_back(std::string("conv"));
+    out.emplace_back(c->weight);
+    ArgCodec<const DTensor*>::encode(out, c->bias ? &*c->bias : nullptr);
+    ArgCodec<ConvParams::Padding>::encode(out, p.padding);
+    out.emplace_back(IntList(p.dilation));
+    out.emplace_back(p.groups);
+    return;
+  }
+  const auto& n = std::get<ChainGroupNorm>(layer);
+  out.emplace_back(std::string("group_norm"));
+  out.emplace_back(n.num_groups);
+  out.emplace_back(n.eps);
+  ArgCodec<const DTensor*>::encode(out, n.weight ? &*n.weight : nullptr);
+  ArgCodec<const DTensor*>::encode(out, n.bias ? &*n.bias : nullptr);
+  out.emplace_back(n.relu);
+}
+
+ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::string_view field) {
+  const std::string& kind =
+      detail::call_arg<std::string>(s, at, field, "a layer kind (\"conv\" or \"group_norm\")");
+  auto optional = [&](std::size_t i, std::string_view name) {
+    const DTensor* t = ArgCodec<const DTensor*>::decode(s, i, name);
+    return t ? std::optional<DTensor>(*t) : std::nullopt;
+  };
+  if (kind == "conv") {
+    ChainConv c{ArgCodec<const DTensor&>::decode(s, at + 1, "a convolution's weight"),
+                optional(at + 2, "a convolution's bias"), ConvParams{}};
+    c.params.padding = ArgCodec<ConvParams::Padding>::decode(s, at + 3, "a convolution's padding");
+    c.params.dilation = ArgCodec<IntList>::decode(s, at + 4, "a convolution's dilation");
+    c.params.groups = ArgCodec<std::int64_t>::decode(s, at + 5, "a convolution's groups");
+    const auto spatial = static_cast<std::size_t>(std::max<std::int64_t>(c.weight.ndim() - 2, 0));
+    DTENSOR_CHECK_ARG(c.params.padding.size() == spatial && c.params.dilation.size() == spatial,
+                      "dispatch",
+                      "{}: {}: a convolution's padding and dilation need one entry per spatial "
+                      "dim of its weight {}",
+                      s.op(), field, shape_str(c.weight.shape()));
+    c.params.stride.assign(spatial, 1);
+    return c;
+  }
+  DTENSOR_CHECK_ARG(kind == "group_norm", "dispatch", "{}: {}: unknown layer kind '{}'", s.op(),
+                    field, kind);
+  ChainGroupNorm n;
+  n.num_groups = ArgCodec<std::int64_t>::decode(s, at + 1, "a group norm's num_groups");
+  n.eps = ArgCodec<double>::decode(s, at + 2, "a group norm's eps");
+  n.weight = optional(at + 3, "a group norm's weight");
+  n.bias = optional(at + 4, "a group norm's bias");
+  n.relu = ArgCodec<bool>::decode(s, at + 5, "a group norm's relu");
+  return n;
+}
+
+}  // namespace dtensor

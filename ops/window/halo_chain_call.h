@@ -1,0 +1,59 @@
+// How a halo chain's call is spelled as OpSchema arguments: typed calls
+// (dtensor/ops/typed_call.h) whose fields are named once, decoded once per
+// call and handed to every stage.
+//
+//   halo_chain:          input, layers...
+//   halo_chain_backward: grad_output, input, input_grad, layers...
+//
+// Each layer is six arguments: "conv", weight, bias|None, padding (left,
+// right per spatial dim, one flat list), dilation, groups; or "group_norm",
+// num_groups, eps, weight|None, bias|None, relu. A convolution's stride is 1
+// and its padding zeros: a chain holds no other (halo_chain_refusal).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "dtensor/ops/halo_chain.h"
+#include "dtensor/ops/typed_call.h"
+
+namespace dtensor {
+
+/// One layer of a chain as six arguments. A convolution's lists are spelled
+/// out for its weight's spatial dims, so equal chains have equal keys.
+template <>
+struct ArgCodec<ChainLayer> {
+  using Arg = const ChainLayer&;
+  static constexpr std::size_t width = 6;
+  static void encode(std::vector<OpArg>& out, const ChainLayer& layer);
+  static ChainLayer decode(const OpSchema& s, std::size_t at, std::string_view field);
+};
+
+}  // namespace dtensor
+
+namespace dtensor::halo {
+
+inline constexpr const char* kForwardOp = "halo_chain";
+inline constexpr const char* kBackwardOp = "halo_chain_backward";
+
+/// A "halo_chain" call.
+struct ChainCall {
+  const DTensor& input;
+  ArgTail<ChainLayer> layers;
+  using Fields = CallFields<const DTensor&, ArgTail<ChainLayer>>;
+  static constexpr Fields::Names names{"input", "layers"};
+};
+
+/// A "halo_chain_backward" call: `input_grad` says whether the input's
+/// gradient is wanted (when not, the first convolution's backward-data and
+/// the exchange are skipped).
+struct ChainBackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  bool input_grad;
+  ArgTail<ChainLayer> layers;
+  using Fields = CallFields<const DTensor&, const DTensor&, bool, ArgTail<ChainLayer>>;
+  static constexpr Fields::Names names{"grad_output", "input", "input_grad", "layers"};
+};
+
+}  // namespace dtensor::halo
