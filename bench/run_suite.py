@@ -220,13 +220,24 @@ def main():
                              ("training", "training")):
             if section not in sections and key in old:
                 results[key] = old[key]
-                results.setdefault("kept_from", {})[section] = old.get("date")
+                # A section kept before keeps the date of the run that measured it.
+                results.setdefault("kept_from", {})[section] = old.get("kept_from", {}).get(
+                    section, old.get("date"))
 
-    progress("FMA peak")
-    peak = run_json([os.path.join(args.build, "bin", "dtensor-bench-fma"), "--seconds", "2"], env)
-    results["fma_peak_gflops_f32"] = peak["fma_peak_gflops_f32"]
-    if peak.get("dot_peak_gflops_bf16"):
-        results["dot_peak_gflops_bf16"] = peak["dot_peak_gflops_bf16"]
+    # The layers' % peak columns divide by the peak of the run that measured
+    # them: kept layers keep their run's peak (the same CPU model name has
+    # shown peaks 2x apart on different hosts).
+    if "layers" not in sections and "layers" in results.get("kept_from", {}):
+        for key in ("fma_peak_gflops_f32", "dot_peak_gflops_bf16"):
+            if key in old:
+                results[key] = old[key]
+    else:
+        progress("FMA peak")
+        peak = run_json([os.path.join(args.build, "bin", "dtensor-bench-fma"), "--seconds", "2"],
+                        env)
+        results["fma_peak_gflops_f32"] = peak["fma_peak_gflops_f32"]
+        if peak.get("dot_peak_gflops_bf16"):
+            results["dot_peak_gflops_bf16"] = peak["dot_peak_gflops_bf16"]
 
     for layer in LAYERS if "layers" in sections else []:
         # P = 4 oversubscribes a 2-core machine (two ranks per core): reported for
@@ -339,7 +350,9 @@ def write_markdown(res, path):
          f"FMA peak per core (f32): **{peak:.0f} GFLOP/s** (`dtensor-bench-fma`)" +
          (f"; bf16 dot-product peak (AVX512-BF16, two multiply-adds per f32 lane): "
           f"**{res['dot_peak_gflops_bf16']:.0f} GFLOP/s**, the peak of the bf16 rows"
-          if res.get("dot_peak_gflops_bf16") else "") + "." + "".join(
+          if res.get("dot_peak_gflops_bf16") else "") +
+         (", both from the layers section's run" if "layers" in res.get("kept_from", {}) else "")
+         + "." + "".join(
              f" The {s} section is from the run of {d}." for s, d in res.get("kept_from", {}).items()),
          "",
          "## Layers", "",
