@@ -227,7 +227,7 @@ def main():
     # The layers' % peak columns divide by the peak of the run that measured
     # them: kept layers keep their run's peak (the same CPU model name has
     # shown peaks 2x apart on different hosts).
-    if "layers" not in sections and "layers" in results.get("kept_from", {}):
+    if "layers" in results.get("kept_from", {}):
         for key in ("fma_peak_gflops_f32", "dot_peak_gflops_bf16"):
             if key in old:
                 results[key] = old[key]
