@@ -1,7 +1,7 @@
 // Definitions and sharding strategies of the element-wise mathematical
-// functions of one tensor (exp, log, sqrt, rsqrt, neg, abs, square, clamp,
-// pow) and of their backward operators. Their CPU kernels live in
-// backends/cpu/unary_kernels.cpp.
+// functions of one tensor (the plain ones of DTENSOR_PLAIN_UNARY_FUNCTIONS:
+// exp, log, sqrt, rsqrt, neg, abs, square; clamp, pow) and of their backward
+// operators. Their CPU kernels live in backends/cpu/unary_kernels.cpp.
 //
 // Argument layouts (docs/operators.md):
 //   exp | log | sqrt | rsqrt | neg | abs | square: input
@@ -9,7 +9,7 @@
 //   pow: input, exponent
 //   <op>_backward: grad_output, input, then the forward's parameters
 //
-// Only neg is linear in its input, so only neg keeps a Partial input
+// Only a function the list marks linear (neg) keeps a Partial input
 // Partial; every backward is linear in grad_output: (Partial, Replicate) ->
 // Partial.
 #include <cmath>
@@ -21,8 +21,6 @@
 
 namespace dtensor {
 namespace {
-
-constexpr const char* kPlain[] = {"exp", "log", "sqrt", "rsqrt", "neg", "abs", "square"};
 
 std::size_t parameter_count(const std::string& op) {
   if (op.rfind("clamp", 0) == 0) return 2;
@@ -83,12 +81,12 @@ void check_backward(const OpSchema& s) {
   check_parameters(s, 2);
 }
 
-void register_unary(const std::string& op) {
+void register_unary(const std::string& op, bool linear) {
   OpDef forward;
   forward.name = op;
   forward.validate = check_forward;
   forward.output_meta = same_as_input;
-  forward.signatures = elementwise(1, op == "neg");
+  forward.signatures = elementwise(1, linear);
   forward.backward = autograd::detail::via_backward_op(op + "_backward");
   register_op(forward);
 
@@ -102,10 +100,11 @@ void register_unary(const std::string& op) {
 
 struct Registrar {
   Registrar() {
-    for (const char* op : kPlain)
-      register_unary(op);
-    register_unary("clamp");
-    register_unary("pow");
+#define DTENSOR_REGISTER_PLAIN(NAME, FUNCTION, OP, POSITIVE, LINEAR) register_unary(#OP, LINEAR);
+    DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_REGISTER_PLAIN)
+#undef DTENSOR_REGISTER_PLAIN
+    register_unary("clamp", false);
+    register_unary("pow", false);
   }
 };
 const Registrar registrar;
@@ -120,27 +119,16 @@ DTensor one(const char* op, std::vector<OpArg> args) {
 
 }  // namespace
 
-DTensor exp(const DTensor& input) {
-  return one("exp", {input});
-}
-DTensor natural_log(const DTensor& input) {
-  return one("log", {input});
-}
-DTensor sqrt(const DTensor& input) {
-  return one("sqrt", {input});
-}
-DTensor rsqrt(const DTensor& input) {
-  return one("rsqrt", {input});
-}
-DTensor neg(const DTensor& input) {
-  return one("neg", {input});
-}
-DTensor abs(const DTensor& input) {
-  return one("abs", {input});
-}
-DTensor square(const DTensor& input) {
-  return one("square", {input});
-}
+#define DTENSOR_DEFINE_PLAIN_UNARY(NAME, FUNCTION, OP, POSITIVE, LINEAR)    \
+  DTensor FUNCTION(const DTensor& input) {                                  \
+    return one(#OP, {input});                                               \
+  }                                                                         \
+  DTensor OP##_backward(const DTensor& grad_output, const DTensor& input) { \
+    return one(#OP "_backward", {grad_output, input});                      \
+  }
+DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_DEFINE_PLAIN_UNARY)
+#undef DTENSOR_DEFINE_PLAIN_UNARY
+
 DTensor clamp(const DTensor& input, std::optional<double> min, std::optional<double> max) {
   return one("clamp", {input, bound(min), bound(max)});
 }
@@ -148,27 +136,6 @@ DTensor pow(const DTensor& input, double exponent) {
   return one("pow", {input, exponent});
 }
 
-DTensor exp_backward(const DTensor& grad_output, const DTensor& input) {
-  return one("exp_backward", {grad_output, input});
-}
-DTensor log_backward(const DTensor& grad_output, const DTensor& input) {
-  return one("log_backward", {grad_output, input});
-}
-DTensor sqrt_backward(const DTensor& grad_output, const DTensor& input) {
-  return one("sqrt_backward", {grad_output, input});
-}
-DTensor rsqrt_backward(const DTensor& grad_output, const DTensor& input) {
-  return one("rsqrt_backward", {grad_output, input});
-}
-DTensor neg_backward(const DTensor& grad_output, const DTensor& input) {
-  return one("neg_backward", {grad_output, input});
-}
-DTensor abs_backward(const DTensor& grad_output, const DTensor& input) {
-  return one("abs_backward", {grad_output, input});
-}
-DTensor square_backward(const DTensor& grad_output, const DTensor& input) {
-  return one("square_backward", {grad_output, input});
-}
 DTensor clamp_backward(const DTensor& grad_output, const DTensor& input, std::optional<double> min,
                        std::optional<double> max) {
   return one("clamp_backward", {grad_output, input, bound(min), bound(max)});

@@ -37,6 +37,7 @@ Works with Debian 12's python3-torch 1.13 and python3-numpy.
 import json
 import math
 import os
+import re
 import sys
 
 
@@ -80,7 +81,25 @@ ACTIVATIONS = ("leaky_relu", "gelu", "silu", "sigmoid", "tanh", "relu")
 POINTWISE_LOSSES = ("l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits")
 LOSSES = ("mse_loss", "cross_entropy") + POINTWISE_LOSSES
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
-UNARY = ("exp", "log", "sqrt", "rsqrt", "neg", "abs", "square", "clamp", "pow")
+
+
+def plain_unary_functions():
+    """The plain unary functions (one input, no parameter), read from the
+    library's one list of them, DTENSOR_PLAIN_UNARY_FUNCTIONS: each is
+    replayed as torch.OP. A row is X(NAME, FUNCTION, OP, POSITIVE, LINEAR)."""
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include", "dtensor",
+                          "ops", "kernels", "elementwise_math.h")
+    with open(header, encoding="utf-8") as f:
+        text = f.read()
+    block = re.search(r"#define DTENSOR_PLAIN_UNARY_FUNCTIONS\(X\)((?:.*\\\n)*.*\n)", text)
+    names = tuple(re.findall(r"X\(\s*\w+\s*,\s*\w+\s*,\s*(\w+)\s*,", block.group(1))) if block else ()
+    if not names:
+        raise RuntimeError(f"{header}: no DTENSOR_PLAIN_UNARY_FUNCTIONS list")
+    return names
+
+
+PLAIN_UNARY = plain_unary_functions()
+UNARY = PLAIN_UNARY + ("clamp", "pow")
 REDUCTIONS = ("sum", "mean", "amax", "amin", "var")
 SOFTMAX = ("softmax", "log_softmax")
 NN_OPS = (("upsample", "cat", "dropout", "linear") + NORMS + ACTIVATIONS + LOSSES + BINARY + UNARY + REDUCTIONS
@@ -194,8 +213,7 @@ def replay_tensor_api(meta, load, files, torch, x, leaves):
     elif op == "pow":
         y = torch.pow(x, float(meta["exponent"]))
     else:
-        y = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-             "neg": torch.neg, "abs": torch.abs, "square": torch.square}[op](x)
+        y = getattr(torch, op)(x)  # a plain unary function: torch.OP
     return y, [("output", 4, False)], [("grad_input", "input", 8)], leaves
 
 

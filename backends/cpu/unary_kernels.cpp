@@ -43,22 +43,15 @@ constexpr Int kParallelElements = Int{1} << 16;
   DTENSOR_UNARY_FORM(NAME, float, FN) \
   DTENSOR_UNARY_FORM(NAME, double, FN)
 
-DTENSOR_UNARY(exp_rows, ew::Exp)
-DTENSOR_UNARY(log_rows, ew::Log)
-DTENSOR_UNARY(sqrt_rows, ew::Sqrt)
-DTENSOR_UNARY(rsqrt_rows, ew::Rsqrt)
-DTENSOR_UNARY(neg_rows, ew::Neg)
-DTENSOR_UNARY(abs_rows, ew::Abs)
-DTENSOR_UNARY(square_rows, ew::Square)
+// The plain functions' rows (their list: elementwise_math.h), then clamp's
+// and pow's.
+#define DTENSOR_PLAIN_ROWS(NAME, FUNCTION, OP, POSITIVE, LINEAR) \
+  DTENSOR_UNARY(OP##_rows, ew::NAME)                             \
+  DTENSOR_UNARY(OP##_backward_rows, ew::NAME##Backward)
+DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_PLAIN_ROWS)
+#undef DTENSOR_PLAIN_ROWS
 DTENSOR_UNARY(clamp_rows, ew::Clamp)
 DTENSOR_UNARY(pow_rows, ew::Pow)
-DTENSOR_UNARY(exp_backward_rows, ew::ExpBackward)
-DTENSOR_UNARY(log_backward_rows, ew::LogBackward)
-DTENSOR_UNARY(sqrt_backward_rows, ew::SqrtBackward)
-DTENSOR_UNARY(rsqrt_backward_rows, ew::RsqrtBackward)
-DTENSOR_UNARY(neg_backward_rows, ew::NegBackward)
-DTENSOR_UNARY(abs_backward_rows, ew::AbsBackward)
-DTENSOR_UNARY(square_backward_rows, ew::SquareBackward)
 DTENSOR_UNARY(clamp_backward_rows, ew::ClampBackward)
 DTENSOR_UNARY(pow_backward_rows, ew::PowBackward)
 #undef DTENSOR_UNARY
@@ -111,13 +104,9 @@ struct Registrar {
   Registrar() {
     const auto cpu = DeviceType::CPU;
     for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
-      DTENSOR_REGISTER(exp)
-      DTENSOR_REGISTER(log)
-      DTENSOR_REGISTER(sqrt)
-      DTENSOR_REGISTER(rsqrt)
-      DTENSOR_REGISTER(neg)
-      DTENSOR_REGISTER(abs)
-      DTENSOR_REGISTER(square)
+#define DTENSOR_REGISTER_PLAIN(NAME, FUNCTION, OP, POSITIVE, LINEAR) DTENSOR_REGISTER(OP)
+      DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_REGISTER_PLAIN)
+#undef DTENSOR_REGISTER_PLAIN
       DTENSOR_REGISTER(clamp)
       DTENSOR_REGISTER(pow)
     }

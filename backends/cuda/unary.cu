@@ -28,20 +28,11 @@ struct Pair {
 template <typename Fn>
 cudaError_t with_fn(UnaryFn fn, Fn&& f) {
   switch (fn) {
-    case UnaryFn::Exp:
-      return f(Pair<ew::Exp, ew::ExpBackward>{});
-    case UnaryFn::Log:
-      return f(Pair<ew::Log, ew::LogBackward>{});
-    case UnaryFn::Sqrt:
-      return f(Pair<ew::Sqrt, ew::SqrtBackward>{});
-    case UnaryFn::Rsqrt:
-      return f(Pair<ew::Rsqrt, ew::RsqrtBackward>{});
-    case UnaryFn::Neg:
-      return f(Pair<ew::Neg, ew::NegBackward>{});
-    case UnaryFn::Abs:
-      return f(Pair<ew::Abs, ew::AbsBackward>{});
-    case UnaryFn::Square:
-      return f(Pair<ew::Square, ew::SquareBackward>{});
+#define DTENSOR_PLAIN_CASE(NAME, FUNCTION, OP, POSITIVE, LINEAR) \
+  case UnaryFn::NAME:                                            \
+    return f(Pair<ew::NAME, ew::NAME##Backward>{});
+    DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_PLAIN_CASE)
+#undef DTENSOR_PLAIN_CASE
     case UnaryFn::Clamp:
       return f(Pair<ew::Clamp, ew::ClampBackward>{});
     case UnaryFn::Pow:

@@ -9,17 +9,15 @@
 #include <cstdint>
 
 #include "backends/cuda/elementwise.h"
+#include "dtensor/ops/kernels/elementwise_math.h"
 
 namespace dtensor::cuda_backend {
 
+// The plain functions of DTENSOR_PLAIN_UNARY_FUNCTIONS by their NAME, then
+// clamp, pow and the activations.
+#define DTENSOR_PLAIN_FN(NAME, FUNCTION, OP, POSITIVE, LINEAR) NAME,
 enum class UnaryFn : int {
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Neg,
-  Abs,
-  Square,
+  DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_PLAIN_FN)  //
   Clamp,
   Pow,
   LeakyRelu,
@@ -28,6 +26,7 @@ enum class UnaryFn : int {
   Sigmoid,
   Tanh,
 };
+#undef DTENSOR_PLAIN_FN
 
 /// y[i] = F(g[i], x[i], s, t) for `fn` (its backward when `backward`; a
 /// forward passes x as g). Dense operands of `n` elements of one type; f32

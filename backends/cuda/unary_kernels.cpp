@@ -38,14 +38,16 @@ LocalKernel unary(UnaryFn fn) {
 
 // Registration only: no CUDA call happens while the module loads.
 void register_unary_kernels() {
-  const std::pair<const char*, UnaryFn> fns[] = {
-      {"exp", UnaryFn::Exp},         {"log", UnaryFn::Log},
-      {"sqrt", UnaryFn::Sqrt},       {"rsqrt", UnaryFn::Rsqrt},
-      {"neg", UnaryFn::Neg},         {"abs", UnaryFn::Abs},
-      {"square", UnaryFn::Square},   {"clamp", UnaryFn::Clamp},
-      {"pow", UnaryFn::Pow},         {"leaky_relu", UnaryFn::LeakyRelu},
-      {"gelu", UnaryFn::Gelu},       {"silu", UnaryFn::Silu},
-      {"sigmoid", UnaryFn::Sigmoid}, {"tanh", UnaryFn::Tanh}};
+#define DTENSOR_PLAIN_FN(NAME, FUNCTION, OP, POSITIVE, LINEAR) {#OP, UnaryFn::NAME},
+  const std::pair<const char*, UnaryFn> fns[] = {DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_PLAIN_FN)  //
+                                                 {"clamp", UnaryFn::Clamp},
+                                                 {"pow", UnaryFn::Pow},
+                                                 {"leaky_relu", UnaryFn::LeakyRelu},
+                                                 {"gelu", UnaryFn::Gelu},
+                                                 {"silu", UnaryFn::Silu},
+                                                 {"sigmoid", UnaryFn::Sigmoid},
+                                                 {"tanh", UnaryFn::Tanh}};
+#undef DTENSOR_PLAIN_FN
   for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16})
     for (const auto& [name, fn] : fns) {
       register_kernel(name, DeviceType::CUDA, dt, unary(fn));

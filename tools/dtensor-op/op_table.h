@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,10 @@ struct OpEntry {
   WeightKind weight = WeightKind::None;
   /// The input is drawn in [0.5, 1.5) (log, sqrt, rsqrt, pow).
   bool positive_input = false;
+  OpEntry&& with_positive_input(bool positive) && {
+    positive_input = positive;
+    return std::move(*this);
+  }
   /// The input needs a spatial dim (N, C, L...); otherwise N, C is enough.
   bool needs_spatial = false;
 

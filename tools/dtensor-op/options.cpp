@@ -778,6 +778,65 @@ Options parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
+namespace {
+
+// `words` joined by spaces and wrapped at 76 columns, the lines after the
+// first starting with `indent`.
+std::string wrapped(const std::vector<std::string>& words, std::string_view indent) {
+  constexpr std::size_t kWidth = 76;
+  std::string out, line;
+  for (const std::string& word : words) {
+    if (!line.empty() && line.size() + 1 + word.size() > kWidth) {
+      out += line + "\n";
+      line = std::string(indent) + word;
+    } else {
+      line += (line.empty() ? "" : " ") + word;
+    }
+  }
+  return out + line;
+}
+
+// "a |", "b |", ..., "z": names as the help lists alternatives.
+std::vector<std::string> alternatives(const std::vector<std::string_view>& names) {
+  std::vector<std::string> words;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    words.push_back(std::string(names[i]) + (i + 1 < names.size() ? " |" : ""));
+  return words;
+}
+
+// The help's OP list: every row of the op table, in its order.
+std::string op_list() {
+  std::vector<std::string_view> names;
+  for (const OpEntry& e : op_table())
+    names.push_back(e.name);
+  std::vector<std::string> words = alternatives(names);
+  words.insert(words.begin(), "OP:");
+  return wrapped(words, "    ");
+}
+
+// The heading of the unary functions' options: their names, and those that
+// draw a positive input.
+std::string unary_heading() {
+  std::vector<std::string_view> names, positive;
+  for (const OpEntry& e : op_table()) {
+    if (e.family != Family::Unary) continue;
+    names.push_back(e.name);
+    if (e.positive_input) positive.push_back(e.name);
+  }
+  std::vector<std::string> words = alternatives(names);
+  for (std::size_t i = 0; i < positive.size(); ++i) {
+    const bool last = i + 1 == positive.size();
+    if (last && i > 0) words.emplace_back("and");
+    words.push_back((i == 0 ? "(" : "") + std::string(positive[i]) +
+                    (last || i + 2 == positive.size() ? "" : ","));
+  }
+  for (const char* w : {"draw", "the", "input", "in", "[0.5,", "1.5))"})
+    words.emplace_back(w);
+  return wrapped(words, "");
+}
+
+}  // namespace
+
 std::string usage_line() {
   return "usage: dtensor-run -n P -- dtensor-op OP [options]   (dtensor-op --help)";
 }
@@ -788,15 +847,8 @@ std::string help_text() {
 Runs one tensor-parallel operator (forward, optionally backward) on seeded
 random data, and optionally checks, dumps and times it.
 
-OP: conv | conv_transpose | max_pool | avg_pool | adaptive_avg_pool |
-    adaptive_max_pool | pad | upsample | batch_norm | group_norm |
-    instance_norm | layer_norm | cat | leaky_relu | gelu | silu | sigmoid |
-    tanh | relu | mse_loss | cross_entropy | add | sub | mul | div |
-    maximum | minimum | exp | log | sqrt | rsqrt | neg | abs | square |
-    clamp | pow | reshape | permute | transpose | flatten | narrow |
-    sum | mean | amax | amin | var | softmax | log_softmax | l1_loss |
-    smooth_l1_loss | huber_loss | binary_cross_entropy_with_logits |
-    dropout | linear
+)" + op_list() +
+         R"(
 
 Common (as dtensor-conv)
   --mesh 4 | 2x2 | 2x1x2     mesh shape; the product must be the world size
@@ -896,8 +948,8 @@ add | sub | mul | div | maximum | minimum (NumPy broadcasting; a seeded other
 operand placed like the input when the shapes are equal, else replicated)
   --other-shape s,...        the other's shape, broadcastable to --input
                              (default: the same); "" or [] is 0-d
-exp | log | sqrt | rsqrt | neg | abs | square | clamp | pow (log, sqrt,
-rsqrt and pow draw the input in [0.5, 1.5))
+)" + unary_heading() +
+         R"(
   --min v, --max v           clamp: the bounds, at least one
   --exponent e               pow: required
 reshape | permute | transpose | flatten | narrow (--input of 1 to 5 dims;

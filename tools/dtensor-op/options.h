@@ -22,6 +22,7 @@
 #include "dtensor/core/shape.h"
 #include "dtensor/ops/activations.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/kernels/elementwise_math.h"
 #include "dtensor/ops/losses.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window_ops.h"
@@ -65,15 +66,12 @@ enum class OpKind {
   Div,
   Maximum,
   Minimum,
-  // The tensor API: unary functions.
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Neg,
-  Abs,
-  Square,
-  Clamp,
+// The tensor API: unary functions, the plain ones by their list's NAME
+// (DTENSOR_PLAIN_UNARY_FUNCTIONS: Exp, Log, Sqrt, Rsqrt, Neg, Abs, Square).
+#define DTENSOR_PLAIN_KIND(NAME, FUNCTION, OP, POSITIVE, LINEAR) NAME,
+  DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_PLAIN_KIND)
+#undef DTENSOR_PLAIN_KIND
+      Clamp,
   Pow,
   // Shape operators (views).
   Reshape,
@@ -228,7 +226,7 @@ struct Options {
   /// l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy_with_logits.
   bool is_pointwise_loss() const;
   bool is_binary() const;     // add, sub, mul, div, maximum, minimum
-  bool is_unary() const;      // exp, log, sqrt, rsqrt, neg, abs, square, clamp, pow
+  bool is_unary() const;      // the plain unary functions, clamp, pow
   bool is_view() const;       // reshape, permute, transpose, flatten, narrow
   bool is_reduction() const;  // sum, mean, amax, amin, var
   bool is_softmax() const;    // softmax, log_softmax

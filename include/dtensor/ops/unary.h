@@ -9,21 +9,23 @@
 
 #include <optional>
 
+#include "dtensor/ops/kernels/elementwise_math.h"
 #include "dtensor/placement/dtensor.h"
 
 namespace dtensor {
 
-DTensor exp(const DTensor& input);
-/// The natural logarithm (torch.log; `log` names the logging namespace here).
-DTensor natural_log(const DTensor& input);
-DTensor sqrt(const DTensor& input);
-/// 1 / sqrt(input).
-DTensor rsqrt(const DTensor& input);
-DTensor neg(const DTensor& input);
-/// |input|; its gradient at 0 is 0 (torch's sgn).
-DTensor abs(const DTensor& input);
-/// input * input.
-DTensor square(const DTensor& input);
+// exp, natural_log (torch.log), sqrt, rsqrt (1 / sqrt), neg, abs, square
+// (input * input) and their backward operators, declared from the list of
+// plain unary functions (DTENSOR_PLAIN_UNARY_FUNCTIONS, in
+// dtensor/ops/kernels/elementwise_math.h beside their formulas):
+//   DTensor FUNCTION(const DTensor& input);
+//   DTensor OP_backward(const DTensor& grad_output, const DTensor& input);
+#define DTENSOR_DECLARE_PLAIN_UNARY(NAME, FUNCTION, OP, POSITIVE, LINEAR) \
+  DTensor FUNCTION(const DTensor& input);                                 \
+  DTensor OP##_backward(const DTensor& grad_output, const DTensor& input);
+DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_DECLARE_PLAIN_UNARY)
+#undef DTENSOR_DECLARE_PLAIN_UNARY
+
 /// min(max(input, min), max) with either bound optional (at least one);
 /// NaN stays NaN. The gradient passes where min <= input <= max.
 DTensor clamp(const DTensor& input, std::optional<double> min, std::optional<double> max);
@@ -32,13 +34,6 @@ DTensor clamp(const DTensor& input, std::optional<double> min, std::optional<dou
 DTensor pow(const DTensor& input, double exponent);
 
 /// The gradients: grad_output times the derivative at `input`.
-DTensor exp_backward(const DTensor& grad_output, const DTensor& input);
-DTensor log_backward(const DTensor& grad_output, const DTensor& input);
-DTensor sqrt_backward(const DTensor& grad_output, const DTensor& input);
-DTensor rsqrt_backward(const DTensor& grad_output, const DTensor& input);
-DTensor neg_backward(const DTensor& grad_output, const DTensor& input);
-DTensor abs_backward(const DTensor& grad_output, const DTensor& input);
-DTensor square_backward(const DTensor& grad_output, const DTensor& input);
 DTensor clamp_backward(const DTensor& grad_output, const DTensor& input, std::optional<double> min,
                        std::optional<double> max);
 DTensor pow_backward(const DTensor& grad_output, const DTensor& input, double exponent);

@@ -97,51 +97,36 @@ OpEntry unary_entry(OpKind kind, std::string_view name,
   return e;
 }
 
+// The plain functions' rows come from their list (elementwise_math.h).
 std::vector<OpEntry> unary_entries() {
-  std::vector<OpEntry> out{
-      unary_entry(
-          OpKind::Exp, "exp",
-          [](const Options&, const Operands& ops) { return Forward(dtensor::exp(ops.input)); }),
-      unary_entry(
-          OpKind::Log, "log",
-          [](const Options&, const Operands& ops) { return Forward(natural_log(ops.input)); }),
-      unary_entry(
-          OpKind::Sqrt, "sqrt",
-          [](const Options&, const Operands& ops) { return Forward(dtensor::sqrt(ops.input)); }),
-      unary_entry(OpKind::Rsqrt, "rsqrt",
-                  [](const Options&, const Operands& ops) { return Forward(rsqrt(ops.input)); }),
-      unary_entry(OpKind::Neg, "neg",
-                  [](const Options&, const Operands& ops) { return Forward(neg(ops.input)); }),
-      unary_entry(
-          OpKind::Abs, "abs",
-          [](const Options&, const Operands& ops) { return Forward(dtensor::abs(ops.input)); }),
-      unary_entry(OpKind::Square, "square",
-                  [](const Options&, const Operands& ops) { return Forward(square(ops.input)); }),
-      unary_entry(OpKind::Clamp, "clamp",
-                  [](const Options& o, const Operands& ops) {
-                    return Forward(clamp(ops.input, o.min, o.max));
-                  }),
-      unary_entry(OpKind::Pow, "pow",
-                  [](const Options& o, const Operands& ops) {
-                    return Forward(dtensor::pow(ops.input, o.exponent));
-                  }),
-  };
-  // log, sqrt, rsqrt and pow draw their input in [0.5, 1.5).
-  for (auto& e : out)
-    e.positive_input = e.kind == OpKind::Log || e.kind == OpKind::Sqrt || e.kind == OpKind::Rsqrt ||
-                       e.kind == OpKind::Pow;
-  out[7].options = {"--min", "--max"};
-  out[7].params_line = [](const Options& o) {
+#define DTENSOR_PLAIN_ROW(NAME, FUNCTION, OP, POSITIVE, LINEAR)            \
+  unary_entry(OpKind::NAME, #OP, [](const Options&, const Operands& ops) { \
+    return Forward(dtensor::FUNCTION(ops.input));                          \
+  }).with_positive_input(POSITIVE),
+  std::vector<OpEntry> out{DTENSOR_PLAIN_UNARY_FUNCTIONS(DTENSOR_PLAIN_ROW)};
+#undef DTENSOR_PLAIN_ROW
+  OpEntry clamp_row =
+      unary_entry(OpKind::Clamp, "clamp", [](const Options& o, const Operands& ops) {
+        return Forward(clamp(ops.input, o.min, o.max));
+      });
+  clamp_row.options = {"--min", "--max"};
+  clamp_row.params_line = [](const Options& o) {
     return fmt::format("min={} max={}", o.min ? fmt::format("{}", *o.min) : "none",
                        o.max ? fmt::format("{}", *o.max) : "none");
   };
-  out[7].meta = [](json& meta, const Options& o) {
+  clamp_row.meta = [](json& meta, const Options& o) {
     meta["min"] = o.min ? json(*o.min) : json(nullptr);
     meta["max"] = o.max ? json(*o.max) : json(nullptr);
   };
-  out[8].options = {"--exponent"};
-  out[8].params_line = [](const Options& o) { return fmt::format("exponent={}", o.exponent); };
-  out[8].meta = [](json& meta, const Options& o) { meta["exponent"] = o.exponent; };
+  out.push_back(std::move(clamp_row));
+  // pow draws its input in [0.5, 1.5), as log, sqrt and rsqrt do.
+  OpEntry pow_row = unary_entry(OpKind::Pow, "pow", [](const Options& o, const Operands& ops) {
+                      return Forward(dtensor::pow(ops.input, o.exponent));
+                    }).with_positive_input(true);
+  pow_row.options = {"--exponent"};
+  pow_row.params_line = [](const Options& o) { return fmt::format("exponent={}", o.exponent); };
+  pow_row.meta = [](json& meta, const Options& o) { meta["exponent"] = o.exponent; };
+  out.push_back(std::move(pow_row));
   return out;
 }
 

@@ -85,6 +85,29 @@ DTENSOR_ELEMENT_FN T tanh_grad_of(T g, T x) {
 }
 
 // ---- mathematical functions (ops/unary_ops.cpp) ----
+
+// The plain ones (one input, no parameter), a row each. Everything else about
+// them follows from the row: the public functions dtensor::FUNCTION and
+// dtensor::OP_backward (dtensor/ops/unary.h); the operator OP and OP_backward,
+// their strategies and autograd rule (ops/unary_ops.cpp); the CPU and CUDA
+// kernels, which run NAME and NAME##Backward below; dtensor-op's OP and the
+// replay of its dumps as torch.OP (tools/check_op_dump.py reads this list).
+// Adding one is its row, its two formulas below and its f64 oracle
+// (tools/reference/reference_tensor_ops.cpp).
+//   X(NAME, FUNCTION, OP, POSITIVE, LINEAR)
+// POSITIVE: defined for positive inputs only (the tools draw its input in
+// [0.5, 1.5)); LINEAR: linear in its input, so a Partial input stays Partial.
+// natural_log is torch.log (`log` names the logging namespace here); abs's
+// gradient at 0 is 0 (torch's sgn).
+#define DTENSOR_PLAIN_UNARY_FUNCTIONS(X) \
+  X(Exp, exp, exp, false, false)         \
+  X(Log, natural_log, log, true, false)  \
+  X(Sqrt, sqrt, sqrt, true, false)       \
+  X(Rsqrt, rsqrt, rsqrt, true, false)    \
+  X(Neg, neg, neg, false, true)          \
+  X(Abs, abs, abs, false, false)         \
+  X(Square, square, square, false, false)
+
 DTENSOR_ELEMENT_OP(Exp, std::exp(x))
 DTENSOR_ELEMENT_OP(Log, std::log(x))
 DTENSOR_ELEMENT_OP(Sqrt, std::sqrt(x))
