@@ -98,33 +98,16 @@ struct Geometry {
       }
     }
     win_plane = win[0] * win[1] * win[2];
+    DTENSOR_CHECK_ARG(win_plane < (std::int64_t{1} << 31), "pool",
+                      "a window plane of {} elements: at most 2^31 - 1 per (N, C) plane",
+                      win_plane);
     out_plane = dim[0].outputs() * dim[1].outputs() * dim[2].outputs();
     last_uniform = dim[2].uniform();
-    last_contiguous = true;
-    for (std::int64_t c = 0; c < dim[2].outputs() && last_contiguous; ++c)
-      for (std::int64_t k = 1; k < dim[2].taps_of(c); ++k)
-        last_contiguous = last_contiguous && dim[2].tap(c, k) == dim[2].tap(c, 0) + k;
   }
   std::optional<FlatTaps::Uniform> last_uniform;
-  // Every output's taps along the last dim are consecutive elements (no
-  // dilation): the average pools then add whole runs, in vector lanes.
-  bool last_contiguous = false;
 
-  // fn(plane, output index in plane, a, b, c) for every output, planes in parallel.
-  template <typename Fn>
-  void for_each_output(Fn&& fn) const {
-    const bool parallel = planes > 1 && planes * out_plane >= (1 << 14);
-#pragma omp parallel for schedule(static) if (parallel)
-    for (std::int64_t p = 0; p < planes; ++p) {
-      std::int64_t at = 0;
-      for (std::int64_t a = 0; a < dim[0].outputs(); ++a)
-        for (std::int64_t b = 0; b < dim[1].outputs(); ++b)
-          for (std::int64_t c = 0; c < dim[2].outputs(); ++c)
-            fn(p, at++, a, b, c);
-    }
-  }
-  // The hot loops' form: fn(plane, index of the row's first output, bases)
-  // for each row of outputs along the last dim, where `bases` are the
+  // The hot loops' form: fn(plane, index of the row's first output, a, b,
+  // bases) for each row (a, b) of outputs along the last dim, where `bases` are the
   // offsets the row's outer taps (dims 0 and 1, in kernel order) add; the
   // last dim's taps then come from dim[2] per output.
   template <typename Fn>
@@ -142,99 +125,116 @@ struct Geometry {
             for (std::int64_t i = dim[0].start[a]; i < dim[0].start[a + 1]; ++i)
               for (std::int64_t j = dim[1].start[b]; j < dim[1].start[b + 1]; ++j)
                 bases.push_back(dim[0].offset[i] + dim[1].offset[j]);
-            fn(p, at, bases);
+            fn(p, at, a, b, bases);
             at += dim[2].outputs();
           }
       }
     }
   }
-  // fn(offset in plane) over one output's taps, in kernel order.
-  template <typename Fn>
-  void for_each_tap(std::int64_t a, std::int64_t b, std::int64_t c, Fn&& fn) const {
-    const auto* o0 = dim[0].offset.data();
-    const auto* o1 = dim[1].offset.data();
-    const auto* o2 = dim[2].offset.data();
-    for (std::int64_t i = dim[0].start[a]; i < dim[0].start[a + 1]; ++i)
-      for (std::int64_t j = dim[1].start[b]; j < dim[1].start[b + 1]; ++j) {
-        const std::int64_t base = o0[i] + o1[j];
-        for (std::int64_t k = dim[2].start[c]; k < dim[2].start[c + 1]; ++k)
-          fn(base + o2[k]);
-      }
-  }
-  // fn(offset in plane of the run's first tap, run length) for each row of
-  // one output's taps along the last dim (last_contiguous only).
-  template <typename Fn>
-  void for_each_tap_run(std::int64_t a, std::int64_t b, std::int64_t c, Fn&& fn) const {
-    const auto* o0 = dim[0].offset.data();
-    const auto* o1 = dim[1].offset.data();
-    const std::int64_t n = dim[2].taps_of(c);
-    if (n == 0) return;
-    const std::int64_t first = dim[2].tap(c, 0);
-    for (std::int64_t i = dim[0].start[a]; i < dim[0].start[a + 1]; ++i)
-      for (std::int64_t j = dim[1].start[b]; j < dim[1].start[b + 1]; ++j)
-        fn(o0[i] + o1[j] + first, n);
-  }
-  std::int64_t tap_count(std::int64_t a, std::int64_t b, std::int64_t c) const {
-    return (dim[0].start[a + 1] - dim[0].start[a]) * (dim[1].start[b + 1] - dim[1].start[b]) *
-           (dim[2].start[c + 1] - dim[2].start[c]);
-  }
-  double divisor(const AvgDivisor& r, std::int64_t a, std::int64_t b, std::int64_t c) const {
-    if (r.divisor_override) return static_cast<double>(*r.divisor_override);
-    if (!r.count_include_pad) return static_cast<double>(tap_count(a, b, c));
-    double n = 1;
-    const std::int64_t idx[3] = {a, b, c};
-    for (int i = 0; i < 3; ++i)
-      if (taps[i]) n *= static_cast<double>(taps[i]->padded_size[static_cast<std::size_t>(idx[i])]);
-    return n;
+  // avg_pool's divisor is a product over the dims (count_include_pad: of
+  // the padded window sizes; otherwise of the taps in range; an override is
+  // one number): per dim, the factor of each output.
+  std::vector<double> divisor_factors(const AvgDivisor& r, int i) const {
+    const auto n = static_cast<std::size_t>(dim[i].outputs());
+    std::vector<double> f(n, 1.0);
+    if (r.divisor_override) {
+      if (i == 2) std::fill(f.begin(), f.end(), static_cast<double>(*r.divisor_override));
+    } else if (taps[i]) {
+      for (std::size_t o = 0; o < n; ++o)
+        f[o] =
+            static_cast<double>(r.count_include_pad ? taps[i]->padded_size[o]
+                                                    : dim[i].taps_of(static_cast<std::int64_t>(o)));
+    }
+    return f;
   }
 };
 
 // The regular row's pick, output by output in vector lanes: every output
 // reads the same tap pattern, so the taps are the outer loops and the
 // outputs the vector one. The same rule as pick_row below.
-template <typename T>
+//
+// kAt: also which tap (the backward's); the forward needs only the value.
+// kStride: the stride known when it is 1 or 2 (0: `stride` at run time), so
+// that the lanes load whole vectors and shuffle instead of gathering.
+template <typename T, bool kAt, int kStride>
 [[gnu::always_inline]] inline void pick_uniform(const T* plane, const std::int64_t* bases,
                                                 std::int64_t nbases, std::int64_t outputs,
-                                                std::int64_t first, std::int64_t stride,
+                                                std::int64_t first, std::int64_t run_stride,
                                                 std::int64_t taps, std::int64_t dilation, T* best,
-                                                std::int64_t* at) {
+                                                std::int32_t* at) {
+  const std::int64_t stride = kStride ? kStride : run_stride;
+  const auto stride32 = static_cast<std::int32_t>(stride);
 #pragma omp simd
   for (std::int64_t c = 0; c < outputs; ++c) {
     best[c] = -std::numeric_limits<T>::infinity();
-    at[c] = bases[0] + first + c * stride;
+    if constexpr (kAt) at[c] = static_cast<std::int32_t>(bases[0] + first + c * stride);
   }
   for (std::int64_t b = 0; b < nbases; ++b)
     for (std::int64_t k = 0; k < taps; ++k) {
       const std::int64_t off = bases[b] + first + k * dilation;
+      const auto off32 = static_cast<std::int32_t>(off);
+      const T* x = plane + off;
 #pragma omp simd
       for (std::int64_t c = 0; c < outputs; ++c) {
-        const T v = plane[off + c * stride];
+        const T v = x[c * stride];
         const bool take = v > best[c] || std::isnan(v);
         best[c] = take ? v : best[c];
-        at[c] = take ? off + c * stride : at[c];
+        if constexpr (kAt) at[c] = take ? off32 + static_cast<std::int32_t>(c) * stride32 : at[c];
       }
     }
+}
+template <typename T, bool kAt>
+[[gnu::always_inline]] inline void pick_uniform_strided(const T* plane, const std::int64_t* bases,
+                                                        std::int64_t nbases, std::int64_t outputs,
+                                                        std::int64_t first, std::int64_t stride,
+                                                        std::int64_t taps, std::int64_t dilation,
+                                                        T* best, std::int32_t* at) {
+  if (stride == 1)
+    pick_uniform<T, kAt, 1>(plane, bases, nbases, outputs, first, 1, taps, dilation, best, at);
+  else if (stride == 2)
+    pick_uniform<T, kAt, 2>(plane, bases, nbases, outputs, first, 2, taps, dilation, best, at);
+  else
+    pick_uniform<T, kAt, 0>(plane, bases, nbases, outputs, first, stride, taps, dilation, best, at);
+}
+// `at` null: the values only. Taps as 32-bit offsets in the plane (twice
+// the lanes of 64-bit ones; Geometry checks that a plane fits).
+template <typename T>
+[[gnu::always_inline]] inline void pick_uniform_any(const T* plane, const std::int64_t* bases,
+                                                    std::int64_t nbases, std::int64_t outputs,
+                                                    std::int64_t first, std::int64_t stride,
+                                                    std::int64_t taps, std::int64_t dilation,
+                                                    T* best, std::int32_t* at) {
+  if (at)
+    pick_uniform_strided<T, true>(plane, bases, nbases, outputs, first, stride, taps, dilation,
+                                  best, at);
+  else
+    pick_uniform_strided<T, false>(plane, bases, nbases, outputs, first, stride, taps, dilation,
+                                   best, at);
 }
 DTENSOR_SIMD_CLONES void pick_uniform_rows(const float* plane, const std::int64_t* bases,
                                            std::int64_t nbases, std::int64_t outputs,
                                            std::int64_t first, std::int64_t stride,
                                            std::int64_t taps, std::int64_t dilation, float* best,
-                                           std::int64_t* at) {
-  pick_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, best, at);
+                                           std::int32_t* at) {
+  pick_uniform_any(plane, bases, nbases, outputs, first, stride, taps, dilation, best, at);
 }
 DTENSOR_SIMD_CLONES void pick_uniform_rows(const double* plane, const std::int64_t* bases,
                                            std::int64_t nbases, std::int64_t outputs,
                                            std::int64_t first, std::int64_t stride,
                                            std::int64_t taps, std::int64_t dilation, double* best,
-                                           std::int64_t* at) {
-  pick_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, best, at);
+                                           std::int32_t* at) {
+  pick_uniform_any(plane, bases, nbases, outputs, first, stride, taps, dilation, best, at);
 }
 
 // The tap each output of a row picks: PyTorch's rule, a strictly greater
 // value or any NaN takes the place, so equal maxima keep the first (in kernel
-// order) and the last NaN wins. fn(output index in the row, value, tap).
-template <typename T, typename Fn>
-void pick_row(const T* plane, const Geometry& g, const std::vector<std::int64_t>& bases, Fn&& fn) {
+// order) and the last NaN wins. The outputs the padding clips go to
+// fn(output index in the row, value, tap) one by one; the regular block to
+// block(its first output, count, values, taps) at once. Without kAt the taps
+// are not tracked (fn gets -1, block nullptr).
+template <bool kAt, typename T, typename Fn, typename Block>
+void pick_row(const T* plane, const Geometry& g, const std::vector<std::int64_t>& bases, Fn&& fn,
+              Block&& block) {
   const FlatTaps& last = g.dim[2];
   const std::int64_t* off = last.offset.data();
   // Outputs [lo, hi) one by one.
@@ -259,26 +259,54 @@ void pick_row(const T* plane, const Geometry& g, const std::vector<std::int64_t>
   const std::int64_t n = u.end - u.begin;
   // Per-thread scratch for one row: the values and taps picked.
   thread_local std::vector<T> best;
-  thread_local std::vector<std::int64_t> at;
+  thread_local std::vector<std::int32_t> at;
   best.resize(static_cast<std::size_t>(n));
-  at.resize(static_cast<std::size_t>(n));
+  if (kAt) at.resize(static_cast<std::size_t>(n));
   pick_uniform_rows(plane, bases.data(), static_cast<std::int64_t>(bases.size()), n, u.first,
-                    u.stride, u.taps, u.dilation, best.data(), at.data());
-  // In output order, as one by one: the backward's scatter adds in this order.
+                    u.stride, u.taps, u.dilation, best.data(), kAt ? at.data() : nullptr);
+  // In output order, as one by one.
   one_by_one(0, u.begin);
-  for (std::int64_t c = 0; c < n; ++c)
-    fn(u.begin + c, best[static_cast<std::size_t>(c)], at[static_cast<std::size_t>(c)]);
+  block(u.begin, n, best.data(), kAt ? at.data() : nullptr);
   one_by_one(u.end, last.outputs());
+}
+
+// plane[at[c]] += g[c] for c < n, where outputs m apart never pick the same
+// element (their windows are disjoint): m passes, each a vector scatter.
+template <typename T>
+[[gnu::always_inline]] inline void scatter_add(T* plane, const std::int32_t* at, const T* g,
+                                               std::int64_t n, std::int64_t m) {
+  if (m == 1) {
+    for (std::int64_t c = 0; c < n; ++c)
+      plane[at[c]] += g[c];
+    return;
+  }
+  for (std::int64_t r = 0; r < m; ++r) {
+#pragma omp simd
+    for (std::int64_t c = r; c < n; c += m)
+      plane[at[c]] += g[c];
+  }
+}
+DTENSOR_SIMD_CLONES void scatter_add_rows(float* plane, const std::int32_t* at, const float* g,
+                                          std::int64_t n, std::int64_t m) {
+  scatter_add(plane, at, g, n, m);
+}
+DTENSOR_SIMD_CLONES void scatter_add_rows(double* plane, const std::int32_t* at, const double* g,
+                                          std::int64_t n, std::int64_t m) {
+  scatter_add(plane, at, g, n, m);
 }
 
 template <typename T>
 void max_forward(const Tensor& window, Tensor& output, const Geometry& g) {
   const T* x = window.data<T>();
   T* y = output.data<T>();
-  g.for_each_row([&](std::int64_t p, std::int64_t row, const std::vector<std::int64_t>& bases) {
+  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t, std::int64_t,
+                     const std::vector<std::int64_t>& bases) {
     T* out = y + p * g.out_plane + row;
-    pick_row(x + p * g.win_plane, g, bases,
-             [&](std::int64_t c, T best, std::int64_t) { out[c] = best; });
+    pick_row<false>(
+        x + p * g.win_plane, g, bases, [&](std::int64_t c, T best, std::int64_t) { out[c] = best; },
+        [&](std::int64_t begin, std::int64_t n, const T* best, const std::int32_t*) {
+          std::copy(best, best + n, out + begin);
+        });
   });
 }
 
@@ -289,37 +317,151 @@ void max_backward(const Tensor& window, const Tensor& grad_output, Tensor& grad_
   const T* gy = grad_output.data<T>();
   T* gx = grad_window.data<T>();
   std::fill(gx, gx + grad_window.numel(), T(0));
+  // Outputs this many apart along the last dim have disjoint windows.
+  std::int64_t apart = 1;
+  if (const auto& u = g.last_uniform; u && u->stride > 0) {
+    const std::int64_t extent = (u->taps - 1) * u->dilation + 1;
+    apart = (extent + u->stride - 1) / u->stride;
+  }
   // Planes are disjoint: the scatter of one plane stays in its thread.
-  g.for_each_row([&](std::int64_t p, std::int64_t row, const std::vector<std::int64_t>& bases) {
+  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t, std::int64_t,
+                     const std::vector<std::int64_t>& bases) {
     const T* in = gy + p * g.out_plane + row;
     T* plane = gx + p * g.win_plane;
-    pick_row(x + p * g.win_plane, g, bases, [&](std::int64_t c, T, std::int64_t at) {
-      if (at >= 0) plane[at] += in[c];
-    });
+    pick_row<true>(
+        x + p * g.win_plane, g, bases,
+        [&](std::int64_t c, T, std::int64_t at) {
+          if (at >= 0) plane[at] += in[c];
+        },
+        [&](std::int64_t begin, std::int64_t n, const T*, const std::int32_t* at) {
+          scatter_add_rows(plane, at, in + begin, n, apart);
+        });
   });
 }
+
+// The regular row's sums, outputs in vector lanes (as pick_uniform): the
+// taps are the outer loops, so every lane adds in kernel order.
+template <typename T>
+[[gnu::always_inline]] inline void sum_uniform(const T* plane, const std::int64_t* bases,
+                                               std::int64_t nbases, std::int64_t outputs,
+                                               std::int64_t first, std::int64_t stride,
+                                               std::int64_t taps, std::int64_t dilation, T* sum) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < outputs; ++c)
+    sum[c] = 0;
+  for (std::int64_t b = 0; b < nbases; ++b)
+    for (std::int64_t k = 0; k < taps; ++k) {
+      const T* x = plane + bases[b] + first + k * dilation;
+#pragma omp simd
+      for (std::int64_t c = 0; c < outputs; ++c)
+        sum[c] += x[c * stride];
+    }
+}
+// The transposed: every tap of output c gets share[c]. Within one tap the
+// lanes write distinct elements (stride >= 1), so overlapping windows add
+// correctly, tap after tap.
+template <typename T>
+[[gnu::always_inline]] inline void spread_uniform(T* plane, const std::int64_t* bases,
+                                                  std::int64_t nbases, std::int64_t outputs,
+                                                  std::int64_t first, std::int64_t stride,
+                                                  std::int64_t taps, std::int64_t dilation,
+                                                  const T* share) {
+  for (std::int64_t b = 0; b < nbases; ++b)
+    for (std::int64_t k = 0; k < taps; ++k) {
+      T* x = plane + bases[b] + first + k * dilation;
+#pragma omp simd
+      for (std::int64_t c = 0; c < outputs; ++c)
+        x[c * stride] += share[c];
+    }
+}
+DTENSOR_SIMD_CLONES void sum_uniform_rows(const float* plane, const std::int64_t* bases,
+                                          std::int64_t nbases, std::int64_t outputs,
+                                          std::int64_t first, std::int64_t stride,
+                                          std::int64_t taps, std::int64_t dilation, float* sum) {
+  sum_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, sum);
+}
+DTENSOR_SIMD_CLONES void spread_uniform_rows(float* plane, const std::int64_t* bases,
+                                             std::int64_t nbases, std::int64_t outputs,
+                                             std::int64_t first, std::int64_t stride,
+                                             std::int64_t taps, std::int64_t dilation,
+                                             const float* share) {
+  spread_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, share);
+}
+DTENSOR_SIMD_CLONES void sum_uniform_rows(const double* plane, const std::int64_t* bases,
+                                          std::int64_t nbases, std::int64_t outputs,
+                                          std::int64_t first, std::int64_t stride,
+                                          std::int64_t taps, std::int64_t dilation, double* sum) {
+  sum_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, sum);
+}
+DTENSOR_SIMD_CLONES void spread_uniform_rows(double* plane, const std::int64_t* bases,
+                                             std::int64_t nbases, std::int64_t outputs,
+                                             std::int64_t first, std::int64_t stride,
+                                             std::int64_t taps, std::int64_t dilation,
+                                             const double* share) {
+  spread_uniform(plane, bases, nbases, outputs, first, stride, taps, dilation, share);
+}
+
+// avg_pool's divisors, per dim, in the compute type.
+template <typename T>
+struct Divisors {
+  std::vector<double> outer[2];
+  std::vector<T> last;
+  Divisors(const Geometry& g, const AvgDivisor& r)
+      : outer{g.divisor_factors(r, 0), g.divisor_factors(r, 1)} {
+    const auto f = g.divisor_factors(r, 2);
+    last.assign(f.begin(), f.end());
+  }
+  T row(std::int64_t a, std::int64_t b) const {
+    return static_cast<T>(outer[0][static_cast<std::size_t>(a)] *
+                          outer[1][static_cast<std::size_t>(b)]);
+  }
+};
 
 template <typename T>
 void avg_forward(const Tensor& window, Tensor& output, const Geometry& g, const AvgDivisor& r) {
   const T* x = window.data<T>();
   T* y = output.data<T>();
-  g.for_each_output([&](std::int64_t p, std::int64_t o, std::int64_t a, std::int64_t b,
-                        std::int64_t c) {
+  const Divisors<T> d(g, r);
+  const FlatTaps& last = g.dim[2];
+  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t a, std::int64_t b,
+                     const std::vector<std::int64_t>& bases) {
     const T* plane = x + p * g.win_plane;
-    double sum = 0;
-    if (g.last_contiguous) {
-      g.for_each_tap_run(a, b, c, [&](std::int64_t off, std::int64_t n) {
-        const T* run = plane + off;
-        T part = 0;  // a run is one window row: short enough for T
-#pragma omp simd reduction(+ : part)
-        for (std::int64_t k = 0; k < n; ++k)
-          part += run[k];
-        sum += static_cast<double>(part);
-      });
-    } else {
-      g.for_each_tap(a, b, c, [&](std::int64_t off) { sum += static_cast<double>(plane[off]); });
+    T* out = y + p * g.out_plane + row;
+    const T rd = d.row(a, b);
+    std::int64_t begin = 0, end = 0;
+    if (g.last_uniform && !bases.empty()) {
+      const auto& u = *g.last_uniform;
+      begin = u.begin;
+      end = u.end;
+      sum_uniform_rows(plane, bases.data(), static_cast<std::int64_t>(bases.size()), end - begin,
+                       u.first, u.stride, u.taps, u.dilation, out + begin);
+#pragma omp simd
+      for (std::int64_t c = begin; c < end; ++c)
+        out[c] /= rd * d.last[static_cast<std::size_t>(c)];
     }
-    y[p * g.out_plane + o] = static_cast<T>(sum / g.divisor(r, a, b, c));
+    // The rest one by one (the outputs the padding clips, an adaptive
+    // pool's): a run of consecutive taps is summed in vector lanes.
+    const auto one_by_one = [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t c = lo; c < hi; ++c) {
+        const std::int64_t n = last.taps_of(c);
+        const bool run = n > 0 && last.tap(c, n - 1) - last.tap(c, 0) == n - 1;
+        T sum = 0;
+        for (const std::int64_t base : bases) {
+          if (run) {
+            const T* x = plane + base + last.tap(c, 0);
+#pragma omp simd reduction(+ : sum)
+            for (std::int64_t k = 0; k < n; ++k)
+              sum += x[k];
+          } else {
+            for (std::int64_t k = 0; k < n; ++k)
+              sum += plane[base + last.tap(c, k)];
+          }
+        }
+        out[c] = sum / (rd * d.last[static_cast<std::size_t>(c)]);
+      }
+    };
+    one_by_one(0, begin);
+    one_by_one(end, last.outputs());
   });
 }
 
@@ -329,22 +471,47 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
   const T* gy = grad_output.data<T>();
   T* gx = grad_window.data<T>();
   std::fill(gx, gx + grad_window.numel(), T(0));
-  g.for_each_output(
-      [&](std::int64_t p, std::int64_t o, std::int64_t a, std::int64_t b, std::int64_t c) {
-        T* plane = gx + p * g.win_plane;
-        const T share =
-            static_cast<T>(static_cast<double>(gy[p * g.out_plane + o]) / g.divisor(r, a, b, c));
-        if (g.last_contiguous) {
-          g.for_each_tap_run(a, b, c, [&](std::int64_t off, std::int64_t n) {
-            T* run = plane + off;
+  const Divisors<T> d(g, r);
+  const FlatTaps& last = g.dim[2];
+  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t a, std::int64_t b,
+                     const std::vector<std::int64_t>& bases) {
+    T* plane = gx + p * g.win_plane;
+    const T* in = gy + p * g.out_plane + row;
+    const T rd = d.row(a, b);
+    // Per thread: one row's shares.
+    thread_local std::vector<T> share;
+    share.resize(static_cast<std::size_t>(last.outputs()));
+    for (std::int64_t c = 0; c < last.outputs(); ++c)
+      share[static_cast<std::size_t>(c)] = in[c] / (rd * d.last[static_cast<std::size_t>(c)]);
+    std::int64_t begin = 0, end = 0;
+    if (g.last_uniform && !bases.empty()) {
+      const auto& u = *g.last_uniform;
+      begin = u.begin;
+      end = u.end;
+      spread_uniform_rows(plane, bases.data(), static_cast<std::int64_t>(bases.size()), end - begin,
+                          u.first, u.stride, u.taps, u.dilation, share.data() + begin);
+    }
+    const auto one_by_one = [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t c = lo; c < hi; ++c) {
+        const std::int64_t n = last.taps_of(c);
+        const bool run = n > 0 && last.tap(c, n - 1) - last.tap(c, 0) == n - 1;
+        const T v = share[static_cast<std::size_t>(c)];
+        for (const std::int64_t base : bases) {
+          if (run) {
+            T* x = plane + base + last.tap(c, 0);
 #pragma omp simd
             for (std::int64_t k = 0; k < n; ++k)
-              run[k] += share;
-          });
-        } else {
-          g.for_each_tap(a, b, c, [&](std::int64_t off) { plane[off] += share; });
+              x[k] += v;
+          } else {
+            for (std::int64_t k = 0; k < n; ++k)
+              plane[base + last.tap(c, k)] += v;
+          }
         }
-      });
+      }
+    };
+    one_by_one(0, begin);
+    one_by_one(end, last.outputs());
+  });
 }
 
 void run_max_forward(const kernels::MaxPoolForwardArgs& a) {

@@ -1,15 +1,28 @@
 // CPU kernels of upsample (dtensor/ops/kernels/upsample.h): f32 and f64 in
 // their own type, bf16 and f16 widened to f32 and rounded once.
 //
-// The forward runs row by row along the last spatial dim: the outer dims'
-// taps of a row combine into at most four (offset, weight) bases, and the
-// inner loop gathers the last dim's one or two taps per output, vectorised
-// (AVX-512/AVX2 gathers). The backward is the transposed scatter, a scalar
-// loop since neighbouring outputs add into the same inputs. Planes (N * C)
-// run in parallel on the rank's threads; each writes only its own plane.
+// Forward: row by row along the last spatial dim. The outer dims' taps of a
+// row combine into at most four (offset, weight) bases: their input rows are
+// mixed first, whole and contiguous, into one row of the window's width;
+// then one pass gathers the last dim's one or two taps per output from it
+// and writes the result (no zero-fill of the output first), with 32-bit
+// indices so that AVX-512 gathers 16 lanes at once. A row whose bases equal
+// the previous row's (nearest upsampling repeats every row) is a copy of it.
+//
+// Backward: the same rows, transposed. A scatter (grad[i0[c]] += g[c]) adds
+// into the same element from neighbouring outputs, a chain of dependent
+// stores; instead each window position gathers the outputs that read it:
+// the last dim's taps inverted once per call into at most K (output, weight)
+// pairs per position, padded with weight 0, stored tap-major so that the
+// loop over positions is the vector one.
+//
+// Planes (N * C) run in parallel on the rank's threads; each writes only its
+// own plane.
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/compute_type.h"
@@ -24,66 +37,117 @@ using kernels::ResampleTaps;
 
 // Planes times outputs below this run on one thread.
 constexpr std::int64_t kParallelOutputs = std::int64_t{1} << 14;
-
-// y[c] += w * w0[c] x[i0[c]] (nearest) and y[c] += w * (w0[c] x[i0[c]] + w1[c] x[i1[c]])
-// (linear) over one row of outputs; x is the plane shifted by the row's base.
-// One body per loop, inlined into plain functions per type that carry the
-// AVX2 / AVX-512 clones (as norm_rows.cpp does).
-template <typename C>
-[[gnu::always_inline]] inline void nearest_body(const C* x, C w, const std::int64_t* i0,
-                                                const C* w0, C* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t c = 0; c < n; ++c)
-    y[c] += w * (w0[c] * x[i0[c]]);
-}
-template <typename C>
-[[gnu::always_inline]] inline void linear_body(const C* x, C w, const std::int64_t* i0,
-                                               const std::int64_t* i1, const C* w0, const C* w1,
-                                               C* y, std::int64_t n) {
-#pragma omp simd
-  for (std::int64_t c = 0; c < n; ++c)
-    y[c] += w * (w0[c] * x[i0[c]] + w1[c] * x[i1[c]]);
-}
-DTENSOR_SIMD_CLONES void nearest_row(const float* x, float w, const std::int64_t* i0,
-                                     const float* w0, float* y, std::int64_t n) {
-  nearest_body(x, w, i0, w0, y, n);
-}
-DTENSOR_SIMD_CLONES void nearest_row(const double* x, double w, const std::int64_t* i0,
-                                     const double* w0, double* y, std::int64_t n) {
-  nearest_body(x, w, i0, w0, y, n);
-}
-DTENSOR_SIMD_CLONES void linear_row(const float* x, float w, const std::int64_t* i0,
-                                    const std::int64_t* i1, const float* w0, const float* w1,
-                                    float* y, std::int64_t n) {
-  linear_body(x, w, i0, i1, w0, w1, y, n);
-}
-DTENSOR_SIMD_CLONES void linear_row(const double* x, double w, const std::int64_t* i0,
-                                    const std::int64_t* i1, const double* w0, const double* w1,
-                                    double* y, std::int64_t n) {
-  linear_body(x, w, i0, i1, w0, w1, y, n);
-}
+// A row's outer taps: two per dim of the two outer dims.
+constexpr int kMaxBases = 4;
 
 // One (offset in the plane, weight) of a row's outer taps.
 struct Base {
-  std::int64_t offset;
-  double weight;
+  std::int64_t offset = 0;
+  double weight = 0;
+  bool operator==(const Base&) const = default;
 };
+struct RowBases {
+  Base at[kMaxBases];
+  int n = 0;
+  bool operator==(const RowBases& o) const { return n == o.n && std::equal(at, at + n, o.at); }
+};
+
+// y[c] = x[i0[c]]: nearest, every weight 1.
+template <typename C>
+[[gnu::always_inline]] inline void copy_body(const C* x, const std::int32_t* i0, C* y,
+                                             std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < n; ++c)
+    y[c] = x[i0[c]];
+}
+// y[c] = w0[c] x[i0[c]] + w1[c] x[i1[c]].
+template <typename C>
+[[gnu::always_inline]] inline void lerp_body(const C* x, const std::int32_t* i0,
+                                             const std::int32_t* i1, const C* w0, const C* w1, C* y,
+                                             std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t c = 0; c < n; ++c)
+    y[c] = w0[c] * x[i0[c]] + w1[c] * x[i1[c]];
+}
+// y[i] = sum over the bases b of wb[b] x_b[i]: the outer dims' interpolation
+// of whole rows, contiguous, before the last dim's.
+template <typename C>
+[[gnu::always_inline]] inline void mix_body(const C* const* x, const C* wb, int nb, C* y,
+                                            std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = wb[0] * x[0][i];
+  for (int b = 1; b < nb; ++b) {
+    const C* xb = x[b];
+    const C w = wb[b];
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i)
+      y[i] += w * xb[i];
+  }
+}
+// g[i] += w * sum over k < K of wt[k][i] * gy[at[k][i]] (tap-major, stride n).
+template <typename C>
+[[gnu::always_inline]] inline void gather_body(const C* gy, C w, const std::int32_t* at,
+                                               const C* wt, int K, C* g, std::int64_t n) {
+  for (int k = 0; k < K; ++k) {
+    const std::int32_t* a = at + k * n;
+    const C* v = wt + k * n;
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i)
+      g[i] += w * v[i] * gy[a[i]];
+  }
+}
+DTENSOR_SIMD_CLONES void copy_row(const float* x, const std::int32_t* i0, float* y,
+                                  std::int64_t n) {
+  copy_body(x, i0, y, n);
+}
+DTENSOR_SIMD_CLONES void copy_row(const double* x, const std::int32_t* i0, double* y,
+                                  std::int64_t n) {
+  copy_body(x, i0, y, n);
+}
+DTENSOR_SIMD_CLONES void lerp_row(const float* x, const std::int32_t* i0, const std::int32_t* i1,
+                                  const float* w0, const float* w1, float* y, std::int64_t n) {
+  lerp_body(x, i0, i1, w0, w1, y, n);
+}
+DTENSOR_SIMD_CLONES void lerp_row(const double* x, const std::int32_t* i0, const std::int32_t* i1,
+                                  const double* w0, const double* w1, double* y, std::int64_t n) {
+  lerp_body(x, i0, i1, w0, w1, y, n);
+}
+DTENSOR_SIMD_CLONES void mix_rows(const float* const* x, const float* wb, int nb, float* y,
+                                  std::int64_t n) {
+  mix_body(x, wb, nb, y, n);
+}
+DTENSOR_SIMD_CLONES void mix_rows(const double* const* x, const double* wb, int nb, double* y,
+                                  std::int64_t n) {
+  mix_body(x, wb, nb, y, n);
+}
+DTENSOR_SIMD_CLONES void gather_row(const float* gy, float w, const std::int32_t* at,
+                                    const float* wt, int K, float* g, std::int64_t n) {
+  gather_body(gy, w, at, wt, K, g, n);
+}
+DTENSOR_SIMD_CLONES void gather_row(const double* gy, double w, const std::int32_t* at,
+                                    const double* wt, int K, double* g, std::int64_t n) {
+  gather_body(gy, w, at, wt, K, g, n);
+}
 
 // Three spatial dims always, right-aligned so that the last one is dim 2 (the
 // inner loop); missing leading dims are one position with one tap.
 template <typename T>
 struct Geometry {
   std::int64_t planes = 0, win_plane = 1, out_plane = 1;
-  std::int64_t out[3] = {1, 1, 1}, stride[3] = {1, 1, 1};
+  std::int64_t win[3] = {1, 1, 1}, out[3] = {1, 1, 1}, stride[3] = {1, 1, 1};
   ResampleTaps taps[3];
-  std::vector<T> w0, w1;  // the last dim's weights in the compute type
+  // The last dim's taps in the kernels' types. Nearest: i1 = i0, w1 = 0.
+  std::vector<std::int32_t> i0, i1;
+  std::vector<T> w0, w1;
+  // Every weight is 1 and there is one tap per dim: rows are plain copies.
+  bool nearest = true;
 
   Geometry(const Shape& window_shape, const std::vector<ResampleTaps>& d) {
     DTENSOR_CHECK_ARG(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2,
                       "upsample", "internal: interpolation over {} dims of a window {}", d.size(),
                       shape_str(window_shape));
     planes = window_shape[0] * window_shape[1];
-    std::int64_t win[3] = {1, 1, 1};
     const std::size_t first = 3 - d.size();
     for (std::size_t i = 0; i < 3; ++i) {
       if (i < first) {
@@ -99,52 +163,95 @@ struct Geometry {
       win[i] = window_shape[i - first + 2];
       out[i] = static_cast<std::int64_t>(outputs);
     }
+    check_arg(win[2] < (std::int64_t{1} << 31) && out[2] < (std::int64_t{1} << 31), "upsample",
+              "internal: a row of {} inputs or {} outputs", win[2], out[2]);
     stride[0] = win[1] * win[2];
     stride[1] = win[2];
     win_plane = win[0] * win[1] * win[2];
     out_plane = out[0] * out[1] * out[2];
-    for (std::size_t dim = 0; dim < 3; ++dim)
+    for (std::size_t dim = 0; dim < 3; ++dim) {
+      const ResampleTaps& t = taps[dim];
+      nearest = nearest && t.taps == 1;
       for (std::int64_t o = 0; o < out[dim]; ++o) {
         const auto k = static_cast<std::size_t>(o);
-        check_arg(taps[dim].i0[k] >= 0 && taps[dim].i0[k] < win[dim] &&
-                      (taps[dim].taps == 1 || (taps[dim].i1[k] >= 0 && taps[dim].i1[k] < win[dim])),
+        check_arg(t.i0[k] >= 0 && t.i0[k] < win[dim] &&
+                      (t.taps == 1 || (t.i1[k] >= 0 && t.i1[k] < win[dim])),
                   "upsample", "internal: output {} reads outside the window", o);
+        nearest = nearest && t.w0[k] == 1.0;
       }
-    w0.assign(taps[2].w0.begin(), taps[2].w0.end());
-    if (taps[2].taps == 2) w1.assign(taps[2].w1.begin(), taps[2].w1.end());
+    }
+    const ResampleTaps& last = taps[2];
+    i0.assign(last.i0.begin(), last.i0.end());
+    w0.assign(last.w0.begin(), last.w0.end());
+    if (last.taps == 2) {
+      i1.assign(last.i1.begin(), last.i1.end());
+      w1.assign(last.w1.begin(), last.w1.end());
+    } else {
+      i1 = i0;
+      w1.assign(w0.size(), T(0));
+    }
   }
 
-  // fn(plane, index of the row's first output in the plane, bases) for each
-  // row of outputs along the last dim, planes in parallel when it pays.
+  // fn(plane, index of the row's first output in the plane, bases, whether
+  // they are the previous row's) for each row of outputs along the last
+  // dim, in order within a plane, planes in parallel when it pays.
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
     const bool parallel = planes > 1 && planes * out_plane >= kParallelOutputs;
-#pragma omp parallel if (parallel)
-    {
-      std::vector<Base> bases;
-#pragma omp for schedule(static)
-      for (std::int64_t p = 0; p < planes; ++p) {
-        std::int64_t at = 0;
-        for (std::int64_t a = 0; a < out[0]; ++a)
-          for (std::int64_t b = 0; b < out[1]; ++b) {
-            row_bases(a, b, bases);
-            fn(p, at, bases);
-            at += out[2];
-          }
-      }
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t p = 0; p < planes; ++p) {
+      std::int64_t at = 0;
+      RowBases previous;
+      for (std::int64_t a = 0; a < out[0]; ++a)
+        for (std::int64_t b = 0; b < out[1]; ++b) {
+          const RowBases bases = row_bases(a, b);
+          fn(p, at, bases, at > 0 && bases == previous);
+          previous = bases;
+          at += out[2];
+        }
     }
   }
 
  private:
-  void row_bases(std::int64_t a, std::int64_t b, std::vector<Base>& bases) const {
-    bases.clear();
+  RowBases row_bases(std::int64_t a, std::int64_t b) const {
+    RowBases r;
     const auto ia = static_cast<std::size_t>(a), ib = static_cast<std::size_t>(b);
     for (int ta = 0; ta < taps[0].taps; ++ta)
       for (int tb = 0; tb < taps[1].taps; ++tb)
-        bases.push_back(
-            {(ta ? taps[0].i1[ia] : taps[0].i0[ia]) * stride[0] +
-                 (tb ? taps[1].i1[ib] : taps[1].i0[ib]) * stride[1],
-             (ta ? taps[0].w1[ia] : taps[0].w0[ia]) * (tb ? taps[1].w1[ib] : taps[1].w0[ib])});
+        r.at[r.n++] = {
+            (ta ? taps[0].i1[ia] : taps[0].i0[ia]) * stride[0] +
+                (tb ? taps[1].i1[ib] : taps[1].i0[ib]) * stride[1],
+            (ta ? taps[0].w1[ia] : taps[0].w0[ia]) * (tb ? taps[1].w1[ib] : taps[1].w0[ib])};
+    return r;
+  }
+};
+
+// The last dim's taps inverted: window position i is read by outputs
+// at[k * n + i] with weights wt[k * n + i], k < K (n the window's row).
+template <typename T>
+struct InvertedTaps {
+  int K = 0;
+  std::vector<std::int32_t> at;
+  std::vector<T> wt;
+
+  explicit InvertedTaps(const Geometry<T>& g) {
+    const std::int64_t n = g.win[2];
+    const ResampleTaps& last = g.taps[2];
+    std::vector<int> count(static_cast<std::size_t>(n), 0);
+    for (std::int64_t c = 0; c < g.out[2]; ++c)
+      for (int t = 0; t < last.taps; ++t)
+        ++count[static_cast<std::size_t>(t ? g.i1[c] : g.i0[c])];
+    K = count.empty() ? 0 : *std::max_element(count.begin(), count.end());
+    at.assign(static_cast<std::size_t>(K * n), 0);
+    wt.assign(static_cast<std::size_t>(K * n), T(0));
+    std::fill(count.begin(), count.end(), 0);
+    for (std::int64_t c = 0; c < g.out[2]; ++c)
+      for (int t = 0; t < last.taps; ++t) {
+        const std::int64_t i = t ? g.i1[c] : g.i0[c];
+        const auto slot = static_cast<std::size_t>(count[static_cast<std::size_t>(i)]++ * n + i);
+        at[slot] = static_cast<std::int32_t>(c);
+        wt[slot] = t ? g.w1[static_cast<std::size_t>(c)] : g.w0[static_cast<std::size_t>(c)];
+      }
   }
 };
 
@@ -152,17 +259,28 @@ template <typename T>
 void forward(const Tensor& window, Tensor& output, const Geometry<T>& g) {
   const T* x = window.data<T>();
   T* y = output.data<T>();
-  std::fill(y, y + output.numel(), T(0));
-  const ResampleTaps& last = g.taps[2];
-  g.for_each_row([&](std::int64_t p, std::int64_t row, const std::vector<Base>& bases) {
+  const std::int64_t n = g.out[2];
+  g.for_each_row([&](std::int64_t p, std::int64_t row, const RowBases& bases, bool repeat) {
     T* out = y + p * g.out_plane + row;
-    for (const Base& base : bases) {
-      const T* in = x + p * g.win_plane + base.offset;
-      const auto w = static_cast<T>(base.weight);
-      if (last.taps == 1)
-        nearest_row(in, w, last.i0.data(), g.w0.data(), out, g.out[2]);
-      else
-        linear_row(in, w, last.i0.data(), last.i1.data(), g.w0.data(), g.w1.data(), out, g.out[2]);
+    const T* in = x + p * g.win_plane;
+    if (repeat) {
+      std::memcpy(out, out - n, static_cast<std::size_t>(n) * sizeof(T));
+    } else if (g.nearest) {
+      copy_row(in + bases.at[0].offset, g.i0.data(), out, n);
+    } else if (bases.n == 1 && bases.at[0].weight == 1.0) {
+      lerp_row(in + bases.at[0].offset, g.i0.data(), g.i1.data(), g.w0.data(), g.w1.data(), out, n);
+    } else {
+      // The outer dims first, on whole input rows (no gathers), then the last.
+      thread_local std::vector<T> mixed;
+      mixed.resize(static_cast<std::size_t>(g.win[2]));
+      const T* rows[kMaxBases];
+      T weights[kMaxBases];
+      for (int b = 0; b < bases.n; ++b) {
+        rows[b] = in + bases.at[b].offset;
+        weights[b] = static_cast<T>(bases.at[b].weight);
+      }
+      mix_rows(rows, weights, bases.n, mixed.data(), g.win[2]);
+      lerp_row(mixed.data(), g.i0.data(), g.i1.data(), g.w0.data(), g.w1.data(), out, n);
     }
   });
 }
@@ -172,23 +290,14 @@ void backward(const Tensor& grad_output, Tensor& grad_window, const Geometry<T>&
   const T* gy = grad_output.data<T>();
   T* gx = grad_window.data<T>();
   std::fill(gx, gx + grad_window.numel(), T(0));
-  const ResampleTaps& last = g.taps[2];
-  const std::int64_t* i0 = last.i0.data();
-  const std::int64_t* i1 = last.i1.data();
-  g.for_each_row([&](std::int64_t p, std::int64_t row, const std::vector<Base>& bases) {
+  const InvertedTaps<T> inv(g);
+  g.for_each_row([&](std::int64_t p, std::int64_t row, const RowBases& bases, bool) {
     const T* in = gy + p * g.out_plane + row;
-    for (const Base& base : bases) {
-      T* plane = gx + p * g.win_plane + base.offset;
-      const auto w = static_cast<T>(base.weight);
-      for (std::int64_t c = 0; c < g.out[2]; ++c) {
-        const auto k = static_cast<std::size_t>(c);
-        plane[i0[c]] += w * g.w0[k] * in[c];
-        if (last.taps == 2) plane[i1[c]] += w * g.w1[k] * in[c];
-      }
-    }
+    for (int b = 0; b < bases.n; ++b)
+      gather_row(in, static_cast<T>(bases.at[b].weight), inv.at.data(), inv.wt.data(), inv.K,
+                 gx + p * g.win_plane + bases.at[b].offset, g.win[2]);
   });
 }
-
 void run_forward(const kernels::UpsampleForwardArgs& a) {
   DTENSOR_CHECK_ARG(a.output.shape() == kernels::resample_output_shape(a.window.shape(), a.dims),
                     "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
