@@ -67,11 +67,13 @@ WINDOW_OPS = [
     ("upsample bilinear x2 32ch 128^2", ["upsample", "--input", "2,32,128,128", "--mode",
      "linear", "--scale", "2"], ["upsample", "--input", "2,32,128,128", "--scale", "2",
                                  "--mode-up", "bilinear"]),
+    # The norms without weight and bias on both sides: the PyTorch script
+    # calls them so (a layer_norm weight is as large as a sample).
     ("group_norm 8 groups 32ch 256^2", ["group_norm", "--input", "2,32,256,256", "--num-groups",
-     "8"], ["group_norm", "--input", "2,32,256,256", "--num-groups", "8"]),
-    ("batch_norm train 32ch 256^2", ["batch_norm", "--input", "2,32,256,256"],
+     "8", "--no-affine"], ["group_norm", "--input", "2,32,256,256", "--num-groups", "8"]),
+    ("batch_norm train 32ch 256^2", ["batch_norm", "--input", "2,32,256,256", "--no-affine"],
      ["batch_norm", "--input", "2,32,256,256"]),
-    ("layer_norm 32ch 256^2", ["layer_norm", "--input", "2,32,256,256"],
+    ("layer_norm 32ch 256^2", ["layer_norm", "--input", "2,32,256,256", "--no-affine"],
      ["layer_norm", "--input", "2,32,256,256"]),
     ("cat 2x32ch 256^2 on dim 1", ["cat", "--input", "2,32,256,256", "--inputs", "2"], None),
     ("gelu 32ch 256^2", ["gelu", "--input", "2,32,256,256"], ["gelu", "--input", "2,32,256,256"]),
@@ -385,7 +387,8 @@ def write_markdown(res, path):
           "overhead = distributed time / the same operator on the rank's own shard alone "
           "(a one-rank mesh), forward and backward, measured interleaved; vs torch = PyTorch "
           "DTensor time / libdtensor time (forward + backward) on the same input placed "
-          "Shard(3): PyTorch shards pooling on batch and channel only, so it redistributes.", "",
+          "Shard(3): PyTorch shards pooling on batch and channel only, so it redistributes; "
+          "the norms on both sides without weight and bias.", "",
           "| operator | fwd ms | bwd ms | overhead fwd | overhead bwd | halo bytes/rank | vs torch |",
           "|---|---|---|---|---|---|---|"]
     for r in res.get("window_ops", []):
@@ -404,7 +407,8 @@ def write_markdown(res, path):
               "Each operator's forward and backward on one rank with one OpenMP thread "
               "(`dtensor-op OP --bench` under `dtensor-run -n 1`) against PyTorch running "
               "the same torch.nn.functional call on a plain tensor of the same shape with "
-              "one thread (`bench/torch_dtensor_op.py --local`); vs torch = PyTorch time / "
+              "one thread (`bench/torch_dtensor_op.py --local`); the norms on both sides "
+              "without weight and bias; vs torch = PyTorch time / "
               "libdtensor time, forward and backward apart and together.", "",
               "| operator | fwd ms | bwd ms | torch fwd ms | torch bwd ms | vs torch fwd | "
               "vs torch bwd | vs torch |",

@@ -1,6 +1,7 @@
 #include "backends/cpu/norm_rows.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/simd.h"
 
@@ -71,13 +72,28 @@ template <typename C>
                                                       bool relu) {
   const SplitMean<C> mc(m);
   const C ic = static_cast<C>(invstd);
+  // The missing weight or bias decided outside the loop: a test on a null
+  // pointer inside it kept GCC from vectorising (layer_norm without affine
+  // ran at 10 ns an element).
+  const auto run = [&](auto has_w, auto has_b) DTENSOR_INLINE_LAMBDA {
 #pragma omp simd
-  for (std::int64_t j = 0; j < s; ++j) {
-    C v = ((x[j] - mc.hi) - mc.lo) * ic;
-    if (w) v *= w[j];
-    if (b) v += b[j];
-    y[j] = relu && v < 0 ? C(0) : v;
-  }
+    for (std::int64_t j = 0; j < s; ++j) {
+      C v = ((x[j] - mc.hi) - mc.lo) * ic;
+      if constexpr (has_w()) v *= w[j];
+      if constexpr (has_b()) v += b[j];
+      y[j] = relu && v < 0 ? C(0) : v;
+    }
+  };
+  using yes = std::true_type;
+  using no = std::false_type;
+  if (w && b)
+    run(yes{}, yes{});
+  else if (w)
+    run(yes{}, no{});
+  else if (b)
+    run(no{}, yes{});
+  else
+    run(no{}, no{});
 }
 
 // One block of the backward's first pass: g += sum(dy * w), acc += sum(dy * w * (x - mc)).
