@@ -96,9 +96,16 @@ Tensor TiledTensor::assemble() const {
                     shape_str(shape_));
   if (is_whole()) return tiles_[0].data;
   Tensor out = Tensor::empty(shape_, dtype_, device_);
-  for (const auto& t : tiles_)
-    region(out, t.offset, t.data.shape()).copy_(t.data);
+  copy_to(out);
   return out;
+}
+
+void TiledTensor::copy_to(const Tensor& dst) const {
+  DTENSOR_CHECK_ARG(dst.shape() == shape_, kComponent,
+                    "TiledTensor::copy_to: destination {} but the shape is {}",
+                    shape_str(dst.shape()), shape_str(shape_));
+  for (const auto& t : tiles_)
+    region(dst, t.offset, t.data.shape()).copy_(t.data);
 }
 
 void TiledTensor::scatter(const Tensor& full) const {

@@ -90,14 +90,14 @@ const WindowRun* in_place_run(const HaloRankPlan& me) {
 
 }  // namespace
 
-PendingRuns::PendingRuns(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
+PendingRuns::PendingRuns(const TiledTensor& local, std::int64_t dim, const HaloRankPlan& me,
                          ProcessGroup* group, int tag)
     : dim_(dim) {
-  DTENSOR_CHECK_ARG(local.size(dim) == me.input.length, "window",
+  const auto d = static_cast<std::size_t>(dim);
+  DTENSOR_CHECK_ARG(local.shape()[d] == me.input.length, "window",
                     "window exchange: local extent {} along dim {} but the plan owns {}",
-                    local.size(dim), dim, me.input.length);
+                    local.shape()[d], dim, me.input.length);
   const std::int64_t i0 = me.input.offset;
-  const std::size_t nd = local.shape().size();
   window_ =
       TiledTensor(with_extent(local.shape(), dim, me.window.length), local.dtype(), local.device());
   auto buffer = [&](std::int64_t len) {
@@ -112,10 +112,10 @@ PendingRuns::PendingRuns(const Tensor& local, std::int64_t dim, const HaloRankPl
       Tensor src = buf.narrow(dim, pos, r->length());
       pos += r->length();
       if (r->order == Order::Forward) {
-        window_.add(src, at(nd, dim, r->dst));
+        window_.add(src, at(local.shape().size(), dim, r->dst));
       } else {
         unpack_.push_back({src, r, buffer(r->count)});
-        window_.add(unpack_.back().tile, at(nd, dim, r->dst));
+        window_.add(unpack_.back().tile, at(local.shape().size(), dim, r->dst));
       }
     }
   }
@@ -123,23 +123,27 @@ PendingRuns::PendingRuns(const Tensor& local, std::int64_t dim, const HaloRankPl
     Tensor buf = buffer(total_length(runs));
     std::int64_t pos = 0;
     for (const auto* r : runs) {
-      buf.narrow(dim, pos, r->length()).copy_(local.narrow(dim, r->lo - i0, r->length()));
+      local.narrow(dim, r->lo - i0, r->length()).copy_to(buf.narrow(dim, pos, r->length()));
       pos += r->length();
     }
     outgoing_.push_back(buf);
     ops.push_back(P2POp::send(buf, static_cast<int>(peer), tag));
   }
   works_ = post_all(ops, group);
-  // Own runs while the messages travel: in order, a view where it lies.
+  // Own runs while the messages travel: in order, the tiles where they lie.
   for (const auto& r : me.runs) {
     if (r.peer != me.rank) continue;
-    const Tensor src = local.narrow(dim, r.lo - i0, r.length());
+    const TiledTensor src = local.narrow(dim, r.lo - i0, r.length());
     if (r.order == Order::Forward) {
-      window_.add(src, at(nd, dim, r.dst));
+      for (const auto& t : src.tiles()) {
+        Shape offset = t.offset;
+        offset[d] += r.dst;
+        window_.add(t.data, offset);
+      }
     } else {
       Tensor tile = buffer(r.count);
-      fill_run(tile, dim, r, src);
-      window_.add(tile, at(nd, dim, r.dst));
+      fill_run(tile, dim, r, src.assemble());
+      window_.add(tile, at(local.shape().size(), dim, r.dst));
     }
   }
 }
@@ -237,12 +241,6 @@ Tensor RunGradient::finish() {
   incoming_.clear();
   outgoing_.clear();
   return grad_;
-}
-
-Tensor gather_runs(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                   ProcessGroup* group, int tag) {
-  PendingRuns pending(local, dim, me, group, tag);
-  return pending.wait().assemble();
 }
 
 Tensor scatter_add_runs(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,

@@ -34,8 +34,10 @@ namespace dtensor::window {
 /// the group, keeping the buffers the transfers target alive.
 class PendingRuns {
  public:
-  PendingRuns(const Tensor& local, std::int64_t dim, const HaloRankPlan& me, ProcessGroup* group,
-              int tag);
+  /// `local`: the rank's owned range along `dim` (with the earlier dims'
+  /// windows, as the tiles their exchanges left: no assembled copy).
+  PendingRuns(const TiledTensor& local, std::int64_t dim, const HaloRankPlan& me,
+              ProcessGroup* group, int tag);
   const TiledTensor& window() const { return window_; }
   /// Waits for the exchange; returns the complete window.
   const TiledTensor& wait();
@@ -94,9 +96,6 @@ class RunGradient {
 
 /// Both halves of the forward at once, the window in one tensor (a view of
 /// `local` when the window is a piece of it).
-Tensor gather_runs(const Tensor& local, std::int64_t dim, const HaloRankPlan& me,
-                   ProcessGroup* group, int tag);
-
 /// Both halves of the backward around a gradient already computed over the
 /// window (the window's extent along `dim`, `owned_shape` elsewhere).
 Tensor scatter_add_runs(const Tensor& grad_window, std::int64_t dim, const HaloRankPlan& me,

@@ -151,12 +151,17 @@ WindowExchange::Pending WindowExchange::post(const Tensor& local) {
     state->done = TiledTensor::whole(local);
     return Pending(std::move(state));
   }
-  // The earlier dims' windows in one tensor: the next dim's exchange sends
-  // slices of it (that is how corners travel).
-  Tensor x = local;
+  // The earlier dims' windows, as tiles: the next dim's exchange sends
+  // slices of them (that is how corners travel), and nothing is assembled
+  // until a kernel asks (a pad's reflected window is then copied once, not
+  // once per dim).
+  TiledTensor x = TiledTensor::whole(local);
   for (std::size_t i = 0; i < last; ++i)
-    if (!dims_[i]->trivial())
-      x = window::gather_runs(x, dims_[i]->tensor_dim, dims_[i]->me(), dims_[i]->group, stream_);
+    if (!dims_[i]->trivial()) {
+      window::PendingRuns earlier(x, dims_[i]->tensor_dim, dims_[i]->me(), dims_[i]->group,
+                                  stream_);
+      x = earlier.wait();
+    }
   const Dim& d = *dims_[last];
   state->runs.emplace(x, d.tensor_dim, d.me(), d.group, stream_);
   return Pending(std::move(state));

@@ -244,3 +244,22 @@ TEST_CASE("TiledTensor::narrow cuts tiles to a range with offsets relative to it
   CHECK(tt.narrow(2, 5, 0).tiles().empty());
   CHECK_THROWS_AS(tt.narrow(2, 8, 3), InvalidArgument);
 }
+
+TEST_CASE("TiledTensor::copy_to writes the tiles into a strided view and nothing else", "[tiled]") {
+  TiledTensor tt({2, 3, 5}, DType::F64, Device::cpu());
+  const Tensor a = Tensor::rand({2, 3, 2}, DType::F64, 3),
+               b = Tensor::rand({2, 1, 3}, DType::F64, 4);
+  tt.add(a, {0, 0, 0});
+  tt.add(b, {0, 2, 2});  // rows 0-1 of columns 2-4 stay uncovered
+  Tensor buf = Tensor::full({2, 5, 9}, -1.0, DType::F64);
+  const Tensor view = buf.narrow(1, 1, 3).narrow(2, 2, 5);
+  tt.copy_to(view);
+  CHECK(max_abs_diff(view.narrow(2, 0, 2), a) == 0.0);
+  CHECK(max_abs_diff(view.narrow(1, 2, 1).narrow(2, 2, 3), b) == 0.0);
+  // Everything else, inside the view and around it, keeps its -1.
+  Tensor expect = Tensor::full({2, 5, 9}, -1.0, DType::F64);
+  expect.narrow(1, 1, 3).narrow(2, 2, 2).copy_(a);
+  expect.narrow(1, 3, 1).narrow(2, 4, 3).copy_(b);
+  CHECK(max_abs_diff(buf, expect) == 0.0);
+  CHECK_THROWS_AS(tt.copy_to(Tensor::zeros({2, 3, 4}, DType::F64)), InvalidArgument);
+}

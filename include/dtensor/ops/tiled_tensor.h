@@ -50,6 +50,9 @@ class TiledTensor {
   /// The logical tensor in one buffer: the single tile itself when whole, else
   /// a contiguous copy. InvalidArgument when the tiles do not cover it.
   Tensor assemble() const;
+  /// Writes the tiles into `dst` (the logical shape, any strides: a view of
+  /// a larger buffer); positions no tile covers are left as they are.
+  void copy_to(const Tensor& dst) const;
   /// Tiles used as destinations: copies the matching region of `full` (the
   /// logical shape) into every tile.
   void scatter(const Tensor& full) const;
