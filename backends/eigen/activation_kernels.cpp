@@ -3,7 +3,8 @@
 // them (dtensor/ops/kernels/elementwise_math.h; the CUDA kernels run the
 // same), for f64 and f16 (f16 computed in f32 and rounded once at the end);
 // f32 and bf16 run on oneDNN's vectorised eltwise primitives
-// (backends/onednn/eltwise_kernels.cpp).
+// (backends/onednn/eltwise_kernels.cpp), sigmoid and silu on the library's
+// own (backends/cpu/logistic_kernels.cpp).
 #include <cmath>
 #include <string>
 #include <type_traits>

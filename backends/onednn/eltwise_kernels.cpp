@@ -1,6 +1,6 @@
 // oneDNN's eltwise primitives as the CPU kernels of the activations for f32
-// and bf16, forward and backward: gelu (erf and tanh forms), silu (swish),
-// sigmoid (logistic), tanh and leaky_relu. Its JIT evaluates erf, exp and tanh
+// and bf16, forward and backward: gelu (erf and tanh forms), tanh and
+// leaky_relu (sigmoid and silu run faster in backends/cpu/logistic_kernels.cpp). Its JIT evaluates erf, exp and tanh
 // in vector lanes on the rank's threads, where a loop calling std::erf runs
 // one element at a time (gelu on 2x32x256x256: 27 ms against PyTorch's 4.7 ms,
 // docs/benchmarks.md). bf16 is computed in f32 and rounded once, like the
@@ -95,8 +95,6 @@ Eltwise eltwise_of(const OpSchema& s, const std::string& op, std::size_t param) 
   if (op == "gelu")
     return {s.text(param) == "tanh" ? dnnl::algorithm::eltwise_gelu_tanh
                                     : dnnl::algorithm::eltwise_gelu_erf};
-  if (op == "silu") return {dnnl::algorithm::eltwise_swish, 1.0f};
-  if (op == "sigmoid") return {dnnl::algorithm::eltwise_logistic};
   return {dnnl::algorithm::eltwise_tanh};
 }
 
@@ -106,7 +104,7 @@ struct Registrar {
     const struct {
       const char* op;
       std::size_t param;
-    } ops[] = {{"leaky_relu", 1}, {"gelu", 1}, {"silu", 0}, {"sigmoid", 0}, {"tanh", 0}};
+    } ops[] = {{"leaky_relu", 1}, {"gelu", 1}, {"tanh", 0}};
     for (DType dt : {DType::F32, DType::BF16})
       for (const auto& a : ops) {
         const std::string op = a.op;
