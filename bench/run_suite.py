@@ -77,6 +77,7 @@ WINDOW_OPS = [
      ["layer_norm", "--input", "2,32,256,256"]),
     ("cat 2x32ch 256^2 on dim 1", ["cat", "--input", "2,32,256,256", "--inputs", "2"], None),
     ("gelu 32ch 256^2", ["gelu", "--input", "2,32,256,256"], ["gelu", "--input", "2,32,256,256"]),
+    ("silu 32ch 256^2", ["silu", "--input", "2,32,256,256"], ["silu", "--input", "2,32,256,256"]),
     ("mse_loss 32ch 256^2", ["mse_loss", "--input", "2,32,256,256"],
      ["mse_loss", "--input", "2,32,256,256"]),
 ]
