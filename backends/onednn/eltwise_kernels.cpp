@@ -1,6 +1,7 @@
 // oneDNN's eltwise primitives as the CPU kernels of the activations for f32
-// and bf16, forward and backward: gelu (erf and tanh forms), tanh and
-// leaky_relu (sigmoid and silu run faster in backends/cpu/logistic_kernels.cpp). Its JIT evaluates erf, exp and tanh
+// and bf16, forward and backward: gelu (erf and tanh forms), tanh (forward)
+// and leaky_relu (sigmoid, silu and tanh's backward run faster in
+// backends/cpu/logistic_kernels.cpp). Its JIT evaluates erf, exp and tanh
 // in vector lanes on the rank's threads, where a loop calling std::erf runs
 // one element at a time (gelu on 2x32x256x256: 27 ms against PyTorch's 4.7 ms,
 // docs/benchmarks.md). bf16 is computed in f32 and rounded once, like the
@@ -112,6 +113,7 @@ struct Registrar {
         register_kernel(op, DeviceType::CPU, dt, [op, param](const KernelCall& c) {
           return std::vector<Tensor>{forward(c.local(0), eltwise_of(c.schema, op, param))};
         });
+        if (op == "tanh") continue;  // its backward: backends/cpu/logistic_kernels.cpp
         register_kernel(op + "_backward", DeviceType::CPU, dt, [op, param](const KernelCall& c) {
           return std::vector<Tensor>{
               backward(c.local(0), c.local(1), eltwise_of(c.schema, op, param + 1))};
