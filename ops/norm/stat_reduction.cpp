@@ -58,32 +58,69 @@ void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments) {
       chan_merge(out + s, in + q * k + s);
 }
 
-void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed) {
-  constexpr std::int64_t kWidth = 5;
+namespace {
+
+constexpr std::int64_t kGradSumsWidth = 5;
+
+// `all`: every member's packed sums, in rank order; merged into `packed`.
+void merge_grad_sums(const Tensor& all, Tensor& packed) {
   const std::int64_t width = packed.numel();
-  if (!plan.communicates() || width == 0) return;
-  const Tensor all = gather(call, plan, packed);
   const std::int64_t members = all.numel() / width;
-  const std::int64_t stats = packed.numel() / kWidth;
+  const std::int64_t stats = packed.numel() / kGradSumsWidth;
   double* out = packed.data<double>();
   const double* in = all.data<double>();
   for (std::int64_t s = 0; s < stats; ++s) {
     double m[3] = {0, 0, 0};  // the moments first: the shift needs the merged mean
     for (std::int64_t q = 0; q < members; ++q)
-      chan_merge(m, in + q * width + kWidth * s);
+      chan_merge(m, in + q * width + kGradSumsWidth * s);
     double g = 0, h = 0;
     for (std::int64_t q = 0; q < members; ++q) {
-      const double* r = in + q * width + kWidth * s;
+      const double* r = in + q * width + kGradSumsWidth * s;
       g += r[3];
       h += r[4] + (r[1] - m[1]) * r[3];
     }
-    double* o = out + kWidth * s;
+    double* o = out + kGradSumsWidth * s;
     o[0] = m[0];
     o[1] = m[1];
     o[2] = m[2];
     o[3] = g;
     o[4] = h;
   }
+}
+
+}  // namespace
+
+void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed) {
+  if (!plan.communicates() || packed.numel() == 0) return;
+  merge_grad_sums(gather(call, plan, packed), packed);
+}
+
+PendingGradSums::PendingGradSums(OpCall& call, const ReductionPlan& plan, Tensor packed, int stream)
+    : packed_(std::move(packed)) {
+  const std::int64_t width = packed_.numel();
+  if (!plan.communicates() || width == 0) return;
+  ProcessGroup& group = call.group(plan.mesh_dims);
+  // The send buffer is a copy: finish() merges into packed_ while a send
+  // may, in principle, still read it.
+  mine_ = packed_.clone().view({width});
+  all_ = Tensor::empty({group.size() * width}, DType::F64);
+  all_.narrow(0, group.rank() * width, width).copy_(mine_);
+  const int tag = stream;  // OpCall::group() moves it into the call's tag space
+  for (int q = 0; q < group.size(); ++q) {
+    if (q == group.rank()) continue;
+    works_.push_back(group.irecv(all_.narrow(0, q * width, width), q, tag));
+    works_.push_back(group.isend(mine_, q, tag));
+  }
+}
+
+Tensor& PendingGradSums::finish() {
+  if (!all_.defined()) return packed_;
+  for (auto& w : works_)
+    w->wait();
+  works_.clear();
+  merge_grad_sums(all_, packed_);
+  all_ = Tensor();
+  return packed_;
 }
 
 }  // namespace dtensor::norm

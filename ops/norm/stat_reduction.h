@@ -15,7 +15,9 @@
 //   merge_moments_and_grad_sums
 //                  the backward: the same records with the two gradient sums
 //                  beside them, taken around each rank's own mean and shifted
-//                  to the merged one.
+//                  to the merged one; PendingGradSums does the same in two
+//                  halves (point to point), for a caller that computes
+//                  something else while the records travel.
 //
 // The group: the block of the mesh dims that shard the reduced dims
 // (OpCall::group(dims): one mesh dim's row, the whole mesh, or a block of a
@@ -56,6 +58,27 @@ void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments);
 /// shifted to the merged mean, sum(g * (x - M)) = H_r + (m_r - M) * G_r, so
 /// nothing cancels when the mean is far from zero.
 void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed);
+
+/// merge_moments_and_grad_sums in two halves, so that the caller can compute
+/// what does not need the sums while they travel (the halo chain's backward
+/// runs a convolution's weight gradient meanwhile). The constructor sends
+/// this rank's `packed` to every other rank of the plan's group and posts
+/// their receives, point to point under tag `stream` (0..7, of the call's
+/// own tag space: OpCall::group); finish() waits and merges, exactly as
+/// merge_moments_and_grad_sums. Every rank of the group must take the same
+/// path (this one, or the blocking call) for the same statistics.
+class PendingGradSums {
+ public:
+  PendingGradSums(OpCall& call, const ReductionPlan& plan, Tensor packed, int stream);
+  PendingGradSums(PendingGradSums&&) = default;
+  PendingGradSums& operator=(PendingGradSums&&) = default;
+  /// The merged sums (the `packed` given, merged in place).
+  Tensor& finish();
+
+ private:
+  Tensor packed_, mine_, all_;
+  std::vector<std::shared_ptr<Work>> works_;
+};
 
 /// Chan's update: (n, mean, M2) of a and b together, into a.
 void chan_merge(double* a, const double* b);

@@ -17,12 +17,16 @@
 // the total (its neighbour holds the rest), so the norms' two gradient sums
 // run over every cell of the range (the parts add up across ranks), and the
 // term that depends on them is added on owned cells only (once per cell
-// across ranks). The first convolution writes the window's gradient straight
-// into the shard's gradient and the strips that go back: one exchange.
+// across ranks). A norm's sums are posted as soon as the gradient reaching
+// it exists and collected after the next convolution's weight gradient, so
+// that pass hides the wait. The first convolution writes the window's
+// gradient straight into the shard's gradient and the strips that go back:
+// one exchange.
 #include "dtensor/ops/halo_chain.h"
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
@@ -42,7 +46,7 @@ namespace {
 
 using halo::kBackwardOp;
 using halo::kForwardOp;
-constexpr int kWindowStream = 0, kGradientStream = 1;
+constexpr int kWindowStream = 0, kGradientStream = 1, kStatsStream = 2;
 
 // ---- the call's arguments -------------------------------------------------
 
@@ -370,30 +374,57 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   return {DTensor(dense, out_spec)};
 }
 
-// The norm's input gradient over its range from `g` (the output's gradient
-// over the same range; this rank's part of it at halo cells).
-Tensor norm_backward(OpCall& call, const norm::ReductionPlan& reduction, const Layer& l,
-                     const NormState& ns, const Tensor& g, const Geometry& geo, int k,
-                     const Tensor& weight, Tensor* grad_weight, Tensor* grad_bias) {
-  const DeviceType device = g.device().type;
-  const DType dtype = g.dtype();
-  const auto layout =
+// A norm's backward begun: its sums taken on this rank and on their way to
+// the others (begin_norm_backward), to be finished by finish_norm_backward.
+struct NormBackward {
+  const Layer* layer = nullptr;
+  const NormState* state = nullptr;
+  Tensor g, weight, relu_output;
+  kernels::NormLayout layout;
+  std::optional<norm::PendingGradSums> sums;
+};
+
+// The backward's first pass over the norm's range, from `g` (the output's
+// gradient over the same range; this rank's part of it at halo cells), and
+// its sums posted to the other ranks.
+NormBackward begin_norm_backward(OpCall& call, const norm::ReductionPlan& reduction, const Layer& l,
+                                 const NormState& ns, const Tensor& g, const Tensor& weight) {
+  NormBackward b;
+  b.layer = &l;
+  b.state = &ns;
+  b.g = g;
+  b.weight = weight;
+  b.relu_output = l.relu ? ns.output : Tensor();
+  b.layout =
       norm::layout_of(norm::NormKind::Group, ns.input.shape(), ns.input.size(1), l.num_groups);
-  const std::int64_t stats = layout.stats();
-  const Tensor relu_output = l.relu ? ns.output : Tensor();
-  Tensor packed = Tensor::empty({stats, 5}, DType::F64);
-  run_kernel(kernels::kNormBackwardReduce, device, dtype,
-             {g, ns.input, layout, weight, packed, relu_output});
+  Tensor packed = Tensor::empty({b.layout.stats(), 5}, DType::F64);
+  run_kernel(kernels::kNormBackwardReduce, g.device().type, g.dtype(),
+             {g, ns.input, b.layout, weight, packed, b.relu_output});
   // The sums over every cell of every rank's range add up to the totals
   // (a halo cell's gradient parts are spread over the ranks that hold it).
-  norm::merge_moments_and_grad_sums(call, reduction, packed);
+  b.sums.emplace(call, reduction, std::move(packed), kStatsStream);
+  return b;
+}
+
+// The norm's input gradient over its range, once its sums have arrived.
+Tensor finish_norm_backward(NormBackward& b, const Geometry& geo, int k, Tensor* grad_weight,
+                            Tensor* grad_bias) {
+  const Tensor& g = b.g;
+  const NormState& ns = *b.state;
+  const Layer& l = *b.layer;
+  const DeviceType device = g.device().type;
+  const DType dtype = g.dtype();
+  const auto& layout = b.layout;
+  const std::int64_t stats = layout.stats();
+  const Tensor& relu_output = b.relu_output;
+  const Tensor& packed = b.sums->finish();
   kernels::NormBackwardApplyArgs args;
   args.grad_output = g;
   args.x = ns.input;
   args.layout = layout;
   args.mean = ns.stats.mean;
   args.invstd = ns.stats.invstd;
-  args.weight = weight;
+  args.weight = b.weight;
   args.relu_output = relu_output;
   args.mean_g = Tensor::empty({stats}, DType::F64);
   args.mean_gxhat = Tensor::empty({stats}, DType::F64);
@@ -457,18 +488,33 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   int k = static_cast<int>(c.num_convs) - 1;
   std::size_t norm_index = state.norms.size();
   Tensor grad_x;
+  // A norm whose sums were posted before the convolution after it finished
+  // (its weight gradient runs while they travel). Whether a norm is begun
+  // early depends on the chain alone, so every rank posts the same way.
+  std::optional<NormBackward> begun;
   for (std::size_t i = c.layers.size(); i-- > 0;) {
     const Layer& l = c.layers[i];
     const Tensor w = local_or_none(in, l.weight);
     if (!l.conv) {
       const NormState& ns = state.norms.at(--norm_index);
+      NormBackward b =
+          begun ? std::move(*begun) : begin_norm_backward(call, reduction, l, ns, g, w);
+      begun.reset();
       Tensor gw, gb;
-      g = norm_backward(call, reduction, l, ns, g, geo, k, w, l.weight >= 0 ? &gw : nullptr,
-                        l.bias >= 0 ? &gb : nullptr);
+      g = finish_norm_backward(b, geo, k, l.weight >= 0 ? &gw : nullptr,
+                               l.bias >= 0 ? &gb : nullptr);
       if (l.weight >= 0) grads[static_cast<std::size_t>(l.weight)] = gw;
       if (l.bias >= 0) grads[static_cast<std::size_t>(l.bias)] = gb;
       continue;
     }
+    // The layer before this convolution, when it is a norm: begun as soon
+    // as its gradient (this convolution's input gradient) exists.
+    const Layer* norm_before = i > 0 && !c.layers[i - 1].conv ? &c.layers[i - 1] : nullptr;
+    auto begin_norm_before = [&](const Tensor& grad) {
+      if (norm_before)
+        begun = begin_norm_backward(call, reduction, *norm_before, state.norms.at(norm_index - 1),
+                                    grad, local_or_none(in, norm_before->weight));
+    };
     const ConvParams p = geo.params(l, static_cast<std::size_t>(k));
     const TiledTensor& input = state.conv_inputs.at(static_cast<std::size_t>(k));
     ConvWeightGrads wg;
@@ -483,6 +529,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
         grad_x = back.finish();
       } else {
         Tensor gi = kernels->backward_data(g, w, input.shape(), p);
+        begin_norm_before(gi);
         wg = kernels->backward_weights(g, input, w.shape(), p, l.bias >= 0);
         g = gi;
       }
@@ -495,6 +542,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
         grad_x = back.finish();
       } else if (k > 0) {
         g = Tensor::zeros(input.shape(), g.dtype(), g.device());
+        begin_norm_before(g);
       }
     }
     grads[static_cast<std::size_t>(l.weight)] = wg.grad_weight;
