@@ -100,17 +100,19 @@ PendingGradSums::PendingGradSums(OpCall& call, const ReductionPlan& plan, Tensor
   const std::int64_t width = packed_.numel();
   if (!plan.communicates() || width == 0) return;
   ProcessGroup& group = call.group(plan.mesh_dims);
-  // The send buffer is a copy: finish() merges into packed_ while a send
-  // may, in principle, still read it.
-  mine_ = packed_.clone().view({width});
   all_ = Tensor::empty({group.size() * width}, DType::F64);
-  all_.narrow(0, group.rank() * width, width).copy_(mine_);
+  // This rank's slot of the gathered records is also what it sends: finish()
+  // waits for every send before it merges.
+  Tensor mine = all_.narrow(0, group.rank() * width, width);
+  mine.copy_(packed_.view({width}));
   const int tag = stream;  // OpCall::group() moves it into the call's tag space
+  std::vector<P2POp> ops;
   for (int q = 0; q < group.size(); ++q) {
     if (q == group.rank()) continue;
-    works_.push_back(group.irecv(all_.narrow(0, q * width, width), q, tag));
-    works_.push_back(group.isend(mine_, q, tag));
+    ops.push_back(P2POp::recv(all_.narrow(0, q * width, width), q, tag));
+    ops.push_back(P2POp::send(mine, q, tag));
   }
+  works_ = group.batch_isend_irecv(ops);
 }
 
 Tensor& PendingGradSums::finish() {

@@ -76,7 +76,7 @@ class PendingGradSums {
   Tensor& finish();
 
  private:
-  Tensor packed_, mine_, all_;
+  Tensor packed_, all_;  // all_: every member's records, in rank order
   std::vector<std::shared_ptr<Work>> works_;
 };
 
