@@ -4,7 +4,7 @@ trainer's model, docs/training.md), f32, SGD with momentum, trained in
 PyTorch on DIR/x.npy and DIR/y.npy for --steps steps.
 
   python3 bench/torch_unet_train.py --data DIR --base 16 --groups 4 --steps 10 \
-      --threads 2 [--channels-last] [--ddp 2]
+      --threads 2 [--channels-last] [--ddp 2] [--device cuda]
 
 A step is timed from outside, as the trainer's is: the wall-clock difference
 between runs of different --steps (bench/unet_vs_torch.py does that, side by
@@ -36,9 +36,9 @@ def train(a, rank=0, world=1):
     torch.manual_seed(a.seed)
     model = UNet(x.shape[1], y.shape[1], a.base, a.groups)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt)
-    x = x.contiguous(memory_format=fmt)
-    y = y.contiguous(memory_format=fmt)
+    model = model.to(device=a.device, memory_format=fmt)
+    x = x.to(a.device).contiguous(memory_format=fmt)
+    y = y.to(a.device).contiguous(memory_format=fmt)
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
@@ -75,8 +75,11 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--ddp", type=int, default=0, help="ranks (gloo), each bound to one core")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (one process; no --ddp)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
+    if a.ddp and a.device != "cpu":
+        p.error("--ddp runs on cpu only")
     a.cores = sorted(os.sched_getaffinity(0))
     if a.ddp:
         import torch.multiprocessing as mp

@@ -17,7 +17,7 @@ void require_float(const DTensor& p, const std::string& name) {
 }
 
 DTensor zeros_like(const DTensor& p) {
-  return DTensor(Tensor::zeros(p.to_local().shape(), p.dtype()), p.spec());
+  return DTensor(Tensor::zeros(p.to_local().shape(), p.dtype(), p.to_local().device()), p.spec());
 }
 
 std::string group_name(std::size_t i) {
@@ -146,8 +146,9 @@ NamedDTensors Optimizer::state_dict() const {
     const DTensor& p = *params_.front().param;
     const Placements r(static_cast<std::size_t>(p.mesh().ndim()), Replicate());
     const DTensorSpec spec(p.mesh(), r, {}, p.dtype());
-    out.emplace_back("optim.step",
-                     DTensor(Tensor::full({}, static_cast<double>(steps_), p.dtype()), spec));
+    out.emplace_back("optim.step", DTensor(Tensor::full({}, static_cast<double>(steps_), p.dtype(),
+                                                        p.to_local().device()),
+                                           spec));
   }
   return out;
 }

@@ -238,8 +238,7 @@ DTensor sum_to_size(const DTensor& a, const Shape& shape) {
 
 DTensor scalar_like(const DTensor& a, double value) {
   const DeviceMesh& mesh = a.mesh();
-  Tensor local = Tensor::full({}, value, a.dtype());
-  if (a.to_local().device() != local.device()) local = local.to(a.to_local().device());
+  const Tensor local = Tensor::full({}, value, a.dtype(), a.to_local().device());
   return DTensor(
       local, DTensorSpec(mesh, Placements(static_cast<std::size_t>(mesh.ndim()), Replicate()), {},
                          a.dtype()));

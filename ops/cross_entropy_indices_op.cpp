@@ -185,8 +185,7 @@ std::vector<DTensor> indices_handler(OpCall& call) {
   const double denominator = c.mean ? r[kCounted] : 1.0;
   if (!c.backward) {
     const Placements whole(static_cast<std::size_t>(s.mesh().ndim()), Replicate());
-    Tensor out = Tensor::full({}, r[kSum] / denominator, x.dtype());
-    if (!x.device().is_cpu()) out = out.to(x.device());
+    const Tensor out = Tensor::full({}, r[kSum] / denominator, x.dtype(), x.device());
     return {DTensor(out, DTensorSpec(s.mesh(), whole, {}, x.dtype()))};
   }
   Tensor g = Tensor::empty(x.shape(), x.dtype(), x.device());

@@ -160,7 +160,7 @@ Tensor loss_local(const LossCall& c, const Tensor& x, const Tensor& t) {
     else
       run_kernel(kernels::kPointwiseLoss, device, x.dtype(),
                  {x, t, pointwise_kind(c.loss), c.param, sum});
-    return Tensor::full({}, sum.item_flat(0) / denom, x.dtype());
+    return Tensor::full({}, sum.item_flat(0) / denom, x.dtype(), x.device());
   }
   Tensor g = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (c.loss == Loss::Mse)

@@ -27,7 +27,7 @@ void reduce_bucket(const std::vector<DTensor>& in, const Bucket& b, std::vector<
   std::int64_t total = 0;
   for (auto i : b.members)
     total += in[i].to_local().numel();
-  Tensor flat = Tensor::empty({total}, first.dtype());
+  Tensor flat = Tensor::empty({total}, first.dtype(), first.to_local().device());
   std::int64_t at = 0;
   for (auto i : b.members) {
     const Tensor& l = in[i].to_local();

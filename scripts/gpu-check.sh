@@ -15,24 +15,29 @@
 #      losses to 1e-10): one rank over NCCL, two sharing the GPU (Gloo); then
 #      Adam with amsgrad and clipping, and RMSprop with momentum, one rank.
 # Usage: scripts/gpu-check.sh   (env: DTENSOR_GPU_BUILD_DIR, default build-gpu)
+# DTENSOR_GPU_PREBUILT=DIR: no configure or build; the programs are DIR/bin's,
+# as scripts/gpu-bundle.sh packs them for a GPU machine without Debian's
+# packages (LD_LIBRARY_PATH must then name DIR/lib and CUDA's libraries).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${DTENSOR_GPU_BUILD_DIR:-$root/build-gpu}
+build=${DTENSOR_GPU_PREBUILT:-${DTENSOR_GPU_BUILD_DIR:-$root/build-gpu}}
 jobs=${DTENSOR_JOBS:-$(nproc)}
 start=$(date +%s)
 step() { echo "== [$(($(date +%s) - start))s] $*"; }
 
 command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "nvidia-smi not found"
-step "configure (DTENSOR_WITH_CUDA=ON: a missing toolkit piece is an error here)"
-# Only the running GPU's architecture: quicker to compile than 80;90.
-arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
-cmake -S "$root" -B "$build" -G Ninja -DDTENSOR_WITH_CUDA=ON -DDTENSOR_BUILD_BENCH=OFF \
-  -DDTENSOR_BUILD_EXAMPLES=OFF ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
-step "build"
-# dtensor_cuda: the CUDA module, which libdtensor.so loads at run time.
-targets=(dtensor_cuda dtensor_cuda_tests dtensor_cuda_backend_tests dtensor_conv_local_tests
-  dtensor-conv dtensor-run dtensor-train-unet)
-ninja -C "$build" -j "$jobs" "${targets[@]}"
+if [[ -z ${DTENSOR_GPU_PREBUILT:-} ]]; then
+  step "configure (DTENSOR_WITH_CUDA=ON: a missing toolkit piece is an error here)"
+  # Only the running GPU's architecture: quicker to compile than 80;90.
+  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d .)
+  cmake -S "$root" -B "$build" -G Ninja -DDTENSOR_WITH_CUDA=ON -DDTENSOR_BUILD_BENCH=OFF \
+    -DDTENSOR_BUILD_EXAMPLES=OFF ${arch:+-DCMAKE_CUDA_ARCHITECTURES=$arch} >/dev/null
+  step "build"
+  # dtensor_cuda: the CUDA module, which libdtensor.so loads at run time.
+  targets=(dtensor_cuda dtensor_cuda_tests dtensor_cuda_backend_tests dtensor_conv_local_tests
+    dtensor-conv dtensor-run dtensor-train-unet)
+  ninja -C "$build" -j "$jobs" "${targets[@]}"
+fi
 
 # Programs land in build/bin (older trees: next to their CMakeLists).
 prog() { local p; p=$(find "$build/bin" "$build/tests" "$build/tools" -name "$1" -type f -perm -u+x 2>/dev/null | head -1); echo "${p:-$build/bin/$1}"; }
@@ -78,10 +83,11 @@ gpu_losses=$("$(prog dtensor-train-unet)" "${train[@]}" --device cuda | tail -1)
 shared_losses=$(DTENSOR_BACKEND=cpu:gloo,cuda:gloo "$(prog dtensor-run)" -n 2 -- \
   "$(prog dtensor-train-unet)" "${train[@]}" --device cuda | tail -1)
 python3 - "$cpu_losses" "$gpu_losses" "$shared_losses" <<'PY'
-import json, sys
+import json, re, sys
 ref = json.loads(sys.argv[1])["losses"]
 for name, text in (("1 rank, NCCL", sys.argv[2]), ("2 ranks sharing the GPU", sys.argv[3])):
-    got = json.loads(text)["losses"]
+    # dtensor-run prefixes each line a rank prints with "[rank] ".
+    got = json.loads(re.sub(r"^\[\d+\] ", "", text))["losses"]
     err = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(got, ref))
     print(f"trainer --device cuda ({name}): losses {got} against CPU {ref}: max rel err {err:.2e}")
     assert len(got) == len(ref) and err <= 1e-10, "CUDA losses differ from the CPU run's"

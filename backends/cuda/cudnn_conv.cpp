@@ -8,11 +8,14 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/algo_cache.h"
+#include "backends/cuda/channel.h"
 #include "backends/cuda/cuda_context.h"
 #include "backends/cuda/cuda_errors.h"
 #include "backends/cuda/cudnn_descriptors.h"
 #include "backends/cuda/cudnn_plan.h"
+#include "backends/cuda/kernel_io.h"
 #include "backends/cuda/module_registration.h"
+#include "backends/cuda/reduce.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -43,6 +46,28 @@ cudnnHandle_t handle_for(int device) {
     check_cudnn(cudnnSetStream(h, stream_for(d)), "cudnnSetStream");
     return h;
   });
+}
+
+// The bias gradient (grad_out summed over every dim but 1) without cuDNN:
+// cudnnConvolutionBackwardBias answers CUDNN_STATUS_NOT_SUPPORTED for bf16
+// (cuDNN 9 on an H200). Sums per (n, c) row in f64, then over n, rounded
+// once to the data's type, all on the device.
+Tensor bias_grad_by_rows(const Tensor& grad_out) {
+  const Tensor g = grad_out.contiguous();
+  const std::int64_t n = g.size(0), c = g.size(1);
+  if (g.numel() == 0) return Tensor::zeros({c}, g.dtype(), g.device());
+  const int dev = g.device().index;
+  const Tensor rows = Tensor::empty({n, c}, DType::F64, g.device());
+  check_cuda(launch_row_sums(elem_type_of(g.dtype()), g.data_ptr(), n * c, g.numel() / (n * c),
+                             static_cast<double*>(rows.data_ptr()), stream_for(dev)),
+             "convolution bias gradient (row sums)");
+  const Tensor sums = Tensor::empty({c}, DType::F64, g.device());
+  check_cuda(launch_reduce_fold(ReduceFold::Sum, elem_type_of(DType::F64), rows.data_ptr(),
+                                sums.data_ptr(),
+                                make_reduce_layout(rows.shape(), {true, false}, "conv bias"), 1.0,
+                                stream_for(dev)),
+             "convolution bias gradient (sum over the batch)");
+  return sums.to(g.dtype());
 }
 
 // First algorithm the heuristics rank that succeeded, fits the workspace
@@ -218,7 +243,9 @@ class CudnnConv {
                     static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo), ws ? ws->data() : nullptr,
                     a.workspace, ps.scale.zero(), ps.w.get(), g.grad_weight.data_ptr()),
                 "cudnnConvolutionBackwardFilter");
-    if (want_bias) {
+    if (want_bias && x.dtype() == DType::BF16) {
+      g.grad_bias = bias_grad_by_rows(grad_out);
+    } else if (want_bias) {
       g.grad_bias = Tensor::empty({weight_shape[0]}, x.dtype(), x.device());
       TensorDesc bd(bias_shape(ps.plan.y), ps.types.data);
       check_cudnn(

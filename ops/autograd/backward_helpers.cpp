@@ -40,7 +40,7 @@ DTensor broadcast_scalar_gradient(const DTensor& grad, const DTensorSpec& of, do
       grad.placements() == replicated ? grad : grad.redistribute(grad.mesh(), replicated);
   const double value = g.to_local().item_flat(0) * factor;
   const DTensorSpec spec(of.mesh(), gradient_placements(of), of.shape(), of.dtype());
-  return DTensor(Tensor::full(spec.local_shape(), value, of.dtype()), spec);
+  return DTensor(Tensor::full(spec.local_shape(), value, of.dtype(), g.to_local().device()), spec);
 }
 
 }  // namespace dtensor::autograd::detail

@@ -116,7 +116,8 @@ void backward(const DTensor& output, const std::optional<DTensor>& grad, bool re
         shape_str(output.shape()));
     const DTensorSpec spec(output.mesh(), gradient_placements(output.spec()), output.shape(),
                            output.dtype());
-    return DTensor(Tensor::full(spec.local_shape(), 1.0, output.dtype()), spec);
+    return DTensor(
+        Tensor::full(spec.local_shape(), 1.0, output.dtype(), output.to_local().device()), spec);
   }();
 
   LeafGradients leaves;

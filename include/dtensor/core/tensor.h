@@ -24,7 +24,7 @@ class Tensor {
 
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
-  static Tensor full(const Shape& shape, double value, DType dtype);
+  static Tensor full(const Shape& shape, double value, DType dtype, Device device = Device::cpu());
   /// Uniform values in [-1, 1). Element i (row-major) depends only on (seed, i),
   /// so every rank generates the same tensor, and `rand_slice` any part of it.
   static Tensor rand(const Shape& shape, DType dtype, std::uint64_t seed);
@@ -55,7 +55,7 @@ class Tensor {
   template <typename T>
   T* data() const {
     DTENSOR_CHECK_ARG(dtype_of<T>::value == dtype_, "tensor", "data<{}>() on a {} tensor",
-              dtype_name(dtype_of<T>::value), dtype_name(dtype_));
+                      dtype_name(dtype_of<T>::value), dtype_name(dtype_));
     return static_cast<T*>(data_ptr());
   }
 

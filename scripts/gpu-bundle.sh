@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Packs what scripts/gpu-check.sh runs, from a build made here, for a GPU
+# machine that has CUDA, cuDNN and NCCL but none of Debian's packages (oneDNN,
+# Gloo, spdlog, fmt...): the check's programs in bin/, libdtensor and its
+# CUDA module side by side in lib/ (the module is looked for next to
+# libdtensor.so), and every shared library they take from this system except
+# the C runtime and CUDA's own, which the GPU machine has in versions that
+# are at least as new. Debug information is stripped to keep it small.
+# There:  tar xf BUNDLE -C DIR && export LD_LIBRARY_PATH=DIR/lib:<CUDA's libs>
+#         DTENSOR_GPU_PREBUILT=DIR scripts/gpu-check.sh
+# Usage: scripts/gpu-bundle.sh BUNDLE.tar.xz   (env: DTENSOR_BUILD_DIR, default build)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${DTENSOR_BUILD_DIR:-$root/build}
+out=${1:?usage: scripts/gpu-bundle.sh BUNDLE.tar.xz}
+programs=(dtensor_cuda_tests dtensor_cuda_backend_tests dtensor_conv_local_tests dtensor-conv
+  dtensor-run dtensor-train-unet)
+ninja -C "$build" dtensor_cuda "${programs[@]}" >/dev/null
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+for p in "${programs[@]}"; do strip --strip-debug -o "$stage/bin/$p" "$build/bin/$p"; done
+soname=$(objdump -p "$build/libdtensor.so" | awk '/SONAME/ {print $2}')
+strip --strip-debug -o "$stage/lib/$soname" "$(readlink -f "$build/libdtensor.so")"
+ln -s "$soname" "$stage/lib/libdtensor.so"
+module=$(basename "$(find "$build" -maxdepth 1 -name 'libdtensor-cuda.so*' | head -1)")
+strip --strip-debug -o "$stage/lib/$module" "$build/$module"
+
+# The C runtime, the compiler's runtime and CUDA's libraries stay behind.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libz\.|libcu|libnccl|libnvrtc|libnvJitLink|libdtensor)'
+for f in "$stage/bin/"* "$stage/lib/"*; do
+  ldd "$f" | awk '$3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  [[ $name =~ $skip ]] || cp -L "$path" "$stage/lib/$name"
+done
+tar -C "$stage" -cJf "$out" bin lib
+echo "$out: $(du -h "$out" | cut -f1); lib/: $(find "$stage/lib" -mindepth 1 -printf '%f ')"
