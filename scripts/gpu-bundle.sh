@@ -6,8 +6,8 @@
 # libdtensor.so), and every shared library they take from this system except
 # the C runtime and CUDA's own, which the GPU machine has in versions that
 # are at least as new. Debug information is stripped to keep it small.
-# There:  tar xf BUNDLE -C DIR && export LD_LIBRARY_PATH=DIR/lib:<CUDA's libs>
-#         DTENSOR_GPU_PREBUILT=DIR scripts/gpu-check.sh
+# There:  tar xf BUNDLE -C DIR && . DIR/env.sh && DTENSOR_GPU_PREBUILT=DIR scripts/gpu-check.sh
+# (env.sh puts DIR/lib and the folders of CUDA's libraries on LD_LIBRARY_PATH).
 # Usage: scripts/gpu-bundle.sh BUNDLE.tar.xz   (env: DTENSOR_BUILD_DIR, default build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,5 +34,19 @@ for f in "$stage/bin/"* "$stage/lib/"*; do
 done | sort -u | while read -r name path; do
   [[ $name =~ $skip ]] || cp -L "$path" "$stage/lib/$name"
 done
-tar -C "$stage" -cJf "$out" bin lib
+# Where CUDA's libraries are differs between machines: the system's, a CUDA
+# toolkit's, or the nvidia-* wheels of a Python environment (PyTorch's).
+cat >"$stage/env.sh" <<'ENV'
+# Sourced on the GPU machine: this bundle's lib/ and CUDA's libraries.
+_dtensor_bundle=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+_dtensor_path=$_dtensor_bundle/lib
+for _n in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do
+  ldconfig -p 2>/dev/null | grep -q "$_n " && continue
+  _f=$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name "$_n" 2>/dev/null | head -1)
+  if [[ -n $_f ]]; then _dtensor_path=$_dtensor_path:$(dirname "$_f"); else echo "env.sh: no $_n found" >&2; fi
+done
+export LD_LIBRARY_PATH=$_dtensor_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+unset _dtensor_bundle _dtensor_path _n _f
+ENV
+tar -C "$stage" -cJf "$out" bin lib env.sh
 echo "$out: $(du -h "$out" | cut -f1); lib/: $(find "$stage/lib" -mindepth 1 -printf '%f ')"
