@@ -129,6 +129,10 @@ def main():
         return sim_link_rows(a)
     if not a.python:
         p.error("--python is required (unless --sim-link)")
+    try:
+        import numpy  # noqa: F401  (make_data writes the batch with it)
+    except ImportError:  # the interpreter with PyTorch has it: run under that one
+        os.execv(a.python, [a.python, os.path.abspath(__file__), *sys.argv[1:]])
     lo, hi = (int(v) for v in a.steps.split(","))
     cores = sorted(os.sched_getaffinity(0))
     bin_ = os.path.join(a.build, "bin")
