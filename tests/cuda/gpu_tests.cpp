@@ -30,7 +30,7 @@ bool gpu_or_skip(int devices = 1) {
   const char* req = std::getenv("DTENSOR_REQUIRE_GPU");
   if (n == 0 && req && std::string(req) == "1")
     FAIL("GPU required (DTENSOR_REQUIRE_GPU=1): " << why);
-  WARN("skipped, no GPU: " << why);
+  WARN("skipped: " << why);
   return false;
 }
 
