@@ -4,7 +4,9 @@
 // The taps are flattened once per call into offsets within a plane (per
 // dim, a start index per output into one array), so the inner loops read
 // two small arrays instead of a vector per output; planes (N * C) run in
-// parallel on the rank's threads.
+// parallel on the rank's threads. The forward reads its window and writes
+// its output through their strides: the handlers run it on the tiles of a
+// halo window where they lie, and on bands of the output.
 #include <omp.h>
 
 #include <algorithm>
@@ -66,24 +68,33 @@ struct FlatTaps {
 };
 
 // Three spatial dims always: missing leading ones are one position with one tap.
+// Offsets come from the tensors' strides, so the window and the output may
+// be views (a tile of the window, a band of the output): each (n, c) plane
+// starts at n * stride(0) + c * stride(1), and the output's last dim is
+// written contiguously.
 struct Geometry {
-  std::int64_t planes = 0, win_plane = 1, out_plane = 1;
+  std::int64_t planes = 0, channels = 1;
+  std::int64_t win_stride[2] = {0, 0}, out_stride[2] = {0, 0};  // (n, c) of each
+  std::int64_t out_row[2] = {0, 0};  // the output's strides of dims 0 and 1 (right-aligned)
   FlatTaps dim[3];
   const PoolTaps* taps[3] = {nullptr, nullptr, nullptr};
 
-  Geometry(const Shape& window_shape, const std::vector<PoolTaps>& d) {
+  Geometry(const Tensor& window, const Tensor& output, const std::vector<PoolTaps>& d) {
+    const Shape& window_shape = window.shape();
     DTENSOR_CHECK_ARG(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2, "pool",
                       "internal: pool over {} dims of a window {}", d.size(),
                       shape_str(window_shape));
     planes = window_shape[0] * window_shape[1];
+    channels = window_shape[1];
     // Right-aligned: the last spatial dim is always dim[2], the inner loop.
-    std::int64_t win[3] = {1, 1, 1};
+    std::int64_t stride[3] = {0, 0, 0};
+    std::int64_t reach = 1;  // one past the farthest element of a plane
     const std::size_t first = 3 - d.size();
     for (std::size_t i = 0; i < d.size(); ++i) {
-      win[first + i] = window_shape[i + 2];
       taps[first + i] = &d[i];
+      stride[first + i] = window.strides()[i + 2];
+      reach += std::max<std::int64_t>(window_shape[i + 2] - 1, 0) * stride[first + i];
     }
-    const std::int64_t stride[3] = {win[1] * win[2], win[2], 1};
     for (int i = 0; i < 3; ++i) {
       FlatTaps& f = dim[i];
       if (!taps[i]) {
@@ -97,36 +108,61 @@ struct Geometry {
         f.start.push_back(static_cast<std::int64_t>(f.offset.size()));
       }
     }
-    win_plane = win[0] * win[1] * win[2];
-    DTENSOR_CHECK_ARG(win_plane < (std::int64_t{1} << 31), "pool",
-                      "a window plane of {} elements: at most 2^31 - 1 per (N, C) plane",
-                      win_plane);
-    out_plane = dim[0].outputs() * dim[1].outputs() * dim[2].outputs();
+    DTENSOR_CHECK_ARG(reach < (std::int64_t{1} << 31), "pool",
+                      "a window plane spanning {} elements: at most 2^31 - 1 per (N, C) plane",
+                      reach);
+    win_stride[0] = window.strides()[0];
+    win_stride[1] = window.strides()[1];
+    const Shape& out_shape = output.shape();
+    DTENSOR_CHECK_ARG(out_shape.size() == window_shape.size() && out_shape[0] == window_shape[0] &&
+                          out_shape[1] == window_shape[1],
+                      "pool", "internal: output {} for a window {}", shape_str(out_shape),
+                      shape_str(window_shape));
+    for (std::size_t i = 0; i < d.size(); ++i)
+      DTENSOR_CHECK_ARG(out_shape[i + 2] == static_cast<std::int64_t>(d[i].taps.size()), "pool",
+                        "internal: output {} for {} outputs along spatial dim {}",
+                        shape_str(out_shape), d[i].taps.size(), i);
+    DTENSOR_CHECK_ARG(out_shape.back() <= 1 || output.strides().back() == 1, "pool",
+                      "internal: the output's last dim must be contiguous");
+    out_stride[0] = output.strides()[0];
+    out_stride[1] = output.strides()[1];
+    const std::size_t rank = out_shape.size();
+    out_row[0] = d.size() >= 3 ? output.strides()[rank - 3] : 0;
+    out_row[1] = d.size() >= 2 ? output.strides()[rank - 2] : 0;
     last_uniform = dim[2].uniform();
   }
   std::optional<FlatTaps::Uniform> last_uniform;
 
-  // The hot loops' form: fn(plane, index of the row's first output, a, b,
-  // bases) for each row (a, b) of outputs along the last dim, where `bases` are the
-  // offsets the row's outer taps (dims 0 and 1, in kernel order) add; the
-  // last dim's taps then come from dim[2] per output.
+  // Where plane p starts in the window and in the output.
+  struct Plane {
+    std::int64_t window = 0, output = 0;
+  };
+  Plane plane(std::int64_t p) const {
+    const std::int64_t n = p / channels, c = p % channels;
+    return {n * win_stride[0] + c * win_stride[1], n * out_stride[0] + c * out_stride[1]};
+  }
+
+  // The hot loops' form: fn(where the plane starts, offset of the row's
+  // first output in its output plane, a, b, bases) for each row (a, b) of outputs along the last
+  // dim, where `bases` are the offsets the row's outer taps (dims 0 and 1, in kernel order) add;
+  // the last dim's taps then come from dim[2] per output.
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
+    const std::int64_t out_plane = dim[0].outputs() * dim[1].outputs() * dim[2].outputs();
     const bool parallel = planes > 1 && planes * out_plane >= (1 << 14);
 #pragma omp parallel if (parallel)
     {
       std::vector<std::int64_t> bases;
 #pragma omp for schedule(static)
       for (std::int64_t p = 0; p < planes; ++p) {
-        std::int64_t at = 0;
+        const Plane at = plane(p);
         for (std::int64_t a = 0; a < dim[0].outputs(); ++a)
           for (std::int64_t b = 0; b < dim[1].outputs(); ++b) {
             bases.clear();
             for (std::int64_t i = dim[0].start[a]; i < dim[0].start[a + 1]; ++i)
               for (std::int64_t j = dim[1].start[b]; j < dim[1].start[b + 1]; ++j)
                 bases.push_back(dim[0].offset[i] + dim[1].offset[j]);
-            fn(p, at, a, b, bases);
-            at += dim[2].outputs();
+            fn(at, a * out_row[0] + b * out_row[1], a, b, bases);
           }
       }
     }
@@ -299,11 +335,11 @@ template <typename T>
 void max_forward(const Tensor& window, Tensor& output, const Geometry& g) {
   const T* x = window.data<T>();
   T* y = output.data<T>();
-  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t, std::int64_t,
+  g.for_each_row([&](const Geometry::Plane& p, std::int64_t row, std::int64_t, std::int64_t,
                      const std::vector<std::int64_t>& bases) {
-    T* out = y + p * g.out_plane + row;
+    T* out = y + p.output + row;
     pick_row<false>(
-        x + p * g.win_plane, g, bases, [&](std::int64_t c, T best, std::int64_t) { out[c] = best; },
+        x + p.window, g, bases, [&](std::int64_t c, T best, std::int64_t) { out[c] = best; },
         [&](std::int64_t begin, std::int64_t n, const T* best, const std::int32_t*) {
           std::copy(best, best + n, out + begin);
         });
@@ -324,12 +360,12 @@ void max_backward(const Tensor& window, const Tensor& grad_output, Tensor& grad_
     apart = (extent + u->stride - 1) / u->stride;
   }
   // Planes are disjoint: the scatter of one plane stays in its thread.
-  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t, std::int64_t,
+  g.for_each_row([&](const Geometry::Plane& p, std::int64_t row, std::int64_t, std::int64_t,
                      const std::vector<std::int64_t>& bases) {
-    const T* in = gy + p * g.out_plane + row;
-    T* plane = gx + p * g.win_plane;
+    const T* in = gy + p.output + row;
+    T* plane = gx + p.window;
     pick_row<true>(
-        x + p * g.win_plane, g, bases,
+        x + p.window, g, bases,
         [&](std::int64_t c, T, std::int64_t at) {
           if (at >= 0) plane[at] += in[c];
         },
@@ -423,10 +459,10 @@ void avg_forward(const Tensor& window, Tensor& output, const Geometry& g, const 
   T* y = output.data<T>();
   const Divisors<T> d(g, r);
   const FlatTaps& last = g.dim[2];
-  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t a, std::int64_t b,
+  g.for_each_row([&](const Geometry::Plane& p, std::int64_t row, std::int64_t a, std::int64_t b,
                      const std::vector<std::int64_t>& bases) {
-    const T* plane = x + p * g.win_plane;
-    T* out = y + p * g.out_plane + row;
+    const T* plane = x + p.window;
+    T* out = y + p.output + row;
     const T rd = d.row(a, b);
     std::int64_t begin = 0, end = 0;
     if (g.last_uniform && !bases.empty()) {
@@ -473,10 +509,10 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
   std::fill(gx, gx + grad_window.numel(), T(0));
   const Divisors<T> d(g, r);
   const FlatTaps& last = g.dim[2];
-  g.for_each_row([&](std::int64_t p, std::int64_t row, std::int64_t a, std::int64_t b,
+  g.for_each_row([&](const Geometry::Plane& p, std::int64_t row, std::int64_t a, std::int64_t b,
                      const std::vector<std::int64_t>& bases) {
-    T* plane = gx + p * g.win_plane;
-    const T* in = gy + p * g.out_plane + row;
+    T* plane = gx + p.window;
+    const T* in = gy + p.output + row;
     const T rd = d.row(a, b);
     // Per thread: one row's shares.
     thread_local std::vector<T> share;
@@ -514,29 +550,47 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
   });
 }
 
+// The forward's window as the compute type reads it: the tensor itself, any
+// strides, when its dtype is the compute type; bf16 and f16 widened.
+Tensor readable(const Tensor& t) {
+  return t.dtype() == compute_dtype(t.dtype()) ? t : t.to(compute_dtype(t.dtype()));
+}
+
+// The backward's tensors are contiguous (the slot's contract): the window's
+// gradient is filled whole and laid out as the window.
+void check_backward_layout(const Tensor& grad_window, const Tensor& window) {
+  DTENSOR_CHECK_ARG(grad_window.is_contiguous() && window.is_contiguous() &&
+                        window.shape() == grad_window.shape(),
+                    "pool", "internal: the backward's window and gradient must be contiguous");
+}
+
 void run_max_forward(const kernels::MaxPoolForwardArgs& a) {
-  const Geometry g(a.window.shape(), a.dims);
-  const Tensor x = in_compute(a.window);
-  compute_into(a.output, [&](auto t, Tensor& y) { max_forward<decltype(t)>(x, y, g); });
+  const Tensor x = readable(a.window);
+  compute_into(a.output,
+               [&](auto t, Tensor& y) { max_forward<decltype(t)>(x, y, Geometry(x, y, a.dims)); });
 }
 
 void run_max_backward(const kernels::MaxPoolBackwardArgs& a) {
-  const Geometry g(a.window.shape(), a.dims);
   const Tensor x = in_compute(a.window), gy = in_compute(a.grad_output);
-  compute_into(a.grad_window, [&](auto t, Tensor& gx) { max_backward<decltype(t)>(x, gy, gx, g); });
+  compute_into(a.grad_window, [&](auto t, Tensor& gx) {
+    check_backward_layout(gx, x);
+    max_backward<decltype(t)>(x, gy, gx, Geometry(x, gy, a.dims));
+  });
 }
 
 void run_avg_forward(const kernels::AvgPoolForwardArgs& a) {
-  const Geometry g(a.window.shape(), a.dims);
-  const Tensor x = in_compute(a.window);
-  compute_into(a.output, [&](auto t, Tensor& y) { avg_forward<decltype(t)>(x, y, g, a.rule); });
+  const Tensor x = readable(a.window);
+  compute_into(a.output, [&](auto t, Tensor& y) {
+    avg_forward<decltype(t)>(x, y, Geometry(x, y, a.dims), a.rule);
+  });
 }
 
 void run_avg_backward(const kernels::AvgPoolBackwardArgs& a) {
-  const Geometry g(a.grad_window.shape(), a.dims);
   const Tensor gy = in_compute(a.grad_output);
-  compute_into(a.grad_window,
-               [&](auto t, Tensor& gx) { avg_backward<decltype(t)>(gy, gx, g, a.rule); });
+  compute_into(a.grad_window, [&](auto t, Tensor& gx) {
+    check_backward_layout(gx, gx);
+    avg_backward<decltype(t)>(gy, gx, Geometry(gx, gy, a.dims), a.rule);
+  });
 }
 
 struct Registrar {

@@ -131,11 +131,16 @@ DTENSOR_SIMD_CLONES void gather_row(const double* gy, double w, const std::int32
 }
 
 // Three spatial dims always, right-aligned so that the last one is dim 2 (the
-// inner loop); missing leading dims are one position with one tap.
+// inner loop); missing leading dims are one position with one tap. Offsets
+// come from the tensors' strides, so the forward's window and output may be
+// views (a tile of a halo window, a band of the output) whose last dim is
+// contiguous; each (n, c) plane starts at n * stride(0) + c * stride(1).
 template <typename T>
 struct Geometry {
-  std::int64_t planes = 0, win_plane = 1, out_plane = 1;
-  std::int64_t win[3] = {1, 1, 1}, out[3] = {1, 1, 1}, stride[3] = {1, 1, 1};
+  std::int64_t planes = 0, channels = 1, out_plane = 1;
+  std::int64_t win[3] = {1, 1, 1}, out[3] = {1, 1, 1}, stride[3] = {0, 0, 0};
+  std::int64_t out_stride[3] = {0, 0, 0};  // the output's, as `stride`
+  std::int64_t win_nc[2] = {0, 0}, out_nc[2] = {0, 0};
   ResampleTaps taps[3];
   // The last dim's taps in the kernels' types. Nearest: i1 = i0, w1 = 0.
   std::vector<std::int32_t> i0, i1;
@@ -143,11 +148,13 @@ struct Geometry {
   // Every weight is 1 and there is one tap per dim: rows are plain copies.
   bool nearest = true;
 
-  Geometry(const Shape& window_shape, const std::vector<ResampleTaps>& d) {
+  Geometry(const Tensor& window, const Tensor& output, const std::vector<ResampleTaps>& d) {
+    const Shape& window_shape = window.shape();
     DTENSOR_CHECK_ARG(!d.empty() && d.size() <= 3 && window_shape.size() == d.size() + 2,
                       "upsample", "internal: interpolation over {} dims of a window {}", d.size(),
                       shape_str(window_shape));
     planes = window_shape[0] * window_shape[1];
+    channels = window_shape[1];
     const std::size_t first = 3 - d.size();
     for (std::size_t i = 0; i < 3; ++i) {
       if (i < first) {
@@ -162,12 +169,20 @@ struct Geometry {
       taps[i] = t;
       win[i] = window_shape[i - first + 2];
       out[i] = static_cast<std::int64_t>(outputs);
+      stride[i] = window.strides()[i - first + 2];
+      out_stride[i] = output.strides()[i - first + 2];
     }
+    DTENSOR_CHECK_ARG(output.shape() == kernels::resample_output_shape(window_shape, d), "upsample",
+                      "internal: output {} for outputs {}", shape_str(output.shape()),
+                      shape_str(kernels::resample_output_shape(window_shape, d)));
+    DTENSOR_CHECK_ARG((win[2] <= 1 || stride[2] == 1) && (out[2] <= 1 || out_stride[2] == 1),
+                      "upsample", "internal: the last dim must be contiguous");
+    win_nc[0] = window.strides()[0];
+    win_nc[1] = window.strides()[1];
+    out_nc[0] = output.strides()[0];
+    out_nc[1] = output.strides()[1];
     check_arg(win[2] < (std::int64_t{1} << 31) && out[2] < (std::int64_t{1} << 31), "upsample",
               "internal: a row of {} inputs or {} outputs", win[2], out[2]);
-    stride[0] = win[1] * win[2];
-    stride[1] = win[2];
-    win_plane = win[0] * win[1] * win[2];
     out_plane = out[0] * out[1] * out[2];
     for (std::size_t dim = 0; dim < 3; ++dim) {
       const ResampleTaps& t = taps[dim];
@@ -192,22 +207,34 @@ struct Geometry {
     }
   }
 
-  // fn(plane, index of the row's first output in the plane, bases, whether
-  // they are the previous row's) for each row of outputs along the last
-  // dim, in order within a plane, planes in parallel when it pays.
+  // Where plane p starts in the window and in the output.
+  struct Plane {
+    std::int64_t window = 0, output = 0;
+  };
+  Plane plane(std::int64_t p) const {
+    const std::int64_t n = p / channels, c = p % channels;
+    return {n * win_nc[0] + c * win_nc[1], n * out_nc[0] + c * out_nc[1]};
+  }
+
+  // fn(where the plane starts, offset of the row's first output in its output plane, bases,
+  // offset of the previous row when its bases are the same, else -1) for
+  // each row of outputs along the last dim, in order within a plane, planes
+  // in parallel when it pays.
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
     const bool parallel = planes > 1 && planes * out_plane >= kParallelOutputs;
 #pragma omp parallel for schedule(static) if (parallel)
     for (std::int64_t p = 0; p < planes; ++p) {
-      std::int64_t at = 0;
+      const Plane starts = plane(p);
+      std::int64_t previous_at = -1;
       RowBases previous;
       for (std::int64_t a = 0; a < out[0]; ++a)
         for (std::int64_t b = 0; b < out[1]; ++b) {
           const RowBases bases = row_bases(a, b);
-          fn(p, at, bases, at > 0 && bases == previous);
+          const std::int64_t at = a * out_stride[0] + b * out_stride[1];
+          fn(starts, at, bases, previous_at >= 0 && bases == previous ? previous_at : -1);
           previous = bases;
-          at += out[2];
+          previous_at = at;
         }
     }
   }
@@ -260,11 +287,12 @@ void forward(const Tensor& window, Tensor& output, const Geometry<T>& g) {
   const T* x = window.data<T>();
   T* y = output.data<T>();
   const std::int64_t n = g.out[2];
-  g.for_each_row([&](std::int64_t p, std::int64_t row, const RowBases& bases, bool repeat) {
-    T* out = y + p * g.out_plane + row;
-    const T* in = x + p * g.win_plane;
-    if (repeat) {
-      std::memcpy(out, out - n, static_cast<std::size_t>(n) * sizeof(T));
+  g.for_each_row([&](const typename Geometry<T>::Plane& p, std::int64_t row, const RowBases& bases,
+                     std::int64_t repeats) {
+    T* out = y + p.output + row;
+    const T* in = x + p.window;
+    if (repeats >= 0) {
+      std::memcpy(out, y + p.output + repeats, static_cast<std::size_t>(n) * sizeof(T));
     } else if (g.nearest) {
       copy_row(in + bases.at[0].offset, g.i0.data(), out, n);
     } else if (bases.n == 1 && bases.at[0].weight == 1.0) {
@@ -291,21 +319,26 @@ void backward(const Tensor& grad_output, Tensor& grad_window, const Geometry<T>&
   T* gx = grad_window.data<T>();
   std::fill(gx, gx + grad_window.numel(), T(0));
   const InvertedTaps<T> inv(g);
-  g.for_each_row([&](std::int64_t p, std::int64_t row, const RowBases& bases, bool) {
-    const T* in = gy + p * g.out_plane + row;
+  g.for_each_row([&](const typename Geometry<T>::Plane& p, std::int64_t row, const RowBases& bases,
+                     std::int64_t) {
+    const T* in = gy + p.output + row;
     for (int b = 0; b < bases.n; ++b)
       gather_row(in, static_cast<T>(bases.at[b].weight), inv.at.data(), inv.wt.data(), inv.K,
-                 gx + p * g.win_plane + bases.at[b].offset, g.win[2]);
+                 gx + p.window + bases.at[b].offset, g.win[2]);
   });
 }
 void run_forward(const kernels::UpsampleForwardArgs& a) {
   DTENSOR_CHECK_ARG(a.output.shape() == kernels::resample_output_shape(a.window.shape(), a.dims),
                     "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
                     shape_str(kernels::resample_output_shape(a.window.shape(), a.dims)));
-  const Tensor x = in_compute(a.window);
+  // The window as it lies when it is already the compute type (a view is
+  // read through its strides); bf16 and f16 widened.
+  const Tensor x = a.window.dtype() == compute_dtype(a.window.dtype())
+                       ? a.window
+                       : a.window.to(compute_dtype(a.window.dtype()));
   compute_into(a.output, [&](auto t, Tensor& y) {
     using T = decltype(t);
-    forward<T>(x, y, Geometry<T>(a.window.shape(), a.dims));
+    forward<T>(x, y, Geometry<T>(x, y, a.dims));
   });
 }
 
@@ -318,7 +351,9 @@ void run_backward(const kernels::UpsampleBackwardArgs& a) {
   const Tensor gy = in_compute(a.grad_output);
   compute_into(a.grad_window, [&](auto t, Tensor& gx) {
     using T = decltype(t);
-    backward<T>(gy, gx, Geometry<T>(a.grad_window.shape(), a.dims));
+    DTENSOR_CHECK_ARG(gx.is_contiguous(), "upsample",
+                      "internal: the backward's window gradient must be contiguous");
+    backward<T>(gy, gx, Geometry<T>(gx, gy, a.dims));
   });
 }
 

@@ -29,6 +29,23 @@ Tensor f64_on(const Tensor& t, int device);
 /// A device f64 tensor's values on the host (synchronises the stream).
 std::vector<double> download_f64(const Tensor& device_tensor);
 
+/// The forward slots that take views (pool, upsample: a tile of a halo
+/// window, a band of the output) run kernels that index contiguous tensors:
+/// body(window, output) on `window` copied in when it is a view, and on a
+/// contiguous buffer copied out into `output` when that is one (device
+/// copies on the library's stream).
+template <typename Body>
+void on_contiguous(const Tensor& window, const Tensor& output, Body&& body) {
+  const Tensor x = window.contiguous();
+  const bool direct = output.is_contiguous();
+  const Tensor y = direct ? output : Tensor::empty(output.shape(), output.dtype(), output.device());
+  body(x, y);
+  if (!direct) {
+    Tensor dst = output;
+    dst.copy_(y);
+  }
+}
+
 /// `p` as the device pointer of an optional tensor (nullptr when undefined).
 inline const void* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr() : nullptr;

@@ -99,9 +99,11 @@ void run_max_forward(const kernels::MaxPoolForwardArgs& a) {
   const int dev = a.window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.window.shape(), a.dims, dev, nullptr);
-  check_cuda(launch_max_pool(elem_type_of(a.window.dtype()), a.window.data_ptr(), nullptr,
-                             a.output.data_ptr(), nullptr, dg.g, stream_for(dev)),
-             "pool.max_forward kernel");
+  on_contiguous(a.window, a.output, [&](const Tensor& x, const Tensor& y) {
+    check_cuda(launch_max_pool(elem_type_of(x.dtype()), x.data_ptr(), nullptr, y.data_ptr(),
+                               nullptr, dg.g, stream_for(dev)),
+               "pool.max_forward kernel");
+  });
 }
 
 void run_max_backward(const kernels::MaxPoolBackwardArgs& a) {
@@ -120,9 +122,11 @@ void run_avg_forward(const kernels::AvgPoolForwardArgs& a) {
   const int dev = a.window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.window.shape(), a.dims, dev, &a.rule);
-  check_cuda(launch_avg_pool_forward(elem_type_of(a.window.dtype()), a.window.data_ptr(),
-                                     a.output.data_ptr(), dg.g, stream_for(dev)),
-             "pool.avg_forward kernel");
+  on_contiguous(a.window, a.output, [&](const Tensor& x, const Tensor& y) {
+    check_cuda(launch_avg_pool_forward(elem_type_of(x.dtype()), x.data_ptr(), y.data_ptr(), dg.g,
+                                       stream_for(dev)),
+               "pool.avg_forward kernel");
+  });
 }
 
 void run_avg_backward(const kernels::AvgPoolBackwardArgs& a) {

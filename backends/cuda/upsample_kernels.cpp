@@ -86,9 +86,11 @@ void run_forward(const kernels::UpsampleForwardArgs& a) {
   const int dev = a.window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.window.shape(), a.dims, dev);
-  check_cuda(launch_upsample_forward(elem_type_of(a.window.dtype()), a.window.data_ptr(),
-                                     a.output.data_ptr(), dg.g, stream_for(dev)),
-             "upsample.forward kernel");
+  on_contiguous(a.window, a.output, [&](const Tensor& x, const Tensor& y) {
+    check_cuda(launch_upsample_forward(elem_type_of(x.dtype()), x.data_ptr(), y.data_ptr(), dg.g,
+                                       stream_for(dev)),
+               "upsample.forward kernel");
+  });
 }
 
 void run_backward(const kernels::UpsampleBackwardArgs& a) {

@@ -4,8 +4,9 @@
 // modes. Constant padding stops the window at the input's edge and fills the
 // rest with the value; reflect, replicate and circular get their padding
 // materialised by the engine from whichever ranks own it, and the window IS
-// the output. The backward returns each output's gradient to the input
-// position it was read from.
+// the output. The forward copies the window's tiles (the shard and the
+// strips received) straight into the output: one copy, no assembled window. The backward returns
+// each output's gradient to the input position it was read from.
 //
 // Argument layout (typed calls, dtensor/ops/typed_call.h):
 //   pad: input, padding (l0,r0,...), mode, value;
@@ -169,18 +170,36 @@ std::vector<DTensor> forward(OpCall& call) {
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
   WindowExchange engine(call, x.spec(), c.geometry().dims());
-  const Tensor window = engine.gather(x.to_local());
+  // The window as tiles (the shard and the strips received), copied once,
+  // straight into the output.
+  WindowExchange::Pending pending = engine.post(x.to_local());
+  const TiledTensor& window = pending.wait();
   const DTensorSpec& out = call.sharding().output_specs[0];
-  // The window may be a view of the input (nothing to pad here): the output
-  // must not alias it.
-  if (c.mode != PadMode::Constant)
-    return {DTensor(window.shares_storage_with(x.to_local()) ? window.clone() : window.contiguous(),
-                    out)};
+  Tensor y = Tensor::empty(out.local_shape(), x.dtype(), x.to_local().device());
+  if (c.mode != PadMode::Constant) {  // the window is the output
+    window.copy_to(y);
+    return {DTensor(y, out)};
+  }
   // (A Partial input comes here only with value 0: the strategies see to it.)
-  Tensor y = Tensor::zeros(out.local_shape(), x.dtype(), x.to_local().device());
-  if (c.value != 0) y.fill_(c.value);
-  if (const auto box = inside(c.geometry(), engine))
-    narrow_box(y, *box, 0).copy_(narrow_box(window, *box, 1));
+  const auto box = inside(c.geometry(), engine);
+  if (!box) {
+    y.fill_(c.value);
+    return {DTensor(y, out)};
+  }
+  // The value only where no input lands: per dim, the slabs before and after
+  // the box, across the box's extent on the dims before it.
+  Tensor rest = y;
+  TiledTensor read = window;
+  for (std::size_t i = 0; i < box->size(); ++i) {
+    const auto d = static_cast<std::int64_t>(i) + 2;
+    const auto [lo, from, length] = (*box)[i];
+    const std::int64_t size = rest.shape()[static_cast<std::size_t>(d)];
+    if (lo > 0) rest.narrow(d, 0, lo).fill_(c.value);
+    if (lo + length < size) rest.narrow(d, lo + length, size - lo - length).fill_(c.value);
+    rest = rest.narrow(d, lo, length);
+    read = read.narrow(d, from, length);
+  }
+  read.copy_to(rest);
   return {DTensor(y, out)};
 }
 

@@ -1,10 +1,13 @@
 // max_pool, avg_pool, adaptive_avg_pool and adaptive_max_pool, forward and
 // backward, on the window engine. Each call is decoded once into a PoolCall;
-// the engine gathers each rank's window (halos from the ranks that own
-// them), the local kernels (dtensor/ops/kernels/pool.h) reduce over taps planned in
-// global coordinates (pool_taps.h),
-// and the backward returns the window's gradient to its owners.
+// the engine brings each rank's window (halos from the ranks that own them),
+// the local kernels (dtensor/ops/kernels/pool.h) reduce over taps planned in
+// global coordinates (pool_taps.h): the forward on the window's tiles where
+// they lie (window_bands.h), the backward on the gathered window, whose
+// gradient goes back to its owners.
 // The calls' argument layouts are in pool_call.h.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
@@ -17,6 +20,7 @@
 #include "ops/detail/op_pair.h"
 #include "ops/window/pool_call.h"
 #include "ops/window/pool_taps.h"
+#include "ops/window/window_bands.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor::window {
@@ -157,23 +161,58 @@ AvgDivisor divisor_of(const PoolCall& c, const PoolOp& op) {
   return {c.params.count_include_pad, c.params.divisor_override};
 }
 
+// What each output reads, per dim (window_bands.h).
+std::vector<OutputReads> reads_of(const std::vector<PoolTaps>& taps) {
+  std::vector<OutputReads> out(taps.size());
+  for (std::size_t i = 0; i < taps.size(); ++i)
+    for (const auto& t : taps[i].taps) {
+      const bool none = t.empty();
+      out[i].first.push_back(none ? 0 : *std::min_element(t.begin(), t.end()));
+      out[i].last.push_back(none ? -1 : *std::max_element(t.begin(), t.end()));
+    }
+  return out;
+}
+
+// The taps of a box of bands' outputs, over the piece of the window it reads.
+std::vector<PoolTaps> band_taps(const std::vector<PoolTaps>& taps, const std::vector<Band>& box) {
+  std::vector<PoolTaps> out(taps.size());
+  for (std::size_t i = 0; i < taps.size(); ++i)
+    for (auto o = static_cast<std::size_t>(box[i].out_begin);
+         o < static_cast<std::size_t>(box[i].out_end); ++o) {
+      auto& t = out[i].taps.emplace_back(taps[i].taps[o]);
+      for (auto& w : t)
+        w -= box[i].win_begin;
+      if (o < taps[i].padded_size.size()) out[i].padded_size.push_back(taps[i].padded_size[o]);
+    }
+  return out;
+}
+
 std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
   const PoolCall& c = PoolCall::of(call.schema(), op, false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
   const auto dims = c.dims(op);
   WindowExchange engine(call, x.spec(), dims);
-  const Tensor window = engine.gather(x.to_local()).contiguous();
-  auto taps = taps_of(engine, dims, x.shape());
+  // The window as tiles, read where they lie (window_bands.h).
+  WindowExchange::Pending pending = engine.post(x.to_local());
+  const TiledTensor& window = pending.wait();
+  const auto taps = taps_of(engine, dims, x.shape());
   Tensor y = Tensor::empty(kernels::pool_output_shape(window.shape(), taps), window.dtype(),
                            window.device());
   const DeviceType device = window.device().type;
-  if (op.reduce == Reduce::Max) {
-    run_kernel(kernels::kMaxPoolForward, device, window.dtype(), {window, std::move(taps), y});
-  } else {
-    run_kernel(kernels::kAvgPoolForward, device, window.dtype(),
-               {window, std::move(taps), divisor_of(c, op), y});
-  }
+  for_each_band(window, reads_of(taps), [&](const Tensor& piece, const std::vector<Band>& box) {
+    Tensor out = y;
+    for (std::size_t i = 0; i < box.size(); ++i)
+      out = out.narrow(static_cast<std::int64_t>(i) + 2, box[i].out_begin,
+                       box[i].out_end - box[i].out_begin);
+    if (op.reduce == Reduce::Max) {
+      run_kernel(kernels::kMaxPoolForward, device, piece.dtype(),
+                 {piece, band_taps(taps, box), out});
+    } else {
+      run_kernel(kernels::kAvgPoolForward, device, piece.dtype(),
+                 {piece, band_taps(taps, box), divisor_of(c, op), out});
+    }
+  });
   return {detail::wrap_checked(y, call.sharding().output_specs[0], op.name)};
 }
 

@@ -1,9 +1,10 @@
 // upsample (F.interpolate), nearest and linear, forward and backward, on the
 // window engine. Each call is decoded once into an UpsampleCall; the engine
-// gathers each rank's window (the inputs its outputs read, from the ranks
+// brings each rank's window (the inputs its outputs read, from the ranks
 // that own them: WindowDim::Kind::Resample), resample_taps.h plans which
 // window positions each local output reads in global coordinates, the
-// kernels (dtensor/ops/kernels/upsample.h) interpolate over them, and the
+// kernels (dtensor/ops/kernels/upsample.h) interpolate over them (the
+// forward on the window's tiles where they lie: window_bands.h), and the
 // backward returns the window's gradient to its owners with scatter_add.
 //
 // Argument layouts (docs/operators.md), the typed calls below:
@@ -11,6 +12,7 @@
 //                      spatial dim), align_corners, scale_0, ..., scale_{n-1}
 //                      (doubles; 0: none, the scale is L / O)
 //   upsample_backward: grad_output, then the same
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -27,6 +29,7 @@
 #include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
 #include "ops/window/resample_taps.h"
+#include "ops/window/window_bands.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor {
@@ -139,18 +142,60 @@ std::vector<kernels::ResampleTaps> taps_of(const WindowExchange& engine,
   return out;
 }
 
+// What each output reads, per dim (window_bands.h).
+std::vector<OutputReads> reads_of(const std::vector<kernels::ResampleTaps>& taps) {
+  std::vector<OutputReads> out(taps.size());
+  for (std::size_t i = 0; i < taps.size(); ++i)
+    for (std::size_t o = 0; o < taps[i].i0.size(); ++o) {
+      const std::int64_t a = taps[i].i0[o], b = taps[i].taps == 2 ? taps[i].i1[o] : a;
+      out[i].first.push_back(std::min(a, b));
+      out[i].last.push_back(std::max(a, b));
+    }
+  return out;
+}
+
+// The taps of a box of bands' outputs, over the piece of the window it reads.
+std::vector<kernels::ResampleTaps> band_taps(const std::vector<kernels::ResampleTaps>& taps,
+                                             const std::vector<Band>& box) {
+  std::vector<kernels::ResampleTaps> out(taps.size());
+  for (std::size_t i = 0; i < taps.size(); ++i) {
+    const kernels::ResampleTaps& t = taps[i];
+    kernels::ResampleTaps& b = out[i];
+    b.taps = t.taps;
+    const auto o0 = static_cast<std::size_t>(box[i].out_begin);
+    const auto o1 = static_cast<std::size_t>(box[i].out_end);
+    for (std::size_t o = o0; o < o1; ++o) {
+      b.i0.push_back(t.i0[o] - box[i].win_begin);
+      b.w0.push_back(t.w0[o]);
+      if (t.taps == 2) {
+        b.i1.push_back(t.i1[o] - box[i].win_begin);
+        b.w1.push_back(t.w1[o]);
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<DTensor> forward(OpCall& call) {
   const UpsampleCall& c = UpsampleCall::of(call.schema(), false);
   auto inputs = call.redistributed_inputs();
   const DTensor& x = inputs[0];
   const auto dims = c.dims();
   WindowExchange engine(call, x.spec(), dims);
-  const Tensor window = engine.gather(x.to_local()).contiguous();
-  auto taps = taps_of(engine, dims, x.shape(), false);
+  // The window as tiles, read where they lie (window_bands.h).
+  WindowExchange::Pending pending = engine.post(x.to_local());
+  const TiledTensor& window = pending.wait();
+  const auto taps = taps_of(engine, dims, x.shape(), false);
   Tensor y = Tensor::empty(kernels::resample_output_shape(window.shape(), taps), window.dtype(),
                            window.device());
-  run_kernel(kernels::kUpsampleForward, window.device().type, window.dtype(),
-             {window, std::move(taps), y});
+  for_each_band(window, reads_of(taps), [&](const Tensor& piece, const std::vector<Band>& box) {
+    Tensor out = y;
+    for (std::size_t i = 0; i < box.size(); ++i)
+      out = out.narrow(static_cast<std::int64_t>(i) + 2, box[i].out_begin,
+                       box[i].out_end - box[i].out_begin);
+    run_kernel(kernels::kUpsampleForward, piece.device().type, piece.dtype(),
+               {piece, band_taps(taps, box), out});
+  });
   return {detail::wrap_checked(y, call.sharding().output_specs[0], kOp)};
 }
 

@@ -4,6 +4,7 @@
 // f32 with one rounding of each input and of the result).
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "dtensor/core/tensor.h"
@@ -13,6 +14,30 @@ namespace dtensor::testing_kernels {
 inline std::vector<double> values(const Tensor& t) {
   const Tensor d = t.to(DType::F64);
   return {d.data<double>(), d.data<double>() + d.numel()};
+}
+
+/// `shape` grown by 2 in every dim: the tensor a view of `shape` sits inside.
+inline Shape grown(const Shape& shape) {
+  Shape s = shape;
+  for (auto& d : s)
+    d += 2;
+  return s;
+}
+/// The view of `shape` inside `big` (grown(shape)), one position in along
+/// every dim: every stride differs from its contiguous value, and the
+/// last dim stays contiguous, as a tile of a halo window or a band of an
+/// output is.
+inline Tensor inner_view(Tensor big, const Shape& shape) {
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    big = big.narrow(static_cast<std::int64_t>(d), 1, shape[d]);
+  return big;
+}
+/// Whether `big` holds `value` everywhere outside inner_view(big, shape).
+inline bool untouched_outside(const Tensor& big, const Shape& shape, double value) {
+  Tensor copy = big.to(DType::F64);
+  inner_view(copy, shape).fill_(value);
+  const std::vector<double> v = values(copy);
+  return std::all_of(v.begin(), v.end(), [&](double x) { return x == value; });
 }
 
 inline double tolerance(DType dt) {

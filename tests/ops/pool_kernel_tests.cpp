@@ -84,14 +84,21 @@ bool same(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
 }
 
-void check_max_pool(DType dt, const Shape& window, const std::vector<PoolTaps>& dims,
-                    unsigned seed) {
-  INFO(dtype_name(dt) << " window " << shape_str(window));
+// `views`: the forward reads its window and writes its output as views
+// inside larger tensors (the slot's contract allows it; the handlers run it
+// on tiles of a halo window and bands of the output), which must be read
+// and written through their strides, nothing outside them touched.
+void check_max_pool(DType dt, const Shape& window, const std::vector<PoolTaps>& dims, unsigned seed,
+                    bool views = false) {
+  INFO(dtype_name(dt) << " window " << shape_str(window) << (views ? " as views" : ""));
   const Shape out_shape{window[0], window[1], static_cast<std::int64_t>(dims[0].taps.size()),
                         static_cast<std::int64_t>(dims[1].taps.size())};
-  const Tensor X = grid_values(window, dt, seed);
-  Tensor Y = Tensor::empty(out_shape, dt);
+  const Tensor big_x = grid_values(views ? testing_kernels::grown(window) : window, dt, seed);
+  const Tensor X = views ? testing_kernels::inner_view(big_x, window) : big_x;
+  const Tensor big_y = Tensor::full(views ? testing_kernels::grown(out_shape) : out_shape, 7.0, dt);
+  Tensor Y = views ? testing_kernels::inner_view(big_y, out_shape) : big_y;
   run_kernel(kernels::kMaxPoolForward, DeviceType::CPU, dt, {X, dims, Y});
+  if (views) REQUIRE(testing_kernels::untouched_outside(big_y, out_shape, 7.0));
   const std::vector<double> x = values(X), y = values(Y);
   const std::vector<std::int64_t> at = picks(x, window, dims);
   for (std::size_t o = 0; o < at.size(); ++o) {
@@ -136,4 +143,15 @@ TEST_CASE("max-pool kernels: regular and clipped taps, ties and NaN, against f64
   // Enough planes to run on the rank's threads.
   check_max_pool(DType::F32, {4, 16, 32, 64}, {sliding(32, 2, 2, 0, 1), sliding(64, 2, 2, 0, 1)},
                  6);
+}
+
+TEST_CASE("max-pool kernels: the forward reads and writes views through their strides",
+          "[kernels]") {
+  for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
+    check_max_pool(dt, {2, 3, 8, 16}, {sliding(8, 2, 2, 0, 1), sliding(16, 2, 2, 0, 1)}, 11, true);
+    check_max_pool(dt, {2, 2, 7, 10}, {sliding(7, 3, 2, 1, 1), sliding(10, 3, 2, 1, 1)}, 12, true);
+    check_max_pool(dt, {1, 2, 9, 11}, {sliding(9, 2, 3, 0, 2), sliding(11, 3, 2, 0, 2)}, 13, true);
+  }
+  check_max_pool(DType::F32, {4, 16, 32, 64}, {sliding(32, 2, 2, 0, 1), sliding(64, 2, 2, 0, 1)},
+                 14, true);
 }

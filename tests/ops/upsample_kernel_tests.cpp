@@ -67,18 +67,25 @@ void for_each_tap(const Shape& window, const std::vector<ResampleTaps>& dims, Fn
                    ((p * win[0] + ia) * win[1] + ib) * win[2] + ic, wa * wb * wc);
 }
 
+// `views`: the forward reads its window and writes its output as views
+// inside larger tensors (the slot's contract allows it), through their
+// strides, touching nothing outside them.
 void check_upsample(DType dt, const Shape& window, const std::vector<std::int64_t>& outputs,
-                    int taps, unsigned seed) {
-  INFO(dtype_name(dt) << " window " << shape_str(window) << " taps " << taps);
+                    int taps, unsigned seed, bool views = false) {
+  INFO(dtype_name(dt) << " window " << shape_str(window) << " taps " << taps
+                      << (views ? " as views" : ""));
   std::mt19937 rng(seed);
   std::vector<ResampleTaps> dims;
   for (std::size_t i = 0; i < outputs.size(); ++i)
     dims.push_back(random_taps(rng, window[i + 2], outputs[i], taps));
   const Shape out_shape = kernels::resample_output_shape(window, dims);
 
-  const Tensor X = Tensor::rand(window, dt, seed + 1);
-  Tensor Y = Tensor::empty(out_shape, dt);
+  const Tensor big_x = Tensor::rand(views ? testing_kernels::grown(window) : window, dt, seed + 1);
+  const Tensor X = views ? testing_kernels::inner_view(big_x, window) : big_x;
+  const Tensor big_y = Tensor::full(views ? testing_kernels::grown(out_shape) : out_shape, 7.0, dt);
+  Tensor Y = views ? testing_kernels::inner_view(big_y, out_shape) : big_y;
   run_kernel(kernels::kUpsampleForward, DeviceType::CPU, dt, {X, dims, Y});
+  if (views) REQUIRE(testing_kernels::untouched_outside(big_y, out_shape, 7.0));
   const std::vector<double> x = values(X);
   std::vector<double> ref(static_cast<std::size_t>(shape_numel(out_shape)), 0.0);
   for_each_tap(window, dims, [&](std::int64_t, std::int64_t o, std::int64_t i, double w) {
@@ -114,6 +121,17 @@ TEST_CASE("upsample kernels: forward and backward against naive f64 loops", "[ke
   // Enough planes and outputs to run on the rank's threads.
   for (DType dt : {DType::F64, DType::F32})
     check_upsample(dt, {4, 8, 16, 16}, {32, 32}, 2, 50);
+}
+
+TEST_CASE("upsample kernels: the forward reads and writes views through their strides",
+          "[kernels]") {
+  for (DType dt : {DType::F64, DType::F32, DType::BF16})
+    for (int taps : {1, 2}) {
+      check_upsample(dt, {2, 3, 7}, {13}, taps, 60, true);
+      check_upsample(dt, {1, 2, 5, 4}, {3, 9}, taps, 70, true);
+      check_upsample(dt, {2, 1, 3, 4, 5}, {6, 2, 7}, taps, 80, true);
+    }
+  check_upsample(DType::F32, {4, 8, 16, 16}, {32, 32}, 2, 90, true);
 }
 
 TEST_CASE("upsample kernels: taps outside the window are the library's bug, named", "[kernels]") {

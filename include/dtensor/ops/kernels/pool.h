@@ -6,8 +6,12 @@
 //
 // Because every tap is named by its global input position, the edge rules
 // (what is padding, count_include_pad's divisor, which of equal maxima wins)
-// come out as on one process. Tensors are contiguous [N, C, spatial...] of
-// the slot's dtype and device; outputs are allocated by the caller.
+// come out as on one process. Tensors are [N, C, spatial...] of the slot's
+// dtype and device; outputs are allocated by the caller. The forwards take
+// views: the window at any strides (a tile of a halo window, where it lies)
+// and the output at any strides with its last dim contiguous (a band of the
+// output), so a handler runs them on pieces of the window without copying
+// it. The backwards' tensors are contiguous.
 #pragma once
 
 #include <cstdint>

@@ -6,9 +6,11 @@
 // arithmetic over the taps.
 //
 // Each output reads at most two positions per dim, so the interpolation is
-// the separable product of the per-dim taps. Tensors are contiguous
-// [N, C, spatial...] of the slot's dtype and device; outputs are allocated by
-// the caller.
+// the separable product of the per-dim taps. Tensors are [N, C, spatial...]
+// of the slot's dtype and device; outputs are allocated by the caller. The
+// forward takes views, the window and the output at any strides with their
+// last dim contiguous (a tile of a halo window where it lies, a band of the
+// output); the backward's tensors are contiguous.
 #pragma once
 
 #include <cstdint>

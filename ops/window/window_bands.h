@@ -1,0 +1,58 @@
+// Running a window kernel on the tiles of WindowExchange::post where they
+// lie. A halo window arrives as tiles (the rank's shard and the strips it
+// received); a kernel that reads its window through strides (the pools',
+// upsample's) can run on each tile as it is, as long as every output it
+// computes reads inside that tile. So each dim's outputs are cut into bands:
+// runs of outputs that read inside one segment between the tiles' edges, and
+// the few that straddle an edge. A box of bands (one per dim) that reads
+// inside one tile runs on a view of it; only the straddling boxes, a few
+// rows wide, are assembled. The plan (window_bands) is a pure function of
+// what each output reads and where the tiles' edges are.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "dtensor/core/tensor.h"
+#include "dtensor/ops/tiled_tensor.h"
+
+namespace dtensor::window {
+
+/// What each of a dim's outputs reads of the window: positions first[o] ..
+/// last[o] (inclusive); first[o] > last[o] when it reads nothing.
+struct OutputReads {
+  std::vector<std::int64_t> first, last;
+  std::int64_t outputs() const { return static_cast<std::int64_t>(first.size()); }
+};
+
+/// Outputs [out_begin, out_end) of one dim, reading window positions
+/// [win_begin, win_end) (empty when they read nothing).
+struct Band {
+  std::int64_t out_begin = 0, out_end = 0, win_begin = 0, win_end = 0;
+  bool operator==(const Band&) const = default;
+};
+
+/// One dim's outputs, in order, cut into bands: each maximal run of outputs
+/// reading inside the same segment between consecutive `cuts` (the tiles'
+/// edges, window positions; unsorted, repeats allowed), and each maximal
+/// run of those reading across a cut. Outputs that read nothing join the
+/// band before them (the first band when they lead). No outputs: no bands.
+std::vector<Band> window_bands(const OutputReads& reads, std::vector<std::int64_t> cuts);
+
+/// The edges of `window`'s tiles along `tensor_dim` (each tile's first and
+/// one-past-last position).
+std::vector<std::int64_t> tile_edges(const TiledTensor& window, std::int64_t tensor_dim);
+
+/// For every box of bands (one band per spatial dim, dims 2, 3, ... of
+/// `window`): fn(piece, box), where `piece` is the window's positions the
+/// box reads (a view of a tile when they lie in one, else those positions
+/// assembled) and `box` the bands. `reads`: one entry per spatial dim. The
+/// last spatial dim is one band: cut at a tile's edge it would leave rows of
+/// one or two outputs, which cost the kernels more than copying them, so a
+/// window whose last dim is split is assembled across it, as before tiles.
+void for_each_band(
+    const TiledTensor& window, const std::vector<OutputReads>& reads,
+    const std::function<void(const Tensor& piece, const std::vector<Band>& box)>& fn);
+
+}  // namespace dtensor::window
