@@ -17,12 +17,16 @@
 // spatial dim is a window of 3 taps, stride 1, padding 1 on each side
 // (WindowDim::sliding(3, 1, 1, 1, 1, boundary)), so the output has the
 // input's shape and is sharded like it. On a sharded dim WindowExchange
-// gathers each rank's window (its shard plus one halo row on each side, from
-// whichever ranks own them, corners included); the loops below only see a
-// local tensor and the global coordinates of its first element
-// (WindowSpan::origin). With Boundary::Zeros the window stops at the input's
-// edges and the loop skips taps outside [0, L); with the other modes the
-// engine materialises the padding and every tap lies inside the window.
+// brings each rank's window (its shard plus one halo row on each side, from
+// whichever ranks own them, corners included) as tiles: the shard itself and
+// the rows received. for_each_window_band (dtensor/ops/window_bands.h) runs
+// the loops below on those tiles where they lie: the outputs that read only
+// the shard on a view of it, the few next to a received row on those
+// positions copied; the loops only see a tensor (any strides) and the
+// global coordinates of its first element. With Boundary::Zeros the window
+// stops at the input's edges and the loop skips taps outside [0, L); with
+// the other modes the engine materialises the padding and every tap lies
+// inside the window.
 //
 // The backward is the adjoint, written the way every window operator's is:
 // each output's gradient spreads +1 / -2 / +1 onto the window positions it
@@ -35,6 +39,7 @@
 // dtensor::load_plugin("libdtensor_example_laplacian.so").
 #include <dtensor/dtensor.h>
 #include <dtensor/ops/window.h>
+#include <dtensor/ops/window_bands.h>
 
 #include <array>
 #include <functional>
@@ -137,8 +142,11 @@ struct Geometry {
   std::array<std::int64_t, 3> length{1, 1, 1};   // global input (= output) length L
   std::array<std::int64_t, 3> out_off{0, 0, 0};  // first global output of this rank
   std::array<std::int64_t, 3> out_len{1, 1, 1};
-  std::array<std::int64_t, 3> origin{0, 0, 0};   // global position of window element 0
+  std::array<std::int64_t, 3> origin{0, 0, 0};  // global position of window element 0
   std::array<std::int64_t, 3> win_len{1, 1, 1};
+  // Window element strides: contiguous, or the strides of the piece of the
+  // window a band reads (band()).
+  std::array<std::int64_t, 3> win_stride{0, 0, 0};
   bool clipped = false;  // Boundary::Zeros: taps outside [0, L) read zero
 
   Geometry(const WindowExchange& engine, const Shape& global, Boundary boundary)
@@ -153,14 +161,42 @@ struct Geometry {
       win_len[d] = s.length;
       if (s.output.length == 0) continue;
       // Every tap the outputs read must lie in the window.
-      const std::int64_t first = clipped ? std::max<std::int64_t>(s.output.offset - 1, 0)
-                                         : s.output.offset - 1;
-      const std::int64_t last = clipped ? std::min(s.output.end(), length[d] - 1)
-                                        : s.output.end();
+      const std::int64_t first =
+          clipped ? std::max<std::int64_t>(s.output.offset - 1, 0) : s.output.offset - 1;
+      const std::int64_t last = clipped ? std::min(s.output.end(), length[d] - 1) : s.output.end();
       check_arg(s.origin <= first && last < s.origin + s.length, kComponent,
                 "{}: internal: window [{}, {}) does not cover the taps [{}, {}]", kForward,
                 s.origin, s.origin + s.length, first, last);
     }
+    win_stride = {win_len[1] * win_len[2], win_len[2], 1};
+  }
+
+  // What each output reads of the window, per spatial dim: its neighbours
+  // (clipped to [0, L) with zero padding), in window positions.
+  std::vector<OutputReads> reads() const {
+    std::vector<OutputReads> out(static_cast<std::size_t>(spatial));
+    for (std::size_t d = 0; d < out.size(); ++d)
+      for (std::int64_t o = out_off[d]; o < out_off[d] + out_len[d]; ++o) {
+        const std::int64_t first = clipped ? std::max<std::int64_t>(o - 1, 0) : o - 1;
+        const std::int64_t last = clipped ? std::min(o + 1, length[d] - 1) : o + 1;
+        out[d].first.push_back(first - origin[d]);
+        out[d].last.push_back(last - origin[d]);
+      }
+    return out;
+  }
+
+  // The same cut to a box of bands: its outputs, and the piece of the window
+  // they read (any strides).
+  Geometry band(const std::vector<WindowBand>& box, const Tensor& piece) const {
+    Geometry g = *this;
+    for (std::size_t d = 0; d < box.size(); ++d) {
+      g.out_off[d] += box[d].out_begin;
+      g.out_len[d] = box[d].out_end - box[d].out_begin;
+      g.origin[d] += box[d].win_begin;
+      g.win_len[d] = piece.size(static_cast<std::int64_t>(d) + 2);
+      g.win_stride[d] = piece.stride(static_cast<std::int64_t>(d) + 2);
+    }
+    return g;
   }
 
   std::int64_t outputs_per_plane() const { return out_len[0] * out_len[1] * out_len[2]; }
@@ -183,31 +219,39 @@ struct Geometry {
               p[static_cast<std::size_t>(d)] += kOffsets[t];
               const auto dd = static_cast<std::size_t>(d);
               if (clipped && (p[dd] < 0 || p[dd] >= length[dd])) continue;
-              const std::int64_t w_index =
-                  ((p[0] - origin[0]) * win_len[1] + (p[1] - origin[1])) * win_len[2] +
-                  (p[2] - origin[2]);
+              const std::int64_t w_index = (p[0] - origin[0]) * win_stride[0] +
+                                           (p[1] - origin[1]) * win_stride[1] +
+                                           (p[2] - origin[2]) * win_stride[2];
               f(out_index, w_index, kWeights[t]);
             }
         }
   }
 };
 
+// `window` and `y` may be views (a piece of the window, a band of the
+// output): both are read and written through their strides.
 template <typename T>
-void stencil_forward(const Tensor& window, Tensor& y, const Geometry& g) {
-  const std::int64_t planes = y.size(0) * y.size(1);
+void stencil_forward(const Tensor& window, const Tensor& y, const Geometry& g) {
   const T* w = window.data<T>();
   T* out = y.data<T>();
-  const std::int64_t wp = g.window_per_plane(), op = g.outputs_per_plane();
-  std::vector<double> acc(static_cast<std::size_t>(op));
-  for (std::int64_t plane = 0; plane < planes; ++plane) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    const T* src = w + plane * wp;
-    g.for_each_tap([&](std::int64_t o, std::int64_t i, double weight) {
-      acc[static_cast<std::size_t>(o)] += weight * static_cast<double>(src[i]);
-    });
-    for (std::int64_t o = 0; o < op; ++o)
-      out[plane * op + o] = static_cast<T>(acc[static_cast<std::size_t>(o)]);
-  }
+  std::array<std::int64_t, 3> ys{0, 0, 0};  // the output's spatial strides, padded to 3
+  for (std::int64_t d = 0; d < g.spatial; ++d)
+    ys[static_cast<std::size_t>(d)] = y.stride(d + 2);
+  std::vector<double> acc(static_cast<std::size_t>(g.outputs_per_plane()));
+  for (std::int64_t n = 0; n < y.size(0); ++n)
+    for (std::int64_t c = 0; c < y.size(1); ++c) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const T* src = w + n * window.stride(0) + c * window.stride(1);
+      g.for_each_tap([&](std::int64_t o, std::int64_t i, double weight) {
+        acc[static_cast<std::size_t>(o)] += weight * static_cast<double>(src[i]);
+      });
+      T* dst = out + n * y.stride(0) + c * y.stride(1);
+      std::size_t o = 0;
+      for (std::int64_t o0 = 0; o0 < g.out_len[0]; ++o0)
+        for (std::int64_t o1 = 0; o1 < g.out_len[1]; ++o1)
+          for (std::int64_t o2 = 0; o2 < g.out_len[2]; ++o2)
+            dst[o0 * ys[0] + o1 * ys[1] + o2 * ys[2]] = static_cast<T>(acc[o++]);
+    }
 }
 
 template <typename T>
@@ -241,7 +285,9 @@ std::vector<DTensor> forward(OpCall& call) {
   // The engine exchanges over call.group(m): the call's own tags, and the
   // agreement check (deferred by dispatch) confirmed before the first wait.
   WindowExchange engine(call, x.spec(), c.dims());
-  const Tensor window = engine.gather(x.to_local()).contiguous();
+  // The window as tiles (the shard and the rows received), not one copy.
+  WindowExchange::Pending pending = engine.post(x.to_local());
+  const TiledTensor& window = pending.wait();
   const Geometry g(engine, x.shape(), c.boundary);
   const DTensorSpec& out = call.sharding().output_specs[0];
   Tensor y = Tensor::zeros(out.local_shape(), x.dtype());
@@ -249,10 +295,16 @@ std::vector<DTensor> forward(OpCall& call) {
   check_arg(engine.local_output_shape(y.size(0), y.size(1)) == y.shape(), kComponent,
             "{}: internal: the engine's output {} differs from the spec's {}", kForward,
             shape_str(engine.local_output_shape(y.size(0), y.size(1))), shape_str(y.shape()));
-  if (x.dtype() == DType::F64)
-    stencil_forward<double>(window, y, g);
-  else
-    stencil_forward<float>(window, y, g);
+  // Each box of bands: the piece of the window its outputs read (a view of
+  // a tile where they read inside one) and the band of y they write.
+  for_each_window_band(window, g.reads(),
+                       [&](const Tensor& piece, const std::vector<WindowBand>& box) {
+                         const Tensor band = band_outputs(y, box);
+                         if (x.dtype() == DType::F64)
+                           stencil_forward<double>(piece, band, g.band(box, piece));
+                         else
+                           stencil_forward<float>(piece, band, g.band(box, piece));
+                       });
   return {DTensor(y, out)};
 }
 

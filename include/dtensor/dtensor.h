@@ -50,6 +50,7 @@
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/views.h"
 #include "dtensor/ops/window.h"
+#include "dtensor/ops/window_bands.h"
 #include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/bucketed_reduce.h"
 #include "dtensor/placement/chunk.h"

@@ -5,7 +5,9 @@
 // rest with the value; reflect, replicate and circular get their padding
 // materialised by the engine from whichever ranks own it, and the window IS
 // the output. The forward copies the window's tiles (the shard and the
-// strips received) straight into the output: one copy, no assembled window. The backward returns
+// strips received) straight into the output, and the backward grad_output
+// straight into the window's gradient tiles: one copy each, no assembled
+// window. The backward returns
 // each output's gradient to the input position it was read from.
 //
 // Argument layout (typed calls, dtensor/ops/typed_call.h):
@@ -209,13 +211,29 @@ std::vector<DTensor> backward(OpCall& call) {
   const DTensor& gy = inputs[0];
   const DTensor& x = inputs[1];
   WindowExchange engine(call, x.spec(), c.geometry().dims());
-  Tensor grad_window = gy.to_local();
-  if (c.mode == PadMode::Constant) {
-    grad_window = Tensor::zeros(engine.local_window_shape(), gy.dtype(), gy.to_local().device());
-    if (const auto box = inside(c.geometry(), engine))
-      narrow_box(grad_window, *box, 1).copy_(narrow_box(gy.to_local(), *box, 0));
+  // The window's gradient written straight into its tiles (the shard's
+  // gradient and the strips going back): one copy of grad_output.
+  WindowExchange::Gradient grad = engine.gradient();
+  const TiledTensor& window = grad.window();
+  if (c.mode != PadMode::Constant) {  // the window is the output
+    window.scatter(gy.to_local());
+  } else if (const auto box = inside(c.geometry(), engine)) {
+    // Zero where no output reads (a negative padding's crop), the rest from
+    // grad_output.
+    TiledTensor rest = window;
+    for (std::size_t i = 0; i < box->size(); ++i) {
+      const auto d = static_cast<std::int64_t>(i) + 2;
+      const auto [at, from, length] = (*box)[i];
+      const std::int64_t size = rest.shape()[static_cast<std::size_t>(d)];
+      if (from > 0) rest.narrow(d, 0, from).zero_();
+      if (from + length < size) rest.narrow(d, from + length, size - from - length).zero_();
+      rest = rest.narrow(d, from, length);
+    }
+    rest.scatter(narrow_box(gy.to_local(), *box, 0));
+  } else {
+    window.zero_();
   }
-  return {DTensor(engine.scatter_add(grad_window), call.sharding().output_specs[0])};
+  return {DTensor(grad.finish(), call.sharding().output_specs[0])};
 }
 
 struct Registrar {

@@ -14,13 +14,13 @@
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/window.h"
+#include "dtensor/ops/window_bands.h"
 #include "dtensor/ops/window_ops.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
 #include "ops/detail/op_pair.h"
 #include "ops/window/pool_call.h"
 #include "ops/window/pool_taps.h"
-#include "ops/window/window_bands.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor::window {
@@ -174,7 +174,8 @@ std::vector<OutputReads> reads_of(const std::vector<PoolTaps>& taps) {
 }
 
 // The taps of a box of bands' outputs, over the piece of the window it reads.
-std::vector<PoolTaps> band_taps(const std::vector<PoolTaps>& taps, const std::vector<Band>& box) {
+std::vector<PoolTaps> band_taps(const std::vector<PoolTaps>& taps,
+                                const std::vector<WindowBand>& box) {
   std::vector<PoolTaps> out(taps.size());
   for (std::size_t i = 0; i < taps.size(); ++i)
     for (auto o = static_cast<std::size_t>(box[i].out_begin);
@@ -200,19 +201,17 @@ std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
   Tensor y = Tensor::empty(kernels::pool_output_shape(window.shape(), taps), window.dtype(),
                            window.device());
   const DeviceType device = window.device().type;
-  for_each_band(window, reads_of(taps), [&](const Tensor& piece, const std::vector<Band>& box) {
-    Tensor out = y;
-    for (std::size_t i = 0; i < box.size(); ++i)
-      out = out.narrow(static_cast<std::int64_t>(i) + 2, box[i].out_begin,
-                       box[i].out_end - box[i].out_begin);
-    if (op.reduce == Reduce::Max) {
-      run_kernel(kernels::kMaxPoolForward, device, piece.dtype(),
-                 {piece, band_taps(taps, box), out});
-    } else {
-      run_kernel(kernels::kAvgPoolForward, device, piece.dtype(),
-                 {piece, band_taps(taps, box), divisor_of(c, op), out});
-    }
-  });
+  for_each_window_band(window, reads_of(taps),
+                       [&](const Tensor& piece, const std::vector<WindowBand>& box) {
+                         const Tensor out = band_outputs(y, box);
+                         if (op.reduce == Reduce::Max) {
+                           run_kernel(kernels::kMaxPoolForward, device, piece.dtype(),
+                                      {piece, band_taps(taps, box), out});
+                         } else {
+                           run_kernel(kernels::kAvgPoolForward, device, piece.dtype(),
+                                      {piece, band_taps(taps, box), divisor_of(c, op), out});
+                         }
+                       });
   return {detail::wrap_checked(y, call.sharding().output_specs[0], op.name)};
 }
 

@@ -24,12 +24,12 @@
 #include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window.h"
+#include "dtensor/ops/window_bands.h"
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/local_result.h"
 #include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
 #include "ops/window/resample_taps.h"
-#include "ops/window/window_bands.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor {
@@ -156,7 +156,7 @@ std::vector<OutputReads> reads_of(const std::vector<kernels::ResampleTaps>& taps
 
 // The taps of a box of bands' outputs, over the piece of the window it reads.
 std::vector<kernels::ResampleTaps> band_taps(const std::vector<kernels::ResampleTaps>& taps,
-                                             const std::vector<Band>& box) {
+                                             const std::vector<WindowBand>& box) {
   std::vector<kernels::ResampleTaps> out(taps.size());
   for (std::size_t i = 0; i < taps.size(); ++i) {
     const kernels::ResampleTaps& t = taps[i];
@@ -188,14 +188,12 @@ std::vector<DTensor> forward(OpCall& call) {
   const auto taps = taps_of(engine, dims, x.shape(), false);
   Tensor y = Tensor::empty(kernels::resample_output_shape(window.shape(), taps), window.dtype(),
                            window.device());
-  for_each_band(window, reads_of(taps), [&](const Tensor& piece, const std::vector<Band>& box) {
-    Tensor out = y;
-    for (std::size_t i = 0; i < box.size(); ++i)
-      out = out.narrow(static_cast<std::int64_t>(i) + 2, box[i].out_begin,
-                       box[i].out_end - box[i].out_begin);
-    run_kernel(kernels::kUpsampleForward, piece.device().type, piece.dtype(),
-               {piece, band_taps(taps, box), out});
-  });
+  for_each_window_band(window, reads_of(taps),
+                       [&](const Tensor& piece, const std::vector<WindowBand>& box) {
+                         const Tensor out = band_outputs(y, box);
+                         run_kernel(kernels::kUpsampleForward, piece.device().type, piece.dtype(),
+                                    {piece, band_taps(taps, box), out});
+                       });
   return {detail::wrap_checked(y, call.sharding().output_specs[0], kOp)};
 }
 

@@ -1,13 +1,13 @@
-#include "ops/window/window_bands.h"
+#include "dtensor/ops/window_bands.h"
 
 #include <algorithm>
 #include <optional>
 
 #include "dtensor/core/errors.h"
 
-namespace dtensor::window {
+namespace dtensor {
 
-std::vector<Band> window_bands(const OutputReads& reads, std::vector<std::int64_t> cuts) {
+std::vector<WindowBand> window_bands(const OutputReads& reads, std::vector<std::int64_t> cuts) {
   DTENSOR_CHECK_ARG(reads.first.size() == reads.last.size(), "window",
                     "internal: {} first and {} last reads", reads.first.size(), reads.last.size());
   std::sort(cuts.begin(), cuts.end());
@@ -16,7 +16,7 @@ std::vector<Band> window_bands(const OutputReads& reads, std::vector<std::int64_
   const auto segment = [&](std::int64_t x) {
     return static_cast<std::int64_t>(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin());
   };
-  std::vector<Band> bands;
+  std::vector<WindowBand> bands;
   // The current band's kind: 2 * segment inside one segment, 2 * segment + 1
   // across the cut after it; none while it holds only outputs reading nothing.
   std::optional<std::int64_t> kind;
@@ -33,7 +33,7 @@ std::vector<Band> window_bands(const OutputReads& reads, std::vector<std::int64_
     if (bands.empty() || (kind && *kind != k)) {
       bands.push_back({o, o + 1, first, last + 1});
     } else {
-      Band& b = bands.back();
+      WindowBand& b = bands.back();
       b.out_end = o + 1;
       const bool empty = b.win_begin == b.win_end;
       b.win_begin = empty ? first : std::min(b.win_begin, first);
@@ -54,13 +54,21 @@ std::vector<std::int64_t> tile_edges(const TiledTensor& window, std::int64_t ten
   return edges;
 }
 
-void for_each_band(
+Tensor band_outputs(const Tensor& output, const std::vector<WindowBand>& box) {
+  Tensor out = output;
+  for (std::size_t i = 0; i < box.size(); ++i)
+    out = out.narrow(static_cast<std::int64_t>(i) + 2, box[i].out_begin,
+                     box[i].out_end - box[i].out_begin);
+  return out;
+}
+
+void for_each_window_band(
     const TiledTensor& window, const std::vector<OutputReads>& reads,
-    const std::function<void(const Tensor& piece, const std::vector<Band>& box)>& fn) {
+    const std::function<void(const Tensor& piece, const std::vector<WindowBand>& box)>& fn) {
   DTENSOR_CHECK_ARG(window.shape().size() == reads.size() + 2, "window",
                     "internal: {} spatial dims of reads for a window {}", reads.size(),
                     shape_str(window.shape()));
-  std::vector<std::vector<Band>> bands;
+  std::vector<std::vector<WindowBand>> bands;
   for (std::size_t i = 0; i < reads.size(); ++i) {
     // The last dim is not cut: a band across its tiles' edge would be rows
     // of one or two outputs, and the kernels' cost per row exceeds copying
@@ -73,7 +81,7 @@ void for_each_band(
   }
   // Every box, the last dim's bands innermost.
   std::vector<std::size_t> at(reads.size(), 0);
-  std::vector<Band> box(reads.size());
+  std::vector<WindowBand> box(reads.size());
   while (true) {
     TiledTensor piece = window;
     for (std::size_t i = 0; i < reads.size(); ++i) {
@@ -92,4 +100,4 @@ void for_each_band(
   }
 }
 
-}  // namespace dtensor::window
+}  // namespace dtensor

@@ -1,4 +1,4 @@
-// The bands a window kernel runs on (ops/window/window_bands.h), checked
+// The bands a window kernel runs on (dtensor/ops/window_bands.h), checked
 // against what they promise, by brute force: random reads (monotone, as
 // every window kind's are, with outputs that read nothing mixed in) and
 // random tile edges. Then for_each_band over tiles of a random tensor: every
@@ -12,12 +12,10 @@
 #include <vector>
 
 #include "dtensor/ops/tiled_tensor.h"
-#include "ops/window/window_bands.h"
+#include "dtensor/ops/window_bands.h"
 #include "tests/ops/kernel_oracle.h"
 
 using namespace dtensor;
-using window::Band;
-using window::OutputReads;
 
 namespace {
 
@@ -78,7 +76,7 @@ TEST_CASE("window bands: bands tile the outputs, read what they need, and split 
     const Int n = outputs_of(rng), length = length_of(rng);
     const OutputReads reads = random_reads(rng, n, length);
     const std::vector<Int> cuts = random_cuts(rng, length);
-    const std::vector<Band> bands = window::window_bands(reads, cuts);
+    const std::vector<WindowBand> bands = window_bands(reads, cuts);
     INFO("trial " << trial << ", " << n << " outputs over " << length);
     if (n == 0) {
       REQUIRE(bands.empty());
@@ -89,7 +87,7 @@ TEST_CASE("window bands: bands tile the outputs, read what they need, and split 
     REQUIRE(bands.back().out_end == n);
     std::vector<Int> kinds;  // each band's kind, -1 when it reads nothing
     for (std::size_t b = 0; b < bands.size(); ++b) {
-      const Band& band = bands[b];
+      const WindowBand& band = bands[b];
       REQUIRE(band.out_begin < band.out_end);
       if (b > 0) REQUIRE(band.out_begin == bands[b - 1].out_end);
       Int lo = 0, hi = 0, k = -1;
@@ -145,38 +143,38 @@ TEST_CASE("window bands: each box's piece holds the positions it reads, a view i
     const std::vector<OutputReads> reads{random_reads(rng, outputs_of(rng), shape[2]),
                                          random_reads(rng, outputs_of(rng), shape[3])};
     std::size_t boxes = 0;
-    window::for_each_band(tiles, reads, [&](const Tensor& piece, const std::vector<Band>& box) {
-      ++boxes;
-      REQUIRE(box.size() == 2);
-      Tensor want = whole;
-      for (std::size_t i = 0; i < 2; ++i)
-        want = want.narrow(static_cast<Int>(i) + 2, box[i].win_begin,
-                           box[i].win_end - box[i].win_begin);
-      REQUIRE(piece.shape() == want.shape());
-      REQUIRE(testing_kernels::values(piece) == testing_kernels::values(want));
-      // Inside one tile of the grid: a view of it, no copy.
-      bool inside = piece.numel() > 0;
-      for (std::size_t i = 0; i < 2; ++i) {
-        const auto& e = edges[i];
-        const auto at = std::upper_bound(e.begin(), e.end(), box[i].win_begin) - 1;
-        inside = inside && box[i].win_end <= *(at + 1);
-      }
-      if (inside) {
-        bool shares = false;
-        for (const auto& t : tiles.tiles())
-          shares = shares || piece.shares_storage_with(t.data);
-        REQUIRE(shares);
-        ++views;
-      } else if (piece.numel() > 0) {
-        ++assembled;
-      }
-    });
+    for_each_window_band(
+        tiles, reads, [&](const Tensor& piece, const std::vector<WindowBand>& box) {
+          ++boxes;
+          REQUIRE(box.size() == 2);
+          Tensor want = whole;
+          for (std::size_t i = 0; i < 2; ++i)
+            want = want.narrow(static_cast<Int>(i) + 2, box[i].win_begin,
+                               box[i].win_end - box[i].win_begin);
+          REQUIRE(piece.shape() == want.shape());
+          REQUIRE(testing_kernels::values(piece) == testing_kernels::values(want));
+          // Inside one tile of the grid: a view of it, no copy.
+          bool inside = piece.numel() > 0;
+          for (std::size_t i = 0; i < 2; ++i) {
+            const auto& e = edges[i];
+            const auto at = std::upper_bound(e.begin(), e.end(), box[i].win_begin) - 1;
+            inside = inside && box[i].win_end <= *(at + 1);
+          }
+          if (inside) {
+            bool shares = false;
+            for (const auto& t : tiles.tiles())
+              shares = shares || piece.shares_storage_with(t.data);
+            REQUIRE(shares);
+            ++views;
+          } else if (piece.numel() > 0) {
+            ++assembled;
+          }
+        });
     std::size_t want_boxes = 1;
     for (std::size_t i = 0; i < 2; ++i)
-      want_boxes *=
-          window::window_bands(reads[i], i == 0 ? window::tile_edges(tiles, 2)
-                                                : std::vector<Int>{})  // the last dim: uncut
-              .size();
+      want_boxes *= window_bands(reads[i], i == 0 ? tile_edges(tiles, 2)
+                                                  : std::vector<Int>{})  // the last dim: uncut
+                        .size();
     REQUIRE(boxes == want_boxes);
   }
   CHECK(views > 50);

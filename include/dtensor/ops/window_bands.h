@@ -7,7 +7,9 @@
 // the few that straddle an edge. A box of bands (one per dim) that reads
 // inside one tile runs on a view of it; only the straddling boxes, a few
 // rows wide, are assembled. The plan (window_bands) is a pure function of
-// what each output reads and where the tiles' edges are.
+// what each output reads and where the tiles' edges are. The built-in pools
+// and upsample run their forwards this way; so can a stencil of your own
+// (docs/custom-operators.md).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@
 #include "dtensor/core/tensor.h"
 #include "dtensor/ops/tiled_tensor.h"
 
-namespace dtensor::window {
+namespace dtensor {
 
 /// What each of a dim's outputs reads of the window: positions first[o] ..
 /// last[o] (inclusive); first[o] > last[o] when it reads nothing.
@@ -28,9 +30,9 @@ struct OutputReads {
 
 /// Outputs [out_begin, out_end) of one dim, reading window positions
 /// [win_begin, win_end) (empty when they read nothing).
-struct Band {
+struct WindowBand {
   std::int64_t out_begin = 0, out_end = 0, win_begin = 0, win_end = 0;
-  bool operator==(const Band&) const = default;
+  bool operator==(const WindowBand&) const = default;
 };
 
 /// One dim's outputs, in order, cut into bands: each maximal run of outputs
@@ -38,7 +40,7 @@ struct Band {
 /// edges, window positions; unsorted, repeats allowed), and each maximal
 /// run of those reading across a cut. Outputs that read nothing join the
 /// band before them (the first band when they lead). No outputs: no bands.
-std::vector<Band> window_bands(const OutputReads& reads, std::vector<std::int64_t> cuts);
+std::vector<WindowBand> window_bands(const OutputReads& reads, std::vector<std::int64_t> cuts);
 
 /// The edges of `window`'s tiles along `tensor_dim` (each tile's first and
 /// one-past-last position).
@@ -51,8 +53,12 @@ std::vector<std::int64_t> tile_edges(const TiledTensor& window, std::int64_t ten
 /// last spatial dim is one band: cut at a tile's edge it would leave rows of
 /// one or two outputs, which cost the kernels more than copying them, so a
 /// window whose last dim is split is assembled across it, as before tiles.
-void for_each_band(
-    const TiledTensor& window, const std::vector<OutputReads>& reads,
-    const std::function<void(const Tensor& piece, const std::vector<Band>& box)>& fn);
+/// The outputs of `box`: `output` ([N, C, outputs...]) narrowed to each
+/// band's outputs (a view, for the kernel to write).
+Tensor band_outputs(const Tensor& output, const std::vector<WindowBand>& box);
 
-}  // namespace dtensor::window
+void for_each_window_band(
+    const TiledTensor& window, const std::vector<OutputReads>& reads,
+    const std::function<void(const Tensor& piece, const std::vector<WindowBand>& box)>& fn);
+
+}  // namespace dtensor
