@@ -1,5 +1,6 @@
 #include "dtensor/core/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -245,9 +246,19 @@ Tensor& Tensor::fill_(double value) {
     using T = decltype(tag);
     T* p = static_cast<T*>(storage_->data());
     const T v = convert<T>(value);
+    // Dense runs: one memset (zero) or std::fill, not an element loop; a
+    // contiguous tensor is one run, not a call per row.
+    const auto dense = [&](std::int64_t o, std::int64_t n) {
+      if (value == 0.0 && !std::signbit(value))
+        std::memset(static_cast<void*>(p + o), 0, static_cast<std::size_t>(n) * sizeof(T));
+      else
+        std::fill(p + o, p + o + n, v);
+    };
+    if (is_contiguous()) return dense(offset_, numel());
     detail::for_each_row(
         shape_, strides_, offset_, strides_, offset_,
         [&](std::int64_t o, std::int64_t, std::int64_t n, std::int64_t s, std::int64_t) {
+          if (s == 1) return dense(o, n);
           for (std::int64_t k = 0; k < n; ++k)
             p[o + k * s] = v;
         });

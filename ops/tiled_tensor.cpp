@@ -118,6 +118,16 @@ void TiledTensor::scatter(const Tensor& full) const {
   }
 }
 
+void TiledTensor::add_(const Tensor& full) const {
+  DTENSOR_CHECK_ARG(full.shape() == shape_, kComponent,
+                    "TiledTensor::add_: source {} but the shape is {}", shape_str(full.shape()),
+                    shape_str(shape_));
+  for (const auto& t : tiles_) {
+    Tensor d = t.data;
+    d.add_(region(full, t.offset, t.data.shape()));
+  }
+}
+
 void TiledTensor::zero_() const {
   for (const auto& t : tiles_) {
     Tensor d = t.data;

@@ -15,6 +15,12 @@ inline DType compute_dtype(DType d) {
 inline Tensor in_compute(const Tensor& t) {
   return t.dtype() == compute_dtype(t.dtype()) ? t.contiguous() : t.to(compute_dtype(t.dtype()));
 }
+/// `t` as a kernel that reads through strides takes it: itself, any strides,
+/// when its dtype is the compute type (a view read where it lies); bf16 and
+/// f16 widened (contiguous).
+inline Tensor in_compute_strided(const Tensor& t) {
+  return t.dtype() == compute_dtype(t.dtype()) ? t : t.to(compute_dtype(t.dtype()));
+}
 /// Runs body(T{}) with T the compute type (float or double) of `dtype`.
 template <typename Body>
 void in_type(DType dtype, Body&& body) {
@@ -36,6 +42,22 @@ void compute_into(const Tensor& out, Body&& body) {
     Tensor dst = out;
     dst.copy_(buffer);
   }
+}
+
+/// As compute_into, for a kernel that adds into `out` (any strides): `out`
+/// itself when it is the compute type; bf16 and f16 through an f32 copy of
+/// its values, written back (rounded) after.
+template <typename Body>
+void accumulate_into(const Tensor& out, Body&& body) {
+  if (out.dtype() == compute_dtype(out.dtype())) {
+    Tensor direct = out;
+    in_type(out.dtype(), [&](auto t) { body(t, direct); });
+    return;
+  }
+  Tensor buffer = out.to(DType::F32);
+  in_type(out.dtype(), [&](auto t) { body(t, buffer); });
+  Tensor dst = out;
+  dst.copy_(buffer);
 }
 
 }  // namespace dtensor::cpu

@@ -348,11 +348,11 @@ void max_forward(const Tensor& window, Tensor& output, const Geometry& g) {
 
 template <typename T>
 void max_backward(const Tensor& window, const Tensor& grad_output, Tensor& grad_window,
-                  const Geometry& g) {
+                  const Geometry& g, bool accumulate) {
   const T* x = window.data<T>();
   const T* gy = grad_output.data<T>();
   T* gx = grad_window.data<T>();
-  std::fill(gx, gx + grad_window.numel(), T(0));
+  if (!accumulate) std::fill(gx, gx + grad_window.numel(), T(0));
   // Outputs this many apart along the last dim have disjoint windows.
   std::int64_t apart = 1;
   if (const auto& u = g.last_uniform; u && u->stride > 0) {
@@ -503,10 +503,10 @@ void avg_forward(const Tensor& window, Tensor& output, const Geometry& g, const 
 
 template <typename T>
 void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry& g,
-                  const AvgDivisor& r) {
+                  const AvgDivisor& r, bool accumulate) {
   const T* gy = grad_output.data<T>();
   T* gx = grad_window.data<T>();
-  std::fill(gx, gx + grad_window.numel(), T(0));
+  if (!accumulate) std::fill(gx, gx + grad_window.numel(), T(0));
   const Divisors<T> d(g, r);
   const FlatTaps& last = g.dim[2];
   g.for_each_row([&](const Geometry::Plane& p, std::int64_t row, std::int64_t a, std::int64_t b,
@@ -550,46 +550,65 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
   });
 }
 
-// The forward's window as the compute type reads it: the tensor itself, any
-// strides, when its dtype is the compute type; bf16 and f16 widened.
-Tensor readable(const Tensor& t) {
-  return t.dtype() == compute_dtype(t.dtype()) ? t : t.to(compute_dtype(t.dtype()));
+// Whether two tensors of one shape lie alike in memory (strides compared
+// where the size is above 1).
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  for (std::size_t d = 0; d < a.shape().size(); ++d)
+    if (a.shape()[d] > 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
 }
 
-// The backward's tensors are contiguous (the slot's contract): the window's
-// gradient is filled whole and laid out as the window.
-void check_backward_layout(const Tensor& grad_window, const Tensor& window) {
+// The backward's window gradient: overwritten, contiguous; or, with
+// `accumulate`, added into as it lies. max_pool's is laid out as its window
+// (a tap is one offset into both).
+void check_gradient_layout(const Tensor& grad_window, const Tensor& window, bool accumulate) {
+  if (accumulate) {
+    DTENSOR_CHECK_ARG(same_layout(grad_window, window), "pool",
+                      "internal: the window and its gradient must be laid out alike");
+    return;
+  }
   DTENSOR_CHECK_ARG(grad_window.is_contiguous() && window.is_contiguous() &&
                         window.shape() == grad_window.shape(),
                     "pool", "internal: the backward's window and gradient must be contiguous");
 }
 
+// Overwritten (compute_into) or added into (accumulate_into).
+template <typename Body>
+void gradient_into(const Tensor& grad_window, bool accumulate, Body&& body) {
+  if (accumulate)
+    accumulate_into(grad_window, body);
+  else
+    compute_into(grad_window, body);
+}
+
 void run_max_forward(const kernels::MaxPoolForwardArgs& a) {
-  const Tensor x = readable(a.window);
+  const Tensor x = in_compute_strided(a.window);
   compute_into(a.output,
                [&](auto t, Tensor& y) { max_forward<decltype(t)>(x, y, Geometry(x, y, a.dims)); });
 }
 
 void run_max_backward(const kernels::MaxPoolBackwardArgs& a) {
-  const Tensor x = in_compute(a.window), gy = in_compute(a.grad_output);
-  compute_into(a.grad_window, [&](auto t, Tensor& gx) {
-    check_backward_layout(gx, x);
-    max_backward<decltype(t)>(x, gy, gx, Geometry(x, gy, a.dims));
+  const Tensor x = a.accumulate ? in_compute_strided(a.window) : in_compute(a.window);
+  const Tensor gy = a.accumulate ? in_compute_strided(a.grad_output) : in_compute(a.grad_output);
+  gradient_into(a.grad_window, a.accumulate, [&](auto t, Tensor& gx) {
+    check_gradient_layout(gx, x, a.accumulate);
+    max_backward<decltype(t)>(x, gy, gx, Geometry(x, gy, a.dims), a.accumulate);
   });
 }
 
 void run_avg_forward(const kernels::AvgPoolForwardArgs& a) {
-  const Tensor x = readable(a.window);
+  const Tensor x = in_compute_strided(a.window);
   compute_into(a.output, [&](auto t, Tensor& y) {
     avg_forward<decltype(t)>(x, y, Geometry(x, y, a.dims), a.rule);
   });
 }
 
 void run_avg_backward(const kernels::AvgPoolBackwardArgs& a) {
-  const Tensor gy = in_compute(a.grad_output);
-  compute_into(a.grad_window, [&](auto t, Tensor& gx) {
-    check_backward_layout(gx, gx);
-    avg_backward<decltype(t)>(gy, gx, Geometry(gx, gy, a.dims), a.rule);
+  const Tensor gy = a.accumulate ? in_compute_strided(a.grad_output) : in_compute(a.grad_output);
+  gradient_into(a.grad_window, a.accumulate, [&](auto t, Tensor& gx) {
+    check_gradient_layout(gx, gx, a.accumulate);
+    avg_backward<decltype(t)>(gy, gx, Geometry(gx, gy, a.dims), a.rule, a.accumulate);
   });
 }
 

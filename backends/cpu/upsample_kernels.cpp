@@ -314,10 +314,11 @@ void forward(const Tensor& window, Tensor& output, const Geometry<T>& g) {
 }
 
 template <typename T>
-void backward(const Tensor& grad_output, Tensor& grad_window, const Geometry<T>& g) {
+void backward(const Tensor& grad_output, Tensor& grad_window, const Geometry<T>& g,
+              bool accumulate) {
   const T* gy = grad_output.data<T>();
   T* gx = grad_window.data<T>();
-  std::fill(gx, gx + grad_window.numel(), T(0));
+  if (!accumulate) std::fill(gx, gx + grad_window.numel(), T(0));
   const InvertedTaps<T> inv(g);
   g.for_each_row([&](const typename Geometry<T>::Plane& p, std::int64_t row, const RowBases& bases,
                      std::int64_t) {
@@ -331,11 +332,7 @@ void run_forward(const kernels::UpsampleForwardArgs& a) {
   DTENSOR_CHECK_ARG(a.output.shape() == kernels::resample_output_shape(a.window.shape(), a.dims),
                     "upsample", "internal: output {} for outputs {}", shape_str(a.output.shape()),
                     shape_str(kernels::resample_output_shape(a.window.shape(), a.dims)));
-  // The window as it lies when it is already the compute type (a view is
-  // read through its strides); bf16 and f16 widened.
-  const Tensor x = a.window.dtype() == compute_dtype(a.window.dtype())
-                       ? a.window
-                       : a.window.to(compute_dtype(a.window.dtype()));
+  const Tensor x = in_compute_strided(a.window);
   compute_into(a.output, [&](auto t, Tensor& y) {
     using T = decltype(t);
     forward<T>(x, y, Geometry<T>(x, y, a.dims));
@@ -348,13 +345,17 @@ void run_backward(const kernels::UpsampleBackwardArgs& a) {
       "upsample", "internal: local grad_output {} but the outputs are {}",
       shape_str(a.grad_output.shape()),
       shape_str(kernels::resample_output_shape(a.grad_window.shape(), a.dims)));
-  const Tensor gy = in_compute(a.grad_output);
-  compute_into(a.grad_window, [&](auto t, Tensor& gx) {
+  const Tensor gy = a.accumulate ? in_compute_strided(a.grad_output) : in_compute(a.grad_output);
+  const auto body = [&](auto t, Tensor& gx) {
     using T = decltype(t);
-    DTENSOR_CHECK_ARG(gx.is_contiguous(), "upsample",
+    DTENSOR_CHECK_ARG(a.accumulate || gx.is_contiguous(), "upsample",
                       "internal: the backward's window gradient must be contiguous");
-    backward<T>(gy, gx, Geometry<T>(gx, gy, a.dims));
-  });
+    backward<T>(gy, gx, Geometry<T>(gx, gy, a.dims), a.accumulate);
+  };
+  if (a.accumulate)
+    accumulate_into(a.grad_window, body);
+  else
+    compute_into(a.grad_window, body);
 }
 
 struct Registrar {

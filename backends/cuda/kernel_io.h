@@ -46,6 +46,26 @@ void on_contiguous(const Tensor& window, const Tensor& output, Body&& body) {
   }
 }
 
+/// The backward slots (pool, upsample): body(grad_output, result) writes
+/// the window's gradient into `result`, overwriting it (contiguous). With
+/// `accumulate` (the slot's contract: add into grad_window, a view) it is
+/// written into a buffer and added into grad_window after; grad_output is
+/// copied in when it is a view.
+template <typename Body>
+void gradient_on_contiguous(const Tensor& grad_output, const Tensor& grad_window, bool accumulate,
+                            Body&& body) {
+  const Tensor gy = grad_output.contiguous();
+  if (!accumulate) {
+    body(gy, grad_window);
+    return;
+  }
+  const Tensor result =
+      Tensor::empty(grad_window.shape(), grad_window.dtype(), grad_window.device());
+  body(gy, result);
+  Tensor dst = grad_window;
+  dst.add_(result);
+}
+
 /// `p` as the device pointer of an optional tensor (nullptr when undefined).
 inline const void* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr() : nullptr;

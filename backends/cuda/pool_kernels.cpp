@@ -110,12 +110,15 @@ void run_max_backward(const kernels::MaxPoolBackwardArgs& a) {
   const int dev = a.window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.window.shape(), a.dims, dev, nullptr);
-  const Tensor scratch = Tensor::empty(a.grad_window.shape(), DType::F64, a.window.device());
-  check_cuda(
-      launch_max_pool(elem_type_of(a.window.dtype()), a.window.data_ptr(), a.grad_output.data_ptr(),
-                      nullptr, static_cast<double*>(scratch.data_ptr()), dg.g, stream_for(dev)),
-      "pool.max_backward kernel");
-  narrow_into(scratch, a.grad_window, dev, "pool.max_backward kernel");
+  const Tensor x = a.window.contiguous();
+  gradient_on_contiguous(
+      a.grad_output, a.grad_window, a.accumulate, [&](const Tensor& gy, const Tensor& gx) {
+        const Tensor scratch = Tensor::empty(gx.shape(), DType::F64, gx.device());
+        check_cuda(launch_max_pool(elem_type_of(x.dtype()), x.data_ptr(), gy.data_ptr(), nullptr,
+                                   static_cast<double*>(scratch.data_ptr()), dg.g, stream_for(dev)),
+                   "pool.max_backward kernel");
+        narrow_into(scratch, gx, dev, "pool.max_backward kernel");
+      });
 }
 
 void run_avg_forward(const kernels::AvgPoolForwardArgs& a) {
@@ -133,12 +136,15 @@ void run_avg_backward(const kernels::AvgPoolBackwardArgs& a) {
   const int dev = a.grad_window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.grad_window.shape(), a.dims, dev, &a.rule);
-  const Tensor scratch = Tensor::empty(a.grad_window.shape(), DType::F64, a.grad_window.device());
-  check_cuda(
-      launch_avg_pool_backward(elem_type_of(a.grad_window.dtype()), a.grad_output.data_ptr(),
-                               static_cast<double*>(scratch.data_ptr()), dg.g, stream_for(dev)),
-      "pool.avg_backward kernel");
-  narrow_into(scratch, a.grad_window, dev, "pool.avg_backward kernel");
+  gradient_on_contiguous(
+      a.grad_output, a.grad_window, a.accumulate, [&](const Tensor& gy, const Tensor& gx) {
+        const Tensor scratch = Tensor::empty(gx.shape(), DType::F64, gx.device());
+        check_cuda(launch_avg_pool_backward(elem_type_of(gx.dtype()), gy.data_ptr(),
+                                            static_cast<double*>(scratch.data_ptr()), dg.g,
+                                            stream_for(dev)),
+                   "pool.avg_backward kernel");
+        narrow_into(scratch, gx, dev, "pool.avg_backward kernel");
+      });
 }
 
 }  // namespace

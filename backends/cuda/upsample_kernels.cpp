@@ -102,14 +102,17 @@ void run_backward(const kernels::UpsampleBackwardArgs& a) {
   const int dev = a.grad_window.device().index;
   DeviceGuard guard(dev);
   const DeviceGeometry dg(a.grad_window.shape(), a.dims, dev);
-  const Tensor scratch = Tensor::empty(a.grad_window.shape(), DType::F64, a.grad_window.device());
-  auto* s = static_cast<double*>(scratch.data_ptr());
-  check_cuda(launch_upsample_backward(elem_type_of(a.grad_window.dtype()), a.grad_output.data_ptr(),
-                                      s, dg.g, stream_for(dev)),
-             "upsample.backward kernel");
-  check_cuda(launch_narrow_f64(elem_type_of(a.grad_window.dtype()), s, a.grad_window.data_ptr(),
-                               a.grad_window.numel(), stream_for(dev)),
-             "upsample.backward kernel");
+  gradient_on_contiguous(
+      a.grad_output, a.grad_window, a.accumulate, [&](const Tensor& gy, const Tensor& gx) {
+        const Tensor scratch = Tensor::empty(gx.shape(), DType::F64, gx.device());
+        auto* s = static_cast<double*>(scratch.data_ptr());
+        check_cuda(launch_upsample_backward(elem_type_of(gx.dtype()), gy.data_ptr(), s, dg.g,
+                                            stream_for(dev)),
+                   "upsample.backward kernel");
+        check_cuda(launch_narrow_f64(elem_type_of(gx.dtype()), s, gx.data_ptr(), gx.numel(),
+                                     stream_for(dev)),
+                   "upsample.backward kernel");
+      });
 }
 
 }  // namespace

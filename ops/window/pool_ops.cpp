@@ -2,11 +2,12 @@
 // backward, on the window engine. Each call is decoded once into a PoolCall;
 // the engine brings each rank's window (halos from the ranks that own them),
 // the local kernels (dtensor/ops/kernels/pool.h) reduce over taps planned in
-// global coordinates (pool_taps.h): the forward on the window's tiles where
-// they lie (window_bands.h), the backward on the gathered window, whose
-// gradient goes back to its owners.
+// global coordinates (pool_taps.h), on the window's tiles where they lie
+// (window_bands.h): the forward reads them, the backward writes the
+// window's gradient into the tiles that go back to their owners.
 // The calls' argument layouts are in pool_call.h.
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -215,6 +216,16 @@ std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
   return {detail::wrap_checked(y, call.sharding().output_specs[0], op.name)};
 }
 
+// Whether two tensors of one shape lie alike in memory (strides compared
+// where the size is above 1): max_pool's kernel names a tap by one offset
+// into the window and its gradient.
+bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  for (std::size_t d = 0; d < a.shape().size(); ++d)
+    if (a.shape()[d] > 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
+}
+
 std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
   const PoolCall& c = PoolCall::of(call.schema(), op, true);
   auto inputs = call.redistributed_inputs();
@@ -222,21 +233,40 @@ std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
   const DTensor& x = inputs[1];
   const auto dims = c.dims(op);
   WindowExchange engine(call, x.spec(), dims);
-  auto taps = taps_of(engine, dims, x.shape());
-  const Tensor grad_output = gy.to_local().contiguous();
+  const auto taps = taps_of(engine, dims, x.shape());
+  const Tensor grad_output = gy.to_local();
   const DeviceType device = grad_output.device().type;
-  Tensor grad_window =
-      Tensor::empty(engine.local_window_shape(), grad_output.dtype(), grad_output.device());
-  if (op.reduce == Reduce::Max) {
-    const Tensor window = engine.gather(x.to_local()).contiguous();
-    run_kernel(kernels::kMaxPoolBackward, device, grad_output.dtype(),
-               {window, grad_output, std::move(taps), grad_window});
-  } else {  // the values are not needed: only where the window lies
-    run_kernel(kernels::kAvgPoolBackward, device, grad_output.dtype(),
-               {grad_output, std::move(taps), divisor_of(c, op), grad_window});
-  }
-  return {detail::wrap_checked(engine.scatter_add(grad_window), call.sharding().output_specs[0],
-                               op.name)};
+  // max_pool needs the window's values (which tap each output picked), as
+  // tiles; avg_pool only where the window lies.
+  std::optional<WindowExchange::Pending> values;
+  if (op.reduce == Reduce::Max) values.emplace(engine.post(x.to_local()));
+  const TiledTensor* window = values ? &values->wait() : nullptr;
+  // The window's gradient, band by band, straight into its tiles (the
+  // shard's gradient and the strips going back): zeroed, then each band
+  // adds (the bands' windows overlap where outputs straddle a tile's edge).
+  WindowExchange::Gradient grad = engine.gradient();
+  grad.window().zero_();
+  for_each_window_box(
+      grad.window(), reads_of(taps),
+      [&](const TiledTensor& part, const std::vector<WindowBand>& box) {
+        if (part.numel() == 0) return;  // its outputs read nothing
+        Tensor piece = window ? assembled(window_part(*window, box)) : Tensor();
+        const bool direct =
+            part.is_whole() && (!window || same_layout(piece, part.tiles().front().data));
+        const Tensor dst = direct ? part.tiles().front().data
+                                  : Tensor::zeros(part.shape(), part.dtype(), part.device());
+        if (window && !direct) piece = piece.contiguous();
+        const Tensor gy_band = band_outputs(grad_output, box);
+        if (op.reduce == Reduce::Max) {
+          run_kernel(kernels::kMaxPoolBackward, device, dst.dtype(),
+                     {piece, gy_band, band_taps(taps, box), dst, true});
+        } else {
+          run_kernel(kernels::kAvgPoolBackward, device, dst.dtype(),
+                     {gy_band, band_taps(taps, box), divisor_of(c, op), dst, true});
+        }
+        if (!direct) part.add_(dst);
+      });
+  return {detail::wrap_checked(grad.finish(), call.sharding().output_specs[0], op.name)};
 }
 
 void register_pool(const PoolOp& op) {

@@ -4,8 +4,9 @@
 // that own them: WindowDim::Kind::Resample), resample_taps.h plans which
 // window positions each local output reads in global coordinates, the
 // kernels (dtensor/ops/kernels/upsample.h) interpolate over them (the
-// forward on the window's tiles where they lie: window_bands.h), and the
-// backward returns the window's gradient to its owners with scatter_add.
+// forward reads the window's tiles where they lie, window_bands.h), and the
+// backward writes the window's gradient into the tiles that go back to its
+// owners.
 //
 // Argument layouts (docs/operators.md), the typed calls below:
 //   upsample:          input, mode ("nearest" | "linear"), output_size (one per
@@ -204,11 +205,25 @@ std::vector<DTensor> backward(OpCall& call) {
   const DTensor& x = inputs[1];
   const auto dims = c.dims();
   WindowExchange engine(call, x.spec(), dims);
-  const Tensor grad_output = gy.to_local().contiguous();
-  Tensor gw = Tensor::empty(engine.local_window_shape(), grad_output.dtype(), grad_output.device());
-  run_kernel(kernels::kUpsampleBackward, grad_output.device().type, grad_output.dtype(),
-             {grad_output, taps_of(engine, dims, x.shape(), true), gw});
-  return {detail::wrap_checked(engine.scatter_add(gw), call.sharding().output_specs[0], kOp)};
+  const auto taps = taps_of(engine, dims, x.shape(), true);
+  const Tensor grad_output = gy.to_local();
+  // The window's gradient, band by band, straight into its tiles (the
+  // shard's gradient and the strips going back): zeroed, then each band
+  // adds (the bands' windows overlap where outputs straddle a tile's edge).
+  WindowExchange::Gradient grad = engine.gradient();
+  grad.window().zero_();
+  for_each_window_box(
+      grad.window(), reads_of(taps),
+      [&](const TiledTensor& part, const std::vector<WindowBand>& box) {
+        if (part.numel() == 0) return;
+        const Tensor dst = part.is_whole()
+                               ? part.tiles().front().data
+                               : Tensor::zeros(part.shape(), part.dtype(), part.device());
+        run_kernel(kernels::kUpsampleBackward, dst.device().type, dst.dtype(),
+                   {band_outputs(grad_output, box), band_taps(taps, box), dst, true});
+        if (!part.is_whole()) part.add_(dst);
+      });
+  return {detail::wrap_checked(grad.finish(), call.sharding().output_specs[0], kOp)};
 }
 
 struct Registrar {

@@ -54,17 +54,37 @@ std::vector<std::int64_t> tile_edges(const TiledTensor& window, std::int64_t ten
   return edges;
 }
 
-Tensor band_outputs(const Tensor& output, const std::vector<WindowBand>& box) {
-  Tensor out = output;
-  for (std::size_t i = 0; i < box.size(); ++i)
-    out = out.narrow(static_cast<std::int64_t>(i) + 2, box[i].out_begin,
-                     box[i].out_end - box[i].out_begin);
-  return out;
+namespace {
+// `t` ([N, C, spatial...]: a Tensor or a TiledTensor) narrowed along each
+// spatial dim to the box's outputs, or to the window positions they read.
+template <typename T>
+T narrowed(T t, const std::vector<WindowBand>& box, bool outputs) {
+  for (std::size_t i = 0; i < box.size(); ++i) {
+    const std::int64_t begin = outputs ? box[i].out_begin : box[i].win_begin;
+    const std::int64_t end = outputs ? box[i].out_end : box[i].win_end;
+    t = t.narrow(static_cast<std::int64_t>(i) + 2, begin, end - begin);
+  }
+  return t;
+}
+}  // namespace
+
+TiledTensor window_part(const TiledTensor& window, const std::vector<WindowBand>& box) {
+  return narrowed(window, box, false);
 }
 
-void for_each_window_band(
+Tensor band_outputs(const Tensor& output, const std::vector<WindowBand>& box) {
+  return narrowed(output, box, true);
+}
+
+Tensor assembled(const TiledTensor& part) {
+  // One tile: the view itself; across tiles: those few positions copied.
+  return part.numel() == 0 ? Tensor::empty(part.shape(), part.dtype(), part.device())
+                           : part.assemble();
+}
+
+void for_each_window_box(
     const TiledTensor& window, const std::vector<OutputReads>& reads,
-    const std::function<void(const Tensor& piece, const std::vector<WindowBand>& box)>& fn) {
+    const std::function<void(const TiledTensor& part, const std::vector<WindowBand>& box)>& fn) {
   DTENSOR_CHECK_ARG(window.shape().size() == reads.size() + 2, "window",
                     "internal: {} spatial dims of reads for a window {}", reads.size(),
                     shape_str(window.shape()));
@@ -83,21 +103,23 @@ void for_each_window_band(
   std::vector<std::size_t> at(reads.size(), 0);
   std::vector<WindowBand> box(reads.size());
   while (true) {
-    TiledTensor piece = window;
-    for (std::size_t i = 0; i < reads.size(); ++i) {
+    for (std::size_t i = 0; i < reads.size(); ++i)
       box[i] = bands[i][at[i]];
-      piece = piece.narrow(static_cast<std::int64_t>(i) + 2, box[i].win_begin,
-                           box[i].win_end - box[i].win_begin);
-    }
-    // One tile: the view itself; across tiles: those few positions copied.
-    fn(piece.numel() == 0 ? Tensor::empty(piece.shape(), window.dtype(), window.device())
-                          : piece.assemble(),
-       box);
+    fn(window_part(window, box), box);
     std::size_t i = reads.size();
     while (i > 0 && ++at[i - 1] == bands[i - 1].size())
       at[--i] = 0;
     if (i == 0) return;
   }
+}
+
+void for_each_window_band(
+    const TiledTensor& window, const std::vector<OutputReads>& reads,
+    const std::function<void(const Tensor& piece, const std::vector<WindowBand>& box)>& fn) {
+  for_each_window_box(window, reads,
+                      [&](const TiledTensor& part, const std::vector<WindowBand>& box) {
+                        fn(assembled(part), box);
+                      });
 }
 
 }  // namespace dtensor

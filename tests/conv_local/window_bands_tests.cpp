@@ -116,8 +116,10 @@ TEST_CASE("window bands: bands tile the outputs, read what they need, and split 
   }
 }
 
-TEST_CASE("window bands: each box's piece holds the positions it reads, a view inside one tile",
-          "[window]") {
+TEST_CASE(
+    "window bands: each box's piece holds the positions it reads, a view inside one tile; "
+    "written as tiles, each box adds where it reads",
+    "[window]") {
   std::mt19937 rng(11);
   std::uniform_int_distribution<Int> size_of(1, 9), outputs_of(0, 6);
   int views = 0, assembled = 0;
@@ -176,6 +178,30 @@ TEST_CASE("window bands: each box's piece holds the positions it reads, a view i
                                                   : std::vector<Int>{})  // the last dim: uncut
                         .size();
     REQUIRE(boxes == want_boxes);
+
+    // As destinations (a gradient's tiles): every box adds 1 over the
+    // positions it reads, in place where its part is one tile, else through
+    // a buffer and add_. Each position must count the boxes whose ranges
+    // hold it, counted here by brute force.
+    tiles.zero_();
+    std::vector<double> count(static_cast<std::size_t>(shape_numel(shape)), 0.0);
+    for_each_window_box(
+        tiles, reads, [&](const TiledTensor& part, const std::vector<WindowBand>& box) {
+          for (Int n = 0; n < shape[0]; ++n)
+            for (Int c = 0; c < shape[1]; ++c)
+              for (Int h = box[0].win_begin; h < box[0].win_end; ++h)
+                for (Int w = box[1].win_begin; w < box[1].win_end; ++w)
+                  count[static_cast<std::size_t>(((n * shape[1] + c) * shape[2] + h) * shape[3] +
+                                                 w)] += 1.0;
+          if (part.numel() == 0) return;
+          if (part.is_whole()) {
+            Tensor in_place = part.tiles().front().data;
+            in_place.add_(Tensor::full(part.shape(), 1.0, DType::F64));
+          } else {
+            part.add_(Tensor::full(part.shape(), 1.0, DType::F64));
+          }
+        });
+    REQUIRE(testing_kernels::values(tiles.assemble()) == count);
   }
   CHECK(views > 50);
   CHECK(assembled > 50);

@@ -110,13 +110,24 @@ void check_max_pool(DType dt, const Shape& window, const std::vector<PoolTaps>& 
 
   // Backward: varied gradients (small integers: their sums stay exact in bf16) so a
   // gradient added at the wrong tap of a tie shows.
+  // With `views` it adds (accumulate) into a view laid out as X, holding 1
+  // everywhere, and reads grad_output as a view: the result is 1 + the
+  // gradient, and nothing outside the view moves.
   Tensor GY = Tensor::empty(out_shape, DType::F64);
   for (std::int64_t i = 0; i < GY.numel(); ++i)
     GY.data<double>()[i] = static_cast<double>(i % 7 + 1);
   GY = GY.to(dt);
-  Tensor GX = Tensor::full(window, 7.0, dt);  // the kernel overwrites every element
-  run_kernel(kernels::kMaxPoolBackward, DeviceType::CPU, dt, {X, GY, dims, GX});
-  std::vector<double> ref(static_cast<std::size_t>(X.numel()), 0.0);
+  if (views) {
+    Tensor big_gy = Tensor::full(testing_kernels::grown(out_shape), 7.0, dt);
+    testing_kernels::inner_view(big_gy, out_shape).copy_(GY);
+    GY = testing_kernels::inner_view(big_gy, out_shape);
+  }
+  const Tensor big_gx = Tensor::full(views ? testing_kernels::grown(window) : window, 7.0, dt);
+  Tensor GX = views ? testing_kernels::inner_view(big_gx, window) : big_gx;
+  if (views) GX.fill_(1.0);  // added into; without views, overwritten
+  run_kernel(kernels::kMaxPoolBackward, DeviceType::CPU, dt, {X, GY, dims, GX, views});
+  if (views) REQUIRE(testing_kernels::untouched_outside(big_gx, window, 7.0));
+  std::vector<double> ref(static_cast<std::size_t>(X.numel()), views ? 1.0 : 0.0);
   const std::vector<double> gy = values(GY);
   for (std::size_t o = 0; o < at.size(); ++o)
     if (at[o] >= 0) ref[static_cast<std::size_t>(at[o])] += gy[o];
@@ -145,8 +156,10 @@ TEST_CASE("max-pool kernels: regular and clipped taps, ties and NaN, against f64
                  6);
 }
 
-TEST_CASE("max-pool kernels: the forward reads and writes views through their strides",
-          "[kernels]") {
+TEST_CASE(
+    "max-pool kernels: the forward reads and writes views through their strides, the "
+    "backward adds into a view",
+    "[kernels]") {
   for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
     check_max_pool(dt, {2, 3, 8, 16}, {sliding(8, 2, 2, 0, 1), sliding(16, 2, 2, 0, 1)}, 11, true);
     check_max_pool(dt, {2, 2, 7, 10}, {sliding(7, 3, 2, 1, 1), sliding(10, 3, 2, 1, 1)}, 12, true);

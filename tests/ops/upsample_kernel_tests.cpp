@@ -95,11 +95,19 @@ void check_upsample(DType dt, const Shape& window, const std::vector<std::int64_
   for (std::size_t k = 0; k < ref.size(); ++k)
     REQUIRE(std::abs(y[k] - ref[k]) <= tolerance(dt) * std::max(1.0, std::abs(ref[k])));
 
-  const Tensor GY = Tensor::rand(out_shape, dt, seed + 2);
-  Tensor GX = Tensor::full(window, 7.0, dt);  // the kernel overwrites every element
-  run_kernel(kernels::kUpsampleBackward, DeviceType::CPU, dt, {GY, dims, GX});
+  // With `views` the backward reads grad_output as a view and adds
+  // (accumulate) into a view holding 1 everywhere: 1 + the gradient, and
+  // nothing outside the view moves.
+  const Tensor big_gy =
+      Tensor::rand(views ? testing_kernels::grown(out_shape) : out_shape, dt, seed + 2);
+  const Tensor GY = views ? testing_kernels::inner_view(big_gy, out_shape) : big_gy;
+  const Tensor big_gx = Tensor::full(views ? testing_kernels::grown(window) : window, 7.0, dt);
+  Tensor GX = views ? testing_kernels::inner_view(big_gx, window) : big_gx;
+  if (views) GX.fill_(1.0);  // added into; without views, overwritten
+  run_kernel(kernels::kUpsampleBackward, DeviceType::CPU, dt, {GY, dims, GX, views});
+  if (views) REQUIRE(testing_kernels::untouched_outside(big_gx, window, 7.0));
   const std::vector<double> gy = values(GY);
-  std::vector<double> gref(static_cast<std::size_t>(shape_numel(window)), 0.0);
+  std::vector<double> gref(static_cast<std::size_t>(shape_numel(window)), views ? 1.0 : 0.0);
   for_each_tap(window, dims, [&](std::int64_t, std::int64_t o, std::int64_t i, double w) {
     gref[static_cast<std::size_t>(i)] += w * gy[static_cast<std::size_t>(o)];
   });
@@ -123,8 +131,10 @@ TEST_CASE("upsample kernels: forward and backward against naive f64 loops", "[ke
     check_upsample(dt, {4, 8, 16, 16}, {32, 32}, 2, 50);
 }
 
-TEST_CASE("upsample kernels: the forward reads and writes views through their strides",
-          "[kernels]") {
+TEST_CASE(
+    "upsample kernels: the forward reads and writes views through their strides, the "
+    "backward adds into a view",
+    "[kernels]") {
   for (DType dt : {DType::F64, DType::F32, DType::BF16})
     for (int taps : {1, 2}) {
       check_upsample(dt, {2, 3, 7}, {13}, taps, 60, true);

@@ -56,6 +56,9 @@ class TiledTensor {
   /// Tiles used as destinations: copies the matching region of `full` (the
   /// logical shape) into every tile.
   void scatter(const Tensor& full) const;
+  /// Tiles used as destinations: adds the matching region of `full` (the
+  /// logical shape) into every tile.
+  void add_(const Tensor& full) const;
   /// Tiles used as destinations: zeroes every tile.
   void zero_() const;
 

@@ -53,9 +53,26 @@ std::vector<std::int64_t> tile_edges(const TiledTensor& window, std::int64_t ten
 /// last spatial dim is one band: cut at a tile's edge it would leave rows of
 /// one or two outputs, which cost the kernels more than copying them, so a
 /// window whose last dim is split is assembled across it, as before tiles.
+/// The window's positions `box` reads: `window` narrowed to each band's
+/// window range (views of its tiles).
+TiledTensor window_part(const TiledTensor& window, const std::vector<WindowBand>& box);
+
+/// `part` as one tensor: its tile itself when it is one (a view), else its
+/// positions copied (an empty part: an empty tensor).
+Tensor assembled(const TiledTensor& part);
+
 /// The outputs of `box`: `output` ([N, C, outputs...]) narrowed to each
 /// band's outputs (a view, for the kernel to write).
 Tensor band_outputs(const Tensor& output, const std::vector<WindowBand>& box);
+
+/// The boxes of for_each_window_band, with the window's positions a box
+/// reads left as tiles (`part`, views of the window's tiles): for a window
+/// used as a destination (a gradient's tiles, WindowExchange::gradient),
+/// where a box inside one tile is written in place (`part.is_whole()`) and
+/// one across tiles through a buffer added into `part` (TiledTensor::add_).
+void for_each_window_box(
+    const TiledTensor& window, const std::vector<OutputReads>& reads,
+    const std::function<void(const TiledTensor& part, const std::vector<WindowBand>& box)>& fn);
 
 void for_each_window_band(
     const TiledTensor& window, const std::vector<OutputReads>& reads,

@@ -11,7 +11,12 @@
 // views: the window at any strides (a tile of a halo window, where it lies)
 // and the output at any strides with its last dim contiguous (a band of the
 // output), so a handler runs them on pieces of the window without copying
-// it. The backwards' tensors are contiguous.
+// it. So do the backwards with `accumulate`: they read grad_output at any
+// strides (its last dim contiguous) and add into grad_window, a view the
+// caller zeroed (max_pool's laid out as `window`, the same strides), so
+// that a handler writes the gradient of each band straight into the tiles
+// of the window's gradient. Without it every tensor is contiguous and
+// grad_window is overwritten.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +55,8 @@ struct MaxPoolForwardArgs {
 struct MaxPoolBackwardArgs {
   Tensor window, grad_output;
   std::vector<PoolTaps> dims;
-  Tensor grad_window;  // out
+  Tensor grad_window;       // out
+  bool accumulate = false;  // add into grad_window (see above)
 };
 struct AvgPoolForwardArgs {
   Tensor window;
@@ -63,7 +69,8 @@ struct AvgPoolBackwardArgs {
   Tensor grad_output;
   std::vector<PoolTaps> dims;
   AvgDivisor rule;
-  Tensor grad_window;  // out, [N, C, window...]
+  Tensor grad_window;       // out, [N, C, window...]
+  bool accumulate = false;  // add into grad_window (see above)
 };
 
 inline constexpr KernelSlot<MaxPoolForwardArgs> kMaxPoolForward{"pool.max_forward"};

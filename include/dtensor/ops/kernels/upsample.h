@@ -10,7 +10,9 @@
 // of the slot's dtype and device; outputs are allocated by the caller. The
 // forward takes views, the window and the output at any strides with their
 // last dim contiguous (a tile of a halo window where it lies, a band of the
-// output); the backward's tensors are contiguous.
+// output). So does the backward with `accumulate`: grad_output at any
+// strides, and grad_window a view the caller zeroed, added into; without
+// it every tensor is contiguous and grad_window is overwritten.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +43,8 @@ struct UpsampleForwardArgs {
 struct UpsampleBackwardArgs {
   Tensor grad_output;  // [N, C, outputs...]
   std::vector<ResampleTaps> dims;
-  Tensor grad_window;  // out, [N, C, window...]
+  Tensor grad_window;       // out, [N, C, window...]
+  bool accumulate = false;  // add into grad_window (see above)
 };
 
 inline constexpr KernelSlot<UpsampleForwardArgs> kUpsampleForward{"upsample.forward"};
