@@ -32,32 +32,20 @@ void in_type(DType dtype, Body&& body) {
 
 /// Computes the output `out` in its compute type: body(T{}, buffer) with T
 /// float or double, and buffer `out` itself when it is of that type, else an
-/// f32 buffer of its shape that is rounded into `out` afterwards.
+/// f32 buffer of its shape that is rounded into `out` afterwards. With
+/// `keep_values` (a kernel that adds into `out`) that buffer starts as
+/// `out`'s values.
 template <typename Body>
-void compute_into(const Tensor& out, Body&& body) {
+void compute_into(const Tensor& out, Body&& body, bool keep_values = false) {
   const bool direct = out.dtype() == compute_dtype(out.dtype());
-  Tensor buffer = direct ? out : Tensor::empty(out.shape(), DType::F32);
+  Tensor buffer = direct        ? out
+                  : keep_values ? out.to(DType::F32)
+                                : Tensor::empty(out.shape(), DType::F32);
   in_type(out.dtype(), [&](auto t) { body(t, buffer); });
   if (!direct) {
     Tensor dst = out;
     dst.copy_(buffer);
   }
-}
-
-/// As compute_into, for a kernel that adds into `out` (any strides): `out`
-/// itself when it is the compute type; bf16 and f16 through an f32 copy of
-/// its values, written back (rounded) after.
-template <typename Body>
-void accumulate_into(const Tensor& out, Body&& body) {
-  if (out.dtype() == compute_dtype(out.dtype())) {
-    Tensor direct = out;
-    in_type(out.dtype(), [&](auto t) { body(t, direct); });
-    return;
-  }
-  Tensor buffer = out.to(DType::F32);
-  in_type(out.dtype(), [&](auto t) { body(t, buffer); });
-  Tensor dst = out;
-  dst.copy_(buffer);
 }
 
 }  // namespace dtensor::cpu

@@ -550,36 +550,18 @@ void avg_backward(const Tensor& grad_output, Tensor& grad_window, const Geometry
   });
 }
 
-// Whether two tensors of one shape lie alike in memory (strides compared
-// where the size is above 1).
-bool same_layout(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return false;
-  for (std::size_t d = 0; d < a.shape().size(); ++d)
-    if (a.shape()[d] > 1 && a.strides()[d] != b.strides()[d]) return false;
-  return true;
-}
-
 // The backward's window gradient: overwritten, contiguous; or, with
 // `accumulate`, added into as it lies. max_pool's is laid out as its window
 // (a tap is one offset into both).
 void check_gradient_layout(const Tensor& grad_window, const Tensor& window, bool accumulate) {
   if (accumulate) {
-    DTENSOR_CHECK_ARG(same_layout(grad_window, window), "pool",
+    DTENSOR_CHECK_ARG(kernels::same_layout(grad_window, window), "pool",
                       "internal: the window and its gradient must be laid out alike");
     return;
   }
   DTENSOR_CHECK_ARG(grad_window.is_contiguous() && window.is_contiguous() &&
                         window.shape() == grad_window.shape(),
                     "pool", "internal: the backward's window and gradient must be contiguous");
-}
-
-// Overwritten (compute_into) or added into (accumulate_into).
-template <typename Body>
-void gradient_into(const Tensor& grad_window, bool accumulate, Body&& body) {
-  if (accumulate)
-    accumulate_into(grad_window, body);
-  else
-    compute_into(grad_window, body);
 }
 
 void run_max_forward(const kernels::MaxPoolForwardArgs& a) {
@@ -591,10 +573,13 @@ void run_max_forward(const kernels::MaxPoolForwardArgs& a) {
 void run_max_backward(const kernels::MaxPoolBackwardArgs& a) {
   const Tensor x = a.accumulate ? in_compute_strided(a.window) : in_compute(a.window);
   const Tensor gy = a.accumulate ? in_compute_strided(a.grad_output) : in_compute(a.grad_output);
-  gradient_into(a.grad_window, a.accumulate, [&](auto t, Tensor& gx) {
-    check_gradient_layout(gx, x, a.accumulate);
-    max_backward<decltype(t)>(x, gy, gx, Geometry(x, gy, a.dims), a.accumulate);
-  });
+  compute_into(
+      a.grad_window,
+      [&](auto t, Tensor& gx) {
+        check_gradient_layout(gx, x, a.accumulate);
+        max_backward<decltype(t)>(x, gy, gx, Geometry(x, gy, a.dims), a.accumulate);
+      },
+      a.accumulate);
 }
 
 void run_avg_forward(const kernels::AvgPoolForwardArgs& a) {
@@ -606,10 +591,13 @@ void run_avg_forward(const kernels::AvgPoolForwardArgs& a) {
 
 void run_avg_backward(const kernels::AvgPoolBackwardArgs& a) {
   const Tensor gy = a.accumulate ? in_compute_strided(a.grad_output) : in_compute(a.grad_output);
-  gradient_into(a.grad_window, a.accumulate, [&](auto t, Tensor& gx) {
-    check_gradient_layout(gx, gx, a.accumulate);
-    avg_backward<decltype(t)>(gy, gx, Geometry(gx, gy, a.dims), a.rule, a.accumulate);
-  });
+  compute_into(
+      a.grad_window,
+      [&](auto t, Tensor& gx) {
+        check_gradient_layout(gx, gx, a.accumulate);
+        avg_backward<decltype(t)>(gy, gx, Geometry(gx, gy, a.dims), a.rule, a.accumulate);
+      },
+      a.accumulate);
 }
 
 struct Registrar {

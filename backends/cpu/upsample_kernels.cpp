@@ -352,10 +352,7 @@ void run_backward(const kernels::UpsampleBackwardArgs& a) {
                       "internal: the backward's window gradient must be contiguous");
     backward<T>(gy, gx, Geometry<T>(gx, gy, a.dims), a.accumulate);
   };
-  if (a.accumulate)
-    accumulate_into(a.grad_window, body);
-  else
-    compute_into(a.grad_window, body);
+  compute_into(a.grad_window, body, a.accumulate);
 }
 
 struct Registrar {

@@ -216,16 +216,6 @@ std::vector<DTensor> forward(OpCall& call, const PoolOp& op) {
   return {detail::wrap_checked(y, call.sharding().output_specs[0], op.name)};
 }
 
-// Whether two tensors of one shape lie alike in memory (strides compared
-// where the size is above 1): max_pool's kernel names a tap by one offset
-// into the window and its gradient.
-bool same_layout(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return false;
-  for (std::size_t d = 0; d < a.shape().size(); ++d)
-    if (a.shape()[d] > 1 && a.strides()[d] != b.strides()[d]) return false;
-  return true;
-}
-
 std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
   const PoolCall& c = PoolCall::of(call.schema(), op, true);
   auto inputs = call.redistributed_inputs();
@@ -242,30 +232,30 @@ std::vector<DTensor> backward(OpCall& call, const PoolOp& op) {
   if (op.reduce == Reduce::Max) values.emplace(engine.post(x.to_local()));
   const TiledTensor* window = values ? &values->wait() : nullptr;
   // The window's gradient, band by band, straight into its tiles (the
-  // shard's gradient and the strips going back): zeroed, then each band
-  // adds (the bands' windows overlap where outputs straddle a tile's edge).
+  // shard's gradient and the strips going back). max_pool writes a tile in
+  // place only where the window's values for the box lie alike in memory
+  // (kernels::same_layout); elsewhere through a buffer.
   WindowExchange::Gradient grad = engine.gradient();
-  grad.window().zero_();
-  for_each_window_box(
+  const auto values_alike = [&](const Tensor& tile, const std::vector<WindowBand>& box) {
+    const TiledTensor read = window_part(*window, box);
+    return read.is_whole() && kernels::same_layout(read.tiles().front().data, tile);
+  };
+  add_window_gradient(
       grad.window(), reads_of(taps),
-      [&](const TiledTensor& part, const std::vector<WindowBand>& box) {
-        if (part.numel() == 0) return;  // its outputs read nothing
-        Tensor piece = window ? assembled(window_part(*window, box)) : Tensor();
-        const bool direct =
-            part.is_whole() && (!window || same_layout(piece, part.tiles().front().data));
-        const Tensor dst = direct ? part.tiles().front().data
-                                  : Tensor::zeros(part.shape(), part.dtype(), part.device());
-        if (window && !direct) piece = piece.contiguous();
+      [&](const Tensor& dst, const std::vector<WindowBand>& box) {
         const Tensor gy_band = band_outputs(grad_output, box);
         if (op.reduce == Reduce::Max) {
+          Tensor piece = assembled(window_part(*window, box));
+          if (!kernels::same_layout(piece, dst)) piece = piece.contiguous();  // dst: a buffer
           run_kernel(kernels::kMaxPoolBackward, device, dst.dtype(),
                      {piece, gy_band, band_taps(taps, box), dst, true});
         } else {
           run_kernel(kernels::kAvgPoolBackward, device, dst.dtype(),
                      {gy_band, band_taps(taps, box), divisor_of(c, op), dst, true});
         }
-        if (!direct) part.add_(dst);
-      });
+      },
+      window ? std::function<bool(const Tensor&, const std::vector<WindowBand>&)>(values_alike)
+             : nullptr);
   return {detail::wrap_checked(grad.finish(), call.sharding().output_specs[0], op.name)};
 }
 

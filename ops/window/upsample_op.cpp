@@ -208,20 +208,12 @@ std::vector<DTensor> backward(OpCall& call) {
   const auto taps = taps_of(engine, dims, x.shape(), true);
   const Tensor grad_output = gy.to_local();
   // The window's gradient, band by band, straight into its tiles (the
-  // shard's gradient and the strips going back): zeroed, then each band
-  // adds (the bands' windows overlap where outputs straddle a tile's edge).
+  // shard's gradient and the strips going back).
   WindowExchange::Gradient grad = engine.gradient();
-  grad.window().zero_();
-  for_each_window_box(
-      grad.window(), reads_of(taps),
-      [&](const TiledTensor& part, const std::vector<WindowBand>& box) {
-        if (part.numel() == 0) return;
-        const Tensor dst = part.is_whole()
-                               ? part.tiles().front().data
-                               : Tensor::zeros(part.shape(), part.dtype(), part.device());
+  add_window_gradient(
+      grad.window(), reads_of(taps), [&](const Tensor& dst, const std::vector<WindowBand>& box) {
         run_kernel(kernels::kUpsampleBackward, dst.device().type, dst.dtype(),
                    {band_outputs(grad_output, box), band_taps(taps, box), dst, true});
-        if (!part.is_whole()) part.add_(dst);
       });
   return {detail::wrap_checked(grad.finish(), call.sharding().output_specs[0], kOp)};
 }

@@ -122,4 +122,22 @@ void for_each_window_band(
                       });
 }
 
+void add_window_gradient(
+    const TiledTensor& gradient, const std::vector<OutputReads>& reads,
+    const std::function<void(const Tensor& dst, const std::vector<WindowBand>& box)>& fn,
+    const std::function<bool(const Tensor& tile, const std::vector<WindowBand>& box)>& in_place) {
+  gradient.zero_();
+  for_each_window_box(
+      gradient, reads, [&](const TiledTensor& part, const std::vector<WindowBand>& box) {
+        if (part.numel() == 0) return;  // its outputs read nothing
+        if (part.is_whole() && (!in_place || in_place(part.tiles().front().data, box))) {
+          fn(part.tiles().front().data, box);
+          return;
+        }
+        const Tensor buffer = Tensor::zeros(part.shape(), part.dtype(), part.device());
+        fn(buffer, box);
+        part.add_(buffer);
+      });
+}
+
 }  // namespace dtensor

@@ -46,13 +46,6 @@ std::vector<WindowBand> window_bands(const OutputReads& reads, std::vector<std::
 /// one-past-last position).
 std::vector<std::int64_t> tile_edges(const TiledTensor& window, std::int64_t tensor_dim);
 
-/// For every box of bands (one band per spatial dim, dims 2, 3, ... of
-/// `window`): fn(piece, box), where `piece` is the window's positions the
-/// box reads (a view of a tile when they lie in one, else those positions
-/// assembled) and `box` the bands. `reads`: one entry per spatial dim. The
-/// last spatial dim is one band: cut at a tile's edge it would leave rows of
-/// one or two outputs, which cost the kernels more than copying them, so a
-/// window whose last dim is split is assembled across it, as before tiles.
 /// The window's positions `box` reads: `window` narrowed to each band's
 /// window range (views of its tiles).
 TiledTensor window_part(const TiledTensor& window, const std::vector<WindowBand>& box);
@@ -74,8 +67,28 @@ void for_each_window_box(
     const TiledTensor& window, const std::vector<OutputReads>& reads,
     const std::function<void(const TiledTensor& part, const std::vector<WindowBand>& box)>& fn);
 
+/// For every box of bands (one band per spatial dim, dims 2, 3, ... of
+/// `window`): fn(piece, box), where `piece` is the window's positions the
+/// box reads (a view of a tile when they lie in one, else those positions
+/// assembled) and `box` the bands. `reads`: one entry per spatial dim. The
+/// last spatial dim is one band: cut at a tile's edge it would leave rows of
+/// one or two outputs, which cost the kernels more than copying them, so a
+/// window whose last dim is split is assembled across it, as before tiles.
 void for_each_window_band(
     const TiledTensor& window, const std::vector<OutputReads>& reads,
     const std::function<void(const Tensor& piece, const std::vector<WindowBand>& box)>& fn);
+
+/// Writes a window's gradient box by box into its tiles
+/// (WindowExchange::gradient's `window()`): zeroes them, then for every box
+/// whose part holds positions calls fn(dst, box), which adds the gradient
+/// of the box's outputs into `dst` (the box's window positions). `dst` is
+/// the tile itself where the box lies in one and `in_place(tile, box)`, when
+/// given, agrees; otherwise a zeroed buffer, added into the tiles after.
+/// Every box adds because neighbouring boxes share positions.
+void add_window_gradient(
+    const TiledTensor& gradient, const std::vector<OutputReads>& reads,
+    const std::function<void(const Tensor& dst, const std::vector<WindowBand>& box)>& fn,
+    const std::function<bool(const Tensor& tile, const std::vector<WindowBand>& box)>& in_place =
+        {});
 
 }  // namespace dtensor

@@ -78,6 +78,16 @@ inline constexpr KernelSlot<MaxPoolBackwardArgs> kMaxPoolBackward{"pool.max_back
 inline constexpr KernelSlot<AvgPoolForwardArgs> kAvgPoolForward{"pool.avg_forward"};
 inline constexpr KernelSlot<AvgPoolBackwardArgs> kAvgPoolBackward{"pool.avg_backward"};
 
+/// Whether two tensors of one shape lie alike in memory (strides compared
+/// where the size is above 1): max_pool's backward with `accumulate` needs
+/// its window and grad_window so, as a tap is one offset into both.
+inline bool same_layout(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  for (std::size_t d = 0; d < a.shape().size(); ++d)
+    if (a.shape()[d] > 1 && a.strides()[d] != b.strides()[d]) return false;
+  return true;
+}
+
 /// The output shape of a pool over `window_shape` with these taps.
 inline Shape pool_output_shape(const Shape& window_shape, const std::vector<PoolTaps>& dims) {
   Shape s{window_shape.at(0), window_shape.at(1)};
