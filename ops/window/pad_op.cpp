@@ -7,8 +7,8 @@
 // the output. The forward copies the window's tiles (the shard and the
 // strips received) straight into the output, and the backward grad_output
 // straight into the window's gradient tiles: one copy each, no assembled
-// window. The backward returns
-// each output's gradient to the input position it was read from.
+// window. The backward returns each output's gradient to the input position
+// it was read from.
 //
 // Argument layout (typed calls, dtensor/ops/typed_call.h):
 //   pad: input, padding (l0,r0,...), mode, value;
