@@ -14,7 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DTENSOR_BUILD_DIR:-$root/build}
 out=${1:?usage: scripts/gpu-bundle.sh BUNDLE.tar.xz}
 programs=(dtensor_cuda_tests dtensor_cuda_backend_tests dtensor_conv_local_tests dtensor-conv
-  dtensor-run dtensor-train-unet)
+  dtensor-op dtensor-run dtensor-train-unet)
 # Quiet when it builds; the build's own output when it does not.
 if ! log=$(ninja -C "$build" dtensor_cuda "${programs[@]}" 2>&1); then
   echo "$log" >&2

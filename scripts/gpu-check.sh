@@ -11,7 +11,10 @@
 #   3. dtensor-conv --device cuda --check (forward and backward, f32 and f16)
 #      with one rank over NCCL, and two ranks sharing the GPU over the Gloo
 #      staging path;
-#   4. dtensor-train-unet --device cuda against the same run on CPU (f64
+#   4. the window operators (pools, upsample, pad) with a halo, on CUDA
+#      tensors read and written as tiles, two ranks sharing the GPU (Gloo
+#      staging): dtensor-op --check --backward against the f64 oracles;
+#   5. dtensor-train-unet --device cuda against the same run on CPU (f64
 #      losses to 1e-10): one rank over NCCL, two sharing the GPU (Gloo); then
 #      Adam with amsgrad and clipping, and RMSprop with momentum, one rank.
 # Usage: scripts/gpu-check.sh   (env: DTENSOR_GPU_BUILD_DIR, default build-gpu)
@@ -35,7 +38,7 @@ if [[ -z ${DTENSOR_GPU_PREBUILT:-} ]]; then
   step "build"
   # dtensor_cuda: the CUDA module, which libdtensor.so loads at run time.
   targets=(dtensor_cuda dtensor_cuda_tests dtensor_cuda_backend_tests dtensor_conv_local_tests
-    dtensor-conv dtensor-run dtensor-train-unet)
+    dtensor-conv dtensor-op dtensor-run dtensor-train-unet)
   ninja -C "$build" -j "$jobs" "${targets[@]}"
 fi
 
@@ -57,6 +60,23 @@ step "dtensor-conv --device cuda --check (one rank, NCCL)"
 step "dtensor-conv --device cuda --check (two ranks sharing the GPU, Gloo staging)"
 DTENSOR_BACKEND=cpu:gloo,cuda:gloo "$(prog dtensor-run)" -n 2 -- "$cli" --device cuda --check \
   --backward --placements S3
+
+step "window ops with a halo on CUDA tiles (two ranks sharing the GPU, Gloo staging)"
+window_ops=("max_pool --kernel 3 --stride 2 --padding 1" "avg_pool --kernel 3 --stride 1 --padding 1"
+  "adaptive_max_pool --output-size 5" "upsample --mode linear --scale 2"
+  "pad --padding-lr 2:1 --mode reflect" "pad --padding 2 --value 0.5")
+for w in "${window_ops[@]}"; do
+  read -r -a a <<<"$w"
+  for dt in f32 f16; do
+    # Rank 0's check lines; all of its output when the run fails.
+    if ! out=$(DTENSOR_BACKEND=cpu:gloo,cuda:gloo "$(prog dtensor-run)" -n 2 -- "$(prog dtensor-op)" \
+      "${a[@]}" --device cuda --dtype "$dt" --input 2,3,18,14 --placements S2 --check --backward 2>&1); then
+      echo "$out"
+      exit 1
+    fi
+    echo "$w ($dt):" $(grep -E '^\[0\] +check' <<<"$out" | sed 's/^\[0\] *//; s/ *(max.*//' | tr '\n' ';')
+  done
+done
 
 step "dtensor-train-unet --device cuda against CPU (f64 losses to 1e-10)"
 data=$(mktemp -d)

@@ -410,6 +410,73 @@ TEST_CASE("gpu kernels: the upsample.* slots on CUDA match the CPU kernels",
   cuda::synchronize();
 }
 
+// The window ops run these slots on pieces of a halo window where they lie:
+// the window a view into a larger tile, the output a band of a larger
+// output, and the backwards adding into a view of the window's gradient that
+// already holds other bands' sums. The CUDA kernels take such views as the
+// CPU kernels do; the whole parent tensors are compared, so a write outside
+// the view fails too.
+TEST_CASE("gpu kernels: pool.* and upsample.* read and write views and accumulate",
+          "[cuda][gpu][kernels]") {
+  if (!gpu_or_skip()) return;
+  const DeviceType cpu = DeviceType::CPU, cu = DeviceType::CUDA;
+  const Shape window{2, 3, 7, 10}, parent{2, 3, 11, 14};
+  // The window at rows 2.., columns 3..: strided in H and W, W's stride 1.
+  const auto in_view = [&](const Tensor& t) { return t.narrow(2, 2, 7).narrow(3, 3, 10); };
+  // A band of outputs: rows 1.. of a taller tensor.
+  const auto out_view = [](const Tensor& t, const Shape& s) { return t.narrow(2, 1, s[2]); };
+  const auto taller = [](Shape s) {
+    s[2] += 3;
+    return s;
+  };
+  std::uint64_t seed = 900;
+  for (DType dt : kDTypes) {
+    const std::vector<kernels::PoolTaps> dims{sliding(7, 3, 2, 1, 1), sliding(10, 3, 2, 1, 1)};
+    const Shape out = kernels::pool_output_shape(window, dims);
+    const Tensor X = grid_values(parent, dt, seed++, false);
+    const Tensor Y0 = random(taller(out), dt, seed++), GW0 = random(parent, dt, seed++);
+    const Tensor GY = random(taller(out), dt, seed++);
+    Tensor y = Y0.clone(), yg = gpu(Y0);
+    run_kernel(kernels::kMaxPoolForward, cpu, dt, {in_view(X), dims, out_view(y, out)});
+    run_kernel(kernels::kMaxPoolForward, cu, dt, {in_view(gpu(X)), dims, out_view(yg, out)});
+    check_close(yg, y, dt, "pool.max_forward on views");
+    Tensor gw = GW0.clone(), gwg = gpu(GW0);
+    run_kernel(kernels::kMaxPoolBackward, cpu, dt,
+               {in_view(X), out_view(GY, out), dims, in_view(gw), true});
+    run_kernel(kernels::kMaxPoolBackward, cu, dt,
+               {in_view(gpu(X)), out_view(gpu(GY), out), dims, in_view(gwg), true});
+    check_close(gwg, gw, dt, "pool.max_backward accumulating into a view");
+
+    const kernels::AvgDivisor rule{false, std::nullopt};
+    y = Y0.clone(), yg = gpu(Y0);
+    run_kernel(kernels::kAvgPoolForward, cpu, dt, {in_view(X), dims, rule, out_view(y, out)});
+    run_kernel(kernels::kAvgPoolForward, cu, dt, {in_view(gpu(X)), dims, rule, out_view(yg, out)});
+    check_close(yg, y, dt, "pool.avg_forward on views");
+    gw = GW0.clone(), gwg = gpu(GW0);
+    run_kernel(kernels::kAvgPoolBackward, cpu, dt,
+               {out_view(GY, out), dims, rule, in_view(gw), true});
+    run_kernel(kernels::kAvgPoolBackward, cu, dt,
+               {out_view(gpu(GY), out), dims, rule, in_view(gwg), true});
+    check_close(gwg, gw, dt, "pool.avg_backward accumulating into a view");
+
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    const std::vector<kernels::ResampleTaps> up{random_taps(rng, 7, 13, 2),
+                                                random_taps(rng, 10, 19, 2)};
+    const Shape up_out = kernels::resample_output_shape(window, up);
+    const Tensor U0 = random(taller(up_out), dt, seed++), GU = random(taller(up_out), dt, seed++);
+    Tensor u = U0.clone(), ug = gpu(U0);
+    run_kernel(kernels::kUpsampleForward, cpu, dt, {in_view(X), up, out_view(u, up_out)});
+    run_kernel(kernels::kUpsampleForward, cu, dt, {in_view(gpu(X)), up, out_view(ug, up_out)});
+    check_close(ug, u, dt, "upsample.forward on views");
+    gw = GW0.clone(), gwg = gpu(GW0);
+    run_kernel(kernels::kUpsampleBackward, cpu, dt, {out_view(GU, up_out), up, in_view(gw), true});
+    run_kernel(kernels::kUpsampleBackward, cu, dt,
+               {out_view(gpu(GU), up_out), up, in_view(gwg), true});
+    check_close(gwg, gw, dt, "upsample.backward accumulating into a view");
+  }
+  cuda::synchronize();
+}
+
 TEST_CASE("gpu kernels: the optim.* slots on CUDA match the CPU kernels", "[cuda][gpu][kernels]") {
   if (!gpu_or_skip()) return;
   const Shape shape{3, 1000};  // more elements than one block of threads
