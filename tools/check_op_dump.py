@@ -366,10 +366,35 @@ def replay_nn(meta, load, files, torch, F, x, leaves):
     raise BadDump(f"unknown op '{op}'")
 
 
+def replay_declared(meta, load, torch):
+    """An operator whose dtensor-op row declares its PyTorch call in
+    meta.json's "torch" (a row registered from its own file): {"function":
+    "nn.functional.lp_pool2d", "args": [...], "kwargs": {...},
+    "output_terms": n, "grad_terms": m, optionally "exact" and "factor"}.
+    The function is looked up name by name under torch (nothing is
+    evaluated) and called as function(input, *args, **kwargs)."""
+    spec = meta["torch"]
+    fn = torch
+    for part in str(spec["function"]).split("."):
+        if not part.isidentifier() or part.startswith("_"):
+            raise BadDump(f"'{spec['function']}' is not a public name under torch")
+        fn = getattr(fn, part, None)
+        if fn is None:
+            raise BadDump(f"torch {torch.__version__} has no torch.{spec['function']}")
+    x = load("input").requires_grad_(True)
+    y = fn(x, *spec.get("args", []), **spec.get("kwargs", {}))
+    factor = float(spec.get("factor", 1.0))
+    exact = bool(spec.get("exact", False))
+    return y, [("output", int(spec["output_terms"]), exact, factor)], [
+        ("grad_input", "input", int(spec["grad_terms"]), exact, factor)], {"input": x}
+
+
 def replay(meta, load, files, torch, F):
     """Returns (results, leaves): results is [(name, reference, terms, exact)]
     once backward ran; leaves maps input/weight/bias to their tensors."""
     op = meta["op"]
+    if "torch" in meta:
+        return replay_declared(meta, load, torch)
     if op in VIEWS:  # any rank
         x = load("input").requires_grad_(True)
         return replay_view(meta, torch, x, {"input": x})

@@ -113,6 +113,29 @@ inline void replay_dumps_and_corrupt(const std::vector<std::string>& dumps, cons
   replay_refuses(dump, tensor);
 }
 
+// Runs `args` on two ranks and requires it to fail with a usage error (exit
+// 2) that names `option` on every rank.
+inline void refused_on_every_rank(const Args& args, const std::string& option) {
+  INFO("args: " << Catch::Detail::stringify(args));
+  const Ran r = run_op(2, args);
+  INFO("output:\n" << r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("[0] dtensor-op: " + option) != std::string::npos);
+  CHECK(r.output.find("[1] dtensor-op: " + option) != std::string::npos);
+}
+
+// Runs `args` plus `flags` and --dump DUMP on two ranks, requires success
+// and returns the dump's meta.json.
+inline json::Value dumped_meta(Args args, const std::vector<std::string>& flags,
+                               const std::string& dump) {
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"--dump", dump});
+  const Ran r = run_op(2, args);
+  INFO("args: " << Catch::Detail::stringify(args) << "\noutput:\n" << r.output);
+  REQUIRE(r.code == 0);
+  return json::parse(read_file(dump + "/meta.json"));
+}
+
 // Runs OP ARGS --check --backward --json on `ranks` ranks and requires a pass
 // with a finite error within tolerance for every `tensors`.
 inline json::Value check_passes(int ranks, Args args, const std::vector<std::string>& tensors) {

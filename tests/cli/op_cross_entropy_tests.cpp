@@ -76,12 +76,7 @@ TEST_CASE("op cli run cross_entropy loss: a bad option fails on every rank, nami
             "--label-smoothing"},
            {{"cross_entropy", "--ignore-index", "1"}, "--ignore-index"},
            {{"mse_loss", "--label-smoothing", "0.1"}, "--label-smoothing"}}) {
-    INFO("args: " << Catch::Detail::stringify(args));
-    const Ran r = run_op(2, args);
-    INFO("output:\n" << r.output);
-    CHECK(r.code == 2);
-    CHECK(r.output.find("[0] dtensor-op: " + option) != std::string::npos);
-    CHECK(r.output.find("[1] dtensor-op: " + option) != std::string::npos);
+    refused_on_every_rank(args, option);
   }
   const Ran help = run_program({kOp, "--help"});
   CHECK(help.code == 0);

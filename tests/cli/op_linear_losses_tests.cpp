@@ -67,12 +67,7 @@ TEST_CASE("op cli run pointwise losses: a bad option fails on every rank, naming
            {{"smooth_l1_loss", "--beta", "-1"}, "--beta"},
            {{"huber_loss", "--delta", "0"}, "--delta"},
            {{"binary_cross_entropy_with_logits", "--reduction", "max"}, "--reduction"}}) {
-    INFO("args: " << Catch::Detail::stringify(args));
-    const Ran r = run_op(2, args);
-    INFO("output:\n" << r.output);
-    CHECK(r.code == 2);
-    CHECK(r.output.find("[0] dtensor-op: " + option) != std::string::npos);
-    CHECK(r.output.find("[1] dtensor-op: " + option) != std::string::npos);
+    refused_on_every_rank(args, option);
   }
   const Ran help = run_program({kOp, "--help"});
   CHECK(help.code == 0);
@@ -115,14 +110,7 @@ TEST_CASE("op cli run pointwise losses: dumps hold their options, PyTorch agrees
   std::vector<std::string> dumps;
   for (const auto& c : cases) {
     const std::string dump = dir.path() + "/" + c[0];
-    Args args = c;
-    for (const char* a : {"--backward", "--dump"})
-      args.push_back(a);
-    args.push_back(dump);
-    const Ran r = run_op(2, args);
-    INFO("args: " << Catch::Detail::stringify(args) << "\noutput:\n" << r.output);
-    REQUIRE(r.code == 0);
-    const json::Value meta = json::parse(read_file(dump + "/meta.json"));
+    const json::Value meta = dumped_meta(c, {"--backward"}, dump);
     const std::string& op = c[0];
     CHECK(meta.at("op").string == op);
     for (const char* f : {"input", "target", "output", "grad_input"})
@@ -167,11 +155,7 @@ TEST_CASE("op cli run dropout: --check on 1, 2 and 4 ranks; a bad --p fails on e
       x);
   check_passes(2, {"dropout", "--input", "3,5", "--placements", "P", "--p", "1"}, x);
   check_passes(4, {"dropout", "--input", "5,3", "--placements", "S0", "--dtype", "bf16"}, x);
-  const Ran r = run_op(2, {"dropout", "--p", "2"});
-  INFO("output:\n" << r.output);
-  CHECK(r.code == 2);
-  CHECK(r.output.find("[0] dtensor-op: --p") != std::string::npos);
-  CHECK(r.output.find("[1] dtensor-op: --p") != std::string::npos);
+  refused_on_every_rank({"dropout", "--p", "2"}, "--p");
 }
 
 TEST_CASE("op cli run dropout: one --seed, the same output.npy on 1, 2 and 4 ranks",

@@ -1,6 +1,9 @@
 #include "tools/cli/value_reader.h"
 
 #include <charconv>
+#include <cmath>
+#include <exception>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -50,6 +53,20 @@ std::int64_t ValueReader::integer_at_least(std::string_view option, std::string_
                                            std::int64_t min) const {
   const std::int64_t v = integer(option, text);
   if (v < min) fail(option, fmt::format("{} must be >= {}", v, min));
+  return v;
+}
+
+double ValueReader::number(std::string_view option, std::string_view text) const {
+  const std::string s(text);
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size() || !std::isfinite(v))
+    fail(option, fmt::format("'{}' is not a finite number", text));
   return v;
 }
 

@@ -36,6 +36,8 @@ class ValueReader {
   std::int64_t integer(std::string_view option, std::string_view text) const;
   std::int64_t integer_at_least(std::string_view option, std::string_view text,
                                 std::int64_t min) const;
+  /// A whole-string finite number ("1e-5", "+2", ".5"; not "nan", "1x").
+  double number(std::string_view option, std::string_view text) const;
   /// "a,b,c" (or another separator), each at least `min`; not empty.
   std::vector<std::int64_t> list(std::string_view option, std::string_view text, std::int64_t min,
                                  char sep = ',') const;

@@ -8,7 +8,15 @@
 namespace dtensor::op_cli {
 namespace {
 
+// The rows registered from their own files (OpRegistration), filled while
+// static objects are constructed, before main.
+std::vector<OpEntry (*)()>& registered_rows() {
+  static std::vector<OpEntry (*)()> rows;
+  return rows;
+}
+
 // The family files' rows in OpKind's order; every OpKind has exactly one.
+// Then the registered rows, by name, with the kinds that follow.
 std::vector<OpEntry> build_table() {
   std::vector<OpEntry> all;
   for (auto* family :
@@ -25,6 +33,26 @@ std::vector<OpEntry> build_table() {
         !all[i].reference || !all[i].params_line)
       throw std::logic_error(fmt::format(
           "dtensor-op: the op table's row {} ('{}') is missing or incomplete", i, all[i].name));
+  std::vector<OpEntry> added;
+  for (auto* row : registered_rows())
+    added.push_back(row());
+  std::sort(added.begin(), added.end(),
+            [](const OpEntry& a, const OpEntry& b) { return a.name < b.name; });
+  for (OpEntry& e : added) {
+    for (const OpEntry& other : all)
+      if (other.name == e.name)
+        throw std::logic_error(fmt::format("dtensor-op: two rows are named '{}'", e.name));
+    if (!e.forward || !e.backward || !e.reference || !e.params_line)
+      throw std::logic_error(
+          fmt::format("dtensor-op: the registered row '{}' is incomplete", e.name));
+    e.kind = static_cast<OpKind>(all.size());
+    all.push_back(std::move(e));
+  }
+  // A declared option is one of its row's options (checked against the
+  // other rows like them).
+  for (OpEntry& e : all)
+    for (const DeclaredOption& d : e.declared_options)
+      e.options.push_back(d.name);
   return all;
 }
 
@@ -37,6 +65,10 @@ std::span<const OpEntry> op_table() {
 
 const OpEntry& op_entry(OpKind op) {
   return op_table()[static_cast<std::size_t>(op)];
+}
+
+OpRegistration::OpRegistration(OpEntry (*row)()) {
+  registered_rows().push_back(row);
 }
 
 const OpEntry* find_op(std::string_view name) {

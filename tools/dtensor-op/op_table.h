@@ -25,8 +25,22 @@ namespace dtensor::op_cli {
 /// Which operands beyond the input the operator takes a weight for.
 enum class WeightKind { None, Always, WhenAffine };
 
+/// An option of its row alone, declared with the row instead of in Options:
+/// the parser accepts it for the rows that declare it and keeps its text in
+/// Options::declared; the row's own functions read it
+/// (entries/declared_options.h) and check it in `check`; the help lists it
+/// under the row's heading.
+struct DeclaredOption {
+  std::string_view name;   // "--norm-type"
+  std::string_view value;  // "p" in the help; empty: a flag
+  std::string_view help;
+};
+
 struct OpEntry {
   OpEntry(OpKind k, std::string_view n, Family f) : kind(k), name(n), family(f) {}
+  /// A row registered from its own file (OpRegistration): the table gives it
+  /// its OpKind, past the built-in ones.
+  OpEntry(std::string_view n, Family f) : OpEntry(OpKind{}, n, f) {}
 
   OpKind kind;
   std::string_view name;  // the OP argument's spelling
@@ -34,6 +48,10 @@ struct OpEntry {
   /// The operator-specific options it accepts (an option given to an op
   /// whose row does not list it is a usage error naming it).
   std::vector<std::string_view> options;
+  /// Its own options (the table adds their names to `options`), and the
+  /// help's heading above them.
+  std::vector<DeclaredOption> declared_options;
+  std::string_view help_heading;
   WeightKind weight = WeightKind::None;
   /// The input is drawn in [0.5, 1.5) (log, sqrt, rsqrt, pow).
   bool positive_input = false;
@@ -43,6 +61,8 @@ struct OpEntry {
   }
   /// The input needs a spatial dim (N, C, L...); otherwise N, C is enough.
   bool needs_spatial = false;
+  /// --stride defaults to --kernel (the pools), not to 1.
+  bool stride_defaults_to_kernel = false;
 
   /// PyTorch's rules on the resolved options (this tool's own arithmetic):
   /// throws UsageError naming the option. `padding_option` is the padding
@@ -77,6 +97,14 @@ std::span<const OpEntry> op_table();
 const OpEntry& op_entry(OpKind op);
 /// The row spelled `name`, or nullptr.
 const OpEntry* find_op(std::string_view name);
+
+/// Adds a row to the table from the row's own file, with nothing else to
+/// edit: `const OpRegistration row{lp_pool_entry};` at namespace scope of
+/// tools/dtensor-op/entries/NAME_entry.cpp. Registered rows follow the
+/// built-in ones, by name; the table gives each the next OpKind.
+struct OpRegistration {
+  explicit OpRegistration(OpEntry (*row)());
+};
 
 // The family files' rows (tools/dtensor-op/entries/*.cpp); op_table() puts
 // them in OpKind's order.

@@ -24,26 +24,12 @@ using cli::fail, cli::split, cli::without_component;
 // dtensor-op reads "+3" as 3.
 const cli::ValueReader read{true};
 
-double parse_double(std::string_view option, std::string_view text) {
-  const std::string s(text);
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (s.empty() || used != s.size() || !std::isfinite(v))
-    fail(option, fmt::format("'{}' is not a finite number", text));
-  return v;
-}
-
 // A list of positive finite numbers.
 std::vector<double> parse_positive_list(std::string_view option, std::string_view text) {
   if (text.empty()) fail(option, "empty list");
   std::vector<double> out;
   for (auto part : split(text, ',')) {
-    const double v = parse_double(option, part);
+    const double v = read.number(option, part);
     if (!(v > 0)) fail(option, fmt::format("{} must be > 0", part));
     out.push_back(v);
   }
@@ -400,6 +386,19 @@ Options parse_options(const std::vector<std::string>& args) {
            {"--eval", &eval},
            {"--keepdim", &o.keepdim}})
     given[name] = app.add_flag(name, *flag);
+  // The rows' own options (a name two rows declare is one option).
+  std::map<std::string, bool, std::less<>> declared_flags;
+  for (const OpEntry& e : op_table())
+    for (const DeclaredOption& d : e.declared_options) {
+      const std::string name(d.name);
+      if (given.count(name)) continue;
+      if (d.value.empty()) {
+        given[name] = app.add_flag(name, declared_flags[name]);
+      } else {
+        given[name] = app.add_option(name, text[name]);
+        given[name]->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      }
+    }
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads from the back
     app.parse(reversed);
@@ -494,7 +493,7 @@ Options parse_options(const std::vector<std::string>& args) {
   // The operator's parameters, resolved per spatial dim (none for a 1-d
   // input of the shape operators).
   const Int spatial = std::max<Int>(o.spatial_dims(), 0);
-  const bool pool = o.op == OpKind::MaxPool || o.op == OpKind::AvgPool;
+  const bool pool = entry->stride_defaults_to_kernel;
   o.kernel = per_dim(
       "--kernel",
       has("--kernel") ? read.list("--kernel", value("--kernel"), 1) : std::vector<Int>{3}, spatial);
@@ -582,7 +581,7 @@ Options parse_options(const std::vector<std::string>& args) {
     if (o.mode != PadMode::Constant)
       fail("--value",
            fmt::format("only --mode constant takes a value (mode is {})", pad_mode_name(o.mode)));
-    o.value = parse_double("--value", value("--value"));
+    o.value = read.number("--value", value("--value"));
   }
 
   // upsample
@@ -607,10 +606,10 @@ Options parse_options(const std::vector<std::string>& args) {
   else if (o.op == OpKind::GroupNorm)
     fail("--num-groups", "group_norm needs the number of groups: --num-groups G (dividing C)");
   if (has("--eps")) {
-    o.eps = parse_double("--eps", value("--eps"));
+    o.eps = read.number("--eps", value("--eps"));
     if (o.eps < 0) fail("--eps", fmt::format("{} must be >= 0", value("--eps")));
   }
-  if (has("--momentum")) o.momentum = parse_double("--momentum", value("--momentum"));
+  if (has("--momentum")) o.momentum = read.number("--momentum", value("--momentum"));
   o.affine = !no_affine;
   if (o.is_norm()) o.bias = o.affine;
   o.training = !eval;
@@ -651,7 +650,7 @@ Options parse_options(const std::vector<std::string>& args) {
 
   // Activations.
   if (has("--negative-slope"))
-    o.negative_slope = parse_double("--negative-slope", value("--negative-slope"));
+    o.negative_slope = read.number("--negative-slope", value("--negative-slope"));
   if (has("--approximate")) {
     const std::string& v = value("--approximate");
     if (v == "none")
@@ -673,19 +672,19 @@ Options parse_options(const std::vector<std::string>& args) {
       fail("--reduction", fmt::format("unknown reduction '{}' (expected mean or sum)", v));
   }
   if (has("--beta")) {
-    o.beta = parse_double("--beta", value("--beta"));
+    o.beta = read.number("--beta", value("--beta"));
     if (o.beta < 0) fail("--beta", fmt::format("{} must be >= 0 (as PyTorch)", value("--beta")));
   }
   o.out_features = has("--out-features")
                        ? read.integer_at_least("--out-features", value("--out-features"), 1)
                        : o.input.back();
   if (has("--p")) {
-    o.p = parse_double("--p", value("--p"));
+    o.p = read.number("--p", value("--p"));
     if (!(o.p >= 0 && o.p <= 1))
       fail("--p", fmt::format("{} is not a probability (expected 0 <= p <= 1)", value("--p")));
   }
   if (has("--delta")) {
-    o.delta = parse_double("--delta", value("--delta"));
+    o.delta = read.number("--delta", value("--delta"));
     if (!(o.delta > 0))
       fail("--delta", fmt::format("{} must be > 0 (as PyTorch)", value("--delta")));
   }
@@ -706,7 +705,7 @@ Options parse_options(const std::vector<std::string>& args) {
                                          o.ignore_index));
   }
   if (has("--label-smoothing")) {
-    o.label_smoothing = parse_double("--label-smoothing", value("--label-smoothing"));
+    o.label_smoothing = read.number("--label-smoothing", value("--label-smoothing"));
     if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
       fail("--label-smoothing",
            fmt::format("{} must be between 0.0 and 1.0 (as PyTorch)", value("--label-smoothing")));
@@ -728,12 +727,12 @@ Options parse_options(const std::vector<std::string>& args) {
                        "at the last, must equal the input's or be 1",
                        fmt::join(o.other_shape, ","), fmt::join(o.input, ",")));
   }
-  if (has("--min")) o.min = parse_double("--min", value("--min"));
-  if (has("--max")) o.max = parse_double("--max", value("--max"));
+  if (has("--min")) o.min = read.number("--min", value("--min"));
+  if (has("--max")) o.max = read.number("--max", value("--max"));
   if (o.op == OpKind::Clamp && !o.min && !o.max)
     fail("--min", "clamp needs at least one bound: --min v and/or --max v");
   if (has("--exponent"))
-    o.exponent = parse_double("--exponent", value("--exponent"));
+    o.exponent = read.number("--exponent", value("--exponent"));
   else if (o.op == OpKind::Pow)
     fail("--exponent", "pow needs the exponent: --exponent e");
 
@@ -762,7 +761,7 @@ Options parse_options(const std::vector<std::string>& args) {
     }
   }
   if (has("--correction")) {
-    o.correction = parse_double("--correction", value("--correction"));
+    o.correction = read.number("--correction", value("--correction"));
     if (o.correction < 0)
       fail("--correction", fmt::format("{} must be >= 0", value("--correction")));
   }
@@ -771,6 +770,8 @@ Options parse_options(const std::vector<std::string>& args) {
     o.dim = input_dim("--dim", value("--dim"));
   }
 
+  for (const DeclaredOption& d : entry->declared_options)
+    if (has(d.name)) o.declared[std::string(d.name)] = d.value.empty() ? "" : value(d.name);
   if (entry->check) entry->check(o, padding_option(padding_lr));
 
   cli::check_input_placements(o.placements, static_cast<Int>(o.input.size()));
@@ -833,6 +834,31 @@ std::string unary_heading() {
   for (const char* w : {"draw", "the", "input", "in", "[0.5,", "1.5))"})
     words.emplace_back(w);
   return wrapped(words, "");
+}
+
+// The help of the rows registered from their own files: each one's heading
+// and declared options, in the columns of the sections above.
+std::string registered_help() {
+  constexpr std::size_t kColumn = 29;
+  std::string out;
+  for (const OpEntry& e : op_table()) {
+    if (e.kind <= OpKind::Linear) continue;
+    out += std::string(e.help_heading.empty() ? e.name : e.help_heading) + "\n";
+    for (const DeclaredOption& d : e.declared_options) {
+      std::string left =
+          "  " + std::string(d.name) + (d.value.empty() ? "" : " ") + std::string(d.value);
+      if (left.size() + 1 > kColumn) {  // the description on a line of its own
+        out += left + "\n";
+        left.clear();
+      }
+      std::vector<std::string> words;
+      for (auto w : split(d.help, ' '))
+        words.emplace_back(w);
+      words.front() = left + std::string(kColumn - left.size(), ' ') + words.front();
+      out += wrapped(words, std::string(kColumn, ' ')) + "\n";
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -968,7 +994,8 @@ sum | mean | amax | amin | var (torch.sum(x, dims, keepdim), ...)
   --correction c             var: the divisor is N - c (default 1, >= 0)
 softmax | log_softmax
   --dim d                    required; negatives from the end
-Lists take one value (for every spatial dim) or one per spatial dim.
+)" + registered_help() +
+         R"(Lists take one value (for every spatial dim) or one per spatial dim.
 
 Exit status: 0 ok, 1 --check over tolerance, 2 bad argument (every rank),
 3 the library raised an error. See docs/cli.md.

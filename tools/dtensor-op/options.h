@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -215,6 +217,11 @@ struct Options {
   std::vector<std::int64_t> dims;
   bool keepdim = false;
   double correction = 1.0;  // var
+
+  // The options a row declares for itself (OpEntry::declared_options) that
+  // were given: name -> text ("" for a flag). Read through
+  // entries/declared_options.h.
+  std::map<std::string, std::string, std::less<>> declared;
 
   std::int64_t spatial_dims() const { return static_cast<std::int64_t>(input.size()) - 2; }
   std::string_view name() const;  // op_name(op)

@@ -101,6 +101,20 @@ DTensor adaptive_max_pool(const DTensor& input, const std::vector<std::int64_t>&
 DTensor adaptive_max_pool_backward(const DTensor& grad_output, const DTensor& input,
                                    const std::vector<std::int64_t>& output_size);
 
+/// torch.nn.functional.lp_pool{1,2,3}d: the power-average of each window,
+/// (sum of x^p over the window)^(1/p) with p = norm_type, no padding, the
+/// stride the kernel's when empty. Composed as PyTorch composes it:
+/// avg_pool of x^p (a ceil_mode window that runs past the input is averaged
+/// over its inputs) times the kernel's size, to the power 1/p; so it runs
+/// on every placement avg_pool does, exchanging what avg_pool exchanges.
+/// norm_type must be finite and > 0 (InvalidArgument naming norm_type); x^p
+/// of a negative x is NaN unless p is an integer, as in PyTorch.
+DTensor lp_pool(const DTensor& input, double norm_type, const std::vector<std::int64_t>& kernel,
+                const std::vector<std::int64_t>& stride = {}, bool ceil_mode = false);
+DTensor lp_pool_backward(const DTensor& grad_output, const DTensor& input, double norm_type,
+                         const std::vector<std::int64_t>& kernel,
+                         const std::vector<std::int64_t>& stride = {}, bool ceil_mode = false);
+
 // ---- padding -------------------------------------------------------------------
 
 /// torch.nn.functional.pad's modes. On a sharded dim the reflected,

@@ -277,6 +277,7 @@ OpEntry max_pool_entry() {
   OpEntry e{OpKind::MaxPool, "max_pool", Family::Window};
   e.options = {"--kernel", "--stride", "--dilation", "--padding", "--padding-lr", "--ceil-mode"};
   e.needs_spatial = true;
+  e.stride_defaults_to_kernel = true;
   e.check = check_pool;
   e.check_with_library = check_pool_with_library;
   e.output_shape = pool_output;
@@ -311,6 +312,7 @@ OpEntry avg_pool_entry() {
                "--padding-lr",      "--ceil-mode", "--count-include-pad",
                "--divisor-override"};
   e.needs_spatial = true;
+  e.stride_defaults_to_kernel = true;
   e.check = check_pool;
   e.check_with_library = check_pool_with_library;
   e.output_shape = pool_output;
