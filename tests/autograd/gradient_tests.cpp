@@ -122,6 +122,9 @@ void check_every_op(const DeviceMesh& mesh) {
   avg.stride = {2};
   avg.padding = {{1, 1}};
   check("avg_pool", {{x, S}}, [&](const Inputs& v) { return avg_pool(v[0], avg); });
+  // Composed of pow, avg_pool and scale: autograd goes through those.
+  check("lp_pool", {{x, S}},
+        [&](const Inputs& v) { return lp_pool(v[0], 2.0, {3}, {2}, /*ceil_mode=*/true); });
   check("adaptive_avg_pool", {{x, S}}, [&](const Inputs& v) {
     return adaptive_avg_pool(v[0], {3, 2});
   });

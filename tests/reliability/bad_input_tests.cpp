@@ -6,6 +6,7 @@
 //
 // Ranks print one line per case; the parent compares the ranks' lines.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -90,6 +91,14 @@ const std::vector<BadCase>& library_cases() {
        [](Ctx& c) {
          convolution(c.x, c.w, c.b, params({1}, {{1, 1}}, {1}, -2));
        }},
+      // ---- lp_pool (composed of pow and avg_pool) ----
+      {"lp_pool norm_type zero", "InvalidArgument", "norm_type",
+       [](Ctx& c) { lp_pool(c.x, 0.0, {2}); }},
+      {"lp_pool norm_type NaN", "InvalidArgument", "norm_type",
+       [](Ctx& c) { lp_pool(c.x, std::nan(""), {2}); }},
+      {"lp_pool backward norm_type negative", "InvalidArgument", "norm_type",
+       [](Ctx& c) { lp_pool_backward(c.x, c.x, -1.0, {2}); }},
+      {"lp_pool zero kernel", "InvalidArgument", "kernel", [](Ctx& c) { lp_pool(c.x, 2.0, {0}); }},
       {"conv bias of wrong shape", "InvalidArgument", "bias",
        [](Ctx& c) { convolution(c.x, c.w, rep(c, {5}), params()); }},
       {"conv kernel larger than the padded input", "InvalidArgument", "input",
