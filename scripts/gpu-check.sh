@@ -11,9 +11,10 @@
 #   3. dtensor-conv --device cuda --check (forward and backward, f32 and f16)
 #      with one rank over NCCL, and two ranks sharing the GPU over the Gloo
 #      staging path;
-#   4. the window operators (pools, upsample, pad) with a halo, on CUDA
-#      tensors read and written as tiles, two ranks sharing the GPU (Gloo
-#      staging): dtensor-op --check --backward against the f64 oracles;
+#   4. the window operators (pools, upsample, pad, conv_transpose, lp_pool)
+#      with a halo, on CUDA tensors read and written as tiles, two ranks
+#      sharing the GPU (Gloo staging): dtensor-op --check --backward against
+#      the f64 oracles;
 #   5. dtensor-train-unet --device cuda against the same run on CPU (f64
 #      losses to 1e-10): one rank over NCCL, two sharing the GPU (Gloo); then
 #      Adam with amsgrad and clipping, and RMSprop with momentum, one rank.
@@ -64,7 +65,8 @@ DTENSOR_BACKEND=cpu:gloo,cuda:gloo "$(prog dtensor-run)" -n 2 -- "$cli" --device
 step "window ops with a halo on CUDA tiles (two ranks sharing the GPU, Gloo staging)"
 window_ops=("max_pool --kernel 3 --stride 2 --padding 1" "avg_pool --kernel 3 --stride 1 --padding 1"
   "adaptive_max_pool --output-size 5" "upsample --mode linear --scale 2"
-  "pad --padding-lr 2:1 --mode reflect" "pad --padding 2 --value 0.5")
+  "pad --padding-lr 2:1 --mode reflect" "pad --padding 2 --value 0.5"
+  "conv_transpose --kernel 3 --stride 2 --padding 1" "lp_pool --norm-type 2.5 --kernel 3 --stride 2")
 for w in "${window_ops[@]}"; do
   read -r -a a <<<"$w"
   for dt in f32 f16; do

@@ -30,9 +30,11 @@
 //
 // The backward is the adjoint, written the way every window operator's is:
 // each output's gradient spreads +1 / -2 / +1 onto the window positions it
-// read (a gradient over the window), and WindowExchange::scatter_add sums
-// that onto the ranks that own each position (reflected, replicated or
-// wrapped padding goes back to the element it copied).
+// read, box by box straight into the tiles of WindowExchange::gradient
+// (add_window_gradient: the shard's gradient and the strips going back),
+// and the engine sums the strips onto the ranks that own each position
+// (reflected, replicated or wrapped padding goes back to the element it
+// copied).
 //
 // It includes only installed public headers. Build it as a shared library
 // linking dtensor::dtensor and load it on every rank with
@@ -254,22 +256,42 @@ void stencil_forward(const Tensor& window, const Tensor& y, const Geometry& g) {
     }
 }
 
+// Adds the gradient of a box of outputs into `dst`, the window positions
+// the box reads; `grad_y` (the box's band of the output's gradient) and
+// `dst` (a piece of a gradient tile) are views, read and written through
+// their strides. Sums per plane in f64, over the positions laid out densely.
 template <typename T>
-void stencil_backward(const Tensor& grad_y, Tensor& grad_window, const Geometry& g) {
-  const std::int64_t planes = grad_y.size(0) * grad_y.size(1);
-  const T* gy = grad_y.data<T>();
-  T* gw = grad_window.data<T>();
-  const std::int64_t wp = g.window_per_plane(), op = g.outputs_per_plane();
-  std::vector<double> acc(static_cast<std::size_t>(wp));
-  for (std::int64_t plane = 0; plane < planes; ++plane) {
-    std::fill(acc.begin(), acc.end(), 0.0);
-    const T* src = gy + plane * op;
-    g.for_each_tap([&](std::int64_t o, std::int64_t i, double weight) {
-      acc[static_cast<std::size_t>(i)] += weight * static_cast<double>(src[o]);
-    });
-    for (std::int64_t i = 0; i < wp; ++i)
-      gw[plane * wp + i] = static_cast<T>(acc[static_cast<std::size_t>(i)]);
+void stencil_backward(const Tensor& grad_y, const Tensor& dst, Geometry g) {
+  std::array<std::int64_t, 3> ys{0, 0, 0}, ds{0, 0, 0};  // spatial strides, padded to 3
+  for (std::int64_t d = 0; d < g.spatial; ++d) {
+    ys[static_cast<std::size_t>(d)] = grad_y.stride(d + 2);
+    ds[static_cast<std::size_t>(d)] = dst.stride(d + 2);
   }
+  g.win_stride = {g.win_len[1] * g.win_len[2], g.win_len[2], 1};
+  // Where each output (in for_each_tap's dense order) lies in grad_y.
+  std::vector<std::int64_t> at;
+  for (std::int64_t o0 = 0; o0 < g.out_len[0]; ++o0)
+    for (std::int64_t o1 = 0; o1 < g.out_len[1]; ++o1)
+      for (std::int64_t o2 = 0; o2 < g.out_len[2]; ++o2)
+        at.push_back(o0 * ys[0] + o1 * ys[1] + o2 * ys[2]);
+  std::vector<double> acc(static_cast<std::size_t>(g.window_per_plane()));
+  for (std::int64_t n = 0; n < dst.size(0); ++n)
+    for (std::int64_t c = 0; c < dst.size(1); ++c) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      const T* src = grad_y.data<T>() + n * grad_y.stride(0) + c * grad_y.stride(1);
+      g.for_each_tap([&](std::int64_t o, std::int64_t i, double weight) {
+        acc[static_cast<std::size_t>(i)] +=
+            weight * static_cast<double>(src[at[static_cast<std::size_t>(o)]]);
+      });
+      T* out = dst.data<T>() + n * dst.stride(0) + c * dst.stride(1);
+      std::size_t i = 0;
+      for (std::int64_t i0 = 0; i0 < g.win_len[0]; ++i0)
+        for (std::int64_t i1 = 0; i1 < g.win_len[1]; ++i1)
+          for (std::int64_t i2 = 0; i2 < g.win_len[2]; ++i2) {
+            T& v = out[i0 * ds[0] + i1 * ds[1] + i2 * ds[2]];
+            v = static_cast<T>(static_cast<double>(v) + acc[i++]);
+          }
+    }
 }
 
 void check_local(const Tensor& local, const DTensorSpec& spec) {
@@ -315,17 +337,21 @@ std::vector<DTensor> backward(OpCall& call) {
   const DTensor& x = inputs[1];
   WindowExchange engine(call, x.spec(), c.dims());
   const Geometry g(engine, x.shape(), c.boundary);
-  // Only where the window lies matters, not its values: no gather.
-  Shape window_shape{x.to_local().size(0), x.to_local().size(1)};
-  for (const WindowSpan& s : engine.spans())
-    window_shape.push_back(s.length);
-  Tensor grad_window = Tensor::zeros(window_shape, x.dtype());
-  const Tensor grad_y = gy.to_local().contiguous();
-  if (x.dtype() == DType::F64)
-    stencil_backward<double>(grad_y, grad_window, g);
-  else
-    stencil_backward<float>(grad_y, grad_window, g);
-  const Tensor grad_x = engine.scatter_add(grad_window);
+  // Only where the window lies matters, not its values: nothing is
+  // received. Its gradient is written box by box straight into the tiles of
+  // WindowExchange::gradient (this rank's gradient and the strips going
+  // back to the ranks that own them), then sent and added where it belongs.
+  const Tensor grad_y = gy.to_local();
+  WindowExchange::Gradient grad = engine.gradient();
+  add_window_gradient(grad.window(), g.reads(),
+                      [&](const Tensor& dst, const std::vector<WindowBand>& box) {
+                        const Tensor band = band_outputs(grad_y, box);
+                        if (x.dtype() == DType::F64)
+                          stencil_backward<double>(band, dst, g.band(box, dst));
+                        else
+                          stencil_backward<float>(band, dst, g.band(box, dst));
+                      });
+  const Tensor grad_x = grad.finish();
   const DTensorSpec& out = call.sharding().output_specs[0];
   check_local(grad_x, out);
   return {DTensor(grad_x, out)};

@@ -14,6 +14,7 @@
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/typed_call.h"
 #include "ops/detail/output_mask_codec.h"
+#include "ops/detail/weighted_call.h"
 
 namespace dtensor {
 
@@ -34,26 +35,8 @@ namespace dtensor::conv {
 inline constexpr const char* kForwardOp = "convolution";
 inline constexpr const char* kBackwardOp = "convolution_backward";
 
-/// A "convolution" call.
-struct ForwardCall {
-  const DTensor& input;
-  const DTensor& weight;
-  const DTensor* bias;  // null: none
-  ConvParams params;
-  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor*, ConvParams>;
-  static constexpr Fields::Names names{"input", "weight", "bias", "params"};
-};
-
-/// A "convolution_backward" call.
-struct BackwardCall {
-  const DTensor& grad_output;
-  const DTensor& input;
-  const DTensor& weight;
-  ConvParams params;
-  ConvOutputMask mask;
-  using Fields =
-      CallFields<const DTensor&, const DTensor&, const DTensor&, ConvParams, ConvOutputMask>;
-  static constexpr Fields::Names names{"grad_output", "input", "weight", "params", "mask"};
-};
+/// A "convolution" call and a "convolution_backward" call.
+using ForwardCall = detail::WeightedForwardCall<ConvParams>;
+using BackwardCall = detail::WeightedBackwardCall<ConvParams>;
 
 }  // namespace dtensor::conv

@@ -7,6 +7,7 @@
 
 #include "dtensor/core/errors.h"
 #include "ops/detail/expand_list.h"
+#include "ops/detail/weighted_call.h"
 #include "ops/window/integer_division.h"
 
 namespace dtensor {
@@ -96,12 +97,8 @@ std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::i
 
 ConvParams check_conv_args(const Shape& input, const Shape& weight,
                            const std::optional<Shape>& bias, const ConvParams& params) {
+  detail::check_weighted_input(input, kComponent, "[N, C, spatial...]");
   const auto rank = static_cast<std::int64_t>(input.size());
-  DTENSOR_CHECK_ARG(rank >= 3 && rank <= 5, kComponent,
-                    "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
-                    shape_str(input));
-  for (auto e : input)
-    DTENSOR_CHECK_ARG(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
   DTENSOR_CHECK_ARG(
       static_cast<std::int64_t>(weight.size()) == rank, kComponent,
       "weight: shape {} has rank {} but the input {} has rank {} (expected [OC, C/groups, "
@@ -109,6 +106,7 @@ ConvParams check_conv_args(const Shape& input, const Shape& weight,
       shape_str(weight), weight.size(), shape_str(input), rank);
   const std::int64_t n_spatial = rank - 2;
   ConvParams p = params.expanded(n_spatial);
+  detail::check_steps(p.stride, p.dilation, kComponent);
 
   // Bounds that keep every length computation far from overflowing (a
   // padding of 2^63 - 1 would otherwise wrap around to a "valid" output).
@@ -123,12 +121,6 @@ ConvParams check_conv_args(const Shape& input, const Shape& weight,
         "stride {} dilation {} padding ({}, {}) kernel {}",
         p.stride[i], p.dilation[i], p.padding[i].first, p.padding[i].second,
         weight[static_cast<std::size_t>(2 + i)]);
-    DTENSOR_CHECK_ARG(p.stride[i] >= 1, kComponent,
-                      "stride: must be >= 1 in every spatial dim, got [{}]",
-                      fmt::join(p.stride, ", "));
-    DTENSOR_CHECK_ARG(p.dilation[i] >= 1, kComponent,
-                      "dilation: must be >= 1 in every spatial dim, got [{}]",
-                      fmt::join(p.dilation, ", "));
     DTENSOR_CHECK_ARG(p.padding[i].first >= 0 && p.padding[i].second >= 0, kComponent,
                       "padding: must be >= 0 on both sides, got {}", padding_str(p.padding));
   }

@@ -9,22 +9,14 @@ namespace {
 using Row = detail::WeightedRow<MeshDimRole>;
 
 std::vector<Row> rows_for(std::int64_t spatial_dims, std::int64_t groups) {
+  // Channel and filter parallelism only without groups (a group's channels
+  // would straddle the shards).
+  if (groups != 1) return detail::weighted_rows<MeshDimRole>(spatial_dims);
   const Placement R = Replicate(), P = Partial();
-  std::vector<Row> rows;
-  rows.push_back(
-      {MeshDimRole::Batch, Shard(0), R, R, Shard(0), Shard(0), Shard(0), Shard(0), P, P});
-  for (std::int64_t d = 2; d < 2 + spatial_dims; ++d)
-    rows.push_back(
-        {MeshDimRole::Spatial, Shard(d), R, R, Shard(d), Shard(d), Shard(d), Shard(d), P, P});
-  if (groups == 1) {
-    rows.push_back(
-        {MeshDimRole::Channel, Shard(1), Shard(1), R, P, R, Shard(1), Shard(1), Shard(1), R});
-    rows.push_back(
-        {MeshDimRole::Filter, R, Shard(0), Shard(0), Shard(1), Shard(1), R, P, Shard(0), Shard(0)});
-  }
-  rows.push_back({MeshDimRole::Replicate, R, R, R, R, R, R, R, R, R});
-  rows.push_back({MeshDimRole::Partial, P, R, R, P, P, R, P, P, P});
-  return rows;
+  return detail::weighted_rows<MeshDimRole>(
+      spatial_dims,
+      {{MeshDimRole::Channel, Shard(1), Shard(1), R, P, R, Shard(1), Shard(1), Shard(1), R},
+       {MeshDimRole::Filter, R, Shard(0), Shard(0), Shard(1), Shard(1), R, P, Shard(0), Shard(0)}});
 }
 
 }  // namespace

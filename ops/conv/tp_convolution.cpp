@@ -181,10 +181,7 @@ const detail::WeightedOp<ForwardCall, BackwardCall> kConv{
     .backward_handler = backward_handler,
 };
 
-struct Registrar {
-  Registrar() { detail::register_weighted_op(kConv); }
-};
-const Registrar registrar;
+const detail::WeightedOpRegistration registration{kConv};
 
 }  // namespace
 }  // namespace dtensor::conv

@@ -122,6 +122,15 @@ void register_weighted_op(const WeightedOp<Forward, Backward>& op) {
   register_op_pair({std::move(fwd), std::move(bwd), op.forward_handler, op.backward_handler});
 }
 
+/// Registers `op` while static objects are constructed (at namespace scope:
+/// `const WeightedOpRegistration registration{kConv};`).
+struct WeightedOpRegistration {
+  template <class Forward, class Backward>
+  explicit WeightedOpRegistration(const WeightedOp<Forward, Backward>& op) {
+    register_weighted_op(op);
+  }
+};
+
 /// The parameters expanded to the input's spatial dims (1 to 3).
 template <class Forward, class Backward>
 typename WeightedOp<Forward, Backward>::Params expanded_for(const WeightedOp<Forward, Backward>& op,

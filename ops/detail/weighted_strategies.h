@@ -26,6 +26,24 @@ struct WeightedRow {
   Placement grad_output, backward_input, grad_input, grad_weight, grad_bias;
 };
 
+/// The rows every weighted operator has, in order: batch, each spatial dim
+/// (the engine's halo), then `more` (convolution's channel and filter
+/// rows), the replicated row and the partial one (the input a pending sum:
+/// the bias goes to one rank, the backward's grad_output carries the sum).
+template <class Role>
+std::vector<WeightedRow<Role>> weighted_rows(std::int64_t spatial_dims,
+                                             const std::vector<WeightedRow<Role>>& more = {}) {
+  const Placement R = Replicate(), P = Partial();
+  std::vector<WeightedRow<Role>> rows;
+  rows.push_back({Role::Batch, Shard(0), R, R, Shard(0), Shard(0), Shard(0), Shard(0), P, P});
+  for (std::int64_t d = 2; d < 2 + spatial_dims; ++d)
+    rows.push_back({Role::Spatial, Shard(d), R, R, Shard(d), Shard(d), Shard(d), Shard(d), P, P});
+  rows.insert(rows.end(), more.begin(), more.end());
+  rows.push_back({Role::Replicate, R, R, R, R, R, R, R, R, R});
+  rows.push_back({Role::Partial, P, R, R, P, P, R, P, P, P});
+  return rows;
+}
+
 /// Every combination of rows over the mesh dims (mesh dim 0 slowest), minus
 /// those that shard one spatial dim on two mesh dims.
 template <class Role, typename Build>

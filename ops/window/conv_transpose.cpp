@@ -3,11 +3,12 @@
 //
 // The propagator picks a strategy (conv_transpose_strategies.h) and the
 // inputs are redistributed to it; then each rank
-//   forward:  gathers the window of inputs that write into its outputs (the
-//             transposed WindowDim) and runs the local transposed
-//             convolution of the window, a convolution's backward-data with
-//             no padding; of what it produces, it keeps the part that falls
-//             into its own outputs (the chunk rule on the OUTPUT extent);
+//   forward:  exchanges the window of inputs that write into its outputs
+//             (the transposed WindowDim) and runs the local transposed
+//             convolution of each of its tiles (the shard, the strips
+//             received), a convolution's backward-data with no padding; of
+//             what each produces, it adds the part that falls into its own
+//             outputs (the chunk rule on the OUTPUT extent);
 //   backward: grad_input is a convolution of grad_output: each rank gathers
 //             the window of grad_output its own inputs read (a sliding
 //             WindowDim whose output is the input) and convolves it with the
@@ -108,55 +109,69 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
   const Tensor local = x.to_local();
   WindowExchange engine(call, x.spec(), forward_dims(w.shape(), p), kWindowStream);
-  const Tensor window = engine.gather(local);
+  WindowExchange::Pending pending = engine.post(local);
   const Shape local_out = engine.local_output_shape(local.size(0), out_channels);
   DTENSOR_CHECK_ARG(local_out == out_spec.local_shape(), kComponent,
                     "internal: the engine's local output {} but the output spec {} needs {}",
                     shape_str(local_out), out_spec.str(), shape_str(out_spec.local_shape()));
+  const TiledTensor& window = pending.wait();
   Tensor y;
-  if (window_live(engine)) {
-    // The window's transposed convolution: global outputs [w0*s - p,
-    // w0*s - p + (Lw-1)*s + E) along every spatial dim.
-    Shape span{window.size(0), out_channels};
-    for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
-      const auto u = static_cast<std::size_t>(sd);
-      const std::int64_t extent = p.dilation[u] * (w.shape()[u + 2] - 1) + 1;
-      span.push_back((window.size(sd + 2) - 1) * p.stride[u] + extent);
-    }
-    const Tensor full = kernels->backward_data(window, w.to_local(), span, local_params(p));
-    // Its overlap with this rank's outputs [o0, o1): the bounds along
-    // every spatial dim, in `full` and in y.
-    struct Cut {
-      std::int64_t src, dst, length;
-    };
-    std::vector<Cut> cuts;
-    bool whole = true;  // the window's outputs are exactly this rank's
-    for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
-      const auto u = static_cast<std::size_t>(sd);
-      const WindowSpan& s = engine.spans()[u];
-      const std::int64_t start = s.origin * p.stride[u] - p.padding[u];
-      const std::int64_t lo = std::max(start, s.output.offset);
-      const std::int64_t hi = std::min(start + span[u + 2], s.output.end());
-      cuts.push_back({lo - start, lo - s.output.offset, std::max<std::int64_t>(hi - lo, 0)});
-      whole = whole && lo == start && hi - lo == span[u + 2] && hi - lo == s.output.length;
-    }
-    whole = whole && full.shape() == local_out && full.is_contiguous();
-    if (whole) {
-      y = full;  // no zeros, no copy: the common case of aligned shards
-    } else {
-      y = Tensor::zeros(local_out, x.dtype(), local.device());
-      Tensor src = full, dst = y;
-      bool overlap = true;
-      for (std::int64_t sd = 0; sd < spatial_dims(p) && overlap; ++sd) {
-        const Cut& k = cuts[static_cast<std::size_t>(sd)];
-        overlap = k.length > 0;
-        src = src.narrow(sd + 2, k.src, k.length);
-        dst = dst.narrow(sd + 2, k.dst, k.length);
-      }
-      if (overlap) dst.copy_(src);
-    }
-  } else {
+  if (!window_live(engine) || window.tiles().empty()) {  // (an empty batch has no tiles)
     y = Tensor::zeros(local_out, x.dtype(), local.device());
+  } else {
+    // The transposed convolution is linear in its input, so the window's is
+    // the sum of its tiles' (the shard and the strips received, read where
+    // they lie): each tile's is a convolution's backward-data of that tile
+    // alone, over global outputs from (origin + offset) * stride - padding;
+    // of it, what falls into this rank's outputs is kept. The largest tile
+    // (the shard) writes straight into y; the strips' (a few rows) are
+    // added. No window is assembled.
+    std::vector<const TiledTensor::Tile*> tiles;
+    for (const auto& t : window.tiles())
+      tiles.push_back(&t);
+    std::stable_sort(tiles.begin(), tiles.end(), [](const auto* a, const auto* b) {
+      return a->data.numel() > b->data.numel();
+    });
+    const Tensor wl = w.to_local();
+    for (std::size_t k = 0; k < tiles.size(); ++k) {
+      const TiledTensor::Tile& tile = *tiles[k];
+      // The tile's outputs along each spatial dim and their overlap with
+      // this rank's [o0, o1): where in the tile's result, where in y.
+      Shape span{tile.data.size(0), out_channels}, src{0, 0}, dst{0, 0}, length{span[0], span[1]};
+      bool covers_y = true;
+      for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
+        const auto u = static_cast<std::size_t>(sd);
+        const WindowSpan& s = engine.spans()[u];
+        const std::int64_t extent = p.dilation[u] * (w.shape()[u + 2] - 1) + 1;
+        span.push_back((tile.data.size(sd + 2) - 1) * p.stride[u] + extent);
+        const std::int64_t start = (s.origin + tile.offset[u + 2]) * p.stride[u] - p.padding[u];
+        const std::int64_t lo = std::max(start, s.output.offset);
+        const std::int64_t hi = std::min(start + span.back(), s.output.end());
+        src.push_back(lo - start);
+        dst.push_back(lo - s.output.offset);
+        length.push_back(std::max<std::int64_t>(hi - lo, 0));
+        covers_y = covers_y && lo == s.output.offset && hi == s.output.end();
+      }
+      const auto box = [&](Tensor t, const Shape& at) {
+        for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
+          const auto u = static_cast<std::size_t>(sd) + 2;
+          t = t.narrow(sd + 2, at[u], length[u]);
+        }
+        return t;
+      };
+      if (k == 0) {
+        // Positions the shard's outputs do not reach start at zero.
+        y = covers_y ? Tensor::empty(local_out, x.dtype(), local.device())
+                     : Tensor::zeros(local_out, x.dtype(), local.device());
+        if (shape_numel(length) == 0) continue;
+        TiledTensor into(span, y.dtype(), y.device());
+        into.add(box(y, dst), src);
+        kernels->backward_data(tile.data, wl, into, local_params(p));
+      } else if (shape_numel(length) > 0) {
+        const Tensor part = kernels->backward_data(tile.data, wl, span, local_params(p));
+        box(y, dst).add_(box(part, src));
+      }
+    }
   }
   if (c.bias && owns_bias(x.spec())) add_bias(y, inputs[2].to_local());
   return {DTensor(y, out_spec)};
@@ -239,10 +254,7 @@ const detail::WeightedOp<ForwardCall, BackwardCall> kConvTranspose{
     .backward_handler = backward_handler,
 };
 
-struct Registrar {
-  Registrar() { detail::register_weighted_op(kConvTranspose); }
-};
-const Registrar registrar;
+const detail::WeightedOpRegistration registration{kConvTranspose};
 
 }  // namespace
 }  // namespace dtensor::tconv

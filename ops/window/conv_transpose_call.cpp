@@ -61,18 +61,15 @@ std::int64_t output_length(std::int64_t length, std::int64_t kernel, std::int64_
 ConvTransposeParams check_args(const Shape& input, const Shape& weight,
                                const std::optional<Shape>& bias,
                                const ConvTransposeParams& params) {
+  detail::check_weighted_input(input, kComponent, "[N, C_in, spatial...]");
   const auto rank = static_cast<std::int64_t>(input.size());
-  DTENSOR_CHECK_ARG(rank >= 3 && rank <= 5, kComponent,
-                    "input: expected [N, C_in, spatial...] with 1 to 3 spatial dims, got shape {}",
-                    shape_str(input));
-  for (auto e : input)
-    DTENSOR_CHECK_ARG(e >= 0, kComponent, "input: negative extent in shape {}", shape_str(input));
   DTENSOR_CHECK_ARG(static_cast<std::int64_t>(weight.size()) == rank, kComponent,
                     "weight: shape {} has rank {} but the input {} has rank {} (expected [C_in, "
                     "C_out/groups, k...])",
                     shape_str(weight), weight.size(), shape_str(input), rank);
   const std::int64_t n_spatial = rank - 2;
   ConvTransposeParams p = params.expanded(n_spatial);
+  detail::check_steps(p.stride, p.dilation, kComponent);
   for (std::int64_t i = 0; i < n_spatial; ++i) {
     const auto u = static_cast<std::size_t>(i);
     // Bounds that keep the output length far from overflowing.
@@ -82,12 +79,6 @@ ConvTransposeParams check_args(const Shape& input, const Shape& weight,
               kComponent,
               "padding: stride, dilation, padding, output_padding and kernel extents must be at "
               "most 2^40");
-    DTENSOR_CHECK_ARG(p.stride[u] >= 1, kComponent,
-                      "stride: must be >= 1 in every spatial dim, got [{}]",
-                      fmt::join(p.stride, ", "));
-    DTENSOR_CHECK_ARG(p.dilation[u] >= 1, kComponent,
-                      "dilation: must be >= 1 in every spatial dim, got [{}]",
-                      fmt::join(p.dilation, ", "));
     DTENSOR_CHECK_ARG(p.padding[u] >= 0, kComponent, "padding: must be >= 0, got [{}]",
                       fmt::join(p.padding, ", "));
     DTENSOR_CHECK_ARG(p.output_padding[u] >= 0, kComponent,

@@ -18,6 +18,7 @@
 #include "dtensor/ops/typed_call.h"
 #include "dtensor/ops/window_ops.h"
 #include "ops/detail/output_mask_codec.h"
+#include "ops/detail/weighted_call.h"
 
 namespace dtensor {
 
@@ -39,27 +40,9 @@ inline constexpr const char* kForwardOp = "conv_transpose";
 inline constexpr const char* kBackwardOp = "conv_transpose_backward";
 inline constexpr const char* kComponent = "conv_transpose";
 
-/// A "conv_transpose" call.
-struct ForwardCall {
-  const DTensor& input;
-  const DTensor& weight;
-  const DTensor* bias;  // null: none
-  ConvTransposeParams params;
-  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor*, ConvTransposeParams>;
-  static constexpr Fields::Names names{"input", "weight", "bias", "params"};
-};
-
-/// A "conv_transpose_backward" call.
-struct BackwardCall {
-  const DTensor& grad_output;
-  const DTensor& input;
-  const DTensor& weight;
-  ConvTransposeParams params;
-  ConvOutputMask mask;
-  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor&, ConvTransposeParams,
-                            ConvOutputMask>;
-  static constexpr Fields::Names names{"grad_output", "input", "weight", "params", "mask"};
-};
+/// A "conv_transpose" call and a "conv_transpose_backward" call.
+using ForwardCall = detail::WeightedForwardCall<ConvTransposeParams>;
+using BackwardCall = detail::WeightedBackwardCall<ConvTransposeParams>;
 
 /// Checks a transposed convolution's operands (PyTorch's rules): input [N,
 /// C_in, L...] with 1 to 3 spatial dims (L >= 1), weight [C_in, C_out/groups,

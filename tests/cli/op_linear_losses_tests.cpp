@@ -145,7 +145,7 @@ TEST_CASE("op cli dropout: --p resolved and refused naming it", "[cli][op][dropo
   rejects({"dropout", "--reduction", "sum"}, "--reduction");
 }
 
-TEST_CASE("op cli run dropout: --check on 1, 2 and 4 ranks; a bad --p fails on every rank",
+TEST_CASE("op cli run dropout: --check on 1, 2 and 4 ranks, a bad --p fails on every rank",
           "[cli][op][run][dropout]") {
   const std::vector<std::string> x{"output", "grad_input"};
   check_passes(1, {"dropout", "--input", "3,5,7", "--p", "0.3"}, x);

@@ -58,7 +58,7 @@ TEST_CASE("op cli lp_pool: invalid arguments name the option", "[cli][op][lp_poo
   rejects({"relu", "--norm-type", "2"}, "--norm-type");
 }
 
-TEST_CASE("op cli run lp_pool: the help lists it; a bad option fails on every rank",
+TEST_CASE("op cli run lp_pool: the help lists it, and a bad option fails on every rank",
           "[cli][op][run][lp_pool]") {
   const Ran help = run_program({kOp, "--help"});
   CHECK(help.code == 0);

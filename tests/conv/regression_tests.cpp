@@ -50,7 +50,7 @@ TEST_CASE("regression defect 2: neighbours come from the mesh-dim group, H and W
   });
 }
 
-TEST_CASE("regression defect 3: no wrap-around; edges are zero padding; halo bytes exactly P=3",
+TEST_CASE("regression defect 3: no wrap-around, edges are zero padding, halo bytes exactly P=3",
           "[conv][regression][mp]") {
   RunOptions o;
   o.env.emplace("DTENSOR_CHECK_AGREEMENT", "0");  // count the halo traffic alone

@@ -117,7 +117,7 @@ TEST_CASE("window bands: bands tile the outputs, read what they need, and split 
 }
 
 TEST_CASE(
-    "window bands: each box's piece holds the positions it reads, a view inside one tile; "
+    "window bands: each box's piece holds the positions it reads, a view inside one tile, "
     "written as tiles, each box adds where it reads",
     "[window]") {
   std::mt19937 rng(11);

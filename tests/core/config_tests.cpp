@@ -135,7 +135,7 @@ TEST_CASE("config: a bad value names the variable and the accepted values", "[co
   }
 }
 
-TEST_CASE("config: set_config replaces the process's configuration; init reads it", "[config]") {
+TEST_CASE("config: set_config replaces the process's configuration, init reads it", "[config]") {
   const testing::ScopedConfig scoped([](Config& c) {
     c = Config::from(Vars{{"DTENSOR_WORLD_SIZE", "4"},
                           {"DTENSOR_RANK", "2"},

@@ -37,7 +37,7 @@ TEST_CASE("storage cache: a freed buffer of 64 KiB or more serves the next reque
   }
 }
 
-TEST_CASE("storage cache: small buffers are kept by power-of-two class; large ones 2 MiB aligned",
+TEST_CASE("storage cache: small buffers are kept by power-of-two class, large ones 2 MiB aligned",
           "[core][storage]") {
   release_cached_cpu_memory();
   void* first = nullptr;
@@ -84,7 +84,7 @@ TEST_CASE("storage cache: a request takes a kept block at most an eighth larger"
   release_cached_cpu_memory();
 }
 
-TEST_CASE("memory_stats: allocated, peak and cached bytes; reset_peak_memory_stats",
+TEST_CASE("memory_stats: allocated, peak and cached bytes, reset_peak_memory_stats",
           "[core][storage]") {
   release_cached_cpu_memory();
   const MemoryStats before = memory_stats(DeviceType::CPU);

@@ -38,7 +38,7 @@ TEST_CASE("tensor storage is 64-byte aligned and shapes/strides are row-major", 
   REQUIRE(z.defined());
 }
 
-TEST_CASE("narrow is a view sharing storage; contiguous copies only when needed", "[tensor]") {
+TEST_CASE("narrow is a view sharing storage, contiguous copies only when needed", "[tensor]") {
   Tensor t = Tensor::empty({3, 4, 5}, DType::F64);
   iota(t);
   Tensor v = t.narrow(2, 1, 3);

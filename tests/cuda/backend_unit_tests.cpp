@@ -59,7 +59,7 @@ TEST_CASE("error mapping: CUDA, cuDNN and NCCL codes become typed errors", "[cud
   CHECK_THROWS_AS(check_nccl(ncclInvalidArgument, "allreduce"), InvalidArgument);
 }
 
-TEST_CASE("dtype mapping: cuDNN data, compute and math types; NCCL types and ops", "[cuda][unit]") {
+TEST_CASE("dtype mapping: cuDNN data, compute and math types, NCCL types and ops", "[cuda][unit]") {
   const auto f32 = cudnn_types(DType::F32);
   CHECK(f32.data == CUDNN_DATA_FLOAT);
   CHECK(f32.compute == CUDNN_DATA_FLOAT);

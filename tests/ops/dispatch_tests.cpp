@@ -126,7 +126,7 @@ TEST_CASE("dispatch picks the cheapest strategy and redistributes only what it m
   });
 }
 
-TEST_CASE("registering twice is an error unless overriding; the override is what runs",
+TEST_CASE("registering twice is an error unless overriding, the override is what runs",
           "[dispatch][registry]") {
   OpDef def;
   def.name = "test::dup";

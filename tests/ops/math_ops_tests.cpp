@@ -267,7 +267,7 @@ TEST_CASE("Partial operands: add/sub(P,P) and mul/div(P,R) stay Partial, neg(P) 
   });
 }
 
-TEST_CASE("binary operators refuse shapes that do not broadcast; clamp needs a bound",
+TEST_CASE("binary operators refuse shapes that do not broadcast, clamp needs a bound",
           "[ops][math]") {
   run_ranks(1, [](RankContext&) {
     DeviceMesh mesh(DeviceType::CPU, {1});

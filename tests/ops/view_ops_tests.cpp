@@ -282,7 +282,7 @@ TEST_CASE("Partial inputs stay Partial through every shape operator", "[ops][vie
 }
 
 TEST_CASE(
-    "permute moves f32, bf16 and f16 elements unchanged; large tensors take the threaded "
+    "permute moves f32, bf16 and f16 elements unchanged, large tensors take the threaded "
     "path",
     "[ops][views][mp]") {
   run_ranks(2, [](RankContext&) {
@@ -314,7 +314,7 @@ TEST_CASE(
   });
 }
 
-TEST_CASE("reshape of a contiguous local tensor is a view; permute and narrow copy",
+TEST_CASE("reshape of a contiguous local tensor is a view, permute and narrow copy",
           "[ops][views]") {
   run_ranks(1, [](RankContext&) {
     const DeviceMesh mesh(DeviceType::CPU, {1});

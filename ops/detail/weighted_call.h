@@ -1,0 +1,65 @@
+// The typed calls of the weighted window operators (convolution,
+// conv_transpose), which differ only in their parameters: the forward
+// (input, weight, bias|None, params) and the backward (grad_output, input,
+// weight, params, mask), fields named once (dtensor/ops/typed_call.h); and
+// the first check of their operands, the input's rank and extents, whose
+// message names the operator's own layout.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <fmt/ranges.h>
+
+#include "dtensor/core/errors.h"
+#include "dtensor/ops/convolution.h"
+#include "dtensor/ops/typed_call.h"
+#include "ops/detail/output_mask_codec.h"
+
+namespace dtensor::detail {
+
+template <class Params>
+struct WeightedForwardCall {
+  const DTensor& input;
+  const DTensor& weight;
+  const DTensor* bias;  // null: none
+  Params params;
+  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor*, Params>;
+  static constexpr typename Fields::Names names{"input", "weight", "bias", "params"};
+};
+
+template <class Params>
+struct WeightedBackwardCall {
+  const DTensor& grad_output;
+  const DTensor& input;
+  const DTensor& weight;
+  Params params;
+  ConvOutputMask mask;
+  using Fields = CallFields<const DTensor&, const DTensor&, const DTensor&, Params, ConvOutputMask>;
+  static constexpr typename Fields::Names names{"grad_output", "input", "weight", "params", "mask"};
+};
+
+/// The input is `layout` ("[N, C, spatial...]") with 1 to 3 spatial dims
+/// and no negative extent; InvalidArgument naming "input" otherwise.
+inline void check_weighted_input(const Shape& input, const char* component, const char* layout) {
+  const auto rank = static_cast<std::int64_t>(input.size());
+  DTENSOR_CHECK_ARG(rank >= 3 && rank <= 5, component,
+                    "input: expected {} with 1 to 3 spatial dims, got shape {}", layout,
+                    shape_str(input));
+  for (auto e : input)
+    DTENSOR_CHECK_ARG(e >= 0, component, "input: negative extent in shape {}", shape_str(input));
+}
+
+/// stride and dilation >= 1 in every spatial dim; InvalidArgument naming
+/// the one that is not.
+inline void check_steps(const std::vector<std::int64_t>& stride,
+                        const std::vector<std::int64_t>& dilation, const char* component) {
+  for (auto s : stride)
+    DTENSOR_CHECK_ARG(s >= 1, component, "stride: must be >= 1 in every spatial dim, got [{}]",
+                      fmt::join(stride, ", "));
+  for (auto d : dilation)
+    DTENSOR_CHECK_ARG(d >= 1, component, "dilation: must be >= 1 in every spatial dim, got [{}]",
+                      fmt::join(dilation, ", "));
+}
+
+}  // namespace dtensor::detail
