@@ -97,16 +97,9 @@ std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::i
 
 ConvParams check_conv_args(const Shape& input, const Shape& weight,
                            const std::optional<Shape>& bias, const ConvParams& params) {
-  detail::check_weighted_input(input, kComponent, "[N, C, spatial...]");
-  const auto rank = static_cast<std::int64_t>(input.size());
-  DTENSOR_CHECK_ARG(
-      static_cast<std::int64_t>(weight.size()) == rank, kComponent,
-      "weight: shape {} has rank {} but the input {} has rank {} (expected [OC, C/groups, "
-      "k...])",
-      shape_str(weight), weight.size(), shape_str(input), rank);
-  const std::int64_t n_spatial = rank - 2;
-  ConvParams p = params.expanded(n_spatial);
-  detail::check_steps(p.stride, p.dilation, kComponent);
+  ConvParams p = detail::checked_weighted_params(input, weight, params, kComponent,
+                                                 "[N, C, spatial...]", "[OC, C/groups, k...]");
+  const auto n_spatial = static_cast<std::int64_t>(input.size()) - 2;
 
   // Bounds that keep every length computation far from overflowing (a
   // padding of 2^63 - 1 would otherwise wrap around to a "valid" output).

@@ -50,6 +50,15 @@ inline void check_weighted_input(const Shape& input, const char* component, cons
     DTENSOR_CHECK_ARG(e >= 0, component, "input: negative extent in shape {}", shape_str(input));
 }
 
+/// The first checks of a weighted operator's operands, alike for both: the
+/// input (`input_layout`), the weight's rank (`weight_layout` in the
+/// message), then stride and dilation >= 1; returns the parameters expanded
+/// to the input's spatial dims for the operator's own checks.
+template <class Params>
+Params checked_weighted_params(const Shape& input, const Shape& weight, const Params& params,
+                               const char* component, const char* input_layout,
+                               const char* weight_layout);
+
 /// stride and dilation >= 1 in every spatial dim; InvalidArgument naming
 /// the one that is not.
 inline void check_steps(const std::vector<std::int64_t>& stride,
@@ -60,6 +69,20 @@ inline void check_steps(const std::vector<std::int64_t>& stride,
   for (auto d : dilation)
     DTENSOR_CHECK_ARG(d >= 1, component, "dilation: must be >= 1 in every spatial dim, got [{}]",
                       fmt::join(dilation, ", "));
+}
+
+template <class Params>
+Params checked_weighted_params(const Shape& input, const Shape& weight, const Params& params,
+                               const char* component, const char* input_layout,
+                               const char* weight_layout) {
+  check_weighted_input(input, component, input_layout);
+  const auto rank = static_cast<std::int64_t>(input.size());
+  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(weight.size()) == rank, component,
+                    "weight: shape {} has rank {} but the input {} has rank {} (expected {})",
+                    shape_str(weight), weight.size(), shape_str(input), rank, weight_layout);
+  Params p = params.expanded(rank - 2);
+  check_steps(p.stride, p.dilation, component);
+  return p;
 }
 
 }  // namespace dtensor::detail

@@ -61,15 +61,9 @@ std::int64_t output_length(std::int64_t length, std::int64_t kernel, std::int64_
 ConvTransposeParams check_args(const Shape& input, const Shape& weight,
                                const std::optional<Shape>& bias,
                                const ConvTransposeParams& params) {
-  detail::check_weighted_input(input, kComponent, "[N, C_in, spatial...]");
-  const auto rank = static_cast<std::int64_t>(input.size());
-  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(weight.size()) == rank, kComponent,
-                    "weight: shape {} has rank {} but the input {} has rank {} (expected [C_in, "
-                    "C_out/groups, k...])",
-                    shape_str(weight), weight.size(), shape_str(input), rank);
-  const std::int64_t n_spatial = rank - 2;
-  ConvTransposeParams p = params.expanded(n_spatial);
-  detail::check_steps(p.stride, p.dilation, kComponent);
+  ConvTransposeParams p = detail::checked_weighted_params(
+      input, weight, params, kComponent, "[N, C_in, spatial...]", "[C_in, C_out/groups, k...]");
+  const auto n_spatial = static_cast<std::int64_t>(input.size()) - 2;
   for (std::int64_t i = 0; i < n_spatial; ++i) {
     const auto u = static_cast<std::size_t>(i);
     // Bounds that keep the output length far from overflowing.
