@@ -125,6 +125,9 @@ DTensor AdaptiveAvgPool::forward(const DTensor& x) {
 DTensor AdaptiveMaxPool::forward(const DTensor& x) {
   return adaptive_max_pool(x, output_size_);
 }
+DTensor LPPool::forward(const DTensor& x) {
+  return lp_pool(x, norm_type_, kernel_, stride_, ceil_mode_);
+}
 DTensor Upsample::forward(const DTensor& x) {
   return upsample(x, params_);
 }

@@ -150,6 +150,23 @@ class AdaptiveMaxPool : public Module {
  private:
   std::vector<std::int64_t> output_size_;
 };
+/// torch.nn.LPPool{N}d: lp_pool (the power-average of each window) with
+/// norm_type p, the kernel, the stride (empty: the kernel) and ceil_mode.
+class LPPool : public Module {
+ public:
+  LPPool(double norm_type, std::vector<std::int64_t> kernel, std::vector<std::int64_t> stride = {},
+         bool ceil_mode = false)
+      : norm_type_(norm_type),
+        kernel_(std::move(kernel)),
+        stride_(std::move(stride)),
+        ceil_mode_(ceil_mode) {}
+  DTensor forward(const DTensor& input) override;
+
+ private:
+  double norm_type_;
+  std::vector<std::int64_t> kernel_, stride_;
+  bool ceil_mode_;
+};
 class Upsample : public Module {
  public:
   explicit Upsample(UpsampleParams params) : params_(std::move(params)) {}
