@@ -160,11 +160,28 @@ std::optional<std::vector<std::array<std::int64_t, 3>>> inside(const PadGeometry
   return box;
 }
 
-Tensor narrow_box(Tensor t, const std::vector<std::array<std::int64_t, 3>>& box, int which) {
-  for (std::size_t i = 0; i < box.size(); ++i)
-    t = t.narrow(static_cast<std::int64_t>(i) + 2, box[i][static_cast<std::size_t>(which)],
-                 box[i][2]);
+using Box = std::vector<std::array<std::int64_t, 3>>;
+
+// `t` (the output, or the window as tiles: its column `which` of the box)
+// cut to the box dim by dim; each slab cut away on the way is handed to
+// `outside` (to fill it with the value, or zero it). The slabs span the box's
+// extent on the dims before their own, so every position is visited once.
+template <class T, class Outside>
+T peel_box(T t, const Box& box, int which, Outside outside) {
+  for (std::size_t i = 0; i < box.size(); ++i) {
+    const auto d = static_cast<std::int64_t>(i) + 2;
+    const std::int64_t at = box[i][static_cast<std::size_t>(which)], length = box[i][2];
+    const std::int64_t size = t.shape()[static_cast<std::size_t>(d)];
+    if (at > 0) outside(t.narrow(d, 0, at));
+    if (at + length < size) outside(t.narrow(d, at + length, size - at - length));
+    t = t.narrow(d, at, length);
+  }
   return t;
+}
+
+template <class T>
+T narrow_box(T t, const Box& box, int which) {
+  return peel_box(std::move(t), box, which, [](const T&) {});
 }
 
 std::vector<DTensor> forward(OpCall& call) {
@@ -190,18 +207,9 @@ std::vector<DTensor> forward(OpCall& call) {
   }
   // The value only where no input lands: per dim, the slabs before and after
   // the box, across the box's extent on the dims before it.
-  Tensor rest = y;
-  TiledTensor read = window;
-  for (std::size_t i = 0; i < box->size(); ++i) {
-    const auto d = static_cast<std::int64_t>(i) + 2;
-    const auto [lo, from, length] = (*box)[i];
-    const std::int64_t size = rest.shape()[static_cast<std::size_t>(d)];
-    if (lo > 0) rest.narrow(d, 0, lo).fill_(c.value);
-    if (lo + length < size) rest.narrow(d, lo + length, size - lo - length).fill_(c.value);
-    rest = rest.narrow(d, lo, length);
-    read = read.narrow(d, from, length);
-  }
-  read.copy_to(rest);
+  narrow_box(window, *box, 1).copy_to(peel_box(y, *box, 0, [&](Tensor slab) {
+    slab.fill_(c.value);
+  }));
   return {DTensor(y, out)};
 }
 
@@ -220,16 +228,9 @@ std::vector<DTensor> backward(OpCall& call) {
   } else if (const auto box = inside(c.geometry(), engine)) {
     // Zero where no output reads (a negative padding's crop), the rest from
     // grad_output.
-    TiledTensor rest = window;
-    for (std::size_t i = 0; i < box->size(); ++i) {
-      const auto d = static_cast<std::int64_t>(i) + 2;
-      const auto [at, from, length] = (*box)[i];
-      const std::int64_t size = rest.shape()[static_cast<std::size_t>(d)];
-      if (from > 0) rest.narrow(d, 0, from).zero_();
-      if (from + length < size) rest.narrow(d, from + length, size - from - length).zero_();
-      rest = rest.narrow(d, from, length);
-    }
-    rest.scatter(narrow_box(gy.to_local(), *box, 0));
+    peel_box(window, *box, 1, [](const TiledTensor& slab) {
+      slab.zero_();
+    }).scatter(narrow_box(gy.to_local(), *box, 0));
   } else {
     window.zero_();
   }
