@@ -19,9 +19,10 @@ namespace {
 
 constexpr const char* kComponent = "lp_pool";
 
-// avg_pool's parameters for lp_pool's window: no padding and no dilation;
-// count_include_pad with no padding divides by the inputs a window covers.
-PoolParams lp_pool_params(const std::vector<std::int64_t>& kernel,
+// avg_pool's parameters for lp_pool's window, expanded to the input's
+// spatial dims: no padding and no dilation; count_include_pad with no
+// padding divides by the inputs a window covers.
+PoolParams lp_pool_params(const DTensor& input, const std::vector<std::int64_t>& kernel,
                           const std::vector<std::int64_t>& stride, bool ceil_mode,
                           double norm_type) {
   DTENSOR_CHECK_ARG(std::isfinite(norm_type) && norm_type > 0, kComponent,
@@ -31,42 +32,37 @@ PoolParams lp_pool_params(const std::vector<std::int64_t>& kernel,
   p.stride = stride;
   p.ceil_mode = ceil_mode;
   p.count_include_pad = true;
-  return p;
+  return p.expanded(static_cast<std::int64_t>(input.shape().size()) - 2);
 }
 
-// The number of positions in the kernel: avg_pool's mean times it is the sum.
-double kernel_volume(const std::vector<std::int64_t>& kernel, std::int64_t spatial_dims) {
-  const std::int64_t k =
-      kernel.size() == 1
-          ? static_cast<std::int64_t>(std::pow(static_cast<double>(kernel[0]), spatial_dims))
-          : std::accumulate(kernel.begin(), kernel.end(), std::int64_t{1}, std::multiplies<>());
-  return static_cast<double>(k);
+// The window sums of x^p, scaled as PyTorch's: avg_pool(x^p) times the
+// number of positions in the kernel (`volume`).
+DTensor window_power_sums(const DTensor& powered, const PoolParams& p, double volume) {
+  return scale(avg_pool(powered, p), volume);
 }
 
-// The window sums of x^p, scaled as PyTorch's: avg_pool(x^p) * |kernel|.
-DTensor window_power_sums(const DTensor& powered, const PoolParams& p) {
-  const auto spatial = static_cast<std::int64_t>(powered.shape().size()) - 2;
-  return scale(avg_pool(powered, p), kernel_volume(p.kernel, spatial));
+double kernel_volume(const PoolParams& p) {
+  return static_cast<double>(
+      std::accumulate(p.kernel.begin(), p.kernel.end(), std::int64_t{1}, std::multiplies<>()));
 }
 
 }  // namespace
 
 DTensor lp_pool(const DTensor& input, double norm_type, const std::vector<std::int64_t>& kernel,
                 const std::vector<std::int64_t>& stride, bool ceil_mode) {
-  const PoolParams p = lp_pool_params(kernel, stride, ceil_mode, norm_type);
-  return pow(window_power_sums(pow(input, norm_type), p), 1.0 / norm_type);
+  const PoolParams p = lp_pool_params(input, kernel, stride, ceil_mode, norm_type);
+  return pow(window_power_sums(pow(input, norm_type), p, kernel_volume(p)), 1.0 / norm_type);
 }
 
 DTensor lp_pool_backward(const DTensor& grad_output, const DTensor& input, double norm_type,
                          const std::vector<std::int64_t>& kernel,
                          const std::vector<std::int64_t>& stride, bool ceil_mode) {
-  const PoolParams p = lp_pool_params(kernel, stride, ceil_mode, norm_type);
-  const auto spatial = static_cast<std::int64_t>(input.shape().size()) - 2;
+  const PoolParams p = lp_pool_params(input, kernel, stride, ceil_mode, norm_type);
+  const double volume = kernel_volume(p);
   const DTensor powered = pow(input, norm_type);
-  const DTensor sums = window_power_sums(powered, p);
+  const DTensor sums = window_power_sums(powered, p, volume);
   const DTensor grad_sums = pow_backward(grad_output, sums, 1.0 / norm_type);
-  const DTensor grad_powered =
-      avg_pool_backward(scale(grad_sums, kernel_volume(p.kernel, spatial)), powered, p);
+  const DTensor grad_powered = avg_pool_backward(scale(grad_sums, volume), powered, p);
   return pow_backward(grad_powered, input, norm_type);
 }
 

@@ -41,6 +41,11 @@ TEST_CASE("op cli lp_pool: a registered row and its declared option", "[cli][op]
   CHECK(parse_options(
             {"lp_pool", "--norm-type", "3", "--input", "2,3,7", "--kernel", "2", "--ceil-mode"})
             .output_shape() == dtensor::Shape{2, 3, 4});
+  // A stride past the kernel: ceil_mode's extra window would start past the
+  // input, so there is none (PyTorch: 3 outputs, not 4).
+  CHECK(parse_options({"lp_pool", "--norm-type", "2", "--input", "1,1,11", "--kernel", "2",
+                       "--stride", "4", "--ceil-mode"})
+            .output_shape() == dtensor::Shape{1, 1, 3});
 }
 
 TEST_CASE("op cli lp_pool: invalid arguments name the option", "[cli][op][lp_pool]") {
@@ -84,6 +89,10 @@ TEST_CASE("op cli run lp_pool: --check on 1, 2 and 4 ranks, halos and uneven sha
   check_passes(4,
                {"lp_pool", "--norm-type", "1.5", "--input", "1,2,9,10", "--kernel", "2,3",
                 "--stride", "1,2", "--ceil-mode", "--mesh", "2x2", "--placements", "S2,S3"},
+               x);
+  check_passes(2,
+               {"lp_pool", "--norm-type", "2", "--input", "2,3,11", "--kernel", "2", "--stride",
+                "4", "--ceil-mode", "--placements", "S2"},
                x);
   check_passes(4,
                {"lp_pool", "--norm-type", "2", "--input", "2,2,6,7,5", "--kernel", "2",

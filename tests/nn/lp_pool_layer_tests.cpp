@@ -23,9 +23,11 @@ struct Oracle {
 
 Oracle lp_pool_oracle(const Tensor& x, const Tensor& r, double p, std::int64_t k, std::int64_t s) {
   const std::int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  // ceil_mode: ceil((L - k) / s) + 1 windows, less a last one that would
+  // start past the input.
   const auto len = [&](std::int64_t L) {
-    std::int64_t o = (L - k) / s + 1;
-    return (o - 1) * s + k < L ? o + 1 : o;  // ceil_mode: a partial last window
+    const std::int64_t o = (L - k + s - 1) / s + 1;
+    return (o - 1) * s >= L ? o - 1 : o;
   };
   const std::int64_t OH = len(H), OW = len(W);
   Oracle o{Tensor::zeros({N, C, OH, OW}, DType::F64), Tensor::zeros(x.shape(), DType::F64)};

@@ -5,7 +5,6 @@
 // before any rank talks) and wherever it needs the value.
 #pragma once
 
-#include <cstdint>
 #include <string_view>
 
 #include "tools/cli/value_reader.h"
@@ -22,14 +21,6 @@ inline bool declared_given(const Options& o, std::string_view name) {
 inline double declared_number(const Options& o, std::string_view name, double fallback) {
   const auto it = o.declared.find(name);
   return it == o.declared.end() ? fallback : cli::ValueReader{true}.number(name, it->second);
-}
-
-/// An integer >= `min`, or `fallback` when not given.
-inline std::int64_t declared_integer(const Options& o, std::string_view name, std::int64_t fallback,
-                                     std::int64_t min) {
-  const auto it = o.declared.find(name);
-  return it == o.declared.end() ? fallback
-                                : cli::ValueReader{true}.integer_at_least(name, it->second, min);
 }
 
 }  // namespace dtensor::op_cli::entries

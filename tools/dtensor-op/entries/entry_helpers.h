@@ -41,6 +41,14 @@ inline json padding_pairs(const ConvParams::Padding& padding) {
   return out;
 }
 
+/// The pools' output shape from the options' kernel, stride, dilation,
+/// padding and ceil_mode (PyTorch's formula, this tool's own arithmetic;
+/// window_entries.cpp).
+Shape pool_output(const Options& o);
+/// The pools' rules on those options (PyTorch's): UsageError naming the
+/// option. `padding_option` is the padding option the user gave.
+void check_pool(const Options& o, const std::string& padding_option);
+
 /// The backward of an op whose only gradient is the input's.
 inline Grads input_grad(DTensor gx) {
   Grads g;

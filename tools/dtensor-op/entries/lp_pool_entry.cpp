@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 
 #include "dtensor/ops/window_ops.h"
 #include "tools/dtensor-op/entries/declared_options.h"
@@ -21,30 +22,13 @@ double norm_type(const Options& o) {
   return declared_number(o, kNormType, 0.0);
 }
 
-// Outputs along one dim: windows of k from 0, every s; with ceil_mode a last
-// partial window that starts inside the input counts (PyTorch's rule).
-Int lp_length(Int L, Int k, Int s, bool ceil_mode) {
-  if (L < k) return 0;
-  const Int full = (L - k) / s + 1;
-  return ceil_mode && (full - 1) * s + k < L ? full + 1 : full;
-}
-
-Shape lp_output(const Options& o) {
-  Shape out{o.input[0], o.input[1]};
-  for (std::size_t s = 0; s < o.kernel.size(); ++s)
-    out.push_back(lp_length(o.input[2 + s], o.kernel[s], o.stride[s], o.ceil_mode));
-  return out;
-}
-
-void check_lp_pool(const Options& o, const std::string&) {
+// No padding and no dilation: those options are not lp_pool's, so they keep
+// their defaults and the pools' shape and rules apply as they are.
+void check_lp_pool(const Options& o, const std::string& padding_option) {
   if (!declared_given(o, kNormType)) fail(kNormType, "lp_pool needs the power: --norm-type p");
   const double p = norm_type(o);
   if (!(p > 0)) fail(kNormType, fmt::format("{} must be > 0", p));
-  for (std::size_t s = 0; s < o.kernel.size(); ++s)
-    if (lp_length(o.input[2 + s], o.kernel[s], o.stride[s], o.ceil_mode) < 1)
-      fail("--input", fmt::format("spatial dim {} (length {}) is shorter than --kernel {}: the "
-                                  "output would be empty",
-                                  s, o.input[2 + s], o.kernel[s]));
+  check_pool(o, padding_option);
 }
 
 // ---- the oracle: naive f64 loops over each output's window ----
@@ -58,7 +42,7 @@ struct Grid {
 Grid grid_of(const Options& o) {
   Grid g;
   g.planes = o.input[0] * o.input[1];
-  const Shape out = lp_output(o);
+  const Shape out = pool_output(o);
   const std::size_t first = 3 - o.kernel.size();
   for (std::size_t d = 0; d < o.kernel.size(); ++d) {
     g.in[first + d] = o.input[2 + d];
@@ -97,7 +81,7 @@ void for_each_window(const Grid& g, const double* x, double p, F&& f) {
 
 Tensor ref_lp_pool(const Options& o, const Tensor& input) {
   const Tensor x = input.to(DType::F64).contiguous();
-  Tensor y = Tensor::zeros(lp_output(o), DType::F64);
+  Tensor y = Tensor::zeros(pool_output(o), DType::F64);
   const double p = norm_type(o);
   for_each_window(grid_of(o), x.data<double>(), p,
                   [&](const std::vector<Int>&, Int yi, double sums, double) {
@@ -138,7 +122,7 @@ OpEntry lp_pool_entry() {
   e.stride_defaults_to_kernel = true;
   e.positive_input = true;
   e.check = check_lp_pool;
-  e.output_shape = lp_output;
+  e.output_shape = pool_output;
   e.params_line = [](const Options& o) {
     return fmt::format("norm_type={} kernel={} stride={} ceil_mode={}", norm_type(o),
                        list(o.kernel), list(o.stride), o.ceil_mode);

@@ -224,6 +224,8 @@ OpEntry conv_transpose_entry() {
 
 // ---- max_pool and avg_pool ----
 
+}  // namespace
+
 void check_pool(const Options& o, const std::string& pad_opt) {
   if (o.divisor_override && *o.divisor_override == 0) fail("--divisor-override", "must not be 0");
   const Int spatial = o.spatial_dims();
@@ -250,15 +252,17 @@ void check_pool(const Options& o, const std::string& pad_opt) {
   }
 }
 
-void check_pool_with_library(const Options& o) {
-  o.pool_params().expanded(o.spatial_dims());
-}
-
 Shape pool_output(const Options& o) {
   return spatial_output(o, o.input[1], [&](std::size_t s, Int L) {
     return pool_length(L, o.kernel[s], o.stride[s], o.dilation[s], o.padding[s].first,
                        o.padding[s].second, o.ceil_mode);
   });
+}
+
+namespace {
+
+void check_pool_with_library(const Options& o) {
+  o.pool_params().expanded(o.spatial_dims());
 }
 
 void pool_meta(json& meta, const Options& o) {
