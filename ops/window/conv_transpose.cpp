@@ -152,25 +152,22 @@ std::vector<DTensor> forward_handler(OpCall& call) {
         length.push_back(std::max<std::int64_t>(hi - lo, 0));
         covers_y = covers_y && lo == s.output.offset && hi == s.output.end();
       }
-      const auto box = [&](Tensor t, const Shape& at) {
-        for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
-          const auto u = static_cast<std::size_t>(sd) + 2;
-          t = t.narrow(sd + 2, at[u], length[u]);
-        }
-        return t;
-      };
-      if (k == 0) {
-        // Positions the shard's outputs do not reach start at zero.
+      if (k == 0)  // positions the shard's outputs do not reach start at zero
         y = covers_y ? Tensor::empty(local_out, x.dtype(), local.device())
                      : Tensor::zeros(local_out, x.dtype(), local.device());
-        if (shape_numel(length) == 0) continue;
-        TiledTensor into(span, y.dtype(), y.device());
-        into.add(box(y, dst), src);
-        kernels->backward_data(tile.data, wl, into, local_params(p));
-      } else if (shape_numel(length) > 0) {
-        const Tensor part = kernels->backward_data(tile.data, wl, span, local_params(p));
-        box(y, dst).add_(box(part, src));
+      if (shape_numel(length) == 0) continue;
+      // The tile's result as a destination: y's overlap, where it lies.
+      Tensor overlap = y;
+      for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
+        const auto u = static_cast<std::size_t>(sd) + 2;
+        overlap = overlap.narrow(sd + 2, dst[u], length[u]);
       }
+      TiledTensor into(span, y.dtype(), y.device());
+      into.add(overlap, src);
+      if (k == 0)
+        kernels->backward_data(tile.data, wl, into, local_params(p));  // written in place
+      else
+        into.add_(kernels->backward_data(tile.data, wl, span, local_params(p)));
     }
   }
   if (c.bias && owns_bias(x.spec())) add_bias(y, inputs[2].to_local());

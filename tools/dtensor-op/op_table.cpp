@@ -15,6 +15,11 @@ std::vector<OpEntry (*)()>& registered_rows() {
   return rows;
 }
 
+// Whether a row has what every run calls.
+bool complete(const OpEntry& e) {
+  return e.forward && e.backward && e.reference && e.params_line;
+}
+
 // The family files' rows in OpKind's order; every OpKind has exactly one.
 // Then the registered rows, by name, with the kinds that follow.
 std::vector<OpEntry> build_table() {
@@ -29,8 +34,7 @@ std::vector<OpEntry> build_table() {
   if (all.empty() || all.back().kind != OpKind::Linear)
     throw std::logic_error("dtensor-op: the op table does not end with linear, OpKind's last");
   for (std::size_t i = 0; i < all.size(); ++i)
-    if (static_cast<std::size_t>(all[i].kind) != i || !all[i].forward || !all[i].backward ||
-        !all[i].reference || !all[i].params_line)
+    if (static_cast<std::size_t>(all[i].kind) != i || !complete(all[i]))
       throw std::logic_error(fmt::format(
           "dtensor-op: the op table's row {} ('{}') is missing or incomplete", i, all[i].name));
   std::vector<OpEntry> added;
@@ -42,7 +46,7 @@ std::vector<OpEntry> build_table() {
     for (const OpEntry& other : all)
       if (other.name == e.name)
         throw std::logic_error(fmt::format("dtensor-op: two rows are named '{}'", e.name));
-    if (!e.forward || !e.backward || !e.reference || !e.params_line)
+    if (!complete(e))
       throw std::logic_error(
           fmt::format("dtensor-op: the registered row '{}' is incomplete", e.name));
     e.kind = static_cast<OpKind>(all.size());
