@@ -2,8 +2,9 @@
 // conv_transpose), which differ only in their parameters: the forward
 // (input, weight, bias|None, params) and the backward (grad_output, input,
 // weight, params, mask), fields named once (dtensor/ops/typed_call.h); and
-// the first check of their operands, the input's rank and extents, whose
-// message names the operator's own layout.
+// the first checks of their operands (the input's rank and extents, the
+// weight's rank, stride and dilation), whose messages name the operator's
+// own layouts.
 #pragma once
 
 #include <cstdint>

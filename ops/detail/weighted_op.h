@@ -22,6 +22,7 @@
 #include "ops/detail/agreed_front_end.h"
 #include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
+#include "ops/detail/weighted_call.h"
 
 namespace dtensor::detail {
 
@@ -136,9 +137,7 @@ template <class Forward, class Backward>
 typename WeightedOp<Forward, Backward>::Params expanded_for(const WeightedOp<Forward, Backward>& op,
                                                             const DTensor& input,
                                                             const decltype(Forward::params)& p) {
-  DTENSOR_CHECK_ARG(input.spec().ndim() >= 3 && input.spec().ndim() <= 5, op.component,
-                    "input: expected {} with 1 to 3 spatial dims, got shape {}", op.input_layout,
-                    shape_str(input.shape()));
+  check_weighted_input(input.shape(), op.component, op.input_layout);
   return p.expanded(input.spec().ndim() - 2);
 }
 
