@@ -18,15 +18,20 @@
 
 namespace dtensor {
 
+/// The padding mode by name ("zeros", "reflect", "replicate", "circular").
+template <>
+struct ArgCodec<PaddingMode>
+    : EnumByNameCodec<PaddingMode, padding_mode_name, PaddingMode::Zeros, PaddingMode::Reflect,
+                      PaddingMode::Replicate, PaddingMode::Circular> {};
+
 /// ConvParams as five arguments: stride, padding pairs (flat), dilation,
 /// groups, padding mode (by name).
 template <>
-struct ArgCodec<ConvParams> {
-  using Arg = const ConvParams&;
-  static constexpr std::size_t width = 5;
-  static void encode(std::vector<OpArg>& out, const ConvParams& p);
-  static ConvParams decode(const OpSchema& s, std::size_t at, std::string_view field);
-};
+struct ArgCodec<ConvParams>
+    : MembersCodec<ConvParams, Member<&ConvParams::stride, "stride">,
+                   Member<&ConvParams::padding, "padding">,
+                   Member<&ConvParams::dilation, "dilation">, Member<&ConvParams::groups, "groups">,
+                   Member<&ConvParams::padding_mode, "padding_mode">> {};
 
 }  // namespace dtensor
 
@@ -34,6 +39,8 @@ namespace dtensor::conv {
 
 inline constexpr const char* kForwardOp = "convolution";
 inline constexpr const char* kBackwardOp = "convolution_backward";
+inline constexpr detail::WeightedOpNames kNames{"conv", kForwardOp, kBackwardOp,
+                                                "the convolution's output", "[N, C, spatial...]"};
 
 /// A "convolution" call and a "convolution_backward" call.
 using ForwardCall = detail::WeightedForwardCall<ConvParams>;

@@ -89,46 +89,33 @@ ConvParams window_params(ConvParams p, const WindowExchange& engine) {
   return p;
 }
 
-std::vector<DTensor> forward_handler(OpCall& call) {
-  const ForwardCall& c = decoded<ForwardCall>(call.schema());
-  const ConvParams& p = c.params;
-  const auto& sharding = call.sharding();
-  auto inputs = call.redistributed_inputs();
-  const DTensor& x = inputs[0];
-  const DTensor& w = inputs[1];
+Tensor forward_handler(OpCall& call, const detail::WeightedOperands<ForwardCall>& in) {
+  const ConvParams& p = in.call.params;
+  const DTensor& x = in.tensors[0];
+  const DTensor& w = in.tensors[1];
   const auto roles = roles_of(x.placements(), w.placements());
-  const DTensorSpec& out_spec = sharding.output_specs[0];
-
-  // Looked up on every rank before any exchange, so a missing kernel fails
-  // them all alike.
-  const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
   const Tensor local = x.to_local();
-  const Tensor bias = c.bias && owns_bias(x.spec(), roles) ? inputs[2].to_local() : Tensor();
+  const Tensor bias =
+      in.call.bias && owns_bias(x.spec(), roles) ? in.tensors[2].to_local() : Tensor();
   WindowExchange engine(call, x.spec(), window_dims(w.shape(), p), kWindowStream);
   // The window as tiles, read where they lie: the shard and each received strip.
   WindowExchange::Pending pending = engine.post(local);
   const TiledTensor& window = pending.wait();
-  const Tensor y = engine.has_output()
-                       ? kernels->forward(window, w.to_local(), bias, window_params(p, engine))
-                       : Tensor::zeros(out_spec.local_shape(), x.dtype(), local.device());
-  DTENSOR_CHECK_ARG(y.shape() == out_spec.local_shape(), "conv",
-                    "internal: local output {} but the output spec {} needs {}",
-                    shape_str(y.shape()), out_spec.str(), shape_str(out_spec.local_shape()));
-  return {DTensor(y, out_spec)};
+  return engine.has_output()
+             ? in.kernels->forward(window, w.to_local(), bias, window_params(p, engine))
+             : Tensor::zeros(in.sharding.output_specs[0].local_shape(), x.dtype(), local.device());
 }
 
-std::vector<DTensor> backward_handler(OpCall& call) {
-  const BackwardCall& c = decoded<BackwardCall>(call.schema());
-  const ConvParams& p = c.params;
-  const ConvOutputMask mask = c.mask;
-  const auto& sharding = call.sharding();
-  auto inputs = call.redistributed_inputs();
-  const DTensor& gy = inputs[0];
-  const DTensor& x = inputs[1];
-  const DTensor& w = inputs[2];
-  auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
-  const Tensor local = x.to_local();
+std::vector<Tensor> backward_handler(OpCall& call,
+                                     const detail::WeightedOperands<BackwardCall>& in) {
+  const ConvParams& p = in.call.params;
+  const ConvOutputMask mask = in.call.mask;
   const bool need_window = mask.weight || mask.bias;
+  const DTensor& gy = in.tensors[0];
+  const DTensor& x = in.tensors[1];
+  const DTensor& w = in.tensors[2];
+  const auto& kernels = in.kernels;
+  const Tensor local = x.to_local();
   std::vector<Tensor> locals;
   auto weight_grads = [&](const TiledTensor& window, const ConvParams& local_params,
                           bool has_output) {
@@ -164,24 +151,12 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   }
   if (need_window) weight_grads(pending->wait(), local_params, engine.has_output());
   if (grad_input) locals.insert(locals.begin(), grad_input->finish());
-  return detail::weighted_gradients("conv", sharding.output_specs, locals, c.input, mask.input);
+  return locals;
 }
 
-const detail::WeightedOp<ForwardCall, BackwardCall> kConv{
-    .component = "conv",
-    .forward_op = kForwardOp,
-    .backward_op = kBackwardOp,
-    .output_name = "the convolution's output",
-    .input_layout = "[N, C, spatial...]",
-    .check = check_conv_args,
-    .output_shape = conv_output_shape,
-    .forward_strategies = forward_strategies,
-    .backward_strategies = backward_strategies,
-    .forward_handler = forward_handler,
-    .backward_handler = backward_handler,
-};
-
-const detail::WeightedOpRegistration registration{kConv};
+const detail::WeightedOpRegistration<ForwardCall, BackwardCall> kConv{
+    {kNames, check_conv_args, conv_output_shape, forward_strategies, backward_strategies,
+     forward_handler, backward_handler}};
 
 }  // namespace
 }  // namespace dtensor::conv
@@ -190,13 +165,13 @@ namespace dtensor {
 
 DTensor convolution(const DTensor& input, const DTensor& weight, const std::optional<DTensor>& bias,
                     const ConvParams& params) {
-  return detail::call_weighted_forward(conv::kConv, input, weight, bias, params);
+  return detail::call_weighted_forward(conv::kConv.op, input, weight, bias, params);
 }
 
 ConvGrads convolution_backward(const DTensor& grad_output, const DTensor& input,
                                const DTensor& weight, const ConvParams& params,
                                const ConvOutputMask& mask) {
-  return detail::call_weighted_backward(conv::kConv, grad_output, input, weight, params, mask);
+  return detail::call_weighted_backward(conv::kConv.op, grad_output, input, weight, params, mask);
 }
 
 }  // namespace dtensor

@@ -19,6 +19,15 @@
 
 namespace dtensor::detail {
 
+/// How a weighted operator is named, in error messages and in the registry.
+struct WeightedOpNames {
+  const char* component;   // names the operator in error messages
+  const char* forward_op;  // registered names
+  const char* backward_op;
+  const char* output_name;   // "the convolution's output"
+  const char* input_layout;  // "[N, C, spatial...]", for the input's rank error
+};
+
 template <class Params>
 struct WeightedForwardCall {
   const DTensor& input;

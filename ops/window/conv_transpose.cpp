@@ -20,6 +20,7 @@
 // The handlers communicate only through the engine (OpCall::group(),
 // registered with HandlerOptions::defers_agreement).
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -94,19 +95,12 @@ std::vector<WindowDim> forward_dims(const Shape& weight_shape, const ConvTranspo
   return dims;
 }
 
-std::vector<DTensor> forward_handler(OpCall& call) {
-  const ForwardCall& c = decoded<ForwardCall>(call.schema());
-  const ConvTransposeParams& p = c.params;
-  const auto& sharding = call.sharding();
-  auto inputs = call.redistributed_inputs();
-  const DTensor& x = inputs[0];
-  const DTensor& w = inputs[1];
-  const DTensorSpec& out_spec = sharding.output_specs[0];
+Tensor forward_handler(OpCall& call, const detail::WeightedOperands<ForwardCall>& in) {
+  const ConvTransposeParams& p = in.call.params;
+  const auto [x, w] = std::tie(in.tensors[0], in.tensors[1]);
+  const DTensorSpec& out_spec = in.sharding.output_specs[0];
   const std::int64_t out_channels = w.shape()[1] * p.groups;
-
-  // Looked up on every rank before any exchange, so a missing kernel fails
-  // them all alike.
-  const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
+  const auto& kernels = in.kernels;
   const Tensor local = x.to_local();
   WindowExchange engine(call, x.spec(), forward_dims(w.shape(), p), kWindowStream);
   WindowExchange::Pending pending = engine.post(local);
@@ -170,8 +164,8 @@ std::vector<DTensor> forward_handler(OpCall& call) {
         into.add_(kernels->backward_data(tile.data, wl, span, local_params(p)));
     }
   }
-  if (c.bias && owns_bias(x.spec())) add_bias(y, inputs[2].to_local());
-  return {DTensor(y, out_spec)};
+  if (in.call.bias && owns_bias(x.spec())) add_bias(y, in.tensors[2].to_local());
+  return y;
 }
 
 // The window of grad_output this rank's inputs [i0, i1) read: a sliding
@@ -188,16 +182,12 @@ std::vector<WindowDim> backward_dims(const Shape& input_shape, const Shape& weig
   return dims;
 }
 
-std::vector<DTensor> backward_handler(OpCall& call) {
-  const BackwardCall& c = decoded<BackwardCall>(call.schema());
-  const ConvTransposeParams& p = c.params;
-  const ConvOutputMask mask = c.mask;
-  const auto& sharding = call.sharding();
-  auto inputs = call.redistributed_inputs();
-  const DTensor& gy = inputs[0];
-  const DTensor& x = inputs[1];
-  const DTensor& w = inputs[2];
-  const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
+std::vector<Tensor> backward_handler(OpCall& call,
+                                     const detail::WeightedOperands<BackwardCall>& in) {
+  const ConvTransposeParams& p = in.call.params;
+  const ConvOutputMask mask = in.call.mask;
+  const auto [gy, x, w] = std::tie(in.tensors[0], in.tensors[1], in.tensors[2]);
+  const auto& kernels = in.kernels;
   const Tensor local = x.to_local();
   const Tensor wl = w.to_local();
   std::vector<Tensor> locals;
@@ -233,25 +223,12 @@ std::vector<DTensor> backward_handler(OpCall& call) {
                : Tensor::zeros(wl.shape(), x.dtype(), local.device()));
   }
   if (mask.bias) locals.push_back(channel_sums(gy.to_local()));
-
-  return detail::weighted_gradients(kComponent, sharding.output_specs, locals, c.input, mask.input);
+  return locals;
 }
 
-const detail::WeightedOp<ForwardCall, BackwardCall> kConvTranspose{
-    .component = kComponent,
-    .forward_op = kForwardOp,
-    .backward_op = kBackwardOp,
-    .output_name = "the transposed convolution's output",
-    .input_layout = "[N, C_in, spatial...]",
-    .check = check_args,
-    .output_shape = output_shape,
-    .forward_strategies = forward_strategies,
-    .backward_strategies = backward_strategies,
-    .forward_handler = forward_handler,
-    .backward_handler = backward_handler,
-};
-
-const detail::WeightedOpRegistration registration{kConvTranspose};
+const detail::WeightedOpRegistration<ForwardCall, BackwardCall> kConvTranspose{
+    {kNames, check_args, output_shape, forward_strategies, backward_strategies, forward_handler,
+     backward_handler}};
 
 }  // namespace
 }  // namespace dtensor::tconv
@@ -260,14 +237,14 @@ namespace dtensor {
 
 DTensor conv_transpose(const DTensor& input, const DTensor& weight,
                        const std::optional<DTensor>& bias, const ConvTransposeParams& params) {
-  return detail::call_weighted_forward(tconv::kConvTranspose, input, weight, bias, params);
+  return detail::call_weighted_forward(tconv::kConvTranspose.op, input, weight, bias, params);
 }
 
 ConvGrads conv_transpose_backward(const DTensor& grad_output, const DTensor& input,
                                   const DTensor& weight, const ConvTransposeParams& params,
                                   const ConvOutputMask& mask) {
-  return detail::call_weighted_backward(tconv::kConvTranspose, grad_output, input, weight, params,
-                                        mask);
+  return detail::call_weighted_backward(tconv::kConvTranspose.op, grad_output, input, weight,
+                                        params, mask);
 }
 
 Shape conv_transpose_output_shape(const Shape& input, const Shape& weight,

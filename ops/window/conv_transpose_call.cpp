@@ -31,25 +31,6 @@ std::string ConvTransposeParams::str() const {
                      fmt::join(output_padding, ", "), fmt::join(dilation, ", "), groups);
 }
 
-void ArgCodec<ConvTransposeParams>::encode(std::vector<OpArg>& out, const ConvTransposeParams& p) {
-  out.emplace_back(IntList(p.stride));
-  out.emplace_back(IntList(p.padding));
-  out.emplace_back(IntList(p.output_padding));
-  out.emplace_back(IntList(p.dilation));
-  out.emplace_back(p.groups);
-}
-
-ConvTransposeParams ArgCodec<ConvTransposeParams>::decode(const OpSchema& s, std::size_t at,
-                                                          std::string_view) {
-  ConvTransposeParams p;
-  p.stride = detail::call_arg<IntList>(s, at, "stride", "an int list");
-  p.padding = detail::call_arg<IntList>(s, at + 1, "padding", "an int list");
-  p.output_padding = detail::call_arg<IntList>(s, at + 2, "output_padding", "an int list");
-  p.dilation = detail::call_arg<IntList>(s, at + 3, "dilation", "an int list");
-  p.groups = detail::call_arg<std::int64_t>(s, at + 4, "groups", "an int");
-  return p;
-}
-
 namespace tconv {
 
 std::int64_t output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,

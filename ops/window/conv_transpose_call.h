@@ -25,12 +25,12 @@ namespace dtensor {
 /// ConvTransposeParams as five arguments: stride, padding, output_padding,
 /// dilation, groups.
 template <>
-struct ArgCodec<ConvTransposeParams> {
-  using Arg = const ConvTransposeParams&;
-  static constexpr std::size_t width = 5;
-  static void encode(std::vector<OpArg>& out, const ConvTransposeParams& p);
-  static ConvTransposeParams decode(const OpSchema& s, std::size_t at, std::string_view field);
-};
+struct ArgCodec<ConvTransposeParams>
+    : MembersCodec<ConvTransposeParams, Member<&ConvTransposeParams::stride, "stride">,
+                   Member<&ConvTransposeParams::padding, "padding">,
+                   Member<&ConvTransposeParams::output_padding, "output_padding">,
+                   Member<&ConvTransposeParams::dilation, "dilation">,
+                   Member<&ConvTransposeParams::groups, "groups">> {};
 
 }  // namespace dtensor
 
@@ -39,6 +39,9 @@ namespace dtensor::tconv {
 inline constexpr const char* kForwardOp = "conv_transpose";
 inline constexpr const char* kBackwardOp = "conv_transpose_backward";
 inline constexpr const char* kComponent = "conv_transpose";
+inline constexpr detail::WeightedOpNames kNames{kComponent, kForwardOp, kBackwardOp,
+                                                "the transposed convolution's output",
+                                                "[N, C_in, spatial...]"};
 
 /// A "conv_transpose" call and a "conv_transpose_backward" call.
 using ForwardCall = detail::WeightedForwardCall<ConvTransposeParams>;

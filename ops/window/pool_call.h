@@ -4,7 +4,7 @@
 //
 //   max_pool | avg_pool:                   input, kernel, stride, padding (l0,r0,...),
 //                                          dilation, ceil_mode, count_include_pad,
-//                                          divisor_override (0: none)
+//                                          divisor_override (None: none)
 //   max_pool_backward | avg_pool_backward: grad_output, then the same
 //   adaptive_{avg,max}_pool:               input, output_size
 //   adaptive_{avg,max}_pool_backward:      grad_output, input, output_size
@@ -19,14 +19,15 @@
 namespace dtensor {
 
 /// PoolParams as seven arguments: kernel, stride, padding pairs (flat),
-/// dilation, ceil_mode, count_include_pad, divisor_override (0: none).
+/// dilation, ceil_mode, count_include_pad, divisor_override (None: none).
 template <>
-struct ArgCodec<PoolParams> {
-  using Arg = const PoolParams&;
-  static constexpr std::size_t width = 7;
-  static void encode(std::vector<OpArg>& out, const PoolParams& p);
-  static PoolParams decode(const OpSchema& s, std::size_t at, std::string_view field);
-};
+struct ArgCodec<PoolParams>
+    : MembersCodec<PoolParams, Member<&PoolParams::kernel, "kernel">,
+                   Member<&PoolParams::stride, "stride">, Member<&PoolParams::padding, "padding">,
+                   Member<&PoolParams::dilation, "dilation">,
+                   Member<&PoolParams::ceil_mode, "ceil_mode">,
+                   Member<&PoolParams::count_include_pad, "count_include_pad">,
+                   Member<&PoolParams::divisor_override, "divisor_override">> {};
 
 }  // namespace dtensor
 

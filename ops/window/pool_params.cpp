@@ -7,7 +7,6 @@
 #include "dtensor/ops/window_ops.h"
 #include "ops/detail/expand_list.h"
 #include "ops/window/integer_division.h"
-#include "ops/window/pool_call.h"
 
 namespace dtensor {
 namespace {
@@ -56,29 +55,6 @@ std::int64_t pool_output_length(std::int64_t length, std::int64_t kernel, std::i
   // padding: one starting in the right padding is dropped.
   if (ceil_mode && (o - 1) * stride >= length + pad_left) --o;
   return o;
-}
-
-void ArgCodec<PoolParams>::encode(std::vector<OpArg>& out, const PoolParams& p) {
-  out.emplace_back(IntList(p.kernel));
-  out.emplace_back(IntList(p.stride));
-  ArgCodec<ConvParams::Padding>::encode(out, p.padding);
-  out.emplace_back(IntList(p.dilation));
-  out.emplace_back(p.ceil_mode);
-  out.emplace_back(p.count_include_pad);
-  out.emplace_back(p.divisor_override.value_or(0));
-}
-
-PoolParams ArgCodec<PoolParams>::decode(const OpSchema& s, std::size_t at, std::string_view) {
-  PoolParams p;
-  p.kernel = ArgCodec<IntList>::decode(s, at, "kernel");
-  p.stride = ArgCodec<IntList>::decode(s, at + 1, "stride");
-  p.padding = ArgCodec<ConvParams::Padding>::decode(s, at + 2, "padding");
-  p.dilation = ArgCodec<IntList>::decode(s, at + 3, "dilation");
-  p.ceil_mode = ArgCodec<bool>::decode(s, at + 4, "ceil_mode");
-  p.count_include_pad = ArgCodec<bool>::decode(s, at + 5, "count_include_pad");
-  const std::int64_t divisor = ArgCodec<std::int64_t>::decode(s, at + 6, "divisor_override");
-  if (divisor != 0) p.divisor_override = divisor;
-  return p;
 }
 
 }  // namespace dtensor

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,32 @@ struct dtensor::ArgCodec<Shade>
     : dtensor::EnumByNameCodec<Shade, shade_name, Shade::Light, Shade::Dark> {};
 
 namespace {
+
+// A parameter struct travelling as its members.
+struct Blur {
+  IntList radius{1};
+  std::vector<std::pair<std::int64_t, std::int64_t>> padding;
+  Shade shade = Shade::Light;
+  std::optional<std::int64_t> divisor;
+};
+
+}  // namespace
+
+template <>
+struct dtensor::ArgCodec<Blur>
+    : dtensor::MembersCodec<Blur, dtensor::Member<&Blur::radius, "radius">,
+                            dtensor::Member<&Blur::padding, "padding">,
+                            dtensor::Member<&Blur::shade, "shade">,
+                            dtensor::Member<&Blur::divisor, "divisor">> {};
+
+namespace {
+
+struct BlurCall {
+  double scale;
+  Blur blur;
+  using Fields = CallFields<double, Blur>;
+  static constexpr Fields::Names names{"scale", "blur"};
+};
 
 // A padding's pairs and an enum by name.
 struct PairsCall {
@@ -271,4 +298,56 @@ TEST_CASE(
       REQUIRE(Y.item_flat(i) == 3.25 * X.item_flat(i));
     REQUIRE(max_abs_diff(y2.full_tensor(), Y) == 0);
   });
+}
+
+TEST_CASE(
+    "a parameter struct travels as its members, in order, each by its own codec, and a bad "
+    "member is named",
+    "[typed_call]") {
+  STATIC_REQUIRE(ArgCodec<Blur>::width == 4);
+  STATIC_REQUIRE(BlurCall::Fields::width == 5);
+  Blur b;
+  b.radius = {2, 3};
+  b.padding = {{1, 0}, {0, 2}};
+  b.shade = Shade::Dark;
+  b.divisor = 7;
+  const auto args = BlurCall::Fields::encode(0.5, b);
+  REQUIRE(args.size() == 5);
+  REQUIRE(std::get<IntList>(args[1]) == IntList{2, 3});
+  REQUIRE(std::get<IntList>(args[2]) == IntList{1, 0, 0, 2});
+  REQUIRE(std::get<std::string>(args[3]) == "dark");
+  REQUIRE(std::get<std::int64_t>(args[4]) == 7);
+  const OpSchema s("test::blur", args);
+  const BlurCall& c = decoded<BlurCall>(s);
+  REQUIRE(c.scale == 0.5);
+  REQUIRE(c.blur.radius == b.radius);
+  REQUIRE(c.blur.padding == b.padding);
+  REQUIRE(c.blur.shade == Shade::Dark);
+  REQUIRE(c.blur.divisor == std::optional<std::int64_t>(7));
+
+  // An absent optional int travels as None and comes back absent.
+  b.divisor.reset();
+  const auto none = BlurCall::Fields::encode(0.5, b);
+  REQUIRE(std::holds_alternative<None>(none[4]));
+  const OpSchema s_none("test::blur", none);
+  REQUIRE_FALSE(decoded<BlurCall>(s_none).blur.divisor.has_value());
+
+  const auto error_of_blur = [&](std::size_t at, OpArg value) {
+    std::vector<OpArg> bad = args;
+    bad[at] = std::move(value);
+    try {
+      decoded<BlurCall>(OpSchema("test::blur", std::move(bad)));
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  REQUIRE_THAT(error_of_blur(1, 2.0),
+               Catch::Contains("test::blur: radius (argument 1) must be an int list"));
+  REQUIRE_THAT(error_of_blur(2, IntList{1}),
+               Catch::Contains("test::blur: padding must hold (left, right) pairs"));
+  REQUIRE_THAT(error_of_blur(3, std::string("grey")),
+               Catch::Contains("test::blur: shade: unknown value 'grey'"));
+  REQUIRE_THAT(error_of_blur(4, 1.5),
+               Catch::Contains("test::blur: divisor (argument 4) must be an int or None"));
 }

@@ -21,12 +21,14 @@
 // optional DTensor (const DTensor*: None when null), IntList, std::int64_t,
 // double, bool, std::string are built in, and ArgTail<T> (every remaining
 // argument as a T: the last field only); specialise ArgCodec for a type of
-// your own (a parameter struct as several arguments, an enum by name).
+// your own: a parameter struct as its members (MembersCodec), an enum by
+// name (EnumByNameCodec).
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <typeinfo>
@@ -145,6 +147,64 @@ struct EnumByNameCodec {
       if (Name(v) == text) return v;
     throw InvalidArgument("dispatch",
                           fmt::format("{}: {}: unknown value '{}'", s.op(), field, text));
+  }
+};
+
+/// An optional int: None when absent (PyTorch's `divisor_override=None`).
+template <>
+struct ArgCodec<std::optional<std::int64_t>> {
+  using Arg = const std::optional<std::int64_t>&;
+  static constexpr std::size_t width = 1;
+  static void encode(std::vector<OpArg>& out, const std::optional<std::int64_t>& v) {
+    out.push_back(v ? OpArg(*v) : OpArg(None{}));
+  }
+  static std::optional<std::int64_t> decode(const OpSchema& s, std::size_t at,
+                                            std::string_view field) {
+    if (at < s.size() && std::holds_alternative<None>(s.args()[at])) return std::nullopt;
+    return detail::call_arg<std::int64_t>(s, at, field, "an int or None");
+  }
+};
+
+/// A member's name as a template argument: Member<&ConvParams::stride, "stride">.
+template <std::size_t N>
+struct MemberName {
+  char text[N];
+  // NOLINTNEXTLINE(google-explicit-constructor): built from a string literal.
+  constexpr MemberName(const char (&s)[N]) {
+    for (std::size_t i = 0; i < N; ++i)
+      text[i] = s[i];
+  }
+  constexpr std::string_view view() const { return {text, N - 1}; }
+};
+
+/// One member of a parameter struct: it travels by its own type's ArgCodec,
+/// and decoding errors name it `Name`.
+template <auto Pointer, MemberName Name>
+struct Member {
+  template <class S, class T>
+  static T type_of(T S::*);
+  using Type = decltype(type_of(Pointer));
+  static constexpr auto pointer = Pointer;
+  static constexpr std::string_view name = Name.view();
+};
+
+/// A parameter struct as its members' arguments, in order (the struct's
+/// fields named once, as a call's are): specialise ArgCodec<S> as a struct
+/// deriving from MembersCodec<S, Member<&S::a, "a">, Member<&S::b, "b">>.
+template <class S, class... Members>
+struct MembersCodec {
+  using Arg = const S&;
+  static constexpr std::size_t width =
+      (std::size_t{0} + ... + ArgCodec<typename Members::Type>::width);
+  static void encode(std::vector<OpArg>& out, const S& v) {
+    (ArgCodec<typename Members::Type>::encode(out, v.*Members::pointer), ...);
+  }
+  static S decode(const OpSchema& s, std::size_t at, std::string_view /*field*/) {
+    S v;
+    ((v.*Members::pointer = ArgCodec<typename Members::Type>::decode(s, at, Members::name),
+      at += ArgCodec<typename Members::Type>::width),
+     ...);
+    return v;
   }
 };
 
