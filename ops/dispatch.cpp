@@ -5,6 +5,7 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "dtensor/core/comm_scope.h"
 #include "dtensor/core/config.h"
@@ -16,6 +17,7 @@
 #include "dtensor/placement/redistribute.h"
 #include "ops/autograd/recorded_nodes.h"
 #include "ops/call_scoped_group.h"
+#include "ops/deferred_agreement.h"
 #include "ops/detail/combinations.h"
 #include "ops/detail/plugin_fingerprint.h"
 
@@ -230,6 +232,11 @@ std::vector<DTensor> OpCall::redistributed_inputs() {
   return out;
 }
 
+void OpCall::finish_agreement() {
+  if (agreement_.settled() || !detail::agreements_deferred()) return confirm_agreement();
+  detail::defer_agreement(std::exchange(agreement_, PendingAgreement()));
+}
+
 std::vector<DTensor> OpCall::run_default() {
   return run_kernel(redistributed_inputs());
 }
@@ -255,7 +262,9 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
   DTENSOR_CHECK_ARG(locals.size() == s.output_specs.size(), "dispatch",
                     "{}: the kernel returned {} outputs, {} expected", schema_.op(), locals.size(),
                     s.output_specs.size());
-  confirm_agreement();
+  // Inside backward() the check stays with the call: dispatch queues it when
+  // the call returns, unless a handler's later messages confirm it first.
+  if (!detail::agreements_deferred()) confirm_agreement();
   std::vector<DTensor> outs;
   for (std::size_t o = 0; o < locals.size(); ++o)
     outs.emplace_back(locals[o], s.output_specs[o]);
@@ -297,14 +306,21 @@ std::vector<DTensor> dispatch_untracked(const std::string& op, std::vector<OpArg
               "unknown operator '{}': nothing is registered under that name", op);
     if (!def || !def->accepts_integer_arguments) refuse_integer_arguments(call.schema());
     if (def && def->validate) def->validate(call.schema());
-    if (!handler) return call.run_default();
+    if (!handler) {
+      auto outs = call.run_default();
+      call.finish_agreement();
+      return outs;
+    }
     ++stats().handler_calls;
     if (!options.defers_agreement) call.confirm_agreement();
     auto outs = (*handler)(call);
-    call.confirm_agreement();  // a handler that never waited still hears a disagreement
+    call.finish_agreement();  // a handler that never waited still hears a disagreement
     return outs;
   } catch (const std::exception& e) {
-    if (!call.agreement_settled()) call.confirm_agreement();  // throws a disagreement first
+    // A disagreement (an earlier call's left for later first) is the error
+    // every rank raises alike.
+    detail::confirm_deferred_agreements();
+    if (!call.agreement_settled()) call.confirm_agreement();
     detail::report_failure(e);  // a handler's own failure: the other ranks must hear of it
     throw;
   }

@@ -15,6 +15,7 @@
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/placement/bucketed_reduce.h"
 #include "ops/autograd/backward_helpers.h"
+#include "ops/deferred_agreement.h"
 
 namespace dtensor {
 namespace {
@@ -104,6 +105,9 @@ void backward(const DTensor& output, const std::optional<DTensor>& grad, bool re
   // The gradients run in the dtypes the forward chose, as torch's backward
   // outside autocast: nothing in backward is cast again.
   const detail::AutocastSuspended no_autocast;
+  // The forward's calls replayed: the checks of those that do not
+  // communicate are confirmed behind the next that does, or at the end.
+  detail::DeferredAgreementScope deferred_checks;
   DTensor seed = [&] {
     if (grad) {
       check_gradient_fits(*grad, output.spec(), "backward: grad");
@@ -125,6 +129,7 @@ void backward(const DTensor& output, const std::optional<DTensor>& grad, bool re
   if (!meta->grad_fn) {
     leaves.push(meta, seed, output.spec());
     leaves.flush();
+    deferred_checks.confirm();
     return;
   }
 
@@ -186,7 +191,9 @@ void backward(const DTensor& output, const std::optional<DTensor>& grad, bool re
       if (--waiting.at(e.node.get()) == 0) ready.push(e.node.get());
     }
   }
+  deferred_checks.confirm();  // before any grad() is written
   leaves.flush();
+  deferred_checks.confirm();  // the flush's own local calls
 }
 
 }  // namespace dtensor

@@ -12,6 +12,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/window.h"
+#include "ops/deferred_agreement.h"
 #include "ops/window/halo_plan.h"
 #include "ops/window/run_exchange.h"
 
@@ -99,8 +100,11 @@ Shape WindowExchange::local_output_shape(std::int64_t batch, std::int64_t channe
 // flight from dispatch, and waiting for them now costs one round trip, while
 // waiting after the compute costs the peers' skew plus the wake-ups of
 // transport threads that could not run on a core busy with the compute
-// (measured: pad at P = 2 took 2.5-6x its local time that way).
+// (measured: pad at P = 2 took 2.5-6x its local time that way). Inside
+// backward(), where dispatch leaves such a call's check to be confirmed
+// later (ops/deferred_agreement.h), it is not waited for at all.
 void WindowExchange::confirm_if_silent() {
+  if (detail::agreements_deferred()) return;
   for (const auto& d : dims_)
     if (d->group && (!d->me().run_sends.empty() ||
                      std::any_of(d->me().runs.begin(), d->me().runs.end(),

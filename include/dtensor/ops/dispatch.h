@@ -58,6 +58,11 @@ class OpCall {
   /// needs this only before communicating outside group().
   void confirm_agreement() { agreement_.confirm(); }
   bool agreement_settled() const { return agreement_.settled(); }
+  /// What dispatch does when the call returns: confirm_agreement(), or,
+  /// inside backward() for a call that has not communicated, queue the check
+  /// to be confirmed later (docs/custom-operators.md, "Agreement inside
+  /// backward()").
+  void finish_agreement();
   /// The call's point-to-point tag for `stream` (0..7), below 2^30: equal on
   /// every rank making this call and (but for a 2^-27 chance) different from
   /// other calls'. group() applies it; it is here for handlers that
