@@ -5,6 +5,7 @@
 // their peers as before; outside backward() nothing changes.
 #include <catch2/catch.hpp>
 #include <string>
+#include <vector>
 
 #include "dtensor/dtensor.h"
 #include "dtensor/ops/autograd.h"
@@ -27,8 +28,11 @@ void register_skewed() {
   d.output_meta = [](const OpSchema& s) {
     return std::vector<TensorMeta>{{s.dtensor(0).shape(), s.dtensor(0).dtype()}};
   };
-  d.signatures = [](const OpSchema&) {
-    return std::vector<ShardingSignature>{{{Shard(0)}, {Shard(0)}}};
+  d.signatures = [](const OpSchema& s) {
+    std::vector<ShardingSignature> sigs;
+    for (std::int64_t k = 0; k < s.dtensor(0).ndim(); ++k)
+      sigs.push_back({{Shard(k)}, {Shard(k)}});
+    return sigs;
   };
   d.backward = [](const BackwardCall& c) -> std::vector<std::optional<DTensor>> {
     const DTensor g = scale(*c.grad_outputs[0], get_rank() == 0 ? 2.0 : 2.5);
@@ -57,26 +61,51 @@ DTENSOR_TEST_CASE(
     "[autograd][agreement]", 2) {
   register_skewed();
   DeviceMesh mesh(DeviceType::CPU, {2});
-  DTensor x = distribute_tensor(Tensor::rand({6, 3}, DType::F64, 3), mesh, {Shard(0)});
+  // x -> convolution (a halo along H) -> skewed -> sum: backward() runs the
+  // skewed backward's disagreeing call first, then the convolution's
+  // backward, which exchanges a halo, then raises.
+  DTensor x = distribute_tensor(Tensor::rand({1, 1, 8, 5}, DType::F64, 3), mesh, {Shard(2)});
+  DTensor w = distribute_tensor(Tensor::rand({1, 1, 3, 3}, DType::F64, 4), mesh, {Replicate()});
   x.requires_grad_();
+  const ConvParams same{{1, 1}, {{1, 1}, {1, 1}}, {1, 1}, 1};
 
   // Outside backward() the same call fails at once.
   require_disagreement([&] { scale(x.detach(), get_rank() == 0 ? 2.0 : 2.5); }, "scale");
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     g_passed_the_disagreement = false;
-    DTensor y = dispatch("test_skewed", {x}).at(0);
-    // Calls after the disagreement communicate (sum's reduction) and run
-    // before backward() raises it.
+    DTensor y = dispatch("test_skewed", {convolution(x, w, std::nullopt, same)}).at(0);
     require_disagreement([&] { backward(sum(mul(y, y))); }, "scale");
     REQUIRE(g_passed_the_disagreement);   // confirmed later, not at the call
     REQUIRE_FALSE(x.grad().has_value());  // nothing written
   }
 
-  // The checks still pair with the peers': a backward of agreed calls is exact.
-  const Tensor X = x.full_tensor().clone();
-  backward(sum(mul(x, x)));
+  // The checks still pair with the peers': a backward of agreed calls,
+  // through the same convolution, is exact (d/dx sum(conv(x)^2) against a
+  // naive f64 loop).
+  const Tensor X = x.full_tensor().clone(), W = w.full_tensor().clone();
+  backward(sum(mul(convolution(x, w, std::nullopt, same), convolution(x, w, std::nullopt, same))));
   const Tensor g = x.grad()->full_tensor();
-  for (std::int64_t i = 0; i < X.numel(); ++i)
-    CHECK(std::abs(g.item_flat(i) - 2 * X.item_flat(i)) < 1e-12);
+  const std::int64_t H = 8, Wd = 5;
+  auto at = [&](const Tensor& t, std::int64_t i, std::int64_t j) {
+    return i < 0 || j < 0 || i >= H || j >= Wd ? 0.0 : t.item({0, 0, i, j});
+  };
+  std::vector<double> yv(H * Wd);
+  for (std::int64_t i = 0; i < H; ++i)
+    for (std::int64_t j = 0; j < Wd; ++j)
+      for (std::int64_t a = 0; a < 3; ++a)
+        for (std::int64_t b = 0; b < 3; ++b)
+          yv[i * Wd + j] += W.item({0, 0, a, b}) * at(X, i + a - 1, j + b - 1);
+  for (std::int64_t i = 0; i < H; ++i)
+    for (std::int64_t j = 0; j < Wd; ++j) {
+      double expect =
+          0;  // sum over outputs (p, q) reading (i, j): 2 y[p, q] w[i - p + 1, j - q + 1]
+      for (std::int64_t a = 0; a < 3; ++a)
+        for (std::int64_t b = 0; b < 3; ++b) {
+          const std::int64_t p = i - a + 1, q = j - b + 1;
+          if (p >= 0 && q >= 0 && p < H && q < Wd)
+            expect += 2 * yv[p * Wd + q] * W.item({0, 0, a, b});
+        }
+      CHECK(std::abs(g.item({0, 0, i, j}) - expect) < 1e-12);
+    }
 }
