@@ -105,8 +105,9 @@ void backward(const DTensor& output, const std::optional<DTensor>& grad, bool re
   // The gradients run in the dtypes the forward chose, as torch's backward
   // outside autocast: nothing in backward is cast again.
   const detail::AutocastSuspended no_autocast;
-  // The forward's calls replayed: the checks of those that do not
-  // communicate are confirmed behind the next that does, or at the end.
+  // The forward's calls replayed: the checks of those that have not
+  // communicated when they return are queued, and confirmed before any
+  // gradient is written (ops/deferred_agreement.h).
   detail::DeferredAgreementScope deferred_checks;
   DTensor seed = [&] {
     if (grad) {

@@ -65,14 +65,10 @@ struct WeightedOp {
 /// The operands of `call` as a handler of `Call` takes them.
 template <class Call>
 WeightedOperands<Call> weighted_operands(OpCall& call) {
-  WeightedOperands<Call> in{decoded<Call>(call.schema()), call.sharding(),
-                            call.redistributed_inputs(), nullptr};
-  constexpr bool backward = requires(const Call& c) {
-    c.grad_output;
-  };
-  const DTensor& input = in.tensors.at(backward ? 1 : 0);
-  in.kernels = local_conv_kernels(input.to_local().device(), input.dtype());
-  return in;
+  const Call& c = decoded<Call>(call.schema());
+  // Before the redistribution, which keeps the input's device and dtype.
+  auto kernels = local_conv_kernels(c.input.to_local().device(), c.input.dtype());
+  return {c, call.sharding(), call.redistributed_inputs(), std::move(kernels)};
 }
 
 /// The handler's local gradients (those the mask asks for, in order) as
