@@ -4,8 +4,16 @@ per rank), from the message counts dtensor-bench-unet-step reports and an
 alpha-beta view of the link (docs/performance.md, "Messages per step, and
 what they mean at 8-1024 ranks"):
 
-    T(P) = T_tile + halo * alpha + ring * (P - 1) * alpha
-           + hidden * alpha + agreement * (P - 1) * o
+    T(P) = T_tile + (halo + direct + hidden) * alpha + rounds(P) * alpha
+           + (agreement + direct) * (P - 1) * o
+
+where `direct` counts the small collectives that run as one round of
+messages to every peer at any P here (the norms' statistics, the loss, the
+agreement checks by all-gather), and rounds(P) the collectives past that
+size: the gradients' all-reduce, one round while (P - 1) x its bytes stay
+within 256 KiB and a ring of 2 (P - 1) rounds beyond, and the barriers,
+ceil(log2 P) rounds each (backends.md, "How the Gloo group runs
+collectives").
 
 Prints the table and writes the plot as SVG (no plotting library needed):
 
@@ -15,11 +23,20 @@ import argparse
 import math
 
 
+DIRECT_LIMIT_BYTES = 256 * 1024  # core/detail/direct_collectives.h
+
+
+def rounds(P, a):
+    """Dependent message rounds of the collectives that are not direct at P."""
+    grads = 1 if (P - 1) * a.grad_kb * 1024 <= DIRECT_LIMIT_BYTES else 2 * (P - 1)
+    return grads + a.barriers * math.ceil(math.log2(P))
+
+
 def step_ms(P, a):
     """Step time in ms at P ranks for alpha a.alpha_us (one latency)."""
     alpha, o = a.alpha_us / 1e3, a.o_us / 1e3
-    return (a.tile_ms + a.halo * alpha + a.ring * (P - 1) * alpha + a.hidden * alpha
-            + a.agreement * (P - 1) * o)
+    return (a.tile_ms + (a.halo + a.direct + a.hidden) * alpha + rounds(P, a) * alpha
+            + (a.agreement + a.direct) * (P - 1) * o)
 
 
 def svg(a, alphas, ranks):
@@ -67,11 +84,15 @@ def main():
     p.add_argument("--tile-ms", type=float, default=105.0, help="one rank's tile alone")
     p.add_argument("--alphas-us", default="50,500", help="latencies of one message round")
     p.add_argument("--o-us", type=float, default=5.0, help="the sender's cost of one message")
-    p.add_argument("--halo", type=float, default=18, help="halo rounds per step")
-    p.add_argument("--ring", type=float, default=19, help="collective ring steps per (P - 1)")
-    p.add_argument("--agreement", type=float, default=35,
+    p.add_argument("--halo", type=float, default=5, help="halo rounds per step")
+    p.add_argument("--direct", type=float, default=15,
+                   help="small collectives per step, one round each")
+    p.add_argument("--grad-kb", type=float, default=104,
+                   help="the gradients' all-reduce, KiB per rank")
+    p.add_argument("--barriers", type=float, default=2, help="barriers per step")
+    p.add_argument("--agreement", type=float, default=23,
                    help="agreement messages per step per peer")
-    p.add_argument("--hidden", type=float, default=23,
+    p.add_argument("--hidden", type=float, default=3,
                    help="agreement rounds not hidden behind compute")
     p.add_argument("--svg", help="write the plot here")
     a = p.parse_args()

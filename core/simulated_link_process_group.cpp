@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/detail/direct_collectives.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor::detail {
@@ -252,10 +253,13 @@ std::vector<std::shared_ptr<Work>> SimulatedLinkProcessGroup::batch_isend_irecv(
 // ---- collectives: the modelled cost first, then the real call ----
 //
 // With P ranks, latency L, bandwidth W and T(b) = b / W (0 when W is
-// unlimited), the costs of the usual algorithms:
+// unlimited), the costs of the algorithms the CPU group runs (small
+// allreduces and allgathers are direct, core/detail/direct_collectives.h):
 //   allreduce (ring):        2(P-1) L + T(2(P-1)/P * bytes)
+//   allreduce (direct):      L + T((P-1) * bytes)
 //   broadcast (binomial):    ceil(log2 P) (L + T(bytes))
 //   allgather (ring):        (P-1) L + T((P-1)/P * bytes of out)
+//   allgather (direct):      L + T((P-1)/P * bytes of out)
 //   reduce_scatter (ring):   (P-1) L + T((P-1)/P * bytes of in)
 //   all_to_all (pairwise):   (P-1) L + T(max(bytes sent, bytes received))
 //   barrier (dissemination): ceil(log2 P) L
@@ -270,9 +274,14 @@ void SimulatedLinkProcessGroup::sleep_for(SimClock::duration d) {
 
 void SimulatedLinkProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   const int p = size();
-  const double share = p > 0 ? 2.0 * (p - 1) / p : 0.0;
-  sleep_for(2 * (p - 1) * links_->latency() +
-            links_->transfer_time(static_cast<std::uint64_t>(share * nbytes(t))));
+  if (allreduce_runs_direct(nbytes(t), p)) {
+    sleep_for(links_->latency() +
+              links_->transfer_time(static_cast<std::uint64_t>(p - 1) * nbytes(t)));
+  } else {
+    const double share = p > 0 ? 2.0 * (p - 1) / p : 0.0;
+    sleep_for(2 * (p - 1) * links_->latency() +
+              links_->transfer_time(static_cast<std::uint64_t>(share * nbytes(t))));
+  }
   inner_->allreduce(t, op);
 }
 
@@ -285,7 +294,8 @@ void SimulatedLinkProcessGroup::allgather(const Tensor& in, Tensor& out,
                                           const std::vector<std::int64_t>& counts) {
   const int p = size();
   const double share = p > 0 ? static_cast<double>(p - 1) / p : 0.0;
-  sleep_for((p - 1) * links_->latency() +
+  const int rounds = allgather_runs_direct(nbytes(out), p) ? 1 : p - 1;
+  sleep_for(rounds * links_->latency() +
             links_->transfer_time(static_cast<std::uint64_t>(share * nbytes(out))));
   inner_->allgather(in, out, counts);
 }

@@ -8,6 +8,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/nn/halo_region.h"
 #include "dtensor/ops/autograd.h"
+#include "dtensor/ops/deferred_agreement.h"
 
 namespace dtensor::nn {
 namespace {
@@ -42,6 +43,17 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype) {
 
 DTensor Module::forward(const DTensor&) {
   throw NotSupported("nn", "this module has no one-input forward");
+}
+
+DTensor Module::operator()(const DTensor& input) {
+  // The module's output is what leaves the call: the checks its calls left
+  // for later are confirmed before it does, so each silent call (a 1x1
+  // convolution, a pool or cat without a halo) no longer waits a one-way
+  // latency for its peers.
+  DeferredAgreementScope checks;
+  DTensor out = forward(input);
+  checks.confirm();
+  return out;
 }
 
 Module::Ref Module::register_parameter(const std::string& name, Tensor initial) {

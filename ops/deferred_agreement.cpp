@@ -5,7 +5,8 @@
 
 #include "dtensor/core/config.h"
 
-namespace dtensor::detail {
+namespace dtensor {
+namespace detail {
 namespace {
 
 struct Deferred {
@@ -19,23 +20,28 @@ Deferred& deferred() {
   return d;
 }
 
-// A long backward pass confirms in batches, so that the queue's buffers and
+// A long stretch of calls confirms in batches, so that the queue's buffers and
 // the distance between a disagreement and its error stay bounded.
 constexpr std::size_t kMaxQueued = 64;
 
 }  // namespace
+}  // namespace detail
+
+using detail::deferred;
 
 DeferredAgreementScope::DeferredAgreementScope() : outermost_(deferred().depth++ == 0) {}
 
 DeferredAgreementScope::~DeferredAgreementScope() {
-  Deferred& d = deferred();
+  auto& d = deferred();
   --d.depth;
   if (outermost_) d.queue.clear();
 }
 
 void DeferredAgreementScope::confirm() {
-  if (outermost_) confirm_deferred_agreements();
+  if (outermost_) detail::confirm_deferred_agreements();
 }
+
+namespace detail {
 
 bool agreements_deferred() {
   return deferred().depth > 0 && !config().debug;
@@ -60,4 +66,5 @@ void confirm_deferred_agreements() {
   }
 }
 
-}  // namespace dtensor::detail
+}  // namespace detail
+}  // namespace dtensor

@@ -4,7 +4,12 @@
 #pragma once
 
 #include <concepts>
+#include <cstdint>
+#include <optional>
 #include <string>
+
+#include "dtensor/core/dtype.h"
+#include "dtensor/core/process_group.h"
 
 namespace dtensor::gloo_backend {
 
@@ -40,11 +45,23 @@ class CallName {
   std::string (*fn_)(const void*);
 };
 
+/// A direct collective's name, kept as its fields: "allreduce(sum, 4 x f32)",
+/// "allgather(12 x f64)", as the ring's calls are named.
+struct CollectiveName {
+  const char* kind = nullptr;  // "allreduce", "allgather"; null: not a collective
+  std::optional<ReduceOp> op;
+  std::int64_t numel = 0;
+  DType dtype = DType::F32;
+  std::string str() const;
+};
+
 /// A point-to-point transfer's name, kept as its fields: "send to rank 2
-/// (world rank 5) tag 7".
+/// (world rank 5) tag 7"; a message of a direct collective is named by the
+/// collective, as a failure of the ring's would be.
 struct P2PName {
   bool is_send = false;
   int peer = 0, world_rank = 0, tag = 0;
+  CollectiveName collective{};
   std::string str() const;
 };
 

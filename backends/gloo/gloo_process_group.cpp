@@ -24,6 +24,7 @@
 #include "backends/gloo/reduce_kernels.h"
 #include "backends/gloo/store_adapter.h"
 #include "backends/gloo/traffic.h"
+#include "core/detail/direct_collectives.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
@@ -40,6 +41,12 @@ std::uint64_t p2p_slot(int tag) {
   return (kP2PSlotPrefix << 56) |
          (static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag)) << 24);
 }
+
+// The direct collectives' messages (core/detail/direct_collectives.h): one
+// slot, apart from both. Every rank makes its collectives in the same order
+// and equal slots between two ranks match in posting order, so the messages
+// of successive collectives pair up without a sequence number.
+constexpr std::uint64_t kDirectCollectiveSlot = std::uint64_t{0x41} << 56;
 
 // Ring allreduce segment size; traffic accounting must use the same value.
 constexpr std::size_t kAllreduceSegmentBytes = 1 << 20;
@@ -431,17 +438,21 @@ std::shared_ptr<Work> GlooProcessGroup::irecv(const Tensor& t, int src, int tag)
 std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, int peer, int tag) {
   // Arguments and messages to this rank never get here: the validating layer
   // in front of every backend checks the one and delivers the other.
-  const P2PName what{is_send, peer, global_ranks_[peer], tag};
-  const auto name = [&] { return what.str(); };
-  check_usable(name);
+  return post_transfer(is_send, t, peer, p2p_slot(tag),
+                       P2PName{is_send, peer, global_ranks_[peer], tag});
+}
+
+std::shared_ptr<Work> GlooProcessGroup::post_transfer(bool is_send, const Tensor& t, int peer,
+                                                      std::uint64_t slot, const P2PName& what) {
+  check_usable(what);
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
   try {
-    translate_errors(name, [&] {
+    translate_errors(what, [&] {
       buffer = pool_.acquire(*context_, t.data_ptr(), t.nbytes());
       if (is_send)
-        buffer->send(peer, p2p_slot(tag));
+        buffer->send(peer, slot);
       else
-        buffer->recv(peer, p2p_slot(tag));
+        buffer->recv(peer, slot);
     });
   } catch (const CommError& e) {
     fail(e.what());
@@ -460,6 +471,7 @@ std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, 
 void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   const std::size_t n = static_cast<std::size_t>(t.numel());
   if (size_ == 1 || n == 0) return;  // the reduction of one contribution is itself (Avg too)
+  if (detail::allreduce_runs_direct(t.nbytes(), size_)) return allreduce_direct(t, op);
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     run_collective(
@@ -481,6 +493,31 @@ void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   const Traffic tr = ring_allreduce_traffic(t.nbytes(), dtype_size(t.dtype()),
                                             kAllreduceSegmentBytes, size_, rank_);
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+void GlooProcessGroup::allreduce_direct(Tensor& t, ReduceOp op) {
+  // Every contribution, in rank order, reduced alike on every rank (the same
+  // order, the same rounding): the ranks' results are identical, as the
+  // ring's are.
+  const std::int64_t n = t.numel();
+  const CollectiveName name{"allreduce", op, n, t.dtype()};
+  Tensor all = Tensor::empty({n * size_}, t.dtype());
+  std::vector<std::shared_ptr<Work>> works;
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_)
+      works.push_back(post_transfer(false, all.narrow(0, q * n, n), q, kDirectCollectiveSlot,
+                                    P2PName{false, q, global_ranks_[q], 0, name}));
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_)
+      works.push_back(post_transfer(true, t, q, kDirectCollectiveSlot,
+                                    P2PName{true, q, global_ranks_[q], 0, name}));
+  all.narrow(0, rank_ * n, n).copy_(t.view({n}));
+  wait_all(works);
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    reduce_blocks<T>(op, all.data<T>(), static_cast<std::size_t>(size_),
+                     static_cast<std::size_t>(n), static_cast<std::size_t>(n), t.data<T>());
+  });
 }
 
 void GlooProcessGroup::broadcast(Tensor& t, int root) {
@@ -510,6 +547,8 @@ void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
   const std::size_t my_offset =
       std::accumulate(block_bytes.begin(), block_bytes.begin() + rank_, std::size_t{0});
   const bool in_place = in.data_ptr() == bytes_of(out) + my_offset;
+  if (detail::allgather_runs_direct(out.nbytes(), size_))
+    return allgather_direct(in, out, counts, in_place);
   run_collective(
       [&] { return fmt::format("allgather({} x {})", out.numel(), dtype_name(out.dtype())); },
       [context = context_, in, out, block_bytes, in_place, timeout = timeout_] {
@@ -521,6 +560,30 @@ void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
       });
   const Traffic tr = allgatherv_traffic(block_bytes, rank_);
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
+}
+
+void GlooProcessGroup::allgather_direct(const Tensor& in, Tensor& out,
+                                        const std::vector<std::int64_t>& counts, bool in_place) {
+  // Every rank knows the counts, so an empty block is skipped alike by its
+  // sender and its receivers.
+  const Tensor flat = out.view({out.numel()});
+  const CollectiveName name{"allgather", std::nullopt, out.numel(), out.dtype()};
+  std::vector<std::int64_t> offsets(counts.size(), 0);
+  std::partial_sum(counts.begin(), counts.end() - 1, offsets.begin() + 1);
+  std::vector<std::shared_ptr<Work>> works;
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_ && counts[q] > 0)
+      works.push_back(post_transfer(false, flat.narrow(0, offsets[q], counts[q]), q,
+                                    kDirectCollectiveSlot,
+                                    P2PName{false, q, global_ranks_[q], 0, name}));
+  Tensor mine = flat.narrow(0, offsets[rank_], counts[rank_]);
+  if (!in_place && counts[rank_] > 0) mine.copy_(in.view({counts[rank_]}));
+  if (counts[rank_] > 0)
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_)
+        works.push_back(post_transfer(true, mine, q, kDirectCollectiveSlot,
+                                      P2PName{true, q, global_ranks_[q], 0, name}));
+  wait_all(works);
 }
 
 void GlooProcessGroup::reduce_scatter(const Tensor& in, Tensor& out,

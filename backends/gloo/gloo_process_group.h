@@ -112,6 +112,16 @@ class GlooProcessGroup : public ProcessGroup,
   std::string name_peers(const std::string& msg) const;
   void account(std::uint64_t sent, std::uint64_t received, std::uint64_t messages);
   std::shared_ptr<Work> post_p2p(bool is_send, const Tensor& t, int peer, int tag);
+  /// One transfer with `peer` on a Gloo slot (a point-to-point tag's, or the
+  /// direct collectives').
+  std::shared_ptr<Work> post_transfer(bool is_send, const Tensor& t, int peer, std::uint64_t slot,
+                                      const P2PName& what);
+  /// Small collectives as one round of point-to-point messages
+  /// (core/detail/direct_collectives.h), on the caller's thread: their
+  /// waits are point-to-point waits, which abort() ends directly.
+  void allreduce_direct(Tensor& t, ReduceOp op);
+  void allgather_direct(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts,
+                        bool in_place);
 
   const int rank_;
   const int size_;

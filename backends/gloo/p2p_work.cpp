@@ -8,7 +8,14 @@
 
 namespace dtensor::gloo_backend {
 
+std::string CollectiveName::str() const {
+  if (op)
+    return fmt::format("{}({}, {} x {})", kind, reduce_op_name(*op), numel, dtype_name(dtype));
+  return fmt::format("{}({} x {})", kind, numel, dtype_name(dtype));
+}
+
 std::string P2PName::str() const {
+  if (collective.kind) return collective.str();
   std::string s = fmt::format("{} rank {}", is_send ? "send to" : "recv from", peer);
   if (world_rank != peer) s += fmt::format(" (world rank {})", world_rank);
   return s + fmt::format(" tag {}", tag);

@@ -108,7 +108,7 @@ void backward(const DTensor& output, const std::optional<DTensor>& grad, bool re
   // The forward's calls replayed: the checks of those that have not
   // communicated when they return are queued, and confirmed before any
   // gradient is written (ops/deferred_agreement.h).
-  detail::DeferredAgreementScope deferred_checks;
+  DeferredAgreementScope deferred_checks;
   DTensor seed = [&] {
     if (grad) {
       check_gradient_fits(*grad, output.spec(), "backward: grad");

@@ -1,13 +1,16 @@
-// Agreement checks inside backward(): the check of a call that does not
-// communicate is confirmed later (ops/deferred_agreement.h). A disagreement
-// there must still be raised on every rank, by backward(), naming the call,
-// before any leaf's gradient is written; the calls after it must pair with
-// their peers as before; outside backward() nothing changes.
+// Agreement checks inside backward() and a module's call: the check of a
+// call that does not communicate is confirmed later
+// (dtensor/ops/deferred_agreement.h). A disagreement there must still be
+// raised on every rank, by backward() or the module's call, naming the
+// call, before any leaf's gradient is written or the module's output
+// returned; the calls after it must pair with their peers as before;
+// elsewhere nothing changes.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "dtensor/nn/module.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/testing.h"
 
@@ -43,6 +46,24 @@ void register_skewed() {
   register_kernel("test_skewed", DeviceType::CPU, DType::F64,
                   [](const KernelCall& k) { return std::vector<Tensor>{k.local(0).clone()}; });
 }
+
+// A user module whose forward makes a call the ranks may disagree on (a
+// scale by a factor that then differs between ranks; it communicates
+// nothing), then a convolution, which exchanges a halo.
+class ScaleThenConv : public nn::Module {
+ public:
+  ScaleThenConv(DTensor w, bool skewed) : w_(std::move(w)), skewed_(skewed) {}
+  DTensor forward(const DTensor& x) override {
+    const DTensor s = scale(x, skewed_ && get_rank() == 0 ? 2.0 : 2.5);
+    g_passed_the_disagreement = true;
+    const ConvParams same{{1, 1}, {{1, 1}, {1, 1}}, {1, 1}, 1};
+    return convolution(s, w_, std::nullopt, same);
+  }
+
+ private:
+  DTensor w_;
+  bool skewed_;
+};
 
 void require_disagreement(const std::function<void()>& call, const std::string& op) {
   try {
@@ -107,5 +128,43 @@ DTENSOR_TEST_CASE(
             expect += 2 * yv[p * Wd + q] * W.item({0, 0, a, b});
         }
       CHECK(std::abs(g.item({0, 0, i, j}) - expect) < 1e-12);
+    }
+}
+
+DTENSOR_TEST_CASE(
+    "inside a module's call a disagreement at a call that does not communicate is raised by the "
+    "call on every rank, naming the call, with no output, and later calls are exact",
+    "[autograd][agreement][nn]", 2) {
+  register_skewed();
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  DTensor x = distribute_tensor(Tensor::rand({1, 1, 8, 5}, DType::F64, 5), mesh, {Shard(2)});
+  DTensor w = distribute_tensor(Tensor::rand({1, 1, 3, 3}, DType::F64, 6), mesh, {Replicate()});
+  ScaleThenConv skewed(w, true), agreed(w, false);
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    g_passed_the_disagreement = false;
+    require_disagreement([&] { skewed(x); }, "scale");
+    REQUIRE(g_passed_the_disagreement);  // confirmed when the module returns, not at the call
+  }
+  // Outside a module the same call fails at once.
+  g_passed_the_disagreement = false;
+  require_disagreement([&] { skewed.forward(x); }, "scale");
+  REQUIRE_FALSE(g_passed_the_disagreement);
+
+  // The checks still pair with the peers': the agreed module is exact
+  // (conv(2.5 x) against a naive f64 loop, zero padding).
+  const Tensor y = agreed(x).full_tensor();
+  const Tensor X = x.full_tensor(), W = w.full_tensor();
+  const std::int64_t H = 8, Wd = 5;
+  for (std::int64_t i = 0; i < H; ++i)
+    for (std::int64_t j = 0; j < Wd; ++j) {
+      double expect = 0;
+      for (std::int64_t a = 0; a < 3; ++a)
+        for (std::int64_t b = 0; b < 3; ++b) {
+          const std::int64_t p = i + a - 1, q = j + b - 1;
+          if (p >= 0 && q >= 0 && p < H && q < Wd)
+            expect += W.item({0, 0, a, b}) * 2.5 * X.item({0, 0, p, q});
+        }
+      CHECK(std::abs(y.item({0, 0, i, j}) - expect) < 1e-12);
     }
 }

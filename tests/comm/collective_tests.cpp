@@ -92,11 +92,15 @@ TEST_CASE("allreduce sum avg max min for f32 f64 bf16 f16 P=1..4", "[comm][colle
   }
 }
 
-TEST_CASE("allreduce traffic: the ranks send 2(P-1)N bytes in all P=2..4",
+TEST_CASE("allreduce traffic: a small one sends P(P-1)N bytes in all, a large one 2(P-1)N P=2..4",
           "[comm][collective][counters]") {
   for (int P = 2; P <= 4; ++P) {
     run_ranks(P, [](RankContext& ctx) {
       auto& pg = *ctx.pg;
+      const double ranks = ctx.world_size;
+      // 5 floats: every rank sends its contribution to every other rank
+      // (one round of messages); 400003: a ring reduce-scatter + allgather
+      // moves each byte P-1 times per phase.
       for (std::int64_t n : {std::int64_t{5}, std::int64_t{400003}}) {
         Tensor t = Tensor::full({n}, 1.0, DType::F32);
         const auto before = CounterSnapshot::of(pg);
@@ -104,10 +108,11 @@ TEST_CASE("allreduce traffic: the ranks send 2(P-1)N bytes in all P=2..4",
         const auto d = CounterSnapshot::of(pg) - before;
         const auto sent = gather_scalar(pg, static_cast<double>(d.sent));
         const auto received = gather_scalar(pg, static_cast<double>(d.received));
-        // A ring reduce-scatter + allgather moves each byte P-1 times per phase.
-        const double want = 2.0 * (ctx.world_size - 1) * 4.0 * static_cast<double>(n);
+        const double bytes = 4.0 * static_cast<double>(n);
+        const double want = n == 5 ? ranks * (ranks - 1) * bytes : 2.0 * (ranks - 1) * bytes;
         CHECK(std::accumulate(sent.begin(), sent.end(), 0.0) == want);
         CHECK(std::accumulate(received.begin(), received.end(), 0.0) == want);
+        CHECK(t.item_flat(n - 1) == ranks);
       }
     });
   }
@@ -165,6 +170,34 @@ TEST_CASE("allgather uneven counts including zero, every dtype P=1..4", "[comm][
       pg.allgather(none, none, std::vector<std::int64_t>(P, 0));
     });
   }
+}
+
+TEST_CASE("allgather past the direct limit (a ring) and at it, uneven, P=3", "[comm][collective]") {
+  run_ranks(3, [](RankContext& ctx) {
+    auto& pg = *ctx.pg;
+    const int r = ctx.rank;
+    // 256 KiB of f64 in all is the most a rank may receive in one round of
+    // direct messages; one element more goes round the ring.
+    for (std::int64_t total : {std::int64_t{32768}, std::int64_t{32769}, std::int64_t{300001}}) {
+      INFO("total=" << total);
+      const std::vector<std::int64_t> counts = {total / 3, total / 3 + 1,
+                                                total - 2 * (total / 3) - 1};
+      Tensor in = make_tensor(DType::F64, counts[r], [&](auto i) { return small_value(r, i); });
+      Tensor out = Tensor::zeros({total}, DType::F64);
+      const auto before = CounterSnapshot::of(pg);
+      pg.allgather(in, out, counts);
+      const auto d = CounterSnapshot::of(pg) - before;
+      for (int q = 0; q < 3; ++q)
+        CHECK(max_error(out.narrow(0, offset_of(counts, q), counts[q]),
+                        [&](auto i) { return small_value(q, i); }) == 0);
+      CHECK(d.received == static_cast<std::uint64_t>(total - counts[r]) * 8);
+      // Direct: a rank sends its block to each peer; the ring forwards every
+      // block but its successor's.
+      const bool direct = total * 8 <= 256 * 1024;
+      const std::int64_t sent = direct ? 2 * counts[r] : total - counts[(r + 1) % 3];
+      CHECK(d.sent == static_cast<std::uint64_t>(sent) * 8);
+    }
+  });
 }
 
 TEST_CASE("allgather in place (input is this rank's slot of the output) P=3",

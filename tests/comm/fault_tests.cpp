@@ -2,6 +2,7 @@
 // dead peer as CommError long before it; never a hang.
 #include <signal.h>
 
+#include <functional>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -84,33 +85,31 @@ TEST_CASE("stalled peer: irecv wait times out, with the group and an explicit ti
   }
 }
 
-TEST_CASE("dead peer mid-allreduce: survivors fail, never hang P=3", "[comm][fault]") {
-  // Usually the survivors fail within milliseconds of the death (measured:
-  // ~0.01 s). But Gloo 0.5 fails only *pending* operations when a connection
-  // drops, not a transfer already under way (tcp::Pair::signalException skips
-  // unbound buffers in its tx/rx state): a rank caught mid-segment waits out
-  // its timeout (seen in ~1 of 15 runs). So the bound is the timeout.
+namespace {
+
+// Three ranks loop over `round` until it raises CommError; rank 2 dies
+// 200 ms in, in the middle of the loop. Every survivor must fail within
+// `bound` seconds of the death, never hang.
+void survivors_of_a_death_mid(const std::function<void(ProcessGroup&)>& round,
+                              std::chrono::seconds timeout, double bound) {
   RunOptions opt;
-  opt.comm_timeout = 5s;
-  opt.deadline = 40s;
+  opt.comm_timeout = timeout;
+  opt.deadline = 40s + timeout;
   opt.grace_after_failure = 20s;
   const JobResult res = run_ranks_collect(
       3,
-      [](RankContext& ctx) {
-        auto& pg = *ctx.pg;
+      [&](RankContext& ctx) {
         if (ctx.rank == 2) {
-          // Dies while everyone is in the middle of the allreduce loop below.
           std::thread([] {
             std::this_thread::sleep_for(200ms);
             raise(SIGKILL);
           }).detach();
         }
-        Tensor t = Tensor::full({2 << 20}, 1.0, DType::F32);  // 8 MiB
         const auto t0 = std::chrono::steady_clock::now();
         bool failed = false;
         while (!failed && seconds_since(t0) < 25) {
           try {
-            pg.allreduce(t, ReduceOp::Max);
+            round(*ctx.pg);
           } catch (const CommError& e) {
             failed = true;
             std::printf("rank %d: %s after %.2f s\n", ctx.rank, e.what(), seconds_since(t0));
@@ -120,7 +119,36 @@ TEST_CASE("dead peer mid-allreduce: survivors fail, never hang P=3", "[comm][fau
       },
       opt);
   if (in_rank_process()) return;
-  check_survivors(res, 2, 5.0 + 3.0);
+  check_survivors(res, 2, bound);
+}
+
+}  // namespace
+
+TEST_CASE("dead peer mid-allreduce: survivors fail, never hang P=3", "[comm][fault]") {
+  // Usually the survivors fail within milliseconds of the death (measured:
+  // ~0.01 s). But Gloo 0.5 fails only *pending* operations when a connection
+  // drops, not a transfer already under way (tcp::Pair::signalException skips
+  // unbound buffers in its tx/rx state): a rank caught mid-segment waits out
+  // its timeout (seen in ~1 of 15 runs). So the bound is the timeout.
+  Tensor t = Tensor::full({2 << 20}, 1.0, DType::F32);  // 8 MiB: Gloo's ring
+  survivors_of_a_death_mid([&](ProcessGroup& pg) { pg.allreduce(t, ReduceOp::Max); }, 5s,
+                           5.0 + 3.0);
+}
+
+TEST_CASE("dead peer mid small collectives (direct messages): survivors fail, never hang P=3",
+          "[comm][fault]") {
+  // Small allreduces and allgathers run as one round of point-to-point
+  // messages (core/detail/direct_collectives.h): a survivor waits on a
+  // receive from every peer, which Gloo fails when the dead rank's
+  // connection drops, so the bound here is well below the timeout.
+  Tensor t = Tensor::full({16}, 1.0, DType::F32);
+  Tensor all = Tensor::empty({48}, DType::F32);
+  survivors_of_a_death_mid(
+      [&](ProcessGroup& pg) {
+        pg.allreduce(t, ReduceOp::Max);
+        pg.allgather(t, all, {16, 16, 16});
+      },
+      20s, 10.0);
 }
 
 TEST_CASE("dead peer mid-halo-exchange: both neighbours get CommError promptly P=3",

@@ -44,7 +44,11 @@ class Module {
 
   /// The one-input forward most modules have (user modules may add others).
   virtual DTensor forward(const DTensor& input);
-  DTensor operator()(const DTensor& input) { return forward(input); }
+  /// forward(input), with the agreement checks of its calls that do not
+  /// communicate confirmed once, before the output is returned, instead of
+  /// each at its call (dtensor/ops/deferred_agreement.h): a call the ranks
+  /// disagree on is still raised on every rank, naming it, by this call.
+  DTensor operator()(const DTensor& input);
 
   /// Parameters (and buffers) by dotted name, in registration order,
   /// submodules' after their parent's own ("enc1.conv1.weight").
