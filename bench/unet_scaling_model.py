@@ -8,8 +8,9 @@ what they mean at 8-1024 ranks"):
            + (agreement + direct) * (P - 1) * o
 
 where `direct` counts the small collectives that run as one round of
-messages to every peer at any P here (the norms' statistics, the loss, the
-agreement checks by all-gather), and rounds(P) the collectives past that
+messages to every peer at any P here (the norms' statistics and backward
+sums, the loss with its agreement checks riding along), and rounds(P) the
+collectives past that
 size: the gradients' all-reduce, one round while (P - 1) x its bytes stay
 within 256 KiB and a ring of 2 (P - 1) rounds beyond, and the barriers,
 ceil(log2 P) rounds each (backends.md, "How the Gloo group runs
@@ -85,12 +86,12 @@ def main():
     p.add_argument("--alphas-us", default="50,500", help="latencies of one message round")
     p.add_argument("--o-us", type=float, default=5.0, help="the sender's cost of one message")
     p.add_argument("--halo", type=float, default=5, help="halo rounds per step")
-    p.add_argument("--direct", type=float, default=15,
+    p.add_argument("--direct", type=float, default=13,
                    help="small collectives per step, one round each")
     p.add_argument("--grad-kb", type=float, default=104,
                    help="the gradients' all-reduce, KiB per rank")
     p.add_argument("--barriers", type=float, default=2, help="barriers per step")
-    p.add_argument("--agreement", type=float, default=23,
+    p.add_argument("--agreement", type=float, default=25,
                    help="agreement messages per step per peer")
     p.add_argument("--hidden", type=float, default=3,
                    help="agreement rounds not hidden behind compute")

@@ -17,6 +17,7 @@
 // the Partial scalar to Replicate. The arithmetic on each rank's shard is the
 // kernels of dtensor/ops/kernels/loss.h.
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/deferred_agreement.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/kernels/loss.h"
 #include "dtensor/ops/losses.h"
@@ -238,8 +239,25 @@ struct Registrar {
 };
 const Registrar registrar;
 
+// The loss call communicates nothing (its output is a pending sum), so its
+// agreement check is queued and confirmed after the reduction that follows,
+// whose messages carry a check of their own: one latency for the two instead
+// of a round trip each. A disagreement at the loss call is still the error
+// every rank raises.
+DTensor reduced(const char* op, std::vector<OpArg> args) {
+  DeferredAgreementScope checks;
+  try {
+    DTensor out = replicated(dispatch(op, std::move(args)).at(0));
+    checks.confirm();
+    return out;
+  } catch (...) {
+    checks.confirm();  // the loss call's disagreement, if any, is the error
+    throw;
+  }
+}
+
 DTensor forward(const char* op, const DTensor& input, const DTensor& target, LossReduction r) {
-  return replicated(dispatch(op, {input, target, std::string(loss_reduction_name(r))}).at(0));
+  return reduced(op, {input, target, std::string(loss_reduction_name(r))});
 }
 
 DTensor backward(const char* op, const DTensor& input, const DTensor& target, LossReduction r,
@@ -250,8 +268,7 @@ DTensor backward(const char* op, const DTensor& input, const DTensor& target, Lo
 
 DTensor pointwise_forward(const char* op, const DTensor& input, const DTensor& target,
                           LossReduction r, double param) {
-  return replicated(
-      dispatch(op, {input, target, std::string(loss_reduction_name(r)), param}).at(0));
+  return reduced(op, {input, target, std::string(loss_reduction_name(r)), param});
 }
 
 DTensor pointwise_backward(const char* op, const DTensor& input, const DTensor& target,

@@ -1,7 +1,10 @@
 #include "dtensor/placement/bucketed_reduce.h"
 
 #include <map>
+#include <optional>
+#include <vector>
 
+#include "dtensor/core/direct_allreduce.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/placement/redistribute.h"
 
@@ -21,9 +24,19 @@ struct Bucket {
   std::size_t bytes = 0;
 };
 
-void reduce_bucket(const std::vector<DTensor>& in, const Bucket& b, std::vector<DTensor>& out) {
+// The mesh dims a bucket's reduction runs over: its Partial(sum) ones.
+std::vector<std::int64_t> partial_dims(const DTensorSpec& spec) {
+  std::vector<std::int64_t> dims;
+  for (std::int64_t m = 0; m < spec.mesh().ndim(); ++m) {
+    const Placement& p = spec.placements()[static_cast<std::size_t>(m)];
+    if (p.is_partial() && p.reduce_op() == ReduceOp::Sum) dims.push_back(m);
+  }
+  return dims;
+}
+
+// The bucket's members packed into one flat tensor.
+Tensor packed(const std::vector<DTensor>& in, const Bucket& b) {
   const DTensor& first = in[b.members[0]];
-  const DTensorSpec& spec = first.spec();
   std::int64_t total = 0;
   for (auto i : b.members)
     total += in[i].to_local().numel();
@@ -34,12 +47,15 @@ void reduce_bucket(const std::vector<DTensor>& in, const Bucket& b, std::vector<
     flat.narrow(0, at, l.numel()).view(l.shape()).copy_(l);
     at += l.numel();
   }
-  for (std::int64_t m = 0; m < spec.mesh().ndim(); ++m) {
-    const Placement& p = spec.placements()[m];
-    if (p.is_partial() && p.reduce_op() == ReduceOp::Sum) spec.mesh().get_group(m)->allreduce(flat);
-  }
-  at = 0;
+  return flat;
+}
+
+// The reduced flat tensor handed back as the members' Replicate tensors.
+void unpack(const std::vector<DTensor>& in, const Bucket& b, const Tensor& flat,
+            std::vector<DTensor>& out) {
+  const DTensorSpec& spec = in[b.members[0]].spec();
   const Placements target = target_of(spec.placements());
+  std::int64_t at = 0;
   for (auto i : b.members) {
     const Tensor& l = in[i].to_local();
     out[i] = DTensor(flat.narrow(0, at, l.numel()).view(l.shape()).clone(),
@@ -48,22 +64,9 @@ void reduce_bucket(const std::vector<DTensor>& in, const Bucket& b, std::vector<
   }
 }
 
-}  // namespace
-
-std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
-                                     std::size_t bucket_bytes) {
-  std::vector<DTensor> out(tensors);
-  if (tensors.empty()) return out;
-  // Every rank sees the same list, so the buckets (and the collectives) are
-  // formed in the same order everywhere; one agreement check covers them all.
-  std::size_t fingerprint = tensors.size();
-  std::string description;
-  for (const auto& t : tensors) {
-    fingerprint = fingerprint * 1000003u ^ t.spec().hash();
-    description += t.spec().str() + ";";
-  }
-  check_ranks_agree(*tensors[0].mesh().get_mesh_group(), fingerprint, "reduce_partials",
-                    description);
+// Tensors sharing mesh, dtype and placements, in order, up to `bucket_bytes`
+// a bucket; tensors with nothing pending are left out.
+std::vector<Bucket> form_buckets(const std::vector<DTensor>& tensors, std::size_t bucket_bytes) {
   std::vector<Bucket> buckets;
   std::map<std::size_t, std::size_t> open;  // key -> index of the bucket being filled
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -84,8 +87,54 @@ std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
     buckets[it->second].members.push_back(i);
     buckets[it->second].bytes += bytes;
   }
-  for (const auto& b : buckets)
-    reduce_bucket(tensors, b, out);
+  return buckets;
+}
+
+}  // namespace
+
+std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
+                                     std::size_t bucket_bytes) {
+  std::vector<DTensor> out(tensors);
+  if (tensors.empty()) return out;
+  // Every rank sees the same list, so the buckets (and the collectives) are
+  // formed in the same order everywhere; one agreement check covers them all.
+  std::size_t fingerprint = tensors.size();
+  std::string description;
+  for (const auto& t : tensors) {
+    fingerprint = fingerprint * 1000003u ^ t.spec().hash();
+    description += t.spec().str() + ";";
+  }
+  // Posted now and confirmed before anything waits: the small buckets' sums
+  // are posted first, under a tag of this call's own, and travel with it.
+  CheckedCall call(tensors[0].mesh().get_mesh_group(), fingerprint, "reduce_partials", description);
+  const auto buckets = call.local([&] { return form_buckets(tensors, bucket_bytes); });
+  // The small buckets first, packed and posted, each a DirectAllreduce; the
+  // others, packed one at a time after the check (their collectives wait).
+  std::vector<Tensor> flats(buckets.size());
+  std::vector<std::optional<DirectAllreduce>> started(buckets.size());
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const DTensorSpec& spec = tensors[buckets[k].members[0]].spec();
+    const auto dims = partial_dims(spec);
+    if (dims.size() != 1) continue;
+    const auto g = spec.mesh().get_group(dims[0]);
+    const DeviceType device = tensors[buckets[k].members[0]].to_local().device().type;
+    if (!fits_direct_allreduce(*g, buckets[k].bytes, device)) continue;
+    flats[k] = packed(tensors, buckets[k]);
+    started[k].emplace(*g, flats[k], ReduceOp::Sum, call.tag);
+  }
+  call.agreement.confirm();
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    if (started[k]) {
+      started[k]->finish();
+    } else {
+      flats[k] = packed(tensors, buckets[k]);
+      const DTensorSpec& spec = tensors[buckets[k].members[0]].spec();
+      for (std::int64_t m : partial_dims(spec))
+        spec.mesh().get_group(m)->allreduce(flats[k]);
+    }
+    unpack(tensors, buckets[k], flats[k], out);
+    flats[k] = Tensor();
+  }
   return out;
 }
 

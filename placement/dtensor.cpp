@@ -185,23 +185,43 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
     invalid = e;
     target_hash = std::hash<std::string>()(e.what());
   }
-  check_ranks_agree(*mesh.get_mesh_group(), spec_.hash() * 31 + target_hash, "redistribute",
-                    spec_.str() + " -> [" + placements_str(placements) + "]");
-  if (invalid) throw *invalid;
-  auto steps = plan_redistribute(spec_, placements);
+  // The check is posted here and confirmed before anything waits; a lone
+  // small reduction (a loss, a norm of Partial sums) posts its messages first,
+  // under a tag of this call's own, so the check travels with them.
+  // (The call's tag is taken by every call, whatever it turns out to need, so
+  // that ranks that disagree here still number their later calls alike.)
+  CheckedCall call(mesh.get_mesh_group(), spec_.hash() * 31 + target_hash, "redistribute",
+                   spec_.str() + " -> [" + placements_str(placements) + "]");
+  if (invalid) {
+    call.agreement.confirm();
+    throw *invalid;
+  }
+  const auto steps = call.local([&] { return plan_redistribute(spec_, placements); });
   // Mesh dims of one rank change placement without a step (their data is the
   // same under any placement), so the spec is the target's, not the last step's.
   DTensorSpec target(mesh, placements, spec_.shape(), dtype());
-  if (steps.empty() && target == spec_) return *this;
-  Tensor cur = local_;
-  Placements cur_p = spec_.placements();
-  DTensorSpec cur_spec = spec_;
-  for (const auto& step : steps) {
-    cur_p[step.mesh_dim] = step.to;
-    DTensorSpec next(mesh, cur_p, spec_.shape(), dtype());
-    log::debug("redistribute {}: {}", spec_.str(), step.str());
-    cur = apply_redistribute_step(cur, cur_spec, next, step);
-    cur_spec = next;
+  Tensor cur;
+  bool reduced = false;
+  if (steps.size() == 1) {
+    if (auto started = start_reduction(local_, spec_, steps[0], call.tag)) {
+      call.agreement.confirm();
+      cur = started->finish();
+      reduced = true;
+    }
+  }
+  if (!reduced) {
+    call.agreement.confirm();
+    if (steps.empty() && target == spec_) return *this;
+    cur = local_;
+    Placements cur_p = spec_.placements();
+    DTensorSpec cur_spec = spec_;
+    for (const auto& step : steps) {
+      cur_p[step.mesh_dim] = step.to;
+      DTensorSpec next(mesh, cur_p, spec_.shape(), dtype());
+      log::debug("redistribute {}: {}", spec_.str(), step.str());
+      cur = apply_redistribute_step(cur, cur_spec, next, step);
+      cur_spec = next;
+    }
   }
   DTensor out(cur, target);
   if (requires_grad() && detail::redistribute_recorder())

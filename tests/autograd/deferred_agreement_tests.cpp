@@ -168,3 +168,26 @@ DTENSOR_TEST_CASE(
       CHECK(std::abs(y.item({0, 0, i, j}) - expect) < 1e-12);
     }
 }
+
+DTENSOR_TEST_CASE(
+    "a loss's own check rides with its reduction: a disagreement at the loss call is raised on "
+    "every rank naming the loss, and later losses are exact",
+    "[autograd][agreement][losses]", 2) {
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  const Tensor X = Tensor::rand({2, 3, 4}, DType::F64, 7),
+               Y = Tensor::rand({2, 3, 4}, DType::F64, 8);
+  DTensor x = distribute_tensor(X, mesh, {Shard(2)});
+  DTensor y = distribute_tensor(Y, mesh, {Shard(2)});
+  double sum = 0;
+  for (std::int64_t i = 0; i < X.numel(); ++i)
+    sum += (X.item_flat(i) - Y.item_flat(i)) * (X.item_flat(i) - Y.item_flat(i));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // The ranks disagree on the reduction; the pending sums the loss leaves
+    // have the same shape either way, so only the loss call's check sees it.
+    require_disagreement(
+        [&] { mse_loss(x, y, get_rank() == 0 ? LossReduction::Mean : LossReduction::Sum); },
+        "mse_loss");
+    CHECK(std::abs(mse_loss(x, y, LossReduction::Sum).to_local().item_flat(0) - sum) < 1e-12);
+    CHECK(std::abs(mse_loss(x, y).to_local().item_flat(0) - sum / 24) < 1e-12);
+  }
+}

@@ -434,8 +434,10 @@ TEST_CASE("monitor: a stray unsealed abort key is ignored and logged once P=2", 
   }
 }
 
-TEST_CASE("monitor: full_tensor on one rank, convolution on the others: desync named P=4",
+TEST_CASE("monitor: a barrier on one rank, convolution on the others: desync named P=4",
           "[comm][fault][monitor]") {
+  // The barrier carries no agreement check for the convolution's to meet:
+  // only the desync check can tell the ranks what the others are doing.
   RunOptions opt;
   opt.comm_timeout = 120s;  // the default desync delay must act long before
   opt.deadline = 60s;
@@ -451,7 +453,7 @@ TEST_CASE("monitor: full_tensor on one rank, convolution on the others: desync n
         const auto t0 = std::chrono::steady_clock::now();
         try {
           if (ctx.rank == 0)
-            x.full_tensor();
+            world()->barrier();
           else
             convolution(x, w, b, conv_params());
           FAIL("diverging calls returned");
@@ -461,9 +463,42 @@ TEST_CASE("monitor: full_tensor on one rank, convolution on the others: desync n
           INFO(msg << " after " << s << " s");
           std::printf("rank %d: %s after %.2f s\n", ctx.rank, msg.c_str(), s);
           // Both calls named with their (equal) call numbers.
-          CHECK_THAT(msg, Catch::Matches(".*rank 0 is in full_tensor \\(call ([0-9]+)\\); "
+          CHECK_THAT(msg, Catch::Matches(".*rank 0 is in barrier \\(call ([0-9]+)\\); "
                                          "ranks 1-3 are in convolution \\(call \\1\\).*"));
           CHECK(s < 10.0);
+        }
+      },
+      opt);
+}
+
+TEST_CASE(
+    "monitor: full_tensor on one rank, convolution on the others: every rank raises the "
+    "disagreement at once P=4",
+    "[comm][fault][monitor][agreement]") {
+  // Both calls post an agreement check first: each rank meets the other
+  // call's fingerprint and raises, long before any desync check.
+  RunOptions opt;
+  opt.comm_timeout = 120s;
+  opt.deadline = 60s;
+  run_ranks(
+      4,
+      [](RankContext& ctx) {
+        DeviceMesh mesh(DeviceType::CPU, {4});
+        auto x = distribute_tensor(Tensor::rand({1, 2, 6, 64}, DType::F32, 11), mesh, {Shard(3)});
+        auto w = distribute_tensor(Tensor::rand({3, 2, 3, 3}, DType::F32, 12), mesh, {Replicate()});
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          if (ctx.rank == 0)
+            x.full_tensor();
+          else
+            convolution(x, w, std::nullopt, conv_params());
+          FAIL("diverging calls returned");
+        } catch (const InvalidArgument& e) {
+          INFO(e.what());
+          CHECK_THAT(std::string(e.what()),
+                     Catch::Contains(ctx.rank == 0 ? "redistribute: ranks disagree"
+                                                   : "convolution: ranks disagree"));
+          CHECK(seconds_since(t0) < 2.0);
         }
       },
       opt);

@@ -208,6 +208,45 @@ TEST_CASE("redistribute with ranks disagreeing on the target fails on every rank
   });
 }
 
+TEST_CASE(
+    "a small Partial -> Replicate posts its sums with its agreement check: exact, and a "
+    "disagreement fails on every rank while later calls stay exact P=3",
+    "[redistribute][errors][agreement][mp]") {
+  run_ranks(3, [](RankContext& ctx) {
+    DeviceMesh mesh(DeviceType::CPU, {3});
+    // Rank q holds q + 1 + i / 8 at i: the sum over ranks is 6 + 3 i / 8.
+    const auto partial = [&] {
+      Tensor t = Tensor::empty({4, 6}, DType::F64);
+      for (std::int64_t i = 0; i < 24; ++i)
+        t.data<double>()[i] = ctx.rank + 1 + static_cast<double>(i) / 8;
+      return DTensor::from_local(t, mesh, {Partial()});
+    };
+    const auto check_sum = [&](const DTensor& r) {
+      REQUIRE(r.placements() == Placements{Replicate()});
+      for (std::int64_t i = 0; i < 24; ++i)
+        REQUIRE(r.to_local().item_flat(i) == 6.0 + 3.0 * static_cast<double>(i) / 8);
+    };
+    const DTensor p = partial();
+    const auto sent = ctx.pg->counters().bytes_sent.load();
+    check_sum(p.redistribute(mesh, {Replicate()}));
+    // One round of messages: the 192 bytes to each peer and the 24-byte
+    // checks, nothing else.
+    CHECK(ctx.pg->counters().bytes_sent.load() - sent == 2 * (192 + 24));
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      // Rank 1 asks for a shard of the sum: a reduce-scatter, which waits for
+      // the check; the others have posted their sums already.
+      const Placements target = ctx.rank == 1 ? Placements{Shard(0)} : Placements{Replicate()};
+      try {
+        partial().redistribute(mesh, target);
+        FAIL("expected a disagreement error");
+      } catch (const InvalidArgument& e) {
+        REQUIRE_THAT(std::string(e.what()), Catch::Contains("redistribute: ranks disagree"));
+      }
+      check_sum(partial().redistribute(mesh, {Replicate()}));
+    }
+  });
+}
+
 TEST_CASE("redistribute disagreement with DTENSOR_DEBUG=1 lists every rank's arguments P=2",
           "[redistribute][errors][agreement][mp]") {
   testing::RunOptions o;

@@ -18,6 +18,7 @@
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/forwarding_process_group.h"
+#include "dtensor/placement/bucketed_reduce.h"
 #include "dtensor/placement/dtensor.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/comm/killed_rank_check.h"
@@ -468,6 +469,42 @@ TEST_CASE("sim link: redistribute over the link on 1 rank, 2 ranks and a 2x2 mes
         },
         with_link("latency_us=1000,gbit=1"));
   }
+}
+
+TEST_CASE(
+    "sim link: a small Partial -> Replicate and a gradient reduction take one latency, their "
+    "agreement checks riding with the sums P=2",
+    "[sim_link][agreement]") {
+  // Over a 30 ms link a blocking check and then the reduction would take 60
+  // ms; the sums posted under the call's own tag with the check take 30.
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        const DeviceMesh mesh(DeviceType::CPU, {2});
+        ctx.pg->barrier();  // connected, and both ranks start together
+        for (int round = 0; round < 3; ++round) {
+          Tensor mine = Tensor::full({8}, 1.0 + ctx.rank, DType::F64);
+          const DTensor p = DTensor::from_local(mine, mesh, {Partial()});
+          ctx.pg->barrier();
+          auto t0 = std::chrono::steady_clock::now();
+          const DTensor r = p.redistribute(mesh, {Replicate()});
+          double s = seconds_since(t0);
+          INFO("redistribute " << s << " s");
+          CHECK(s >= 0.029);
+          CHECK(s < 0.050);
+          CHECK(r.to_local().item_flat(7) == 3.0);
+
+          ctx.pg->barrier();
+          t0 = std::chrono::steady_clock::now();
+          const auto reduced = reduce_partials({p, p});
+          s = seconds_since(t0);
+          INFO("reduce_partials " << s << " s");
+          CHECK(s >= 0.029);
+          CHECK(s < 0.050);
+          CHECK(reduced[1].to_local().item_flat(0) == 3.0);
+        }
+      },
+      with_link("latency_us=30000"));
 }
 
 // ---- failure ----

@@ -61,4 +61,36 @@ class PendingAgreement {
 /// are the library's; a caller's own point-to-point traffic stays below.
 inline constexpr int kAgreementTag = (1 << 30) + 1;
 
+/// A tag for the messages a collective call posts before its agreement check
+/// is confirmed (a DirectAllreduce): from `fingerprint` (what every rank was
+/// asked) and `group`'s next call number (which every rank in step takes
+/// alike), in [2^30 + 16, 2^30 + 16 + 2^28). A rank asked something else, or
+/// making another call, uses another tag, so its messages never meet these.
+int agreed_call_tag(ProcessGroup& group, std::size_t fingerprint);
+
+/// A collective call's agreement check, posted, and the tag (agreed_call_tag)
+/// of the messages the call may post before confirming it.
+struct CheckedCall {
+  CheckedCall(std::shared_ptr<ProcessGroup> group, std::size_t fingerprint, std::string what,
+              std::string description)
+      : agreement(group, fingerprint, std::move(what), std::move(description)),
+        tag(agreed_call_tag(*group, fingerprint)) {}
+
+  /// `f()`, the call's local work before it communicates (validation,
+  /// planning); if that throws, the check is confirmed first, so that a
+  /// disagreement is the error every rank raises.
+  template <typename F>
+  auto local(F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (...) {
+      agreement.confirm();
+      throw;
+    }
+  }
+
+  PendingAgreement agreement;
+  int tag;
+};
+
 }  // namespace dtensor
