@@ -16,18 +16,22 @@ bool fits_direct_allreduce(const ProcessGroup& group, const Tensor& t) {
 }
 
 DirectAllreduce::DirectAllreduce(ProcessGroup& group, Tensor t, ReduceOp op, int tag)
-    : t_(std::move(t)), op_(op), size_(group.size()), rank_(group.rank()) {
+    : DirectAllreduce(group.rank(), group.size(), std::move(t), op, [&](const P2POp& m) {
+        return m.kind == P2POp::Kind::Recv ? group.irecv(m.tensor, m.peer, tag)
+                                           : group.isend(m.tensor, m.peer, tag);
+      }) {}
+
+DirectAllreduce::DirectAllreduce(int rank, int size, Tensor t, ReduceOp op, const Post& post)
+    : t_(std::move(t)), op_(op), rank_(rank), size_(size) {
   const std::int64_t n = t_.numel();
   all_ = Tensor::empty({n * size_}, t_.dtype());
-  std::vector<P2POp> ops;
   for (int q = 0; q < size_; ++q)
-    if (q != rank_) ops.push_back(P2POp::recv(all_.narrow(0, q * n, n), q, tag));
+    if (q != rank_) works_.push_back(post(P2POp::recv(all_.narrow(0, q * n, n), q)));
   for (int q = 0; q < size_; ++q)
-    if (q != rank_) ops.push_back(P2POp::send(t_, q, tag));
-  if (!ops.empty()) works_ = group.batch_isend_irecv(ops);
+    if (q != rank_) works_.push_back(post(P2POp::send(t_, q)));
 }
 
-void DirectAllreduce::finish() {
+Tensor DirectAllreduce::finish() {
   wait_all(works_);
   works_.clear();
   const std::int64_t n = t_.numel();
@@ -38,6 +42,7 @@ void DirectAllreduce::finish() {
                              static_cast<std::size_t>(n), static_cast<std::size_t>(n),
                              t_.data<T>());
   });
+  return t_;
 }
 
 }  // namespace dtensor

@@ -111,14 +111,14 @@ std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
   // The small buckets first, packed and posted, each a DirectAllreduce; the
   // others, packed one at a time after the check (their collectives wait).
   std::vector<Tensor> flats(buckets.size());
+  std::vector<std::vector<std::int64_t>> dims(buckets.size());
   std::vector<std::optional<DirectAllreduce>> started(buckets.size());
   for (std::size_t k = 0; k < buckets.size(); ++k) {
-    const DTensorSpec& spec = tensors[buckets[k].members[0]].spec();
-    const auto dims = partial_dims(spec);
-    if (dims.size() != 1) continue;
-    const auto g = spec.mesh().get_group(dims[0]);
-    const DeviceType device = tensors[buckets[k].members[0]].to_local().device().type;
-    if (!fits_direct_allreduce(*g, buckets[k].bytes, device)) continue;
+    const DTensor& first = tensors[buckets[k].members[0]];
+    dims[k] = partial_dims(first.spec());
+    if (dims[k].size() != 1) continue;
+    const auto g = first.mesh().get_group(dims[k][0]);
+    if (!fits_direct_allreduce(*g, buckets[k].bytes, first.to_local().device().type)) continue;
     flats[k] = packed(tensors, buckets[k]);
     started[k].emplace(*g, flats[k], ReduceOp::Sum, call.tag);
   }
@@ -128,9 +128,8 @@ std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
       started[k]->finish();
     } else {
       flats[k] = packed(tensors, buckets[k]);
-      const DTensorSpec& spec = tensors[buckets[k].members[0]].spec();
-      for (std::int64_t m : partial_dims(spec))
-        spec.mesh().get_group(m)->allreduce(flats[k]);
+      for (std::int64_t m : dims[k])
+        tensors[buckets[k].members[0]].mesh().get_group(m)->allreduce(flats[k]);
     }
     unpack(tensors, buckets[k], flats[k], out);
     flats[k] = Tensor();

@@ -200,17 +200,13 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
   // Mesh dims of one rank change placement without a step (their data is the
   // same under any placement), so the spec is the target's, not the last step's.
   DTensorSpec target(mesh, placements, spec_.shape(), dtype());
+  std::optional<DirectAllreduce> started;
+  if (steps.size() == 1) started = start_reduction(local_, spec_, steps[0], call.tag);
+  call.agreement.confirm();
   Tensor cur;
-  bool reduced = false;
-  if (steps.size() == 1) {
-    if (auto started = start_reduction(local_, spec_, steps[0], call.tag)) {
-      call.agreement.confirm();
-      cur = started->finish();
-      reduced = true;
-    }
-  }
-  if (!reduced) {
-    call.agreement.confirm();
+  if (started) {
+    cur = started->finish();
+  } else {
     if (steps.empty() && target == spec_) return *this;
     cur = local_;
     Placements cur_p = spec_.placements();

@@ -169,14 +169,14 @@ Tensor apply_redistribute_step(const Tensor& local, const DTensorSpec& from, con
   return local;
 }
 
-std::optional<StartedReduction> start_reduction(const Tensor& local, const DTensorSpec& from,
-                                                const RedistributeStep& step, int tag) {
+std::optional<DirectAllreduce> start_reduction(const Tensor& local, const DTensorSpec& from,
+                                               const RedistributeStep& step, int tag) {
   if (step.kind != RedistributeStep::Kind::AllReduce) return std::nullopt;
   from.mesh().require_member("redistribute");
   auto group = from.mesh().get_group(step.mesh_dim);
   if (!fits_direct_allreduce(*group, local)) return std::nullopt;
-  return std::optional<StartedReduction>(std::in_place, local.clone(), *group,
-                                         step.from.reduce_op(), tag);
+  return std::optional<DirectAllreduce>(std::in_place, *group, local.clone(), step.from.reduce_op(),
+                                        tag);
 }
 
 }  // namespace dtensor

@@ -25,6 +25,7 @@
 #include "backends/gloo/store_adapter.h"
 #include "backends/gloo/traffic.h"
 #include "core/detail/direct_collectives.h"
+#include "dtensor/core/direct_allreduce.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
@@ -496,28 +497,14 @@ void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
 }
 
 void GlooProcessGroup::allreduce_direct(Tensor& t, ReduceOp op) {
-  // Every contribution, in rank order, reduced alike on every rank (the same
-  // order, the same rounding): the ranks' results are identical, as the
-  // ring's are.
-  const std::int64_t n = t.numel();
-  const CollectiveName name{"allreduce", op, n, t.dtype()};
-  Tensor all = Tensor::empty({n * size_}, t.dtype());
-  std::vector<std::shared_ptr<Work>> works;
-  for (int q = 0; q < size_; ++q)
-    if (q != rank_)
-      works.push_back(post_transfer(false, all.narrow(0, q * n, n), q, kDirectCollectiveSlot,
-                                    P2PName{false, q, global_ranks_[q], 0, name}));
-  for (int q = 0; q < size_; ++q)
-    if (q != rank_)
-      works.push_back(post_transfer(true, t, q, kDirectCollectiveSlot,
-                                    P2PName{true, q, global_ranks_[q], 0, name}));
-  all.narrow(0, rank_ * n, n).copy_(t.view({n}));
-  wait_all(works);
-  visit_dtype(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    reduce_blocks<T>(op, all.data<T>(), static_cast<std::size_t>(size_),
-                     static_cast<std::size_t>(n), static_cast<std::size_t>(n), t.data<T>());
-  });
+  // On the direct collectives' own slot, each message named by the
+  // collective, as a failure of the ring's would be.
+  const CollectiveName name{"allreduce", op, t.numel(), t.dtype()};
+  DirectAllreduce(rank_, size_, t, op, [&](const P2POp& m) {
+    const bool is_send = m.kind == P2POp::Kind::Send;
+    return post_transfer(is_send, m.tensor, m.peer, kDirectCollectiveSlot,
+                         P2PName{is_send, m.peer, global_ranks_[m.peer], 0, name});
+  }).finish();
 }
 
 void GlooProcessGroup::broadcast(Tensor& t, int root) {

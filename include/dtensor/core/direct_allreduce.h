@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,18 +31,26 @@ bool fits_direct_allreduce(const ProcessGroup& group, std::uint64_t bytes, Devic
 
 class DirectAllreduce {
  public:
+  /// Posts one message of the exchange (a receive or a send of `op.tensor`
+  /// with `op.peer`) and returns its handle.
+  using Post = std::function<std::shared_ptr<Work>(const P2POp& op)>;
+
   /// Posts the messages: `t` (contiguous, CPU) to every other rank of
   /// `group` and theirs into a buffer of this handle, all under `tag`. `t`
   /// must stay alive and unchanged until finish().
   DirectAllreduce(ProcessGroup& group, Tensor t, ReduceOp op, int tag);
-  /// Waits for the messages and writes the reduction into `t`: the
-  /// contributions combined in rank order, so every rank gets the same bits.
-  void finish();
+  /// The same exchange among `size` ranks, each message posted by `post`
+  /// (the receives first): for a backend that sends them its own way.
+  DirectAllreduce(int rank, int size, Tensor t, ReduceOp op, const Post& post);
+  /// Waits for the messages, writes the reduction into `t` (the
+  /// contributions combined in rank order, so every rank gets the same bits)
+  /// and returns it.
+  Tensor finish();
 
  private:
   Tensor t_, all_;  // all_: every rank's contribution, in rank order
   ReduceOp op_;
-  int size_, rank_;
+  int rank_, size_;
   std::vector<std::shared_ptr<Work>> works_;
 };
 

@@ -39,28 +39,13 @@ std::vector<RedistributeStep> plan_redistribute(const DTensorSpec& src, const Pl
 Tensor apply_redistribute_step(const Tensor& local, const DTensorSpec& from, const DTensorSpec& to,
                                const RedistributeStep& step);
 
-/// A step begun before the ranks' agreement on it is confirmed: a small
-/// all-reduce (Partial -> Replicate) whose messages are posted under a tag of
-/// the call's own (agreed_call_tag), so that the agreement check travels with
-/// them. finish() (after the check is confirmed) waits and returns the step's
-/// result, as apply_redistribute_step would.
-class StartedReduction {
- public:
-  StartedReduction(Tensor out, ProcessGroup& group, ReduceOp op, int tag)
-      : out_(std::move(out)), messages_(group, out_, op, tag) {}
-  Tensor finish() {
-    messages_.finish();
-    return out_;
-  }
-
- private:
-  Tensor out_;
-  DirectAllreduce messages_;
-};
-
-/// Begins `step` that way when it can be (an all-reduce that fits a
-/// DirectAllreduce); nullopt otherwise (the caller confirms, then applies it).
-std::optional<StartedReduction> start_reduction(const Tensor& local, const DTensorSpec& from,
-                                                const RedistributeStep& step, int tag);
+/// Begins `step` before the ranks' agreement on it is confirmed, where that
+/// is safe: a small all-reduce (Partial -> Replicate), as a DirectAllreduce
+/// of a copy of `local` under a tag of the call's own (agreed_call_tag), so
+/// that the agreement check travels with its messages; finish() (after the
+/// check is confirmed) returns what apply_redistribute_step would. nullopt
+/// for any other step (the caller confirms, then applies it).
+std::optional<DirectAllreduce> start_reduction(const Tensor& local, const DTensorSpec& from,
+                                               const RedistributeStep& step, int tag);
 
 }  // namespace dtensor
