@@ -128,15 +128,32 @@ const double* f64(const Tensor& t) {
   return t.defined() ? t.data<double>() : nullptr;
 }
 
+// Whether each [sample, channel] row of `t` ([n, c, spatial...]) holds its
+// elements contiguously, wherever the rows lie: a view narrowed along the
+// first spatial dim (the halo chain's owned cells) is read in place.
+bool rows_contiguous(const Tensor& t) {
+  std::int64_t expected = 1;
+  for (std::size_t d = t.shape().size(); d-- > 2;) {
+    if (t.shape()[d] == 1) continue;
+    if (t.strides()[d] != expected) return false;
+    expected *= t.shape()[d];
+  }
+  return true;
+}
+
 template <typename T>
 void moments(const kernels::NormMomentsArgs& a) {
   const NormLayout& L = a.layout;
   const std::int64_t rows = L.n * L.c, s = L.s;
   std::vector<double> mean(static_cast<std::size_t>(rows)), m2(mean.size());
-  const T* x = a.x.data<T>();
+  const Tensor x_rows = rows_contiguous(a.x) ? a.x : a.x.contiguous();
+  const T* x = x_rows.data<T>();
+  const std::int64_t sample_stride = x_rows.dim() > 0 ? x_rows.strides()[0] : 0;
+  const std::int64_t channel_stride = x_rows.dim() > 1 ? x_rows.strides()[1] : 0;
   for_rows(rows, s, [&](std::int64_t r, Scratch& sc) {
     const auto k = static_cast<std::size_t>(r);
-    row_moments(widen(x + r * s, s, sc.in0), s, mean[k], m2[k]);
+    const T* row = x + (r / L.c) * sample_stride + (r % L.c) * channel_stride;
+    row_moments(widen(row, s, sc.in0), s, mean[k], m2[k]);
   });
   double* out = a.moments.data<double>();
   std::fill(out, out + 3 * L.stats(), 0.0);

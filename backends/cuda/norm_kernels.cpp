@@ -39,7 +39,8 @@ void moments(const kernels::NormMomentsArgs& a) {
   std::fill(out, out + 3 * L.stats(), 0.0);
   if (rows == 0) return;
   const Tensor per_row = Tensor::empty({rows, 2}, DType::F64, a.x.device());
-  check_cuda(launch_norm_row_moments(elem_type_of(a.x.dtype()), a.x.data_ptr(), dims_of(L),
+  const Tensor x = a.x.contiguous();  // the launch reads rows back to back
+  check_cuda(launch_norm_row_moments(elem_type_of(x.dtype()), x.data_ptr(), dims_of(L),
                                      static_cast<double*>(per_row.data_ptr()), stream_for(dev)),
              "norm.moments kernel");
   const std::vector<double> r = download_f64(per_row);

@@ -46,9 +46,10 @@ void chan_merge(double* a, const double* b) {
   kernels::merge_moments_into(a, b);
 }
 
-void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments) {
-  if (!plan.communicates() || moments.numel() == 0) return;
-  const Tensor all = gather(call, plan, moments);
+namespace {
+
+// `all`: every member's moments, in rank order; merged into `moments`.
+void merge_moment_records(const Tensor& all, Tensor& moments) {
   const std::int64_t k = moments.numel(), members = all.numel() / k;
   double* out = moments.data<double>();
   const double* in = all.data<double>();
@@ -57,8 +58,6 @@ void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments) {
     for (std::int64_t s = 0; s < k; s += 3)
       chan_merge(out + s, in + q * k + s);
 }
-
-namespace {
 
 constexpr std::int64_t kGradSumsWidth = 5;
 
@@ -90,13 +89,19 @@ void merge_grad_sums(const Tensor& all, Tensor& packed) {
 
 }  // namespace
 
+void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments) {
+  if (!plan.communicates() || moments.numel() == 0) return;
+  merge_moment_records(gather(call, plan, moments), moments);
+}
+
 void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed) {
   if (!plan.communicates() || packed.numel() == 0) return;
   merge_grad_sums(gather(call, plan, packed), packed);
 }
 
-PendingGradSums::PendingGradSums(OpCall& call, const ReductionPlan& plan, Tensor packed, int stream)
-    : packed_(std::move(packed)) {
+PendingMerge::PendingMerge(OpCall& call, const ReductionPlan& plan, Tensor packed, Records records,
+                           int stream)
+    : packed_(std::move(packed)), records_(records) {
   const std::int64_t width = packed_.numel();
   if (!plan.communicates() || width == 0) return;
   ProcessGroup& group = call.group(plan.mesh_dims);
@@ -115,12 +120,15 @@ PendingGradSums::PendingGradSums(OpCall& call, const ReductionPlan& plan, Tensor
   works_ = group.batch_isend_irecv(ops);
 }
 
-Tensor& PendingGradSums::finish() {
+Tensor& PendingMerge::finish() {
   if (!all_.defined()) return packed_;
   for (auto& w : works_)
     w->wait();
   works_.clear();
-  merge_grad_sums(all_, packed_);
+  if (records_ == Records::Moments)
+    merge_moment_records(all_, packed_);
+  else
+    merge_grad_sums(all_, packed_);
   all_ = Tensor();
   return packed_;
 }

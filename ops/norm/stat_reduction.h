@@ -15,9 +15,9 @@
 //   merge_moments_and_grad_sums
 //                  the backward: the same records with the two gradient sums
 //                  beside them, taken around each rank's own mean and shifted
-//                  to the merged one; PendingGradSums does the same in two
-//                  halves (point to point), for a caller that computes
-//                  something else while the records travel.
+//                  to the merged one.
+// PendingMerge does either in two halves (point to point), for a caller that
+// computes something else while the records travel.
 //
 // The group: the block of the mesh dims that shard the reduced dims
 // (OpCall::group(dims): one mesh dim's row, the whole mesh, or a block of a
@@ -59,24 +59,30 @@ void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments);
 /// nothing cancels when the mean is far from zero.
 void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed);
 
-/// merge_moments_and_grad_sums in two halves, so that the caller can compute
-/// what does not need the sums while they travel (the halo chain's backward
-/// runs a convolution's weight gradient meanwhile). The constructor sends
-/// this rank's `packed` to every other rank of the plan's group and posts
-/// their receives, point to point under tag `stream` (0..7, of the call's
-/// own tag space: OpCall::group); finish() waits and merges, exactly as
-/// merge_moments_and_grad_sums. Every rank of the group must take the same
-/// path (this one, or the blocking call) for the same statistics.
-class PendingGradSums {
+/// merge_moments or merge_moments_and_grad_sums in two halves, so that the
+/// caller can compute what does not need the result while the records
+/// travel (the halo chain's forward runs the next sample's convolution, its
+/// backward a convolution's weight gradient). The constructor sends this
+/// rank's `packed` ([statistics, 3] moments or [statistics, 5] moments and
+/// gradient sums, f64, contiguous; a view is merged in place) to every other
+/// rank of the plan's group and posts their receives, point to point under
+/// tag `stream` (0..7, of the call's own tag space: OpCall::group); finish()
+/// waits and merges, exactly as the blocking call. Records of one stream
+/// meet in the order they are posted, so every rank of the group must post
+/// the same merges in the same order (and take this path, not the blocking
+/// one, for the same statistics).
+class PendingMerge {
  public:
-  PendingGradSums(OpCall& call, const ReductionPlan& plan, Tensor packed, int stream);
-  PendingGradSums(PendingGradSums&&) = default;
-  PendingGradSums& operator=(PendingGradSums&&) = default;
-  /// The merged sums (the `packed` given, merged in place).
+  enum class Records { Moments, MomentsAndGradSums };
+  PendingMerge(OpCall& call, const ReductionPlan& plan, Tensor packed, Records records, int stream);
+  PendingMerge(PendingMerge&&) = default;
+  PendingMerge& operator=(PendingMerge&&) = default;
+  /// The merged records (the `packed` given, merged in place).
   Tensor& finish();
 
  private:
   Tensor packed_, all_;  // all_: every member's records, in rank order
+  Records records_;
   std::vector<std::shared_ptr<Work>> works_;
 };
 

@@ -8,20 +8,24 @@
 // convolution then computes the range the layers after it read (its local
 // padding supplies the zeros beyond the input's edges), every norm takes its
 // statistics from the cells the rank owns only (so they are the unfused
-// run's) and normalises the whole range. What the backward needs (the
-// window, every layer's input, the statistics) stays on the rank, in the
-// node's state: nothing is exchanged again but the gradient.
+// run's) and normalises the whole range. When the statistics cross ranks
+// the batch runs in two pieces (batch_pieces): a piece posts its statistics
+// and the other piece computes while they travel. What the backward needs
+// (the window, every layer's input, the statistics) stays on the rank, in
+// the node's state: nothing is exchanged again but the gradient.
 //
 // Backward: the gradient starts on the owned cells and widens layer by layer
 // backwards. Inside the window a halo cell's gradient is this rank's part of
 // the total (its neighbour holds the rest), so the norms' two gradient sums
 // run over every cell of the range (the parts add up across ranks), and the
 // term that depends on them is added on owned cells only (once per cell
-// across ranks). A norm's sums are posted as soon as the gradient reaching
-// it exists and collected after the next convolution's weight gradient, so
-// that pass hides the wait. The first convolution writes the window's
-// gradient straight into the shard's gradient and the strips that go back:
-// one exchange.
+// across ranks). A norm's sums are posted, piece by piece, as soon as the
+// gradient reaching it exists, and each piece's are collected just before
+// that piece's backward-data: the other piece's work, and the convolution's
+// weight gradient between a norm begun by the convolution after it and the
+// next, hide the waits. The first convolution writes the window's gradient
+// straight into the shard's gradient and the strips that go back: one
+// exchange.
 #include "dtensor/ops/halo_chain.h"
 
 #include <algorithm>
@@ -305,6 +309,25 @@ Tensor local_or_none(const std::vector<DTensor>& in, int index) {
 
 // ---- the handlers ----------------------------------------------------------
 
+// Samples [begin, begin + length) of the rank's batch.
+struct BatchPiece {
+  std::int64_t begin = 0, length = 0;
+};
+
+// The forward runs the batch in two pieces when its norms' statistics cross
+// ranks: one piece's statistics travel while the other piece's convolution
+// runs, so of a chain's 2 x (norms) waits only the last piece's last one is
+// left (a group norm's statistics are per sample, so the pieces' are the
+// whole batch's). Every rank of a reduction group holds the same samples,
+// so all cut the batch alike.
+std::vector<BatchPiece> batch_pieces(const Chain& c, const norm::ReductionPlan& reduction,
+                                     std::int64_t batch) {
+  const bool has_norm =
+      std::any_of(c.layers.begin(), c.layers.end(), [](const Layer& l) { return !l.conv; });
+  if (!has_norm || !reduction.communicates() || batch < 2) return {{0, batch}};
+  return {{0, batch / 2}, {batch / 2, batch - batch / 2}};
+}
+
 std::vector<DTensor> forward_handler(OpCall& call) {
   const Chain& c = chain_of(call.schema(), false);
   const auto in = call.redistributed_inputs();
@@ -328,45 +351,105 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const norm::ReductionPlan reduction =
       norm::plan_reduction(norm::NormKind::Group, x.mesh(), x.placements());
 
-  TiledTensor current = window;
-  Tensor dense;  // `current` as one tensor, after the first layer
-  int k = -1;    // the last convolution run
-  for (const Layer& l : c.layers) {
-    if (l.conv) {
-      ++k;
-      if (state.save) state.conv_inputs.push_back(current);
-      const Tensor& w = in[static_cast<std::size_t>(l.weight)].to_local();
-      dense = g.idle ? Tensor::zeros(range_shape({batch, w.size(0)}, g, k), dtype, w.device())
-                     : kernels->forward(current, w, local_or_none(in, l.bias),
-                                        g.params(l, static_cast<std::size_t>(k)));
-    } else {
-      const std::int64_t channels = dense.size(1);
-      const auto layout =
-          norm::layout_of(norm::NormKind::Group, dense.shape(), channels, l.num_groups);
-      const Tensor owned = g.owned(dense, k).contiguous();
-      Tensor moments = Tensor::empty({layout.stats(), 3}, DType::F64);
-      run_kernel(
-          kernels::kNormMoments, device, dtype,
-          {owned, norm::layout_of(norm::NormKind::Group, owned.shape(), channels, l.num_groups),
-           moments});
-      norm::merge_moments(call, reduction, moments);
-      NormState ns{dense, Tensor(), norm::stats_from_moments(moments, 3, l.eps)};
-      kernels::NormApplyArgs apply;
-      apply.x = dense;
-      apply.layout = layout;
-      apply.mean = ns.stats.mean;
-      apply.invstd = ns.stats.invstd;
-      apply.weight = local_or_none(in, l.weight);
-      apply.bias = local_or_none(in, l.bias);
-      apply.relu = l.relu;
-      apply.y = Tensor::empty(dense.shape(), dtype, dense.device());
-      run_kernel(kernels::kNormApply, device, dtype, apply);
-      dense = apply.y;
-      ns.output = dense;
-      if (state.save) state.norms.push_back(std::move(ns));
+  // Every layer's output over its range, for the whole batch: the pieces
+  // write their samples into it, the backward and the next layer read it.
+  const std::size_t num_layers = c.layers.size();
+  std::vector<Tensor> out(num_layers);
+  std::vector<int> conv_of(num_layers);  // the last convolution at or before each layer
+  for (std::size_t i = 0, k = 0; i < num_layers; ++i)
+    conv_of[i] = static_cast<int>(c.layers[i].conv ? k++ : k - 1);
+  std::vector<Tensor> moments(num_layers);  // a norm's [statistics, 3], merged in place
+  auto input_of = [&](std::size_t i, const BatchPiece& p) {
+    return i == 0 ? window.narrow(0, p.begin, p.length)
+                  : TiledTensor::whole(out[i - 1].narrow(0, p.begin, p.length));
+  };
+  auto layout_over = [&](const Layer& l, const Tensor& t) {
+    return norm::layout_of(norm::NormKind::Group, t.shape(), t.size(1), l.num_groups);
+  };
+
+  // A piece's norm whose statistics are on their way: finished (merged and
+  // applied to the piece's samples) when the piece next runs, or at the end.
+  struct PendingNorm {
+    std::size_t layer = 0;
+    std::optional<norm::PendingMerge> merge;
+  };
+  const std::vector<BatchPiece> pieces = batch_pieces(c, reduction, batch);
+  std::vector<PendingNorm> posted(pieces.size());
+  auto finish_norm = [&](std::size_t piece) {
+    PendingNorm& pn = posted[piece];
+    if (!pn.merge) return;
+    const BatchPiece& p = pieces[piece];
+    const Layer& l = c.layers[pn.layer];
+    const Tensor merged = pn.merge->finish();
+    pn.merge.reset();
+    const norm::Stats stats = norm::stats_from_moments(merged, 3, l.eps);
+    kernels::NormApplyArgs apply;
+    apply.x = out[pn.layer - 1].narrow(0, p.begin, p.length);
+    apply.layout = layout_over(l, apply.x);
+    apply.mean = stats.mean;
+    apply.invstd = stats.invstd;
+    apply.weight = local_or_none(in, l.weight);
+    apply.bias = local_or_none(in, l.bias);
+    apply.relu = l.relu;
+    apply.y = out[pn.layer].narrow(0, p.begin, p.length);
+    run_kernel(kernels::kNormApply, device, dtype, apply);
+  };
+
+  // The layers in runs that end at a norm: each piece runs the whole run,
+  // then posts its statistics; it finishes them at the start of the next
+  // run, after the other pieces have run theirs.
+  for (std::size_t first = 0; first < num_layers;) {
+    std::size_t last = first;
+    while (last + 1 < num_layers && c.layers[last].conv)
+      ++last;
+    for (std::size_t i = first; i <= last; ++i) {  // the run's outputs, whole
+      const Layer& l = c.layers[i];
+      const int k = conv_of[i];
+      if (l.conv) {
+        if (state.save)
+          state.conv_inputs.push_back(i == 0 ? window : TiledTensor::whole(out[i - 1]));
+        const Shape shape =
+            range_shape({batch, in[static_cast<std::size_t>(l.weight)].shape()[0]}, g, k);
+        out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
+                        : Tensor::empty(shape, dtype, x.to_local().device());
+      } else {
+        out[i] = Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
+        moments[i] = Tensor::empty({layout_over(l, out[i - 1]).stats(), 3}, DType::F64);
+      }
     }
-    current = TiledTensor::whole(dense);
+    for (std::size_t piece = 0; piece < pieces.size(); ++piece) {
+      const BatchPiece& p = pieces[piece];
+      finish_norm(piece);
+      for (std::size_t i = first; i <= last; ++i) {
+        const Layer& l = c.layers[i];
+        const int k = conv_of[i];
+        if (l.conv) {
+          if (!g.idle)
+            kernels->forward_into(input_of(i, p), in[static_cast<std::size_t>(l.weight)].to_local(),
+                                  local_or_none(in, l.bias),
+                                  g.params(l, static_cast<std::size_t>(k)),
+                                  out[i].narrow(0, p.begin, p.length));
+          continue;
+        }
+        // Statistics from the cells this rank owns only (read in place).
+        const Tensor owned = g.owned(out[i - 1].narrow(0, p.begin, p.length), k);
+        const std::int64_t per_sample = batch > 0 ? moments[i].size(0) / batch : 0;
+        Tensor mine = moments[i].narrow(0, p.begin * per_sample, p.length * per_sample);
+        run_kernel(kernels::kNormMoments, device, dtype, {owned, layout_over(l, owned), mine});
+        posted[piece] = {i, norm::PendingMerge(call, reduction, mine,
+                                               norm::PendingMerge::Records::Moments, kStatsStream)};
+      }
+    }
+    first = last + 1;
   }
+  for (std::size_t piece = 0; piece < pieces.size(); ++piece)
+    finish_norm(piece);
+  if (state.save)
+    for (std::size_t i = 0; i < num_layers; ++i)
+      if (!c.layers[i].conv)
+        state.norms.push_back(
+            {out[i - 1], out[i], norm::stats_from_moments(moments[i], 3, c.layers[i].eps)});
+  const Tensor& dense = out.back();
   const DTensorSpec& out_spec = call.sharding().output_specs[0];
   DTENSOR_CHECK_ARG(dense.shape() == out_spec.local_shape(), kForwardOp,
                     "internal: local output {} but the output spec {} needs {}",
@@ -378,10 +461,10 @@ std::vector<DTensor> forward_handler(OpCall& call) {
 // the others (begin_norm_backward), to be finished by finish_norm_backward.
 struct NormBackward {
   const Layer* layer = nullptr;
-  const NormState* state = nullptr;
+  NormState state;  // the piece's
   Tensor g, weight, relu_output;
   kernels::NormLayout layout;
-  std::optional<norm::PendingGradSums> sums;
+  std::optional<norm::PendingMerge> sums;
 };
 
 // The backward's first pass over the norm's range, from `g` (the output's
@@ -391,7 +474,7 @@ NormBackward begin_norm_backward(OpCall& call, const norm::ReductionPlan& reduct
                                  const NormState& ns, const Tensor& g, const Tensor& weight) {
   NormBackward b;
   b.layer = &l;
-  b.state = &ns;
+  b.state = ns;
   b.g = g;
   b.weight = weight;
   b.relu_output = l.relu ? ns.output : Tensor();
@@ -402,15 +485,17 @@ NormBackward begin_norm_backward(OpCall& call, const norm::ReductionPlan& reduct
              {g, ns.input, b.layout, weight, packed, b.relu_output});
   // The sums over every cell of every rank's range add up to the totals
   // (a halo cell's gradient parts are spread over the ranks that hold it).
-  b.sums.emplace(call, reduction, std::move(packed), kStatsStream);
+  b.sums.emplace(call, reduction, std::move(packed),
+                 norm::PendingMerge::Records::MomentsAndGradSums, kStatsStream);
   return b;
 }
 
-// The norm's input gradient over its range, once its sums have arrived.
-Tensor finish_norm_backward(NormBackward& b, const Geometry& geo, int k, Tensor* grad_weight,
-                            Tensor* grad_bias) {
+// The norm's input gradient over its range, once its sums have arrived,
+// written into `grad_input` (contiguous, the input's shape).
+void finish_norm_backward(NormBackward& b, const Geometry& geo, int k, const Tensor& grad_input,
+                          Tensor* grad_weight, Tensor* grad_bias) {
   const Tensor& g = b.g;
-  const NormState& ns = *b.state;
+  const NormState& ns = b.state;
   const Layer& l = *b.layer;
   const DeviceType device = g.device().type;
   const DType dtype = g.dtype();
@@ -437,12 +522,12 @@ Tensor finish_norm_backward(NormBackward& b, const Geometry& geo, int k, Tensor*
     args.mean_g.data<double>()[s] = r[3] / n;
     args.mean_gxhat.data<double>()[s] = h * ns.stats.invstd.data<double>()[s] / n;
   }
-  args.grad_input = Tensor::empty(ns.input.shape(), dtype, g.device());
+  args.grad_input = grad_input;
   if (grad_weight)
     args.grad_weight = *grad_weight = Tensor::empty({layout.params()}, dtype, g.device());
   if (grad_bias) args.grad_bias = *grad_bias = Tensor::empty({layout.params()}, dtype, g.device());
   run_kernel(kernels::kNormBackwardApply, device, dtype, args);
-  if (geo.owns_all(k)) return args.grad_input;
+  if (geo.owns_all(k)) return;
   // Halo cells: the statistics' term belongs to the owner alone; here only
   // g * w * invstd (the statistics held constant). The halo is a few slabs
   // around the owned box: each is recomputed on its own, in place.
@@ -465,7 +550,6 @@ Tensor finish_norm_backward(NormBackward& b, const Geometry& geo, int k, Tensor*
     run_kernel(kernels::kNormBackwardApply, device, dtype, halo);
     out.copy_(halo.grad_input);
   }
-  return args.grad_input;
 }
 
 std::vector<DTensor> backward_handler(OpCall& call) {
@@ -488,63 +572,118 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   int k = static_cast<int>(c.num_convs) - 1;
   std::size_t norm_index = state.norms.size();
   Tensor grad_x;
-  // A norm whose sums were posted before the convolution after it finished
-  // (its weight gradient runs while they travel). Whether a norm is begun
-  // early depends on the chain alone, so every rank posts the same way.
-  std::optional<NormBackward> begun;
+  // The forward's pieces of the batch: a norm's sums are posted piece by
+  // piece, and a piece's are collected just before that piece's gradient
+  // goes on (its convolution's backward-data), so the other piece's work
+  // runs while they travel. Every rank posts in the same order.
+  const std::vector<BatchPiece> pieces = batch_pieces(c, reduction, g.size(0));
+  const std::int64_t batch = g.size(0);
+  auto piece_of = [&](const Tensor& t, const BatchPiece& p) {
+    return t.narrow(0, p.begin, p.length);
+  };
+  auto norm_piece = [&](const NormState& ns, const BatchPiece& p) {
+    const std::int64_t per_sample = batch > 0 ? ns.stats.mean.size(0) / batch : 0;
+    auto stat = [&](const Tensor& t) {
+      return t.narrow(0, p.begin * per_sample, p.length * per_sample);
+    };
+    return NormState{piece_of(ns.input, p),
+                     piece_of(ns.output, p),
+                     {stat(ns.stats.mean), stat(ns.stats.invstd), stat(ns.stats.count)}};
+  };
+  // A norm whose sums are posted (piece by piece) and not yet collected.
+  struct BegunNorm {
+    std::size_t layer = 0;  // index in the chain
+    Tensor grad_input;      // whole; each finished piece writes its samples
+    std::vector<std::optional<NormBackward>> pieces;
+  };
+  auto begin_norm = [&](std::size_t layer, const Tensor& grad) {
+    const NormState& ns = state.norms.at(norm_index - 1);
+    BegunNorm b{layer, Tensor::empty(ns.input.shape(), grad.dtype(), grad.device()), {}};
+    b.pieces.resize(pieces.size());
+    return b;
+  };
+  auto begin_piece = [&](BegunNorm& b, const Tensor& grad, std::size_t q) {
+    const Layer& l = c.layers[b.layer];
+    b.pieces[q] = begin_norm_backward(call, reduction, l,
+                                      norm_piece(state.norms.at(norm_index - 1), pieces[q]),
+                                      piece_of(grad, pieces[q]), local_or_none(in, l.weight));
+  };
+  auto finish_piece = [&](BegunNorm& b, std::size_t q) {
+    const Layer& l = c.layers[b.layer];
+    Tensor gw, gb;
+    finish_norm_backward(*b.pieces[q], geo, k, piece_of(b.grad_input, pieces[q]),
+                         l.weight >= 0 ? &gw : nullptr, l.bias >= 0 ? &gb : nullptr);
+    b.pieces[q].reset();
+    auto add = [&](int index, const Tensor& t) {  // the pieces' parameter gradients
+      if (index < 0) return;
+      Tensor& sum = grads[static_cast<std::size_t>(index)];
+      if (sum.defined())
+        sum.add_(t);
+      else
+        sum = t;
+    };
+    add(l.weight, gw);
+    add(l.bias, gb);
+  };
+  std::optional<BegunNorm> begun;
   for (std::size_t i = c.layers.size(); i-- > 0;) {
     const Layer& l = c.layers[i];
     const Tensor w = local_or_none(in, l.weight);
     if (!l.conv) {
-      const NormState& ns = state.norms.at(--norm_index);
-      NormBackward b =
-          begun ? std::move(*begun) : begin_norm_backward(call, reduction, l, ns, g, w);
-      begun.reset();
-      Tensor gw, gb;
-      g = finish_norm_backward(b, geo, k, l.weight >= 0 ? &gw : nullptr,
-                               l.bias >= 0 ? &gb : nullptr);
-      if (l.weight >= 0) grads[static_cast<std::size_t>(l.weight)] = gw;
-      if (l.bias >= 0) grads[static_cast<std::size_t>(l.bias)] = gb;
+      if (begun && begun->layer == i) {  // begun by the convolution after it
+        --norm_index;
+        continue;
+      }
+      if (begun) {  // a norm right after this one: finished first
+        for (std::size_t q = 0; q < pieces.size(); ++q)
+          finish_piece(*begun, q);
+        g = begun->grad_input;
+      }
+      begun = begin_norm(i, g);
+      for (std::size_t q = 0; q < pieces.size(); ++q)
+        begin_piece(*begun, g, q);
+      --norm_index;
       continue;
     }
-    // The layer before this convolution, when it is a norm: begun as soon
-    // as its gradient (this convolution's input gradient) exists.
-    const Layer* norm_before = i > 0 && !c.layers[i - 1].conv ? &c.layers[i - 1] : nullptr;
-    auto begin_norm_before = [&](const Tensor& grad) {
-      if (norm_before)
-        begun = begin_norm_backward(call, reduction, *norm_before, state.norms.at(norm_index - 1),
-                                    grad, local_or_none(in, norm_before->weight));
-    };
+    // This convolution's output gradient: a begun norm's, finished piece by
+    // piece, each just before that piece's backward-data (the other piece's
+    // work hides its sums' trip); else g. Its input gradient goes into the
+    // window's strips that go back (the first convolution) or a tensor over
+    // its input; a norm before it is begun on each piece as soon as the
+    // piece's gradient is there.
+    std::optional<BegunNorm> finishing;
+    finishing.swap(begun);  // begun is empty until the norm before is begun
+    const Tensor out_grad = finishing ? finishing->grad_input : g;
+    const bool norm_before = i > 0 && !c.layers[i - 1].conv;
     const ConvParams p = geo.params(l, static_cast<std::size_t>(k));
     const TiledTensor& input = state.conv_inputs.at(static_cast<std::size_t>(k));
+    std::optional<WindowExchange::Gradient> back;
+    if (k == 0 && c.input_grad) back.emplace(engine.gradient(kGradientStream));
+    Tensor gi;
+    if (k > 0) gi = Tensor::empty(input.shape(), g.dtype(), g.device());
+    if (k > 0 && norm_before) begun = begin_norm(i - 1, gi);
+    for (std::size_t q = 0; q < pieces.size(); ++q) {
+      if (finishing) finish_piece(*finishing, q);
+      if (k == 0 && !c.input_grad) continue;
+      const BatchPiece& piece = pieces[q];
+      const TiledTensor into = back ? back->window().narrow(0, piece.begin, piece.length)
+                                    : TiledTensor::whole(piece_of(gi, piece));
+      if (geo.idle)  // nothing computed here: zero parts of the sums
+        into.zero_();
+      else
+        kernels->backward_data(piece_of(out_grad, piece), w, into, p);
+      if (begun) begin_piece(*begun, gi, q);
+    }
+    if (back) back->post();
     ConvWeightGrads wg;
     if (!geo.idle) {
-      if (k == 0 && !c.input_grad) {
-        wg = kernels->backward_weights(g, input, w.shape(), p, l.bias >= 0);
-      } else if (k == 0) {  // the window's gradient goes back to its owners
-        WindowExchange::Gradient back = engine.gradient(kGradientStream);
-        kernels->backward_data(g, w, back.window(), p);
-        back.post();
-        wg = kernels->backward_weights(g, input, w.shape(), p, l.bias >= 0);
-        grad_x = back.finish();
-      } else {
-        Tensor gi = kernels->backward_data(g, w, input.shape(), p);
-        begin_norm_before(gi);
-        wg = kernels->backward_weights(g, input, w.shape(), p, l.bias >= 0);
-        g = gi;
-      }
-    } else {  // nothing computed here: zero parts of the sums
+      wg = kernels->backward_weights(out_grad, input, w.shape(), p, l.bias >= 0);
+    } else {
       wg.grad_weight = Tensor::zeros(w.shape(), w.dtype(), w.device());
       wg.grad_bias = Tensor::zeros({w.size(0)}, w.dtype(), w.device());
-      if (k == 0 && c.input_grad) {
-        WindowExchange::Gradient back = engine.gradient(kGradientStream);
-        back.window().zero_();
-        grad_x = back.finish();
-      } else if (k > 0) {
-        g = Tensor::zeros(input.shape(), g.dtype(), g.device());
-        begin_norm_before(g);
-      }
     }
+    if (back) grad_x = back->finish();
+    if (k > 0) g = gi;
     grads[static_cast<std::size_t>(l.weight)] = wg.grad_weight;
     if (l.bias >= 0) grads[static_cast<std::size_t>(l.bias)] = wg.grad_bias;
     --k;

@@ -1,5 +1,5 @@
-// The norms' backward sums merged across ranks, posted without blocking
-// (norm::PendingGradSums, which the halo chain's backward finishes after a
+// The norms' statistics and backward sums merged across ranks, posted without blocking
+// (norm::PendingMerge, which the halo chain's backward finishes after a
 // convolution's weight gradient) and with the blocking all-gather: both
 // against a naive f64 merge written here, on 2 and 3 ranks and on a 2x2
 // mesh reduced over both dims, with means far from zero and an empty part.
@@ -98,13 +98,40 @@ void check_on(const Shape& shape) {
   norm::merge_moments_and_grad_sums(call, plan, blocking);
   check_merged(blocking, want, "merge_moments_and_grad_sums");
   for (int round = 0; round < 2; ++round) {
-    norm::PendingGradSums pending(call, plan, packed_of(records(me)), 2);
+    norm::PendingMerge pending(call, plan, packed_of(records(me)),
+                               norm::PendingMerge::Records::MomentsAndGradSums, 2);
     const Tensor& merged = pending.finish();
-    check_merged(merged, want, "PendingGradSums");
+    check_merged(merged, want, "PendingMerge");
     // The same merge code: bitwise the blocking result.
     for (std::int64_t i = 0; i < kStats * kWidth; ++i)
       CHECK(merged.data<double>()[i] == blocking.data<double>()[i]);
   }
+
+  // The forward's moments alone (the first three fields), blocking and
+  // posted; the posted one merges a view of a larger tensor in place, as
+  // the halo chain's forward merges one sample's statistics at a time.
+  auto moments_of = [&](int rank) {
+    Tensor t = Tensor::empty({kStats, 3}, DType::F64);
+    const auto v = records(rank);
+    for (std::int64_t i = 0; i < kStats * 3; ++i)
+      t.data<double>()[i] = v[static_cast<std::size_t>(kWidth * (i / 3) + i % 3)];
+    return t;
+  };
+  Tensor moments = moments_of(me);
+  norm::merge_moments(call, plan, moments);
+  Tensor rows = Tensor::zeros({kStats + 2, 3}, DType::F64);
+  Tensor view = rows.narrow(0, 1, kStats);
+  view.copy_(moments_of(me));
+  norm::PendingMerge posted(call, plan, view, norm::PendingMerge::Records::Moments, 3);
+  posted.finish();
+  for (std::int64_t i = 0; i < kStats * 3; ++i) {
+    INFO("moments: statistic " << i / 3 << " field " << i % 3);
+    const double w = want[static_cast<std::size_t>(kWidth * (i / 3) + i % 3)];
+    CHECK(std::abs(moments.data<double>()[i] - w) <= 1e-12 * std::max(1.0, std::abs(w)));
+    CHECK(view.data<double>()[i] == moments.data<double>()[i]);
+  }
+  CHECK(rows.data<double>()[0] == 0.0);  // the rows around the view untouched
+  CHECK(rows.data<double>()[3 * (kStats + 1)] == 0.0);
 }
 
 }  // namespace

@@ -301,6 +301,35 @@ TEST_CASE("norm kernels: layer_norm's per-element parameter gradients in every C
   }
 }
 
+TEST_CASE("norm kernels: moments of a view, read in place or copied, against f64 loops",
+          "[ops][kernels][norm]") {
+  // [2, 6, 9, 7] far from zero: narrowed along the first spatial dim (each
+  // [sample, channel] row still contiguous, at a stride: read in place) and
+  // along the last (rows broken: copied first). The oracle runs on a
+  // contiguous copy of the same view.
+  Tensor X = Tensor::rand({2, 6, 9, 7}, DType::F64, 21);
+  for (std::int64_t k = 0; k < X.numel(); ++k)
+    X.data<double>()[k] = X.data<double>()[k] * 3.0 + 250.0;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    const Tensor x = X.to(dtype);
+    for (const Tensor& view : {x.narrow(2, 2, 5), x.narrow(2, 0, 1), x.narrow(3, 1, 4)}) {
+      INFO(dtype_name(dtype) << " view " << shape_str(view.shape()));
+      const Shape& v = view.shape();
+      const NormLayout L = group_layout(v[0], v[1], v[2] * v[3], 3);
+      Tensor moments = Tensor::empty({L.stats(), 3}, DType::F64);
+      run_kernel(kernels::kNormMoments, DeviceType::CPU, dtype, {view, L, moments});
+      const RefStats ref = ref_stats(values(view.contiguous()), L);
+      for (std::int64_t st = 0; st < L.stats(); ++st) {
+        const auto k = static_cast<std::size_t>(st);
+        const double* m = moments.data<double>() + 3 * st;
+        CHECK(m[0] == ref.count[k]);
+        CHECK(std::abs(m[1] - ref.mean[k]) <= 1e-5);
+        CHECK(std::abs(m[2] / m[0] - ref.var[k]) <= 1e-5 * ref.var[k]);
+      }
+    }
+  }
+}
+
 TEST_CASE("norm kernels: the result does not depend on the thread count", "[ops][kernels][norm]") {
   const NormLayout L = group_layout(4, 8, 4099, 4);
   const Tensor X = Tensor::rand({L.n, L.c, L.s}, DType::F32, 9);

@@ -38,6 +38,8 @@ struct NormLayout {
 /// Exact-enough for any magnitude: M2 is summed around each row's own mean and
 /// rows are merged with Chan's update, never as sum(x^2) - n mean^2.
 struct NormMomentsArgs {
+  /// [n, c, spatial...]; may be a view (e.g. narrowed along a spatial dim):
+  /// a kernel reads it in place when it can, else copies it first.
   Tensor x;
   NormLayout layout;
   Tensor moments;  // out
