@@ -8,7 +8,9 @@
 // convolution then computes the range the layers after it read (its local
 // padding supplies the zeros beyond the input's edges), every norm takes its
 // statistics from the cells the rank owns only (so they are the unfused
-// run's) and normalises the whole range. When the statistics cross ranks
+// run's) and normalises the whole range. With a halo along one dim only,
+// the first convolution's outputs that read none of it run while it
+// travels (halo_chain_plan.h, chain_interior). When the statistics cross ranks
 // the batch runs in two pieces (batch_pieces): a piece posts its statistics
 // and the other piece computes while they travel. What the backward needs
 // (the window, every layer's input, the statistics) stays on the rank, in
@@ -309,6 +311,20 @@ Tensor local_or_none(const std::vector<DTensor>& in, int index) {
 
 // ---- the handlers ----------------------------------------------------------
 
+// The spatial dim along which the rank's window reaches beyond its own
+// input, when there is exactly one: its exchange is the one still in
+// flight after WindowExchange::post().
+std::optional<std::size_t> only_halo_dim(const Geometry& g) {
+  std::optional<std::size_t> found;
+  for (std::size_t d = 0; d < g.dims.size(); ++d) {
+    const auto [begin, end] = g.range(d, -1);
+    if (begin == g.dims[d].owned_begin && end == g.dims[d].owned_end) continue;
+    if (found) return std::nullopt;
+    found = d;
+  }
+  return found;
+}
+
 // Samples [begin, begin + length) of the rank's batch.
 struct BatchPiece {
   std::int64_t begin = 0, length = 0;
@@ -342,12 +358,16 @@ std::vector<DTensor> forward_handler(OpCall& call) {
 
   WindowExchange engine(call, x.spec(), window_dims(c, x.ndim() - 2), kWindowStream);
   WindowExchange::Pending pending = engine.post(x.to_local());
-  TiledTensor window = pending.wait();
   const Geometry g = geometry_of(c, engine, x.shape());
   const std::int64_t batch = x.to_local().size(0);
+  // With a halo along one dim only, the first convolution's outputs that
+  // read none of it run while it travels (the first piece's, below).
+  const std::optional<std::size_t> early = g.idle ? std::nullopt : only_halo_dim(g);
+  TiledTensor window = early ? pending.window() : pending.wait();
   if (g.idle)  // nothing to compute here; the norms' collectives still run
     window = TiledTensor::whole(
         Tensor::zeros(range_shape({batch, x.shape()[1]}, g, -1), dtype, x.to_local().device()));
+  bool window_ready = !early;
   const norm::ReductionPlan reduction =
       norm::plan_reduction(norm::NormKind::Group, x.mesh(), x.placements());
 
@@ -424,11 +444,36 @@ std::vector<DTensor> forward_handler(OpCall& call) {
         const Layer& l = c.layers[i];
         const int k = conv_of[i];
         if (l.conv) {
-          if (!g.idle)
-            kernels->forward_into(input_of(i, p), in[static_cast<std::size_t>(l.weight)].to_local(),
-                                  local_or_none(in, l.bias),
-                                  g.params(l, static_cast<std::size_t>(k)),
-                                  out[i].narrow(0, p.begin, p.length));
+          if (g.idle) continue;
+          const Tensor& w = in[static_cast<std::size_t>(l.weight)].to_local();
+          const Tensor bias = local_or_none(in, l.bias);
+          const ConvParams params = g.params(l, static_cast<std::size_t>(k));
+          const Tensor y = out[i].narrow(0, p.begin, p.length);
+          if (window_ready) {
+            kernels->forward_into(input_of(i, p), w, bias, params, y);
+            continue;
+          }
+          // The outputs along the halo's dim that read only the rank's own
+          // input (plan: chain_interior), then the halo, then the rest.
+          const std::size_t d = *early;
+          const auto dim = static_cast<std::int64_t>(d) + 2;
+          const detail::ChainStep& step = g.dims[d].steps[0];
+          const std::int64_t extent = l.dims[d].extent;
+          auto rows = [&](std::int64_t a, std::int64_t b) {
+            if (b <= a) return;
+            const detail::ChainSubStep sub = detail::chain_sub_step(step, extent, a, b);
+            ConvParams part = params;
+            part.padding[d] = {sub.pad_left, sub.pad_right};
+            kernels->forward_into(input_of(i, p).narrow(dim, sub.in_a, sub.in_b - sub.in_a), w,
+                                  bias, part, y.narrow(dim, a, b - a));
+          };
+          const auto [a, b] =
+              detail::chain_interior(step, extent, g.dims[d].owned_begin, g.dims[d].owned_end);
+          rows(a, b);
+          pending.wait();
+          window_ready = true;
+          rows(0, a);
+          rows(b, step.out_end - step.out_begin);
           continue;
         }
         // Statistics from the cells this rank owns only (read in place).
@@ -444,6 +489,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   }
   for (std::size_t piece = 0; piece < pieces.size(); ++piece)
     finish_norm(piece);
+  if (!window_ready) pending.wait();  // no piece ran the first convolution
   if (state.save)
     for (std::size_t i = 0; i < num_layers; ++i)
       if (!c.layers[i].conv)

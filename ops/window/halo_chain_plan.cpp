@@ -56,4 +56,34 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
   return plan;
 }
 
+ChainSubStep chain_sub_step(const ChainStep& s, std::int64_t extent, std::int64_t a,
+                            std::int64_t b) {
+  ChainSubStep sub;
+  if (b <= a) return sub;
+  sub.a = a;
+  sub.b = b;
+  // Output j reads held j - pad_left + [0, extent).
+  const std::int64_t first = a - s.pad_left, end = b - s.pad_left + extent - 1;
+  sub.in_a = std::max<std::int64_t>(0, first);
+  sub.in_b = std::min(s.in_end - s.in_begin, end);
+  sub.pad_left = sub.in_a - first;
+  sub.pad_right = end - sub.in_b;
+  return sub;
+}
+
+std::pair<std::int64_t, std::int64_t> chain_interior(const ChainStep& s, std::int64_t extent,
+                                                     std::int64_t own_begin, std::int64_t own_end) {
+  const std::int64_t held = s.in_end - s.in_begin, outputs = s.out_end - s.out_begin;
+  const std::int64_t own_lo = std::clamp<std::int64_t>(own_begin - s.in_begin, 0, held);
+  const std::int64_t own_hi = std::clamp<std::int64_t>(own_end - s.in_begin, own_lo, held);
+  // Held rows below own_lo and from own_hi on are the halo: output j reads
+  // j - pad_left + [0, extent), so it must start at own_lo or later and end
+  // before own_hi (where there is a halo on that side).
+  std::int64_t a = own_lo > 0 ? own_lo + s.pad_left : 0;
+  std::int64_t b = own_hi < held ? own_hi - extent + 1 + s.pad_left : outputs;
+  a = std::clamp<std::int64_t>(a, 0, outputs);
+  b = std::clamp<std::int64_t>(b, a, outputs);
+  return {a, b};
+}
+
 }  // namespace dtensor::detail

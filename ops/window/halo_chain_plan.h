@@ -11,6 +11,7 @@
 // computed: the local padding brings them in as zeros.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "dtensor/ops/window.h"
@@ -46,5 +47,22 @@ struct ChainDimPlan {
 ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::int64_t owned_end,
                             std::int64_t window_begin, std::int64_t window_end,
                             const std::vector<ChainConvDim>& convs);
+
+/// Outputs [a, b) of a step (step-local: 0 is out_begin) and what they
+/// read: held input [in_a, in_b) (step-local: 0 is in_begin) with the local
+/// padding that gives exactly those outputs. Empty outputs read nothing.
+struct ChainSubStep {
+  std::int64_t a = 0, b = 0;
+  std::int64_t in_a = 0, in_b = 0;
+  std::int64_t pad_left = 0, pad_right = 0;
+};
+ChainSubStep chain_sub_step(const ChainStep& s, std::int64_t extent, std::int64_t a,
+                            std::int64_t b);
+
+/// The outputs of a step (step-local) that read nothing held outside
+/// [own_begin, own_end) (global; padding is not held): what can be computed
+/// before the halo around the rank's own input arrives. a == b: none.
+std::pair<std::int64_t, std::int64_t> chain_interior(const ChainStep& s, std::int64_t extent,
+                                                     std::int64_t own_begin, std::int64_t own_end);
 
 }  // namespace dtensor::detail

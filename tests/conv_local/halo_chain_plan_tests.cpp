@@ -10,7 +10,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "dtensor/placement/chunk.h"
@@ -40,6 +42,39 @@ std::vector<double> conv(const std::vector<double>& in, const Conv1d& c, std::in
   return out;
 }
 
+// A random chain of up to `max_convs` convolutions (dilation up to
+// `max_dilation`, 1-5 taps, any "same" padding) and its plan dims.
+struct RandomChain {
+  std::vector<Conv1d> convs;
+  std::vector<ChainConvDim> dims;
+};
+RandomChain random_chain(std::mt19937_64& rng, std::int64_t max_convs, std::int64_t max_dilation) {
+  auto uni = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  RandomChain chain;
+  chain.convs.resize(static_cast<std::size_t>(uni(1, max_convs)));
+  for (auto& c : chain.convs) {
+    c.dilation = uni(1, max_dilation);
+    c.taps.resize(static_cast<std::size_t>(uni(1, 5)));
+    for (auto& t : c.taps)
+      t = value(rng);
+    const std::int64_t extent = c.dilation * (static_cast<std::int64_t>(c.taps.size()) - 1) + 1;
+    c.dim = {extent, uni(0, extent - 1)};
+    chain.dims.push_back(c.dim);
+  }
+  return chain;
+}
+
+std::vector<double> random_signal(std::mt19937_64& rng, std::int64_t length) {
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  std::vector<double> x(static_cast<std::size_t>(length));
+  for (auto& v : x)
+    v = value(rng);
+  return x;
+}
+
 }  // namespace
 
 TEST_CASE("halo chain plan: every rank's ranges of a fused chain equal the global chain's",
@@ -48,23 +83,10 @@ TEST_CASE("halo chain plan: every rank's ranges of a fused chain equal the globa
   auto uni = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
-  std::uniform_real_distribution<double> value(-1.0, 1.0);
   for (int trial = 0; trial < 2000; ++trial) {
     const std::int64_t L = uni(1, 20), P = uni(1, 6);
-    std::vector<Conv1d> convs(static_cast<std::size_t>(uni(1, 4)));
-    std::vector<ChainConvDim> dims;
-    for (auto& c : convs) {
-      c.dilation = uni(1, 3);
-      c.taps.resize(static_cast<std::size_t>(uni(1, 5)));
-      for (auto& t : c.taps)
-        t = value(rng);
-      const std::int64_t extent = c.dilation * (static_cast<std::int64_t>(c.taps.size()) - 1) + 1;
-      c.dim = {extent, uni(0, extent - 1)};
-      dims.push_back(c.dim);
-    }
-    std::vector<double> x(static_cast<std::size_t>(L));
-    for (auto& v : x)
-      v = value(rng);
+    const auto [convs, dims] = random_chain(rng, 4, 3);
+    const std::vector<double> x = random_signal(rng, L);
     // The global chain, every intermediate kept.
     std::vector<std::vector<double>> global{x};
     for (const auto& c : convs)
@@ -100,4 +122,60 @@ TEST_CASE("halo chain plan: every rank's ranges of a fused chain equal the globa
       CHECK(plan.steps.back().out_end - plan.steps.back().out_begin == owned.length);
     }
   }
+}
+
+TEST_CASE(
+    "halo chain plan: a step's interior reads no halo, and its pieces give the step's outputs",
+    "[halo][halo_chain]") {
+  // The same random chains; each rank's held input with its halo rows
+  // poisoned (NaN): the interior outputs computed from it must be finite
+  // and the global ones, and the pieces before, inside and after the
+  // interior, each over what chain_sub_step says it reads, must give every
+  // output of the step.
+  std::mt19937_64 rng(23);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  int interiors = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const std::int64_t L = uni(1, 24), P = uni(1, 5);
+    const auto [convs, dims] = random_chain(rng, 3, 2);
+    const std::vector<double> x = random_signal(rng, L);
+    const std::vector<double> y = conv(x, convs[0], convs[0].dim.pad_left, L);
+    const WindowDim window = detail::chain_window(dims);
+    for (std::int64_t r = 0; r < P; ++r) {
+      INFO("trial " << trial << " L " << L << " P " << P << " rank " << r);
+      const Extent owned = chunk_extent(L, P, r);
+      if (owned.length == 0) continue;
+      const auto [first, last] = window.reads(L, owned.offset, owned.end());
+      const std::int64_t wb = std::max<std::int64_t>(0, first),
+                         we = std::min<std::int64_t>(L, last + 1);
+      const auto plan = detail::plan_chain_dim(L, owned.offset, owned.end(), wb, we, dims);
+      const auto& s = plan.steps[0];
+      const std::int64_t extent = dims[0].extent, outputs = s.out_end - s.out_begin;
+      const auto [a, b] = detail::chain_interior(s, extent, owned.offset, owned.end());
+      REQUIRE((0 <= a && a <= b && b <= outputs));
+      interiors += b > a;
+      std::vector<double> held(x.begin() + wb, x.begin() + we), poisoned = held;
+      for (std::int64_t i = wb; i < we; ++i)
+        if (i < owned.offset || i >= owned.end()) poisoned[static_cast<std::size_t>(i - wb)] = nan;
+      for (const auto& [lo, hi, from] :
+           {std::tuple{std::int64_t{0}, a, &held}, std::tuple{a, b, &poisoned},
+            std::tuple{b, outputs, &held}}) {
+        const auto sub = detail::chain_sub_step(s, extent, lo, hi);
+        if (hi <= lo) continue;
+        REQUIRE((0 <= sub.in_a && sub.in_a <= sub.in_b && sub.in_b <= we - wb));
+        REQUIRE((sub.pad_left >= 0 && sub.pad_right >= 0));
+        const std::vector<double> in(from->begin() + sub.in_a, from->begin() + sub.in_b);
+        const std::vector<double> out = conv(in, convs[0], sub.pad_left, hi - lo);
+        REQUIRE(static_cast<std::int64_t>(in.size()) + sub.pad_left + sub.pad_right ==
+                hi - lo + extent - 1);
+        for (std::int64_t j = lo; j < hi; ++j)
+          REQUIRE(out[static_cast<std::size_t>(j - lo)] ==
+                  y[static_cast<std::size_t>(s.out_begin + j)]);
+      }
+    }
+  }
+  CHECK(interiors > 1000);  // the draw reaches the case it is about
 }
