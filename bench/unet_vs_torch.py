@@ -131,7 +131,11 @@ def main():
         p.error("--python is required (unless --sim-link)")
     try:
         import numpy  # noqa: F401  (make_data writes the batch with it)
-    except ImportError:  # the interpreter with PyTorch has it: run under that one
+    except ImportError:  # the interpreter with PyTorch may have it: run under that one, once
+        if os.environ.get("UNET_VS_TORCH_REEXEC"):
+            sys.exit(f"{a.python} has no numpy, which this script and bench/torch_unet_train.py "
+                     "need: pip install numpy there")
+        os.environ["UNET_VS_TORCH_REEXEC"] = "1"
         os.execv(a.python, [a.python, os.path.abspath(__file__), *sys.argv[1:]])
     lo, hi = (int(v) for v in a.steps.split(","))
     cores = sorted(os.sched_getaffinity(0))
