@@ -1,6 +1,7 @@
 #include "dtensor/ops/conv_params.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -71,7 +72,14 @@ std::string ConvParams::str() const {
 }
 
 std::int64_t conv_kernel_extent(std::int64_t kernel, std::int64_t dilation) {
-  return dilation * (kernel - 1) + 1;
+  std::int64_t span = 0;
+  DTENSOR_CHECK_ARG(!__builtin_mul_overflow(dilation, kernel - 1, &span) &&
+                        span < std::numeric_limits<std::int64_t>::max(),
+                    "conv",
+                    "dilation={} with a kernel of {} spans more positions than a 64-bit "
+                    "length can hold",
+                    dilation, kernel);
+  return span + 1;
 }
 
 ConvInputRange conv_input_range(std::int64_t length, std::int64_t kernel, std::int64_t stride,

@@ -27,6 +27,8 @@ TEST_CASE("conv params: single values and defaults expand to every spatial dim",
 
 TEST_CASE("conv params: output shape O = floor((L + pl + pr - E) / s) + 1", "[params]") {
   CHECK(conv_kernel_extent(3, 2) == 5);
+  // A span past 64 bits is refused, naming the dilation, not wrapped around.
+  CHECK_THROWS_WITH(conv_kernel_extent(3, 8200884000848200882), Catch::Contains("dilation"));
   CHECK(conv_output_length(10, 3, 1, 1, 1, 1) == 10);
   CHECK(conv_output_length(10, 3, 2, 1, 1, 1) == 5);
   CHECK(conv_output_length(10, 2, 3, 1, 0, 1) == 4);

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <functional>
+#include <limits>
 #include <string_view>
 #include <utility>
 
@@ -107,6 +108,10 @@ void check_combination(const Options& o, bool iters_given, bool warmup_given, bo
     const auto pad = at_dim(o.params.padding, i);
     const Int k = at_dim(o.kernel, i), s = at_dim(o.params.stride, i),
               d = at_dim(o.params.dilation, i);
+    if (k > 1 && d > (std::numeric_limits<Int>::max() - 1) / (k - 1))
+      fail("--dilation", fmt::format("{} with --kernel {} spans more positions than a 64-bit "
+                                     "length can hold",
+                                     d, k));
     const Int out = conv_output_length(length, k, s, d, pad.first, pad.second);
     if (out < 1)
       fail("--input",
