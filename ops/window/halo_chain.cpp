@@ -330,6 +330,18 @@ struct BatchPiece {
   std::int64_t begin = 0, length = 0;
 };
 
+// The piece's samples of `t` ([batch, ...]).
+Tensor samples_of(const Tensor& t, const BatchPiece& p) {
+  return t.narrow(0, p.begin, p.length);
+}
+
+// The piece's rows of per-statistic records (`rows`: the same number for
+// every sample of the `batch`; a group norm's are its groups).
+Tensor statistics_of(const Tensor& rows, std::int64_t batch, const BatchPiece& p) {
+  const std::int64_t per_sample = batch > 0 ? rows.size(0) / batch : 0;
+  return rows.narrow(0, p.begin * per_sample, p.length * per_sample);
+}
+
 // The forward runs the batch in two pieces when its norms' statistics cross
 // ranks: one piece's statistics travel while the other piece's convolution
 // runs, so of a chain's 2 x (norms) waits only the last piece's last one is
@@ -381,7 +393,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   std::vector<Tensor> moments(num_layers);  // a norm's [statistics, 3], merged in place
   auto input_of = [&](std::size_t i, const BatchPiece& p) {
     return i == 0 ? window.narrow(0, p.begin, p.length)
-                  : TiledTensor::whole(out[i - 1].narrow(0, p.begin, p.length));
+                  : TiledTensor::whole(samples_of(out[i - 1], p));
   };
   auto layout_over = [&](const Layer& l, const Tensor& t) {
     return norm::layout_of(norm::NormKind::Group, t.shape(), t.size(1), l.num_groups);
@@ -404,14 +416,14 @@ std::vector<DTensor> forward_handler(OpCall& call) {
     pn.merge.reset();
     const norm::Stats stats = norm::stats_from_moments(merged, 3, l.eps);
     kernels::NormApplyArgs apply;
-    apply.x = out[pn.layer - 1].narrow(0, p.begin, p.length);
+    apply.x = samples_of(out[pn.layer - 1], p);
     apply.layout = layout_over(l, apply.x);
     apply.mean = stats.mean;
     apply.invstd = stats.invstd;
     apply.weight = local_or_none(in, l.weight);
     apply.bias = local_or_none(in, l.bias);
     apply.relu = l.relu;
-    apply.y = out[pn.layer].narrow(0, p.begin, p.length);
+    apply.y = samples_of(out[pn.layer], p);
     run_kernel(kernels::kNormApply, device, dtype, apply);
   };
 
@@ -448,7 +460,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
           const Tensor& w = in[static_cast<std::size_t>(l.weight)].to_local();
           const Tensor bias = local_or_none(in, l.bias);
           const ConvParams params = g.params(l, static_cast<std::size_t>(k));
-          const Tensor y = out[i].narrow(0, p.begin, p.length);
+          const Tensor y = samples_of(out[i], p);
           if (window_ready) {
             kernels->forward_into(input_of(i, p), w, bias, params, y);
             continue;
@@ -477,9 +489,8 @@ std::vector<DTensor> forward_handler(OpCall& call) {
           continue;
         }
         // Statistics from the cells this rank owns only (read in place).
-        const Tensor owned = g.owned(out[i - 1].narrow(0, p.begin, p.length), k);
-        const std::int64_t per_sample = batch > 0 ? moments[i].size(0) / batch : 0;
-        Tensor mine = moments[i].narrow(0, p.begin * per_sample, p.length * per_sample);
+        const Tensor owned = g.owned(samples_of(out[i - 1], p), k);
+        Tensor mine = statistics_of(moments[i], batch, p);
         run_kernel(kernels::kNormMoments, device, dtype, {owned, layout_over(l, owned), mine});
         posted[piece] = {i, norm::PendingMerge(call, reduction, mine,
                                                norm::PendingMerge::Records::Moments, kStatsStream)};
@@ -624,16 +635,10 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   // runs while they travel. Every rank posts in the same order.
   const std::vector<BatchPiece> pieces = batch_pieces(c, reduction, g.size(0));
   const std::int64_t batch = g.size(0);
-  auto piece_of = [&](const Tensor& t, const BatchPiece& p) {
-    return t.narrow(0, p.begin, p.length);
-  };
   auto norm_piece = [&](const NormState& ns, const BatchPiece& p) {
-    const std::int64_t per_sample = batch > 0 ? ns.stats.mean.size(0) / batch : 0;
-    auto stat = [&](const Tensor& t) {
-      return t.narrow(0, p.begin * per_sample, p.length * per_sample);
-    };
-    return NormState{piece_of(ns.input, p),
-                     piece_of(ns.output, p),
+    auto stat = [&](const Tensor& t) { return statistics_of(t, batch, p); };
+    return NormState{samples_of(ns.input, p),
+                     samples_of(ns.output, p),
                      {stat(ns.stats.mean), stat(ns.stats.invstd), stat(ns.stats.count)}};
   };
   // A norm whose sums are posted (piece by piece) and not yet collected.
@@ -652,12 +657,12 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     const Layer& l = c.layers[b.layer];
     b.pieces[q] = begin_norm_backward(call, reduction, l,
                                       norm_piece(state.norms.at(norm_index - 1), pieces[q]),
-                                      piece_of(grad, pieces[q]), local_or_none(in, l.weight));
+                                      samples_of(grad, pieces[q]), local_or_none(in, l.weight));
   };
   auto finish_piece = [&](BegunNorm& b, std::size_t q) {
     const Layer& l = c.layers[b.layer];
     Tensor gw, gb;
-    finish_norm_backward(*b.pieces[q], geo, k, piece_of(b.grad_input, pieces[q]),
+    finish_norm_backward(*b.pieces[q], geo, k, samples_of(b.grad_input, pieces[q]),
                          l.weight >= 0 ? &gw : nullptr, l.bias >= 0 ? &gb : nullptr);
     b.pieces[q].reset();
     auto add = [&](int index, const Tensor& t) {  // the pieces' parameter gradients
@@ -713,11 +718,11 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       if (k == 0 && !c.input_grad) continue;
       const BatchPiece& piece = pieces[q];
       const TiledTensor into = back ? back->window().narrow(0, piece.begin, piece.length)
-                                    : TiledTensor::whole(piece_of(gi, piece));
+                                    : TiledTensor::whole(samples_of(gi, piece));
       if (geo.idle)  // nothing computed here: zero parts of the sums
         into.zero_();
       else
-        kernels->backward_data(piece_of(out_grad, piece), w, into, p);
+        kernels->backward_data(samples_of(out_grad, piece), w, into, p);
       if (begun) begin_piece(*begun, gi, q);
     }
     if (back) back->post();
