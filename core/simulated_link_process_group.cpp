@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/detail/direct_collectives.h"
+#include "core/detail/helper_thread.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor::detail {
@@ -179,6 +180,9 @@ void SimulatedLinkProcessGroup::deliver(Message& m) {
 }
 
 void SimulatedLinkProcessGroup::delay_loop() {
+  // It posts the rank's sends when they are due: it must not hand its core
+  // to the computation before each (core/detail/helper_thread.h).
+  mark_helper_thread();
   std::unique_lock lock(mutex_);
   while (stopped_.empty()) {
     if (queue_.empty()) {

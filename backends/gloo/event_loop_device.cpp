@@ -20,6 +20,21 @@
 // a short-lived thread set to SCHED_BATCH, leaving the caller's untouched.
 // Unprivileged processes may choose SCHED_BATCH; if it is refused, the loop
 // keeps the normal policy.
+//
+// Why a send first yields the CPU (let_event_loop_catch_up).
+//
+// Gloo's point-to-point messages meet in a rendezvous: the receiver sends a
+// "ready to receive" notice, and a send goes out at once, from the posting
+// thread, only if the sender's event loop has already read that notice.
+// Otherwise Gloo queues the data for the loop, which sends it when it next
+// runs. Under SCHED_BATCH that is when this rank's thread blocks, so after
+// computation, with both ranks of an exchange posting at about the same time,
+// neither had read the other's notice: each rank's data left only when it
+// waited, and the waits took a round trip of loop wake-ups. Yielding once
+// before a send lets the loop read the notices that came in meanwhile (it
+// runs only if it has something to do), so the later of the two ranks sends
+// directly. At P = 2 on 2x8x128x128 the rank's time blocked in receives fell
+// from 1.6 to 0.8 ms a step (docs/performance.md).
 #include "backends/gloo/event_loop_device.h"
 
 #include <sched.h>
@@ -33,6 +48,7 @@
 
 #include <gloo/transport/tcp/device.h>
 
+#include "core/detail/helper_thread.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -67,6 +83,10 @@ std::shared_ptr<::gloo::transport::Device> create_tcp_device(
   maker.join();
   if (error) std::rethrow_exception(error);
   return device;
+}
+
+void let_event_loop_catch_up() {
+  if (batch_loop() && !detail::on_helper_thread()) sched_yield();
 }
 
 }  // namespace dtensor::gloo_backend

@@ -15,4 +15,10 @@ namespace dtensor::gloo_backend {
 std::shared_ptr<::gloo::transport::Device> create_tcp_device(
     const ::gloo::transport::tcp::attr& attr);
 
+/// Called before a send is posted: lets the event loop handle what arrived
+/// while this thread computed (see event_loop_device.cpp), by yielding the
+/// CPU once, when the loop runs under SCHED_BATCH and this thread computes
+/// (core/detail/helper_thread.h). Costs one system call when nothing waits.
+void let_event_loop_catch_up();
+
 }  // namespace dtensor::gloo_backend

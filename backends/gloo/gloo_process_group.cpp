@@ -450,10 +450,12 @@ std::shared_ptr<Work> GlooProcessGroup::post_transfer(bool is_send, const Tensor
   try {
     translate_errors(what, [&] {
       buffer = pool_.acquire(*context_, t.data_ptr(), t.nbytes());
-      if (is_send)
+      if (is_send) {
+        let_event_loop_catch_up();
         buffer->send(peer, slot);
-      else
+      } else {
         buffer->recv(peer, slot);
+      }
     });
   } catch (const CommError& e) {
     fail(e.what());

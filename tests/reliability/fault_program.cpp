@@ -3,12 +3,14 @@
 // (the victim) can be made to die (SIGKILL) or stall at a chosen moment.
 //
 //   fault_program MODE [--victim R] [--kill-after-ms T | --stall-after-ms T]
-//                      [--seconds S] [--width W]
+//                      [--late-ms T] [--seconds S] [--width W]
 //   MODE: conv          convolution on S(3) (a halo exchange) in a loop
 //         redistribute  S(0) -> R -> S(0) in a loop
 //         allreduce     world allreduce in a loop
 //         rendezvous    the victim dies T ms into init_process_group
 //         conv-check    one convolution on S(3), compared with the f64 oracle
+//   --late-ms T: the victim starts init_process_group T ms late, so that the
+//   others wait in their rendezvous that long, their ports open.
 //
 // Every rank prints "pid=N" first (the tests check that no process is left).
 // A rank that catches a libdtensor error prints
@@ -40,6 +42,7 @@ struct Args {
   int victim = -1;
   int kill_after_ms = -1;
   int stall_after_ms = -1;
+  int late_ms = 0;
   double seconds = 30;
   std::int64_t width = 4096;
 };
@@ -60,6 +63,8 @@ Args parse(int argc, char** argv) {
       a.kill_after_ms = std::atoi(v);
     else if (k == "--stall-after-ms")
       a.stall_after_ms = std::atoi(v);
+    else if (k == "--late-ms")
+      a.late_ms = std::atoi(v);
     else if (k == "--seconds")
       a.seconds = std::atof(v);
     else if (k == "--width")
@@ -102,6 +107,7 @@ ConvParams conv_params() {
 
 int run(const Args& a, int rank) {
   const bool victim = rank == a.victim;
+  if (victim && a.late_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.late_ms));
   if (a.mode == "rendezvous") {
     if (victim) arm_kill(std::max(a.kill_after_ms, 0));
     init_process_group();

@@ -232,8 +232,12 @@ TEST_CASE("launcher: a job starts while an outsider keeps connecting to its port
         }
       }
     });
-    const Launch l = launch({"-n", "3", kProgram, "conv-check", "--width", "100"}, tmp, 60s,
-                            {{"DTENSOR_TIMEOUT", "40"}});
+    // Rank 2 comes 300 ms late, so ranks 0 and 1 wait in their rendezvous
+    // with their ports open at least that long: a quick job's start-up alone
+    // was over before the scan found it in all 60 jobs, now and then.
+    const Launch l = launch(
+        {"-n", "3", kProgram, "conv-check", "--width", "100", "--victim", "2", "--late-ms", "300"},
+        tmp, 60s, {{"DTENSOR_TIMEOUT", "40"}});
     stop = true;
     outsider.join();
     total += connections;

@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/detail/helper_thread.h"
 #include "core/detail/simulated_link_process_group.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/device_mesh.h"
@@ -69,7 +70,8 @@ class RecordingGroup final : public ProcessGroup {
   std::shared_ptr<Work> isend(const Tensor& t, int, int tag) override {
     if (refuse) throw CommError("recording", "send refused");
     std::lock_guard lock(mutex);
-    sent.push_back({tag, t.item_flat(0), std::chrono::steady_clock::now()});
+    sent.push_back(
+        {tag, t.item_flat(0), std::chrono::steady_clock::now(), detail::on_helper_thread()});
     return std::make_shared<DoneWork>();
   }
   std::shared_ptr<Work> irecv(const Tensor&, int, int) override {
@@ -90,6 +92,7 @@ class RecordingGroup final : public ProcessGroup {
     int tag;
     double first;
     std::chrono::steady_clock::time_point at;
+    bool from_helper;  // handed over on a thread marked as a helper
   };
   std::mutex mutex;
   std::vector<Sent> sent;
@@ -114,6 +117,7 @@ TEST_CASE("sim link layer: sends handed over in order after latency + bytes / ba
   for (int k = 0; k < 10; ++k)  // 10 x 1000 bytes back to back, alternating tags
     works.push_back(pg->isend(Tensor::full({125}, k, DType::F64), 1, k % 2));
   CHECK(backend->sent.size() < 10);  // not handed over at once
+  CHECK_FALSE(detail::on_helper_thread());
   wait_all(works);
   std::lock_guard lock(backend->mutex);
   REQUIRE(backend->sent.size() == 10);
@@ -121,6 +125,9 @@ TEST_CASE("sim link layer: sends handed over in order after latency + bytes / ba
     INFO("message " << k);
     CHECK(backend->sent[k].first == k);  // in the order sent
     CHECK(backend->sent[k].tag == k % 2);
+    // By the layer's delivery thread, which must not yield its core to the
+    // computation before a send (core/detail/helper_thread.h).
+    CHECK(backend->sent[k].from_helper);
     // Message k leaves when k earlier ones have left: (k + 1) ms on the
     // wire, then 2 ms of latency.
     const double at = std::chrono::duration<double>(backend->sent[k].at - t0).count();
