@@ -82,11 +82,24 @@ std::int64_t conv_kernel_extent(std::int64_t kernel, std::int64_t dilation) {
   return span + 1;
 }
 
+namespace {
+
+// a * b + c, refused with an InvalidArgument naming `what` past 64 bits.
+std::int64_t checked_mul_add(std::int64_t a, std::int64_t b, std::int64_t c, const char* what) {
+  std::int64_t r = 0;
+  DTENSOR_CHECK_ARG(!__builtin_mul_overflow(a, b, &r) && !__builtin_add_overflow(r, c, &r), "conv",
+                    "{}: {} x {} + {} is past what a 64-bit length can hold", what, a, b, c);
+  return r;
+}
+
+}  // namespace
+
 ConvInputRange conv_input_range(std::int64_t length, std::int64_t kernel, std::int64_t stride,
                                 std::int64_t dilation, std::int64_t pad_left, std::int64_t out_lo,
                                 std::int64_t out_hi) {
-  const std::int64_t first = out_lo * stride - pad_left;  // may be < 0
-  const std::int64_t last = (out_hi - 1) * stride - pad_left + conv_kernel_extent(kernel, dilation);
+  const std::int64_t first = checked_mul_add(out_lo, stride, -pad_left, "stride");  // may be < 0
+  const std::int64_t last = checked_mul_add(
+      out_hi - 1, stride, conv_kernel_extent(kernel, dilation) - pad_left, "stride");
   ConvInputRange r;
   r.lo = std::max<std::int64_t>(first, 0);
   r.hi = std::min(last, length);
@@ -98,9 +111,14 @@ ConvInputRange conv_input_range(std::int64_t length, std::int64_t kernel, std::i
 std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
                                 std::int64_t dilation, std::int64_t pad_left,
                                 std::int64_t pad_right) {
-  return window::floor_div(length + pad_left + pad_right - conv_kernel_extent(kernel, dilation),
-                           stride) +
-         1;
+  std::int64_t padded = 0;
+  DTENSOR_CHECK_ARG(!__builtin_add_overflow(length, pad_left, &padded) &&
+                        !__builtin_add_overflow(padded, pad_right, &padded),
+                    "conv",
+                    "padding: ({}, {}) around a length of {} is past what a 64-bit length can hold",
+                    pad_left, pad_right, length);
+  DTENSOR_CHECK_ARG(stride >= 1, "conv", "stride: must be >= 1, got {}", stride);
+  return window::floor_div(padded - conv_kernel_extent(kernel, dilation), stride) + 1;
 }
 
 ConvParams check_conv_args(const Shape& input, const Shape& weight,

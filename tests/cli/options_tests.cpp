@@ -158,6 +158,10 @@ const std::vector<BadCase>& bad_cases() {
       {{"--padding-lr", "1:2:3"}, "--padding-lr"},
       {{"--padding-lr", "1:-2"}, "--padding-lr"},
       {{"--padding-lr", "1:1,1:1,1:1"}, "--padding-lr"},
+      // Past 64 bits around the input: refused, not wrapped around.
+      {{"--padding", "9223372036854775807"}, "--padding"},
+      {{"--padding-lr", "9223372036854775000:900"}, "--padding-lr"},
+      {{"--dilation", "8200884000848200882"}, "--dilation"},
       {{"--kernel", "0"}, "--kernel"},
       {{"--kernel", "3,3,3"}, "--kernel"},
       {{"--kernel", "17"}, "--input"},

@@ -1,5 +1,7 @@
 // ConvParams: expansion to N spatial dims, output shapes, and validation
 // errors that name the offending parameter.
+#include <limits>
+
 #include <catch2/catch.hpp>
 
 #include "dtensor/core/errors.h"
@@ -35,6 +37,15 @@ TEST_CASE("conv params: output shape O = floor((L + pl + pr - E) / s) + 1", "[pa
   CHECK(conv_output_length(7, 3, 2, 3, 0, 0) == 1);
   CHECK(conv_output_length(6, 3, 2, 3, 0, 0) == 0);  // floor, not truncation toward zero
   CHECK(conv_output_length(0, 1, 1, 1, 0, 6) == 6);
+  // Lengths past 64 bits and a stride below 1 are refused, naming them.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  CHECK_THROWS_WITH(conv_output_length(16, 3, 1, 1, kMax, 0), Catch::Contains("padding:"));
+  CHECK_THROWS_WITH(conv_output_length(16, 3, 1, 1, kMax - 20, 5), Catch::Contains("padding:"));
+  CHECK(conv_output_length(16, 3, 1, 1, kMax - 20, 0) == kMax - 20 + 16 - 3 + 1);
+  CHECK_THROWS_WITH(conv_output_length(16, 3, 0, 1, 1, 1), Catch::Contains("stride:"));
+  CHECK_THROWS_WITH(conv_input_range(16, 3, kMax / 2, 1, 0, 0, 4), Catch::Contains("stride:"));
+  const ConvInputRange r = conv_input_range(10, 3, 2, 1, 1, 1, 3);  // outputs 1, 2 read 1..5
+  CHECK((r.lo == 1 && r.hi == 6 && r.pad_lo == 0 && r.pad_hi == 0));
   ConvParams p{{1, 2}, {{1, 1}, {0, 2}}, {1, 2}, 2};
   CHECK(conv_output_shape({2, 4, 8, 9}, {6, 2, 3, 3}, p) == Shape{2, 6, 8, 4});
   CHECK(conv_output_shape({1, 1, 5}, {1, 1, 5}, ConvParams{}) == Shape{1, 1, 1});

@@ -112,6 +112,12 @@ void check_combination(const Options& o, bool iters_given, bool warmup_given, bo
       fail("--dilation", fmt::format("{} with --kernel {} spans more positions than a 64-bit "
                                      "length can hold",
                                      d, k));
+    if (pad.first > std::numeric_limits<Int>::max() - length ||
+        pad.second > std::numeric_limits<Int>::max() - length - pad.first)
+      fail(padding_lr_given ? "--padding-lr" : "--padding",
+           fmt::format("{}:{} around spatial dim {} (length {}) is past what a 64-bit length can "
+                       "hold",
+                       pad.first, pad.second, i, length));
     const Int out = conv_output_length(length, k, s, d, pad.first, pad.second);
     if (out < 1)
       fail("--input",

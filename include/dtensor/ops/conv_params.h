@@ -55,6 +55,8 @@ std::int64_t conv_kernel_extent(std::int64_t kernel, std::int64_t dilation);
 
 /// floor((L + pl + pr - E) / s) + 1 with E = conv_kernel_extent(K, d). Not
 /// validated: the result is < 1 when the padded input is shorter than E.
+/// Throws InvalidArgument naming the padding when L + pl + pr is past 64 bits,
+/// the stride when it is < 1, the dilation as conv_kernel_extent does.
 std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::int64_t stride,
                                 std::int64_t dilation, std::int64_t pad_left,
                                 std::int64_t pad_right);
@@ -64,6 +66,7 @@ std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::i
 /// just those inputs with padding (pad_lo, pad_hi) yields exactly those
 /// outputs. `lo >= hi` when they read only padding. (The halo plan's maths,
 /// docs/design.md §5, for one range: used to split one convolution into pieces.)
+/// Throws InvalidArgument naming the stride when a bound is past 64 bits.
 struct ConvInputRange {
   std::int64_t lo = 0, hi = 0, pad_lo = 0, pad_hi = 0;
 };
