@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/conv_params.h"
 
 namespace dtensor::detail {
 
@@ -60,14 +61,14 @@ ChainSubStep chain_sub_step(const ChainStep& s, std::int64_t extent, std::int64_
                             std::int64_t b) {
   ChainSubStep sub;
   if (b <= a) return sub;
+  // A chain's convolutions have stride 1 and their dilation inside `extent`.
+  const ConvInputRange r = conv_input_range(s.in_end - s.in_begin, extent, 1, 1, s.pad_left, a, b);
   sub.a = a;
   sub.b = b;
-  // Output j reads held j - pad_left + [0, extent).
-  const std::int64_t first = a - s.pad_left, end = b - s.pad_left + extent - 1;
-  sub.in_a = std::max<std::int64_t>(0, first);
-  sub.in_b = std::min(s.in_end - s.in_begin, end);
-  sub.pad_left = sub.in_a - first;
-  sub.pad_right = end - sub.in_b;
+  sub.in_a = r.lo;
+  sub.in_b = r.hi;
+  sub.pad_left = r.pad_lo;
+  sub.pad_right = r.pad_hi;
   return sub;
 }
 
