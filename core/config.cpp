@@ -219,6 +219,7 @@ Config Config::from(const Lookup& lookup) {
   c.cudnn_workspace_mb = integer(lookup, "DTENSOR_CUDNN_WORKSPACE_MB", c.cudnn_workspace_mb, 1);
   c.gloo_loop = choice(lookup, "DTENSOR_GLOO_LOOP",
                        {{"batch", GlooLoop::Batch}, {"normal", GlooLoop::Normal}}, c.gloo_loop);
+  c.gloo_shm = choice(lookup, "DTENSOR_GLOO_SHM", {{"on", true}, {"off", false}}, c.gloo_shm);
   c.cuda_module = text(lookup, "DTENSOR_CUDA_MODULE");
   c.mpi_module = text(lookup, "DTENSOR_MPI_MODULE");
   c.backend = text(lookup, "DTENSOR_BACKEND");

@@ -25,6 +25,7 @@
 #include "backends/gloo/store_adapter.h"
 #include "backends/gloo/traffic.h"
 #include "core/detail/direct_collectives.h"
+#include "dtensor/core/config.h"
 #include "dtensor/core/direct_allreduce.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -329,6 +330,7 @@ void GlooProcessGroup::connect() {
     // Only error messages lose their rank names.
     log::debug("gloo: cannot map peer addresses to ranks: {}", e.what());
   }
+  shm_ = ShmChannel::connect(store, rank_, size_, config().gloo_shm);
   log::debug("gloo: group '{}' connected ({} peers)", prefix_, size_ - 1);
 }
 
@@ -358,6 +360,7 @@ void GlooProcessGroup::fail(const std::string& reason) {
     failure_ = reason;
   }
   log::debug("gloo: group '{}' broken: {}", prefix_, reason);
+  if (shm_) shm_->close();
   if (!context_) return;
   // Gloo has no public "abort": but a wait that times out signals every
   // connection of the context (closing its sockets and failing its pending
@@ -446,6 +449,11 @@ std::shared_ptr<Work> GlooProcessGroup::post_p2p(bool is_send, const Tensor& t, 
 std::shared_ptr<Work> GlooProcessGroup::post_transfer(bool is_send, const Tensor& t, int peer,
                                                       std::uint64_t slot, const P2PName& what) {
   check_usable(what);
+  if (shm_ && shm_->reaches(peer)) {
+    auto work = shm_->post(is_send, t, peer, slot, what, shared_from_this());
+    if (is_send) account(t.nbytes(), 0, 1);
+    return work;
+  }
   std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
   try {
     translate_errors(what, [&] {

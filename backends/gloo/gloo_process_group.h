@@ -31,6 +31,7 @@
 #include "backends/gloo/buffer_pool.h"
 #include "backends/gloo/call_name.h"
 #include "backends/gloo/collective_thread.h"
+#include "backends/gloo/shm_channel.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
 
@@ -133,6 +134,9 @@ class GlooProcessGroup : public ProcessGroup,
   std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
   BufferPool pool_;  // after context_: its buffers go before the connections
   CollectiveThread collectives_;
+  // Point-to-point with members on this host (null: all over TCP). After
+  // context_: set up once the pairs connected.
+  std::shared_ptr<ShmChannel> shm_;
   std::vector<std::pair<std::unique_ptr<::gloo::transport::UnboundBuffer>, Tensor>> parked_;
 
   mutable std::mutex mutex_;

@@ -23,46 +23,33 @@ std::string P2PName::str() const {
 
 P2PWork::P2PWork(std::shared_ptr<GlooProcessGroup> group, bool is_send, Tensor tensor,
                  std::unique_ptr<::gloo::transport::UnboundBuffer> buffer, P2PName what)
-    : group_(std::move(group)),
+    : TransferWork(std::move(group), what),
       is_send_(is_send),
       tensor_(std::move(tensor)),
-      buffer_(std::move(buffer)),
-      what_(what) {}
+      buffer_(std::move(buffer)) {}
 
 P2PWork::~P2PWork() {
   // Dropped without a successful wait: the transfer may still be in flight.
-  if (!finished_ && buffer_) group_->park_unfinished(std::move(buffer_), std::move(tensor_));
+  if (!finished() && buffer_) group_->park_unfinished(std::move(buffer_), std::move(tensor_));
 }
 
-void P2PWork::wait(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(mutex_);
-  if (finished_) {
-    if (error_) std::rethrow_exception(error_);
-    return;
-  }
-  if (timeout.count() < 0) timeout = group_->timeout();
-  try {
-    // A broken group has closed its connections: nothing will complete, and
-    // nothing can write into the buffer any more, so we need not wait.
-    group_->check_usable(what_);
-    if (!group_->begin_wait(buffer_.get(), is_send_)) group_->check_usable(what_);
-    struct EndWait {
-      GlooProcessGroup& group;
-      ::gloo::transport::UnboundBuffer* buffer;
-      ~EndWait() { group.end_wait(buffer); }
-    } end_wait{*group_, buffer_.get()};
-    translate_errors(what_, [&] {
-      const bool completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
-      if (!completed) group_->check_usable([&] { return what_.str() + " (aborted)"; });
-      if (!completed) throw CommError("gloo", what_.str() + ": aborted");
-    });
-  } catch (const CommError& e) {
-    finished_ = true;
-    error_ = std::current_exception();
-    group_->fail(e.what());
-    throw;
-  }
-  finished_ = true;
+void P2PWork::wait_transfer(std::chrono::milliseconds timeout) {
+  // A group that failed since the caller checked has closed its connections:
+  // nothing can write into the buffer any more, so we need not wait.
+  if (!group_->begin_wait(buffer_.get(), is_send_)) group_->check_usable(what_);
+  struct EndWait {
+    GlooProcessGroup& group;
+    ::gloo::transport::UnboundBuffer* buffer;
+    ~EndWait() { group.end_wait(buffer); }
+  } end_wait{*group_, buffer_.get()};
+  translate_errors(what_, [&] {
+    const bool completed = is_send_ ? buffer_->waitSend(timeout) : buffer_->waitRecv(timeout);
+    if (!completed) group_->check_usable([&] { return what_.str() + " (aborted)"; });
+    if (!completed) throw CommError("gloo", what_.str() + ": aborted");
+  });
+}
+
+void P2PWork::finished_well() {
   if (!is_send_) group_->counters().bytes_received += tensor_.nbytes();
   // Nothing is pending on it any more: the next transfer on this memory reuses it.
   group_->buffer_pool().release(std::move(buffer_));

@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <functional>
+#include <map>
+#include <string>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -91,8 +93,10 @@ namespace {
 // 200 ms in, in the middle of the loop. Every survivor must fail within
 // `bound` seconds of the death, never hang.
 void survivors_of_a_death_mid(const std::function<void(ProcessGroup&)>& round,
-                              std::chrono::seconds timeout, double bound) {
+                              std::chrono::seconds timeout, double bound,
+                              std::map<std::string, std::string> env = {}) {
   RunOptions opt;
+  opt.env = std::move(env);
   opt.comm_timeout = timeout;
   opt.deadline = 40s + timeout;
   opt.grace_after_failure = 20s;
@@ -149,6 +153,29 @@ TEST_CASE("dead peer mid small collectives (direct messages): survivors fail, ne
         pg.allgather(t, all, {16, 16, 16});
       },
       20s, 10.0);
+}
+
+TEST_CASE("dead peer mid point-to-point rounds through shared memory: survivors fail promptly P=3",
+          "[comm][fault][shm]") {
+  // Ranks on one host pass messages through shared memory: no connection
+  // drops when a peer dies. The fault monitor names its neighbour gone and
+  // aborts the groups, and the waits themselves check the peer's pid every
+  // 100 ms; heartbeats are slowed so that neither path is their timeout.
+  survivors_of_a_death_mid(
+      [](ProcessGroup& pg) {
+        const int r = pg.rank();
+        std::vector<Tensor> keep;
+        std::vector<P2POp> ops;
+        for (int step : {1, 2}) {
+          keep.push_back(Tensor::zeros({4096}, DType::F32));
+          ops.push_back(P2POp::recv(keep.back(), (r + 3 - step) % 3));
+          keep.push_back(Tensor::full({4096}, 1.0, DType::F32));
+          ops.push_back(P2POp::send(keep.back(), (r + step) % 3));
+        }
+        auto works = pg.batch_isend_irecv(ops);
+        wait_all(works);
+      },
+      60s, 5.0, {{"DTENSOR_HEARTBEAT_INTERVAL", "20"}, {"DTENSOR_HEARTBEAT_TIMEOUT", "50"}});
 }
 
 TEST_CASE("dead peer mid-halo-exchange: both neighbours get CommError promptly P=3",

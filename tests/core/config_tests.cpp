@@ -20,6 +20,7 @@ TEST_CASE("config: defaults with no variable set", "[config]") {
   CHECK(c.onednn_band_kb == 512);
   CHECK(c.cudnn_workspace_mb == 1024);
   CHECK(c.gloo_loop == Config::GlooLoop::Batch);
+  CHECK(c.gloo_shm);
   CHECK_FALSE(c.cuda_module);
   CHECK_FALSE(c.backend);
   CHECK_FALSE(c.store);
@@ -41,6 +42,7 @@ TEST_CASE("config: every variable is read", "[config]") {
                                      {"DTENSOR_ONEDNN_BAND_KB", "64"},
                                      {"DTENSOR_CUDNN_WORKSPACE_MB", "16"},
                                      {"DTENSOR_GLOO_LOOP", "normal"},
+                                     {"DTENSOR_GLOO_SHM", "off"},
                                      {"DTENSOR_CUDA_MODULE", "/opt/m/libdtensor-cuda.so"},
                                      {"DTENSOR_MPI_MODULE", "/opt/m/libdtensor-mpi.so"},
                                      {"DTENSOR_BACKEND", "cpu:gloo,cuda:nccl"},
@@ -64,6 +66,7 @@ TEST_CASE("config: every variable is read", "[config]") {
   CHECK(c.onednn_band_kb == 64);
   CHECK(c.cudnn_workspace_mb == 16);
   CHECK(c.gloo_loop == Config::GlooLoop::Normal);
+  CHECK_FALSE(c.gloo_shm);
   CHECK(*c.cuda_module == "/opt/m/libdtensor-cuda.so");
   CHECK(*c.mpi_module == "/opt/m/libdtensor-mpi.so");
   CHECK_FALSE(c.mpi_launcher.has_value());
@@ -117,6 +120,7 @@ TEST_CASE("config: a bad value names the variable and the accepted values", "[co
       {"DTENSOR_ONEDNN_BAND_KB", "12k", "integer >= 0"},
       {"DTENSOR_CUDNN_WORKSPACE_MB", "0", "integer >= 1"},
       {"DTENSOR_GLOO_LOOP", "fast", "batch | normal"},
+      {"DTENSOR_GLOO_SHM", "yes", "on | off"},
       {"DTENSOR_TIMEOUT", "-3", "positive number of seconds"},
       {"DTENSOR_RANK", "one", "not an integer"},
       {"DTENSOR_JOB_ID", "my job", "[A-Za-z0-9._-]"},

@@ -48,6 +48,9 @@ struct Config {
   /// DTENSOR_GLOO_LOOP: batch | normal. Scheduling class of Gloo's event loop.
   enum class GlooLoop { Batch, Normal };
   GlooLoop gloo_loop = GlooLoop::Batch;
+  /// DTENSOR_GLOO_SHM: on | off. Point-to-point messages between ranks on
+  /// one host go through shared memory (off: Gloo's TCP pairs).
+  bool gloo_shm = true;
   /// DTENSOR_CUDA_MODULE: path of libdtensor-cuda.so. Unset: next to
   /// libdtensor.so, then the install libdir (docs/architecture.md).
   std::optional<std::string> cuda_module{};

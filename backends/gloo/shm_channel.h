@@ -1,0 +1,72 @@
+// Point-to-point messages between the members of a group that share a host,
+// through rings in shared memory (shm_ring.h) instead of Gloo's TCP pairs.
+//
+// Why: over loopback TCP every message crosses the kernel twice and is
+// finished by Gloo's event-loop thread, which shares the rank's core and runs
+// only when the rank blocks (event_loop_device.h); at P = 2 a U-Net step
+// spent 2-4 ms a rank on that (docs/performance.md). Here the sender copies
+// into the ring and the receiver copies out, each on its own thread, and a
+// receiver that has nothing to read spins briefly, then sleeps on a futex in
+// the shared page that the writer rings.
+//
+// Semantics are Gloo's: messages between two ranks match by slot, in the
+// order posted; a send completes once its bytes are in the ring (or the ring
+// and the transfer is under way), a receive once its bytes are in place.
+// Messages that arrive before their receive is posted wait in memory.
+//
+// Which pairs use it is agreed through the store when the group connects
+// (ShmChannel::connect): both ranks on one kernel (boot id), in one pid, IPC
+// and network namespace under one uid (ranks in two network namespaces are
+// two hosts to the user, and to the tests that cut the link between them),
+// and the segment the lower rank created, mapped by the higher one with the
+// nonce the lower one published. Anything else keeps the pair on TCP.
+//
+// Failures: a group that fails marks its side of every segment closed, so a
+// peer waiting on it hears at once (as closing the TCP connections does); a
+// peer whose process has gone is found by its pid within 100 ms of waiting;
+// a wait past its timeout throws TimeoutError; abort() ends waits under way.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backends/gloo/call_name.h"
+#include "dtensor/core/tensor.h"
+
+namespace dtensor {
+class Work;
+}
+
+namespace dtensor::gloo_backend {
+
+class StoreAdapter;
+class GlooProcessGroup;
+
+class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
+ public:
+  /// Every member of the group calls it, after the TCP pairs connected;
+  /// `enabled` false (DTENSOR_GLOO_SHM=off) keeps this rank's pairs on TCP.
+  /// Null when no other member shares this host (or none could map a
+  /// segment); the pairs it does not reach stay on TCP.
+  static std::shared_ptr<ShmChannel> connect(StoreAdapter& store, int rank, int size, bool enabled);
+  ~ShmChannel();
+
+  bool reaches(int peer) const;
+  /// Posts a send or a receive of `t`'s bytes on `slot`; the handle's wait
+  /// reports failures through `group` (fail() on a broken peer).
+  std::shared_ptr<Work> post(bool is_send, const Tensor& t, int peer, std::uint64_t slot,
+                             const P2PName& what, std::shared_ptr<GlooProcessGroup> group);
+  /// The group failed: peers waiting on this rank hear of it, and this
+  /// rank's waits under way end, naming the group's failure.
+  void close();
+
+  struct Impl;
+
+ private:
+  explicit ShmChannel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtensor::gloo_backend
