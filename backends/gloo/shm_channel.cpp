@@ -476,18 +476,24 @@ ShmChannel::ShmChannel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ShmChannel::~ShmChannel() = default;
 
-std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank, int size,
-                                                bool enabled) {
-  // A rank that has it off publishes "off" and reads nothing: its peers
-  // still read its key, and pair with it over TCP.
-  const std::string mine = host_key(enabled);
-  store.set("shm/host/" + std::to_string(rank), bytes(mine));
+std::vector<std::string> ShmChannel::hosts(StoreAdapter& store, int rank, int size, bool enabled) {
+  std::vector<std::string> all(static_cast<std::size_t>(size));
+  all[static_cast<std::size_t>(rank)] = host_key(enabled);
+  store.set("shm/host/" + std::to_string(rank), bytes(all[static_cast<std::size_t>(rank)]));
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != rank)
+      all[static_cast<std::size_t>(peer)] = text(store.get("shm/host/" + std::to_string(peer)));
+  return all;
+}
+
+std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
+                                                const std::vector<std::string>& hosts) {
+  const int size = static_cast<int>(hosts.size());
+  const std::string& mine = hosts[static_cast<std::size_t>(rank)];
   std::vector<int> local;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    if (mine != "off" && text(store.get("shm/host/" + std::to_string(peer))) == mine)
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != rank && mine != "off" && hosts[static_cast<std::size_t>(peer)] == mine)
       local.push_back(peer);
-  }
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->index.assign(static_cast<std::size_t>(size), -1);

@@ -10,9 +10,9 @@
 // the shared page that the writer rings.
 //
 // Semantics are Gloo's: messages between two ranks match by slot, in the
-// order posted; a send completes once its bytes are in the ring (or the ring
-// and the transfer is under way), a receive once its bytes are in place.
-// Messages that arrive before their receive is posted wait in memory.
+// order posted; a send completes once its bytes are in the ring, a receive
+// once its bytes are in place. A message that arrives before its receive is
+// posted waits in the ring, or in memory when a later one is needed first.
 //
 // Which pairs use it is agreed through the store when the group connects
 // (ShmChannel::connect): both ranks on one kernel (boot id), in one pid, IPC
@@ -24,13 +24,15 @@
 // Failures: a group that fails marks its side of every segment closed, so a
 // peer waiting on it hears at once (as closing the TCP connections does); a
 // peer whose process has gone is found by its pid within 100 ms of waiting;
-// a wait past its timeout throws TimeoutError; abort() ends waits under way.
+// a wait past its timeout throws TimeoutError; close() (the group failed or
+// was aborted) ends this rank's waits under way.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/gloo/call_name.h"
 #include "dtensor/core/tensor.h"
@@ -46,11 +48,15 @@ class GlooProcessGroup;
 
 class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
  public:
-  /// Every member of the group calls it, after the TCP pairs connected;
-  /// `enabled` false (DTENSOR_GLOO_SHM=off) keeps this rank's pairs on TCP.
-  /// Null when no other member shares this host (or none could map a
-  /// segment); the pairs it does not reach stay on TCP.
-  static std::shared_ptr<ShmChannel> connect(StoreAdapter& store, int rank, int size, bool enabled);
+  /// Every member's host, through the store (every member calls it): the
+  /// same text for members that may share memory, "off" for one that has it
+  /// off (`enabled` false: DTENSOR_GLOO_SHM=off) or cannot tell its host.
+  static std::vector<std::string> hosts(StoreAdapter& store, int rank, int size, bool enabled);
+  /// Every member calls it, after the TCP pairs connected, with hosts()'s
+  /// answer. Null when no other member shares this host (or none could map
+  /// a segment); the pairs it does not reach stay on TCP.
+  static std::shared_ptr<ShmChannel> connect(StoreAdapter& store, int rank,
+                                             const std::vector<std::string>& hosts);
   ~ShmChannel();
 
   bool reaches(int peer) const;

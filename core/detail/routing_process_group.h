@@ -55,6 +55,8 @@ class RoutingProcessGroup final : public ProcessGroup {
   bool matches_by_tag(DeviceType device) const override;
   /// The CPU group's devices, and CUDA devices: the CUDA group's, or any when staged.
   bool accepts_device(Device device) const override;
+  /// The CPU group's: the halo chains it prices run on the CPU.
+  double message_seconds() const override { return cpu_->message_seconds(); }
   void abort(const std::string& reason) override;
 
   const std::shared_ptr<ProcessGroup>& cpu_group() const { return cpu_; }

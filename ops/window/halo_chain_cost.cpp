@@ -10,11 +10,10 @@
 namespace dtensor {
 namespace {
 
-// A message's fixed cost between two ranks of this machine (Gloo over
-// loopback TCP through its event-loop thread: dtensor-bench-latency's p50
-// send/recv round, halved), and the rate the recomputed overlap runs at
-// (oneDNN's f32 convolutions on small tiles, per core). docs/halo.md.
-constexpr double kMessageSeconds = 40e-6;
+// The rate of a link between two ranks (a message's fixed cost is the mesh
+// group's estimate, ProcessGroup::message_seconds), and the rate the
+// recomputed overlap runs at (oneDNN's f32 convolutions on small tiles, per
+// core). docs/halo.md.
 constexpr double kLinkBytesPerSecond = 2e9;
 constexpr double kFlopsPerSecond = 60e9;
 
@@ -22,7 +21,8 @@ constexpr double kFlopsPerSecond = 60e9;
 
 double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers) {
   const auto& link = config().sim_link;
-  const double latency = kMessageSeconds + (link ? link->latency_us * 1e-6 : 0.0);
+  const double latency =
+      x.mesh().get_mesh_group()->message_seconds() + (link ? link->latency_us * 1e-6 : 0.0);
   const double bandwidth = link && link->gbit ? *link->gbit * 1e9 / 8 : kLinkBytesPerSecond;
   const auto spatial = static_cast<std::size_t>(x.ndim() - 2);
   const Shape local = x.spec().local_shape();

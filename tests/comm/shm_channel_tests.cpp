@@ -107,6 +107,8 @@ TEST_CASE(
           s->wait();
           CHECK(max_error(in, [&](auto i) { return value(peer, 4, i); }) == 0);
           CHECK(mapped_segments() == (on ? 1 : 0));
+          // The halo chains' cost model prices a message by the transport.
+          CHECK(pg.message_seconds() == Approx(on ? 5e-6 : 40e-6));
         },
         o);
   }

@@ -29,6 +29,7 @@ class ForwardingProcessGroup : public ProcessGroup {
   std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
   bool matches_by_tag(DeviceType device) const override { return inner_->matches_by_tag(device); }
   bool accepts_device(Device device) const override { return inner_->accepts_device(device); }
+  double message_seconds() const override { return inner_->message_seconds(); }
   CommCounters& counters() override { return inner_->counters(); }
   const CommCounters& counters() const override { return inner_->counters(); }
   void abort(const std::string& reason) override { inner_->abort(reason); }

@@ -117,6 +117,14 @@ class ProcessGroup {
   /// otherwise.
   virtual bool accepts_device(Device device) const;
 
+  /// What one point-to-point message between two ranks of this group costs
+  /// beyond its bytes, in seconds, as the backend estimates it: the halo
+  /// chains' cost model (dtensor/ops/halo_chain.h) weighs the messages a
+  /// fused chain saves by it. The same on every rank of the group, so that
+  /// every rank decides alike. The default, 40 us, is a message between two
+  /// ranks of one host over Gloo's TCP pairs.
+  virtual double message_seconds() const;
+
   /// Makes every pending and later operation of this group fail promptly
   /// with CommError naming `reason` (the fault monitor calls it when another
   /// rank failed). The default does nothing: operations still end at their
