@@ -34,9 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Each direction's ring. Large enough for a U-Net's halo rows and the direct
-// collectives at once; a longer message streams through it.
-constexpr std::uint64_t kRingBytes = 1 << 20;
 constexpr std::uint64_t kMagic = 0x31306d6873746464ULL;  // "ddtshm01"
 // A message starts with its slot and length.
 struct MessageHeader {
@@ -54,6 +51,7 @@ constexpr auto kAliveCheckEvery = std::chrono::milliseconds(100);
 struct alignas(64) PairControl {
   std::uint64_t magic;
   std::uint64_t nonce;
+  std::uint64_t ring_bytes;
   std::int32_t pid[2];
   // bell[s]: bumped whenever side s may have something to do (bytes to read,
   // room to write); sleeping[s]: how many of side s's threads sleep on it.
@@ -67,7 +65,7 @@ struct Layout {
   static constexpr std::size_t control = 0;
   static constexpr std::size_t counters = sizeof(PairControl);  // two RingCounters
   static constexpr std::size_t data = counters + 2 * sizeof(shm::RingCounters);
-  static constexpr std::size_t total = data + 2 * kRingBytes;
+  static std::size_t total(std::uint64_t ring) { return data + 2 * ring; }
 };
 
 long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t value,
@@ -137,6 +135,7 @@ struct Peer {
   int rank = -1;
   int side = 0;  // ours in the pair
   void* map = nullptr;
+  std::size_t map_bytes = 0;
   PairControl* control = nullptr;
   shm::Ring out{nullptr, nullptr, 1};
   shm::Ring in{nullptr, nullptr, 1};
@@ -183,7 +182,7 @@ struct ShmChannel::Impl {
     for (auto& p : peers) {
       p.control->closed[p.side].store(1, std::memory_order_release);
       p.ring_other();
-      munmap(p.map, Layout::total);
+      munmap(p.map, p.map_bytes);
     }
   }
 
@@ -420,7 +419,7 @@ class ShmWork : public TransferWork {
 };
 
 // Creates and maps a fresh segment; null (and logged) when the host refuses.
-void* create_segment(const std::string& name) {
+void* create_segment(const std::string& name, std::size_t bytes) {
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     log::debug("gloo: shared memory: cannot create {}: {}", name, std::strerror(errno));
@@ -428,9 +427,9 @@ void* create_segment(const std::string& name) {
   }
   // Reserve the pages now: a full /dev/shm must refuse here, not raise
   // SIGBUS at the first write.
-  const int rc = posix_fallocate(fd, 0, static_cast<off_t>(Layout::total));
-  void* map = rc == 0 ? mmap(nullptr, Layout::total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                      : MAP_FAILED;
+  const int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  void* map =
+      rc == 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   close(fd);
   if (map == MAP_FAILED) {
     log::debug("gloo: shared memory: cannot size or map {}: {}", name,
@@ -441,38 +440,49 @@ void* create_segment(const std::string& name) {
   return map;
 }
 
-void* open_segment(const std::string& name, std::uint64_t nonce) {
+void* open_segment(const std::string& name, std::uint64_t nonce, std::uint64_t ring) {
   const int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) return nullptr;
   struct stat st {};
   void* map = MAP_FAILED;
-  if (fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == Layout::total)
-    map = mmap(nullptr, Layout::total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) == Layout::total(ring))
+    map = mmap(nullptr, Layout::total(ring), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (map == MAP_FAILED) return nullptr;
   const auto* control = static_cast<const PairControl*>(map);
-  if (control->magic != kMagic || control->nonce != nonce) {
-    munmap(map, Layout::total);
+  if (control->magic != kMagic || control->nonce != nonce || control->ring_bytes != ring) {
+    munmap(map, Layout::total(ring));
     return nullptr;
   }
   return map;
 }
 
-void attach(Peer& p, void* map, int side) {
+void attach(Peer& p, void* map, int side, std::uint64_t ring) {
   char* base = static_cast<char*>(map);
   p.map = map;
+  p.map_bytes = Layout::total(ring);
   p.side = side;
   p.control = reinterpret_cast<PairControl*>(base + Layout::control);
   auto* counters = reinterpret_cast<shm::RingCounters*>(base + Layout::counters);
   char* data = base + Layout::data;
   // Ring 0 carries the lower rank's messages, ring 1 the higher's.
-  p.out = shm::Ring(&counters[side], data + side * kRingBytes, kRingBytes);
-  p.in = shm::Ring(&counters[1 - side], data + (1 - side) * kRingBytes, kRingBytes);
+  p.out = shm::Ring(&counters[side], data + side * ring, ring);
+  p.in = shm::Ring(&counters[1 - side], data + (1 - side) * ring, ring);
 }
 
 }  // namespace
 
 ShmChannel::ShmChannel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::uint64_t ShmChannel::ring_bytes(std::size_t local_peers) {
+  // 1 MiB holds a U-Net's halo rows and the direct collectives at once (a
+  // longer message streams through); smaller only so that a rank's rings
+  // stay within 32 MiB per group.
+  std::uint64_t ring = std::uint64_t{1} << 20;
+  while (ring > (std::uint64_t{64} << 10) && local_peers * 2 * ring > (std::uint64_t{32} << 20))
+    ring /= 2;
+  return ring;
+}
 
 ShmChannel::~ShmChannel() = default;
 
@@ -494,6 +504,7 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
   for (int peer = 0; peer < size; ++peer)
     if (peer != rank && mine != "off" && hosts[static_cast<std::size_t>(peer)] == mine)
       local.push_back(peer);
+  const std::uint64_t ring = ring_bytes(local.size());
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->index.assign(static_cast<std::size_t>(size), -1);
@@ -506,11 +517,12 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
     if (peer < rank) continue;
     const std::string name = fmt::format("/dtensor-{:016x}{:016x}", random64(), random64());
     const std::uint64_t nonce = random64();
-    void* map = create_segment(name);
+    void* map = create_segment(name, Layout::total(ring));
     if (map != nullptr) {
       auto* control = new (map) PairControl{};
       control->magic = kMagic;
       control->nonce = nonce;
+      control->ring_bytes = ring;
       control->pid[0] = getpid();
       new (static_cast<char*>(map) + Layout::counters) shm::RingCounters[2]{};
       created[peer] = {name, map};
@@ -525,7 +537,8 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
     const std::string where = text(store.get(pair_key("segment", rank, peer)));
     void* map = nullptr;
     if (const auto colon = where.rfind(':'); where != "-" && colon != std::string::npos)
-      map = open_segment(where.substr(0, colon), std::stoull(where.substr(colon + 1), nullptr, 16));
+      map = open_segment(where.substr(0, colon), std::stoull(where.substr(colon + 1), nullptr, 16),
+                         ring);
     if (map != nullptr) static_cast<PairControl*>(map)->pid[1] = getpid();
     store.set(pair_key("mapped", rank, peer), bytes(map != nullptr ? "1" : "0"));
     if (map != nullptr) usable.emplace_back(peer, map);
@@ -538,7 +551,7 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
     if (mapped)
       usable.emplace_back(peer, made.second);
     else
-      munmap(made.second, Layout::total);
+      munmap(made.second, Layout::total(ring));
   }
   if (usable.empty()) return nullptr;
   std::sort(usable.begin(), usable.end());
@@ -546,10 +559,11 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
   for (std::size_t i = 0; i < usable.size(); ++i) {
     Peer& p = impl->peers[i];
     p.rank = usable[i].first;
-    attach(p, usable[i].second, rank < p.rank ? 0 : 1);
+    attach(p, usable[i].second, rank < p.rank ? 0 : 1, ring);
     impl->index[static_cast<std::size_t>(p.rank)] = static_cast<int>(i);
   }
-  log::debug("gloo: rank {} reaches {} peer(s) through shared memory", rank, usable.size());
+  log::debug("gloo: rank {} reaches {} peer(s) through shared memory ({} KiB rings)", rank,
+             usable.size(), ring >> 10);
   return std::shared_ptr<ShmChannel>(new ShmChannel(std::move(impl)));
 }
 

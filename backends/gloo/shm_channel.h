@@ -59,6 +59,12 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
                                              const std::vector<std::string>& hosts);
   ~ShmChannel();
 
+  /// Each direction's ring, for a rank with `local_peers` other members on
+  /// its host: 1 MiB up to 16 of them, then halved until the rank's rings
+  /// (two per peer) fit 32 MiB, but never under 64 KiB. Every member of a
+  /// host computes the same from the same count.
+  static std::uint64_t ring_bytes(std::size_t local_peers);
+
   bool reaches(int peer) const;
   /// Posts a send or a receive of `t`'s bytes on `slot`; the handle's wait
   /// reports failures through `group` (fail() on a broken peer).

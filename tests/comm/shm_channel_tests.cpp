@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "backends/gloo/shm_channel.h"
 #include "backends/gloo/shm_ring.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/support/multiprocess.h"
@@ -86,6 +87,20 @@ TEST_CASE("a shared-memory ring carries a byte stream whole, across its wrap, be
   CHECK(wrong == 0);
   CHECK(reader.readable() == 0);
   CHECK(writer.has_room(kCapacity));
+}
+
+TEST_CASE(
+    "shared-memory rings: 1 MiB up to 16 peers on a host, then within 32 MiB a rank, "
+    "never under 64 KiB",
+    "[comm][shm]") {
+  using gloo_backend::ShmChannel;
+  for (std::size_t peers : {1, 2, 15, 16})
+    CHECK(ShmChannel::ring_bytes(peers) == (1u << 20));
+  CHECK(ShmChannel::ring_bytes(17) == (512u << 10));
+  CHECK(ShmChannel::ring_bytes(32) == (512u << 10));
+  CHECK(ShmChannel::ring_bytes(63) == (256u << 10));
+  CHECK(ShmChannel::ring_bytes(255) == (64u << 10));
+  CHECK(ShmChannel::ring_bytes(10000) == (64u << 10));
 }
 
 TEST_CASE(
