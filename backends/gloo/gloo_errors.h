@@ -18,6 +18,13 @@ inline bool is_timeout_message(const std::string& msg) {
          msg.find("Timeout") != std::string::npos || msg.find(" timeout") != std::string::npos;
 }
 
+/// How a failed connection reads, whatever carried it (a TCP pair, or a
+/// shared-memory peer that closed or died): "connection failed (a peer may
+/// have died): <why>".
+inline std::string connection_failed(const std::string& why) {
+  return "connection failed (a peer may have died): " + why;
+}
+
 /// Runs fn; a Gloo timeout becomes TimeoutError, any other Gloo failure a
 /// CommError, both naming `op` (formatted only then).
 template <typename Fn>
@@ -27,7 +34,7 @@ void translate_errors(const CallName& op, Fn&& fn) {
   } catch (const ::gloo::IoException& e) {
     if (is_timeout_message(e.what()))
       throw TimeoutError("gloo", op.str() + ": timed out: " + e.what());
-    throw CommError("gloo", op.str() + ": connection failed (a peer may have died): " + e.what());
+    throw CommError("gloo", op.str() + ": " + connection_failed(e.what()));
   } catch (const ::gloo::Exception& e) {
     if (is_timeout_message(e.what()))
       throw TimeoutError("gloo", op.str() + ": timed out: " + e.what());

@@ -332,8 +332,7 @@ void GlooProcessGroup::connect() {
   }
   const std::vector<std::string> hosts = ShmChannel::hosts(store, rank_, size_, config().gloo_shm);
   shm_ = ShmChannel::connect(store, rank_, hosts);
-  one_host_ = std::all_of(hosts.begin(), hosts.end(),
-                          [&](const std::string& h) { return h != "off" && h == hosts[0]; });
+  one_host_ = ShmChannel::one_host(hosts);
   log::debug("gloo: group '{}' connected ({} peers)", prefix_, size_ - 1);
 }
 

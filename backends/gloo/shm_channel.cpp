@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <sched.h>
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -16,12 +17,12 @@
 #include <mutex>
 #include <new>
 #include <random>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "backends/gloo/gloo_errors.h"
 #include "backends/gloo/gloo_process_group.h"
 #include "backends/gloo/shm_ring.h"
 #include "backends/gloo/store_adapter.h"
@@ -73,8 +74,11 @@ long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t value,
   return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
 
+// The host of a member that has shared memory off, or cannot tell its host.
+constexpr const char* kNoHost = "off";
+
 std::string host_key(bool enabled) {
-  if (!enabled) return "off";
+  if (!enabled) return kNoHost;
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   struct stat pid_ns {};
@@ -82,7 +86,7 @@ std::string host_key(bool enabled) {
   struct stat net_ns {};
   if (boot.empty() || stat("/proc/self/ns/pid", &pid_ns) != 0 ||
       stat("/proc/self/ns/ipc", &ipc_ns) != 0 || stat("/proc/self/ns/net", &net_ns) != 0)
-    return "off";
+    return kNoHost;
   return fmt::format("{}/{}/{}/{}/{}", boot, pid_ns.st_ino, ipc_ns.st_ino, net_ns.st_ino, getuid());
 }
 
@@ -163,6 +167,10 @@ void finish(Op& op, std::string error = {}) {
   op.complete.store(true, std::memory_order_release);
 }
 
+std::string closed_by(const Peer& p) {
+  return fmt::format("rank {} closed its connections", p.rank);
+}
+
 std::string size_mismatch(const Op& op, std::uint64_t got) {
   return fmt::format("expected {} bytes, the message has {}", op.nbytes, got);
 }
@@ -170,7 +178,6 @@ std::string size_mismatch(const Op& op, std::uint64_t got) {
 }  // namespace
 
 struct ShmChannel::Impl {
-  int rank = 0;
   std::vector<int> index;  // group rank -> position in peers, or -1
   std::vector<Peer> peers;
   std::mutex mutex;
@@ -314,8 +321,7 @@ struct ShmChannel::Impl {
 
   /// Why `p` will not answer any more, or empty.
   static std::string peer_gone(const Peer& p) {
-    if (p.control->closed[p.other()].load(std::memory_order_acquire) != 0)
-      return fmt::format("rank {} closed its connections", p.rank);
+    if (p.control->closed[p.other()].load(std::memory_order_acquire) != 0) return closed_by(p);
     const pid_t pid = p.control->pid[p.other()];
     if (!process_alive(pid)) return fmt::format("rank {} (pid {}) exited", p.rank, pid);
     return {};
@@ -344,8 +350,7 @@ struct ShmChannel::Impl {
       }
       const auto now = Clock::now();
       if (p.control->closed[p.other()].load(std::memory_order_acquire) != 0)
-        throw CommError("gloo", fmt::format("{}: connection failed (a peer may have died): {}",
-                                            what.str(), peer_gone(p)));
+        throw CommError("gloo", what.str() + ": " + connection_failed(closed_by(p)));
       if (now >= deadline)
         throw TimeoutError("gloo",
                            fmt::format("{}: timed out after {} ms", what.str(), timeout.count()));
@@ -360,8 +365,7 @@ struct ShmChannel::Impl {
       if (now - alive_checked >= kAliveCheckEvery) {
         alive_checked = now;
         if (const std::string gone = peer_gone(p); !gone.empty())
-          throw CommError("gloo", fmt::format("{}: connection failed (a peer may have died): {}",
-                                              what.str(), gone));
+          throw CommError("gloo", what.str() + ": " + connection_failed(gone));
       }
       auto& bell = p.control->bell[p.side];
       auto& sleeping = p.control->sleeping[p.side];
@@ -502,11 +506,10 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
   const std::string& mine = hosts[static_cast<std::size_t>(rank)];
   std::vector<int> local;
   for (int peer = 0; peer < size; ++peer)
-    if (peer != rank && mine != "off" && hosts[static_cast<std::size_t>(peer)] == mine)
+    if (peer != rank && mine != kNoHost && hosts[static_cast<std::size_t>(peer)] == mine)
       local.push_back(peer);
   const std::uint64_t ring = ring_bytes(local.size());
   auto impl = std::make_unique<Impl>();
-  impl->rank = rank;
   impl->index.assign(static_cast<std::size_t>(size), -1);
   const auto pair_key = [&](const char* what, int a, int b) {
     return fmt::format("shm/{}/{}-{}", what, std::min(a, b), std::max(a, b));
@@ -567,6 +570,11 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
   return std::shared_ptr<ShmChannel>(new ShmChannel(std::move(impl)));
 }
 
+bool ShmChannel::one_host(const std::vector<std::string>& hosts) {
+  return std::all_of(hosts.begin(), hosts.end(),
+                     [&](const std::string& h) { return h != kNoHost && h == hosts[0]; });
+}
+
 bool ShmChannel::reaches(int peer) const {
   return impl_->find(peer) != nullptr;
 }
@@ -588,9 +596,7 @@ std::shared_ptr<Work> ShmChannel::post(bool is_send, const Tensor& t, int peer, 
     // of /proc per message would cost; a peer that died is found by the
     // waits). A receive may still find its message in the ring.
     if (is_send && p.control->closed[p.other()].load(std::memory_order_acquire) != 0)
-      finish(*op, fmt::format("connection failed (a peer may have died): rank {} closed its "
-                              "connections",
-                              p.rank));
+      finish(*op, connection_failed(closed_by(p)));
     else if (is_send)
       p.sends.push_back(op);
     else

@@ -57,6 +57,9 @@ class ShmChannel : public std::enable_shared_from_this<ShmChannel> {
   /// a segment); the pairs it does not reach stay on TCP.
   static std::shared_ptr<ShmChannel> connect(StoreAdapter& store, int rank,
                                              const std::vector<std::string>& hosts);
+  /// Whether hosts()'s answer puts every member on one host with shared
+  /// memory on: the same on every member.
+  static bool one_host(const std::vector<std::string>& hosts);
   ~ShmChannel();
 
   /// Each direction's ring, for a rank with `local_peers` other members on

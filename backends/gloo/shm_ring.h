@@ -2,11 +2,9 @@
 // memory: one writer, one reader, no locks. The writer owns `head` (bytes
 // written so far), the reader `tail` (bytes read); each publishes its counter
 // with release and reads the other's with acquire, so the bytes between them
-// are whole when seen. The counters only grow (64 bits do not wrap).
-//
-// `bell` is how a side that found nothing to do sleeps without missing the
-// other's next step: every step (bytes written or read) bumps the bell of the
-// ring, and wakes a sleeper (futex on the shared word) when one said it sleeps.
+// are whole when seen. The counters only grow (64 bits do not wrap). How a
+// side that found nothing to do sleeps until the other's next step is the
+// channel's (shm_channel.cpp, PairControl::bell).
 #pragma once
 
 #include <atomic>
