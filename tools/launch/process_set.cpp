@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,9 +34,11 @@ std::string ExitStatus::describe() const {
 
 ProcessSet::~ProcessSet() {
   if (!all_exited()) stop_all(std::chrono::milliseconds(2000));
-  for (auto& p : procs_)
+  for (auto& p : procs_) {
     for (Stream* s : {&p.out, &p.err})
       if (s->fd >= 0) close(s->fd);
+    if (p.exit_fd >= 0) close(p.exit_fd);
+  }
 }
 
 namespace {
@@ -122,6 +125,11 @@ void ProcessSet::start(const ProcessSpec& spec) {
   }
   Proc p;
   p.pid = pid;
+  // Lets poll() wake the moment the process exits: its pipes close a little
+  // before it can be reaped, and a rank may have closed them long before.
+  // Without pidfds (Linux < 5.3) poll() looks again every few milliseconds.
+  // (pidfd_open sets close-on-exec itself.)
+  p.exit_fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   p.prefix = spec.line_prefix;
   if (file_fd >= 0) close(file_fd);
   auto keep_read_end = [](int fds[2], Stream& s, bool to_stderr) {
@@ -175,10 +183,17 @@ void ProcessSet::drain(Proc& p, Stream& s, bool final) {
 
 std::optional<std::size_t> ProcessSet::poll(std::chrono::milliseconds budget) {
   std::vector<pollfd> fds;
-  for (auto& p : procs_)
+  bool unwatched_exit = false;  // a running process without a pidfd
+  for (auto& p : procs_) {
     for (Stream* s : {&p.out, &p.err})
       if (s->fd >= 0) fds.push_back({s->fd, POLLIN, 0});
-  const int ms = static_cast<int>(std::min<std::int64_t>(budget.count(), 50));
+    if (p.status.exited) continue;
+    if (p.exit_fd >= 0)
+      fds.push_back({p.exit_fd, POLLIN, 0});
+    else
+      unwatched_exit = true;
+  }
+  const int ms = static_cast<int>(std::min<std::int64_t>(budget.count(), unwatched_exit ? 5 : 50));
   if (!fds.empty())
     ::poll(fds.data(), fds.size(), ms);
   else
@@ -193,6 +208,8 @@ std::optional<std::size_t> ProcessSet::poll(std::chrono::milliseconds budget) {
     pid_t r = waitpid(p.pid, &st, WNOHANG);
     if (r == p.pid) {
       p.status.exited = true;
+      if (p.exit_fd >= 0) close(p.exit_fd);
+      p.exit_fd = -1;
       if (WIFEXITED(st)) p.status.code = WEXITSTATUS(st);
       if (WIFSIGNALED(st)) p.status.signal = WTERMSIG(st);
       // Everything it wrote is in the pipe now; a partial last line is shown

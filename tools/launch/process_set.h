@@ -79,7 +79,8 @@ class ProcessSet {
   };
   struct Proc {
     pid_t pid = -1;
-    Stream out, err;  // err is used only with separate_stderr
+    int exit_fd = -1;  // a pidfd: readable once the process has exited (-1: none)
+    Stream out, err;   // err is used only with separate_stderr
     std::string prefix;
     ExitStatus status;
     bool reported = false;
