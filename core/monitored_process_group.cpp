@@ -30,14 +30,14 @@ std::string group_name(const ProcessGroup& g, bool is_world) {
 class MonitoredWork final : public Work {
  public:
   MonitoredWork(std::shared_ptr<Work> inner, std::shared_ptr<MonitoredProcessGroup> group,
-                std::uint64_t id, std::string op)
-      : inner_(std::move(inner)), group_(std::move(group)), id_(id), op_(std::move(op)) {}
+                std::uint64_t id, MonitoredProcessGroup::MessageWait what)
+      : inner_(std::move(inner)), group_(std::move(group)), id_(id), what_(what) {}
   void wait(std::chrono::milliseconds timeout) override {
     try {
-      group_->throw_if_failed(op_);
+      group_->throw_if_failed(what_);
       inner_->wait(timeout);
     } catch (...) {
-      group_->on_failure(op_, id_);
+      group_->on_failure(what_.str(), id_);
     }
     Rec::finish(id_, Rec::State::Completed);
   }
@@ -46,7 +46,7 @@ class MonitoredWork final : public Work {
   std::shared_ptr<Work> inner_;
   std::shared_ptr<MonitoredProcessGroup> group_;
   std::uint64_t id_;
-  std::string op_;
+  MonitoredProcessGroup::MessageWait what_;
 };
 
 }  // namespace
@@ -69,6 +69,15 @@ MonitoredProcessGroup::MonitoredProcessGroup(std::shared_ptr<ProcessGroup> inner
 void MonitoredProcessGroup::throw_if_failed(std::string_view op) const {
   if (auto cause = monitor_->remote_failure())
     throw CommError("monitor", fmt::format("{}: {}", op, *cause));
+}
+
+void MonitoredProcessGroup::throw_if_failed(const MessageWait& wait) const {
+  if (auto cause = monitor_->remote_failure())
+    throw CommError("monitor", fmt::format("{}: {}", wait.str(), *cause));
+}
+
+std::string MonitoredProcessGroup::MessageWait::str() const {
+  return fmt::format("wait({} rank {} tag {})", send ? "send to" : "recv from", peer, tag);
 }
 
 std::uint64_t MonitoredProcessGroup::record_start(std::string_view op, int peer,
@@ -125,26 +134,26 @@ void MonitoredProcessGroup::run(Kind kind, std::string_view op, int peer, std::u
   Rec::finish(id, Rec::State::Completed);
 }
 
-std::shared_ptr<Work> MonitoredProcessGroup::wrap_work(std::shared_ptr<Work> inner,
-                                                       std::uint64_t id, std::string op) {
+std::shared_ptr<Work> MonitoredProcessGroup::wrap_work(std::shared_ptr<Work> inner, const Tensor& t,
+                                                       MessageWait wait) {
   if (!inner) return inner;
-  return std::make_shared<MonitoredWork>(std::move(inner), shared_from_this(), id, std::move(op));
+  const std::uint64_t id =
+      record_start(wait.send ? "send" : "recv", wait.peer, t.defined() ? t.nbytes() : 0);
+  return std::make_shared<MonitoredWork>(std::move(inner), shared_from_this(), id, wait);
 }
 
 std::shared_ptr<Work> MonitoredProcessGroup::isend(const Tensor& t, int dst, int tag) {
   std::shared_ptr<Work> w;
   const std::uint64_t bytes = t.defined() ? t.nbytes() : 0;
   run(Kind::PointToPoint, "isend", dst, bytes, [&] { w = inner_->isend(t, dst, tag); });
-  return wrap_work(std::move(w), record_start("send", dst, bytes),
-                   fmt::format("wait(send to rank {} tag {})", dst, tag));
+  return wrap_work(std::move(w), t, {true, dst, tag});
 }
 
 std::shared_ptr<Work> MonitoredProcessGroup::irecv(const Tensor& t, int src, int tag) {
   std::shared_ptr<Work> w;
   const std::uint64_t bytes = t.defined() ? t.nbytes() : 0;
   run(Kind::PointToPoint, "irecv", src, bytes, [&] { w = inner_->irecv(t, src, tag); });
-  return wrap_work(std::move(w), record_start("recv", src, bytes),
-                   fmt::format("wait(recv from rank {} tag {})", src, tag));
+  return wrap_work(std::move(w), t, {false, src, tag});
 }
 
 std::vector<std::shared_ptr<Work>> MonitoredProcessGroup::batch_isend_irecv(
@@ -157,11 +166,8 @@ std::vector<std::shared_ptr<Work>> MonitoredProcessGroup::batch_isend_irecv(
       [&] { works = inner_->batch_isend_irecv(ops); });
   for (std::size_t i = 0; i < works.size() && i < ops.size(); ++i) {
     const P2POp& op = ops[i];
-    const bool send = op.kind == P2POp::Kind::Send;
-    works[i] = wrap_work(
-        std::move(works[i]),
-        record_start(send ? "send" : "recv", op.peer, op.tensor.defined() ? op.tensor.nbytes() : 0),
-        fmt::format("wait({} rank {} tag {})", send ? "send to" : "recv from", op.peer, op.tag));
+    works[i] =
+        wrap_work(std::move(works[i]), op.tensor, {op.kind == P2POp::Kind::Send, op.peer, op.tag});
   }
   return works;
 }

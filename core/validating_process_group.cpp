@@ -87,7 +87,11 @@ std::vector<std::shared_ptr<Work>> ValidatingProcessGroup::batch_isend_irecv(
   for (const P2POp& op : ops)
     check_p2p(op.tensor, op.peer, op.tag, op.kind == P2POp::Kind::Send, "batch_isend_irecv");
   // The backend gets the batch less the messages to this rank, in its order
-  // (NCCL posts it as one group); those are delivered here.
+  // (NCCL posts it as one group); those are delivered here. Most batches
+  // have none: they go on as they are, not copied.
+  const int me = rank();
+  if (std::none_of(ops.begin(), ops.end(), [&](const P2POp& op) { return op.peer == me; }))
+    return inner_->batch_isend_irecv(ops);
   std::vector<P2POp> remote;
   std::vector<std::size_t> remote_index;
   for (std::size_t i = 0; i < ops.size(); ++i)

@@ -117,7 +117,7 @@ struct Op {
   bool is_send;
   int peer;
   std::uint64_t slot;
-  Tensor tensor;  // keeps the memory alive while the transfer may touch it
+  std::shared_ptr<Storage> storage;  // keeps the memory alive while the transfer may touch it
   char* data;
   std::uint64_t nbytes;
   std::uint64_t done = 0;
@@ -586,7 +586,7 @@ std::shared_ptr<Work> ShmChannel::post(bool is_send, const Tensor& t, int peer, 
   op->is_send = is_send;
   op->peer = peer;
   op->slot = slot;
-  op->tensor = t;
+  op->storage = t.storage();
   op->data = static_cast<char*>(t.data_ptr());
   op->nbytes = static_cast<std::uint64_t>(t.nbytes());
   Peer& p = *impl_->find(peer);

@@ -54,13 +54,21 @@ class MonitoredProcessGroup final : public ForwardingProcessGroup,
   /// job's cause when another rank failed, else reports this rank's failure
   /// and rethrows the original (bad input is neither: it is rethrown as is).
   [[noreturn]] void on_failure(std::string_view op, std::uint64_t id);
+  /// The wait on one point-to-point message, named only when it fails (a
+  /// string per message would be built on every exchange's path).
+  struct MessageWait {
+    bool send = false;
+    int peer = -1, tag = 0;
+    std::string str() const;  // "wait(send to rank 1 tag 3)"
+  };
   /// Throws the job's cause if another rank failed already.
   void throw_if_failed(std::string_view op) const;
+  void throw_if_failed(const MessageWait& wait) const;
 
  private:
   MonitoredProcessGroup(std::shared_ptr<ProcessGroup> inner, std::shared_ptr<FaultMonitor> monitor,
                         bool is_world);
-  std::shared_ptr<Work> wrap_work(std::shared_ptr<Work> inner, std::uint64_t id, std::string op);
+  std::shared_ptr<Work> wrap_work(std::shared_ptr<Work> inner, const Tensor& t, MessageWait wait);
 
   const std::shared_ptr<FaultMonitor> monitor_;
   const bool is_world_;
