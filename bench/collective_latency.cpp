@@ -8,7 +8,8 @@
 //
 // Prints percentiles of the all-gather time (microseconds) after 0, 1 and 20
 // ms of spinning; the ranks start each repetition together (one instant on
-// the shared clock), as `dtensor-conv --bench` does.
+// the shared clock), as `dtensor-conv --bench` does. Then the cost of one
+// point-to-point exchange between ranks 0 and 1, back to back.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,6 +62,27 @@ int main(int argc, char** argv) {
       std::printf(
           "after %4.0f ms of compute: all-gather p10 %7.0f us  p50 %7.0f us  p90 %7.0f us\n",
           spin_ms, pct(0.1), pct(0.5), pct(0.9));
+  }
+  // What the library spends per message, back to back: rank 0 and rank 1
+  // exchange 24 bytes (one send, one receive each, through every wrapping
+  // group and the transport) as fast as they can. The best of 3 blocks of
+  // 20000.
+  if (n >= 2 && pg->rank() < 2) {
+    const int peer = 1 - pg->rank();
+    Tensor out = Tensor::zeros({3}, DType::F64), in = Tensor::zeros({3}, DType::F64);
+    double best = 1e30;
+    for (int block = 0; block < 3; ++block) {
+      constexpr int kExchanges = 20000;
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kExchanges; ++i) {
+        auto works = pg->batch_isend_irecv({P2POp::send(out, peer, 1), P2POp::recv(in, peer, 1)});
+        wait_all(works);
+      }
+      best = std::min(
+          best, std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kExchanges);
+    }
+    if (pg->rank() == 0)
+      std::printf("point-to-point exchange of 24 bytes, back to back: %.2f us\n", best);
   }
   destroy_process_group();
   return 0;
