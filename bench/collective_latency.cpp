@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   auto pg = world();
   const int n = pg->size();
   Tensor mine = Tensor::zeros({3}, DType::F64);
-  Tensor all = Tensor::zeros({3 * n}, DType::F64);
+  Tensor all = Tensor::zeros({std::int64_t{3} * n}, DType::F64);
   for (double spin_ms : {0.0, 1.0, 20.0}) {
     std::vector<double> us;
     for (int i = 0; i < reps; ++i) {
