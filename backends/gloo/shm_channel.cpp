@@ -319,9 +319,10 @@ struct ShmChannel::Impl {
     }
   }
 
-  /// Why `p` will not answer any more, or empty.
-  static std::string peer_gone(const Peer& p) {
-    if (p.control->closed[p.other()].load(std::memory_order_acquire) != 0) return closed_by(p);
+  /// "rank R (pid N) exited" when `p`'s process is gone, or empty. (A peer
+  /// that closed its side says so in the shared page: the wait looks at
+  /// that flag on every pass, at this only now and then.)
+  static std::string peer_exited(const Peer& p) {
     const pid_t pid = p.control->pid[p.other()];
     if (!process_alive(pid)) return fmt::format("rank {} (pid {}) exited", p.rank, pid);
     return {};
@@ -364,7 +365,7 @@ struct ShmChannel::Impl {
       }
       if (now - alive_checked >= kAliveCheckEvery) {
         alive_checked = now;
-        if (const std::string gone = peer_gone(p); !gone.empty())
+        if (const std::string gone = peer_exited(p); !gone.empty())
           throw CommError("gloo", what.str() + ": " + connection_failed(gone));
       }
       auto& bell = p.control->bell[p.side];
