@@ -24,6 +24,16 @@ each of --sizes, dtensor-bench-unet-step at P = 2 with DTENSOR_SIM_LINK=SPEC,
 the same without it, and one rank's shard (half of H) trained alone on one
 process; the step-time medians, the overhead of P = 2 against the shard alone
 (with and without the link), and how much the link adds.
+
+With --overhead it times libdtensor alone too, the trainer from outside as
+above (no PyTorch needed): for each of --sizes, P = 2 under dtensor-run
+(H sharded, ranks bound), one rank's shard (half of H) trained alone on one
+core, and two such shards trained at once, one on each core, with no
+communication at all (the wall time until both have finished). The last is
+the floor for P = 2 on this machine: what running two processes side by side
+costs (shared caches and memory, the slower core setting the pace) before
+any message. Rows: the medians, P = 2 and the two shards against the shard
+alone, and P = 2 against the two shards (what the library itself adds).
 """
 import argparse
 import json
@@ -81,6 +91,69 @@ def unet_step(build, P, shape, iters, env):
     return json.loads(line[line.index("{"):])
 
 
+def overhead_rows(a):
+    """The trainer at P = 2 against one rank's shard alone and against two
+    shards trained at once with no communication (the floor), interleaved."""
+    try:
+        import numpy  # noqa: F401  (make_data writes the batch with it)
+    except ImportError:
+        sys.exit("--overhead writes its batches with numpy: run it under an interpreter that has "
+                 "it (Debian's python3-numpy for /usr/bin/python3)")
+    lo, hi = (int(v) for v in a.steps.split(","))
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        sys.exit("--overhead needs two cores")
+    bin_ = os.path.join(a.build, "bin")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    common = ["--base", "16", "--groups", "4", "--optimizer", "sgd", "--lr", "1e-3",
+              "--momentum", "0.9"]
+
+    def trainer(data, steps):
+        return [os.path.join(bin_, "dtensor-train-unet"), "--data", data, *common, "--steps",
+                str(steps)]
+
+    def wall(cmds):
+        """Seconds until every one of `cmds`, started together, has exited."""
+        t = time.perf_counter()
+        procs = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True) for c in cmds]
+        for c, proc in zip(cmds, procs):
+            err = proc.communicate()[1]
+            if proc.returncode != 0:
+                sys.exit(f"failed ({proc.returncode}): {' '.join(c)}\n{err[-2000:]}")
+        return time.perf_counter() - t
+
+    results = {"steps": [lo, hi], "reps": a.reps, "rows": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in filter(None, a.sizes.split(",")):
+            n, c, h, w = (int(v) for v in size.split("x"))
+            whole, shard = make_data(tmp, (n, c, h, w)), make_data(tmp, (n, c, h // 2, w))
+            runs = {
+                "p2": lambda s: [[os.path.join(bin_, "dtensor-run"), "-n", "2", "--bind-cores",
+                                  "--", *trainer(whole, s), "--placements", "S2"]],
+                "shard": lambda s: [["taskset", "-c", str(cores[0]), *trainer(shard, s)]],
+                "two_shards": lambda s: [["taskset", "-c", str(k), *trainer(shard, s)]
+                                         for k in cores[:2]],
+            }
+            times = {k: [] for k in runs}
+            for _ in range(a.reps):
+                for key, make in runs.items():
+                    w_lo, w_hi = wall(make(lo)), wall(make(hi))
+                    times[key].append((w_hi - w_lo) / (hi - lo) * 1e3)
+            ms = {k: statistics.median(v) for k, v in times.items()}
+            row = {"size": size, "p2_ms": ms["p2"], "shard_alone_ms": ms["shard"],
+                   "two_shards_at_once_ms": ms["two_shards"],
+                   "overhead": ms["p2"] / ms["shard"],
+                   "floor": ms["two_shards"] / ms["shard"],
+                   "overhead_over_floor": ms["p2"] / ms["two_shards"]}
+            results["rows"].append(row)
+            print(json.dumps(row), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
 def sim_link_rows(a):
     """The U-Net step at P = 2 over a simulated link (DTENSOR_SIM_LINK), over
     the real one (loopback), and one rank's shard alone; the runs alternate
@@ -124,9 +197,14 @@ def main():
                    help="DTENSOR_SIM_LINK for the P = 2 runs: compare them with one rank's shard "
                         "alone instead of with PyTorch")
     p.add_argument("--iters", type=int, default=5, help="timed steps of each --sim-link run")
+    p.add_argument("--overhead", action="store_true",
+                   help="the trainer at P = 2 against one rank's shard alone and two shards "
+                        "trained at once (no PyTorch needed)")
     a = p.parse_args()
     if a.sim_link is not None:
         return sim_link_rows(a)
+    if a.overhead:
+        return overhead_rows(a)
     if not a.python:
         p.error("--python is required (unless --sim-link)")
     try:
