@@ -33,7 +33,10 @@ communication at all (the wall time until both have finished). The last is
 the floor for P = 2 on this machine: what running two processes side by side
 costs (shared caches and memory, the slower core setting the pace) before
 any message. Rows: the medians, P = 2 and the two shards against the shard
-alone, and P = 2 against the two shards (what the library itself adds).
+alone, and P = 2 against the two shards (what the library itself adds);
+where the batch has a sample per rank, also P = 2 with the batch split
+instead (--placements S0: data parallel, the same work per rank as the
+shard alone, no halos) and the H split against it.
 """
 import argparse
 import json
@@ -128,13 +131,18 @@ def overhead_rows(a):
         for size in filter(None, a.sizes.split(",")):
             n, c, h, w = (int(v) for v in size.split("x"))
             whole, shard = make_data(tmp, (n, c, h, w)), make_data(tmp, (n, c, h // 2, w))
+            def p2(placements):
+                return lambda s: [[os.path.join(bin_, "dtensor-run"), "-n", "2", "--bind-cores",
+                                   "--", *trainer(whole, s), "--placements", placements]]
+
             runs = {
-                "p2": lambda s: [[os.path.join(bin_, "dtensor-run"), "-n", "2", "--bind-cores",
-                                  "--", *trainer(whole, s), "--placements", "S2"]],
+                "p2": p2("S2"),
                 "shard": lambda s: [["taskset", "-c", str(cores[0]), *trainer(shard, s)]],
                 "two_shards": lambda s: [["taskset", "-c", str(k), *trainer(shard, s)]
                                          for k in cores[:2]],
             }
+            if n % 2 == 0:  # the batch split needs a sample per rank
+                runs["p2_batch"] = p2("S0")
             times = {k: [] for k in runs}
             for _ in range(a.reps):
                 for key, make in runs.items():
@@ -145,7 +153,10 @@ def overhead_rows(a):
                    "two_shards_at_once_ms": ms["two_shards"],
                    "overhead": ms["p2"] / ms["shard"],
                    "floor": ms["two_shards"] / ms["shard"],
-                   "overhead_over_floor": ms["p2"] / ms["two_shards"]}
+                   "overhead_over_floor": ms["p2"] / ms["two_shards"],
+                   "p2_batch_split_ms": ms.get("p2_batch"),
+                   "h_split_over_batch_split": ms["p2"] / ms["p2_batch"] if "p2_batch" in ms
+                   else None}
             results["rows"].append(row)
             print(json.dumps(row), flush=True)
     if a.json:
