@@ -123,6 +123,8 @@ def overhead_rows(a):
         for c, proc in zip(cmds, procs):
             err = proc.communicate()[1]
             if proc.returncode != 0:
+                for other in procs:  # no run left behind on the cores
+                    other.kill()
                 sys.exit(f"failed ({proc.returncode}): {' '.join(c)}\n{err[-2000:]}")
         return time.perf_counter() - t
 
@@ -131,6 +133,7 @@ def overhead_rows(a):
         for size in filter(None, a.sizes.split(",")):
             n, c, h, w = (int(v) for v in size.split("x"))
             whole, shard = make_data(tmp, (n, c, h, w)), make_data(tmp, (n, c, h // 2, w))
+
             def p2(placements):
                 return lambda s: [[os.path.join(bin_, "dtensor-run"), "-n", "2", "--bind-cores",
                                    "--", *trainer(whole, s), "--placements", placements]]
