@@ -63,6 +63,20 @@ def make_data(root, shape):
     return d
 
 
+def add_row(results, row):
+    """Prints `row` as a JSON line and keeps it for save()."""
+    results["rows"].append(row)
+    print(json.dumps(row), flush=True)
+
+
+def save(results, path):
+    """Writes every row to `path` (--json) when given; the exit status."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
 def timed(cmd, env, tries=1):
     """Wall seconds and minor page faults of one whole run (children included).
     `tries` > 1 reruns a failed run (PyTorch 2.15's DDP on Gloo aborts now and
@@ -160,12 +174,8 @@ def overhead_rows(a):
                    "p2_batch_split_ms": ms.get("p2_batch"),
                    "h_split_over_batch_split": ms["p2"] / ms["p2_batch"] if "p2_batch" in ms
                    else None}
-            results["rows"].append(row)
-            print(json.dumps(row), flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+            add_row(results, row)
+    return save(results, a.json)
 
 
 def sim_link_rows(a):
@@ -190,12 +200,8 @@ def sim_link_rows(a):
                "overhead_sim_link": best["p2_sim"] / best["shard"],
                "overhead": best["p2"] / best["shard"],
                "link_adds_ms": best["p2_sim"] - best["p2"]}
-        results["rows"].append(row)
-        print(json.dumps(row), flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+        add_row(results, row)
+    return save(results, a.json)
 
 
 def main():
@@ -280,8 +286,7 @@ def main():
         row = {"size": a.one_rank_size, "setup": "1 rank, 1 thread", "dtensor_ms":
                statistics.median(ms), "torch_1proc_ms": statistics.median(mt),
                "dtensor_minor_faults_per_step": statistics.median(fl)}
-        results["rows"].append(row)
-        print(json.dumps(row), flush=True)
+        add_row(results, row)
         if len(cores) >= 2:
             for size in filter(None, a.sizes.split(",")):  # --sizes "": one rank only
                 shape = tuple(int(v) for v in size.split("x"))
@@ -294,12 +299,8 @@ def main():
                 row = {"size": size, "setup": "P=2 bound, 1 thread per rank",
                        "dtensor_ms": o[0], "torch_2threads_nchw_ms": nchw[0],
                        "torch_2threads_channels_last_ms": cl[0], "torch_ddp2_ms": ddp[0]}
-                results["rows"].append(row)
-                print(json.dumps(row), flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 0
+                add_row(results, row)
+    return save(results, a.json)
 
 
 if __name__ == "__main__":
