@@ -44,8 +44,7 @@ namespace {
 std::shared_ptr<const BackwardDataPlan> get_plan(DType t, const Shape& in, const Shape& w,
                                                  const ConvParams& p, DType acc) {
   try {
-    const std::string pass = "bwd_data>" + std::string(dtype_name(acc));
-    return cache().get(cache_key(pass.c_str(), t, in, w, false, p),
+    return cache().get(cache_key("bwd_data", t, acc, in, w, false, p),
                        [&] { return make_plan(t, in, w, p, acc); });
   } catch (const dnnl::error& e) {
     rethrow_unsupported(e, fmt::format("convolution backward_data {} input {} weight {} {}",
@@ -89,9 +88,11 @@ void backward_data_banded(const Tensor& grad_out, const Tensor& w, const TiledTe
     const auto out_rows = rows_of(grad_out, band.out_lo, band.out_hi);
     plan.diff_dst.reorder_region(out_rows.data, out_rows.offset, diff_dst, true);
     dnnl::memory diff_src = src_buf.view(plan.diff_src.primitive_desc());
-    plan.prim.execute(
-        s,
-        {{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wmem}, {DNNL_ARG_DIFF_SRC, diff_src}});
+    ExecArgs()
+        .add(DNNL_ARG_DIFF_DST, diff_dst)
+        .add(DNNL_ARG_WEIGHTS, wmem)
+        .add(DNNL_ARG_DIFF_SRC, diff_src)
+        .run(plan.prim);
     if (band.in_lo > written) tiled_rows(gx, written, band.in_lo).zero_();
     // Rows shared with the previous band: its part (the carry) plus ours.
     const std::int64_t shared_hi = carry.defined() ? std::min(written, band.in_hi) : band.in_lo;
@@ -149,9 +150,11 @@ void conv_backward_data(const Tensor& grad_out, const Tensor& w, const TiledTens
   auto& s = stream();
   Tensor temp;
   dnnl::memory diff_src = plan->diff_src.output(gx, temp);
-  plan->prim.execute(s, {{DNNL_ARG_DIFF_DST, plan->diff_dst.input(grad_out)},
-                         {DNNL_ARG_WEIGHTS, plan->weights.input(w)},
-                         {DNNL_ARG_DIFF_SRC, diff_src}});
+  ExecArgs()
+      .add(DNNL_ARG_DIFF_DST, plan->diff_dst.input(grad_out))
+      .add(DNNL_ARG_WEIGHTS, plan->weights.input(w))
+      .add(DNNL_ARG_DIFF_SRC, diff_src)
+      .run(plan->prim);
   plan->diff_src.finish_output(diff_src, gx, temp);
   s.wait();
 }

@@ -55,8 +55,7 @@ std::shared_ptr<const BackwardWeightsPlan> get_plan(DType t, const Shape& in, co
                                                     bool want_bias, const ConvParams& p,
                                                     DType acc) {
   try {
-    const std::string pass = "bwd_weights>" + std::string(dtype_name(acc));
-    return cache().get(cache_key(pass.c_str(), t, in, w, want_bias, p),
+    return cache().get(cache_key("bwd_weights", t, acc, in, w, want_bias, p),
                        [&] { return make_plan(t, in, w, want_bias, p, acc); });
   } catch (const dnnl::error& e) {
     rethrow_unsupported(e, fmt::format("convolution backward_weights {} input {} weight {} {}",
@@ -96,14 +95,14 @@ void backward_weights_banded(const Tensor& grad_out, const TiledTensor& x, ConvW
     const auto rows = rows_of(grad_out, band.out_lo, band.out_hi);
     plan.diff_dst.reorder_region(rows.data, rows.offset, diff_dst, true);
     dnnl::memory diff_w = w_buf.view(plan.diff_weights.primitive_desc());
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_w}};
+    ExecArgs args;
+    args.add(DNNL_ARG_SRC, src).add(DNNL_ARG_DIFF_DST, diff_dst).add(DNNL_ARG_DIFF_WEIGHTS, diff_w);
     dnnl::memory diff_b;
     if (out.grad_bias.defined()) {
       diff_b = b_buf.view(plan.diff_bias.primitive_desc());
-      args.emplace(DNNL_ARG_DIFF_BIAS, diff_b);
+      args.add(DNNL_ARG_DIFF_BIAS, diff_b);
     }
-    plan.prim.execute(s, args);
+    args.run(plan.prim);
     plan.diff_weights.reorder_region(grad_w, zeros_w, diff_w, false, add);
     if (out.grad_bias.defined())
       plan.diff_bias.reorder_region(out.grad_bias, {0}, diff_b, false, add);
@@ -166,15 +165,16 @@ void conv_backward_weights(const Tensor& grad_out, const TiledTensor& x, const C
   ScratchScope scratch;
   auto& s = stream();
   dnnl::memory diff_w = plan->diff_weights.output(out.grad_weight);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan->src.input(x)},
-                                             {DNNL_ARG_DIFF_DST, plan->diff_dst.input(grad_out)},
-                                             {DNNL_ARG_DIFF_WEIGHTS, diff_w}};
+  ExecArgs args;
+  args.add(DNNL_ARG_SRC, plan->src.input(x))
+      .add(DNNL_ARG_DIFF_DST, plan->diff_dst.input(grad_out))
+      .add(DNNL_ARG_DIFF_WEIGHTS, diff_w);
   dnnl::memory diff_b;
   if (want_bias) {
     diff_b = plan->diff_bias.output(out.grad_bias);
-    args.emplace(DNNL_ARG_DIFF_BIAS, diff_b);
+    args.add(DNNL_ARG_DIFF_BIAS, diff_b);
   }
-  plan->prim.execute(s, args);
+  args.run(plan->prim);
   plan->diff_weights.finish_output(diff_w, out.grad_weight);
   if (want_bias) plan->diff_bias.finish_output(diff_b, out.grad_bias);
   s.wait();

@@ -55,7 +55,7 @@ namespace {
 std::shared_ptr<const ForwardPlan> get_plan(DType t, const Shape& in, const Shape& w, bool has_bias,
                                             const ConvParams& p) {
   try {
-    return cache().get(cache_key("fwd", t, in, w, has_bias, p),
+    return cache().get(cache_key("fwd", t, t, in, w, has_bias, p),
                        [&] { return make_plan(t, in, w, has_bias, p); });
   } catch (const dnnl::error& e) {
     rethrow_unsupported(e, fmt::format("convolution forward {} input {} weight {} {}",
@@ -83,15 +83,14 @@ void forward_banded(const TiledTensor& x, const Tensor& w, const Tensor& b, Tens
   for (std::size_t i = 0; i < bands.size(); ++i) {
     const RowBand& band = bands[i];
     const ForwardPlan& plan = *plans[i];
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_WEIGHTS, weights.get(plan.weights)}};
-    if (b.defined()) args.emplace(DNNL_ARG_BIAS, bias.get(plan.bias));
+    ExecArgs args;
+    args.add(DNNL_ARG_WEIGHTS, weights.get(plan.weights));
+    if (b.defined()) args.add(DNNL_ARG_BIAS, bias.get(plan.bias));
     dnnl::memory src = src_buf.view(plan.src.primitive_desc());
     for (const auto& tile : tiles_in_rows(x, band.in_lo, band.in_hi, band.in_lo))
       plan.src.reorder_region(tile.data, tile.offset, src, true);
     dnnl::memory dst = dst_buf.view(plan.dst.primitive_desc());
-    args.emplace(DNNL_ARG_SRC, src);
-    args.emplace(DNNL_ARG_DST, dst);
-    plan.prim.execute(s, args);
+    args.add(DNNL_ARG_SRC, src).add(DNNL_ARG_DST, dst).run(plan.prim);
     const auto rows = rows_of(y, band.out_lo, band.out_hi);
     plan.dst.reorder_region(rows.data, rows.offset, dst, false);
     s.wait();
@@ -124,11 +123,12 @@ void conv_forward_into(const TiledTensor& x, const Tensor& w, const Tensor& b, c
   ScratchScope scratch;
   auto& s = stream();
   dnnl::memory dst = plan->dst.output(target);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, plan->src.input(x)},
-                                             {DNNL_ARG_WEIGHTS, plan->weights.input(w)},
-                                             {DNNL_ARG_DST, dst}};
-  if (has_bias) args.emplace(DNNL_ARG_BIAS, plan->bias.input(b));
-  plan->prim.execute(s, args);
+  ExecArgs args;
+  args.add(DNNL_ARG_SRC, plan->src.input(x))
+      .add(DNNL_ARG_WEIGHTS, plan->weights.input(w))
+      .add(DNNL_ARG_DST, dst);
+  if (has_bias) args.add(DNNL_ARG_BIAS, plan->bias.input(b));
+  args.run(plan->prim);
   plan->dst.finish_output(dst, target);
   s.wait();
   if (target.data_ptr() != y.data_ptr()) y.copy_(target);

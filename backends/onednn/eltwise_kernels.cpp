@@ -6,7 +6,6 @@
 // one element at a time (gelu on 2x32x256x256: 27 ms against PyTorch's 4.7 ms,
 // docs/benchmarks.md). bf16 is computed in f32 and rounded once, like the
 // other kernels. f64 and f16 stay on backends/eigen/activation_kernels.cpp.
-#include <cstring>
 #include <string>
 
 #include "backends/onednn/onednn_common.h"
@@ -22,16 +21,13 @@ struct Eltwise {
 };
 
 // The key of a primitive: the pass, the algorithm, alpha, dtype and length, as bytes.
-std::string key_of(const char* pass, const Eltwise& e, DType t, std::int64_t n) {
-  std::string key(pass);
-  const auto put = [&key](const auto& v) {
-    key.append(reinterpret_cast<const char*>(&v), sizeof v);
-  };
-  put(e.alg);
-  put(e.alpha);
-  put(t);
-  put(n);
-  return key;
+std::string_view key_of(const char* pass, const Eltwise& e, DType t, std::int64_t n) {
+  return PlanKey(pass)
+      .bytes(&e.alg, sizeof e.alg)
+      .bytes(&e.alpha, sizeof e.alpha)
+      .put(static_cast<std::int64_t>(t))
+      .put(n)
+      .view();
 }
 
 dnnl::memory::desc flat_md(DType t, std::int64_t n) {
@@ -65,7 +61,7 @@ Tensor forward(const Tensor& input, const Eltwise& e) {
     return dnnl::eltwise_forward(forward_pd(e, x.dtype(), n));
   });
   auto& s = stream();
-  prim->execute(s, {{DNNL_ARG_SRC, wrap(x)}, {DNNL_ARG_DST, wrap(y)}});
+  ExecArgs().add(DNNL_ARG_SRC, wrap(x)).add(DNNL_ARG_DST, wrap(y)).run(*prim);
   s.wait();
   return y;
 }
@@ -82,8 +78,11 @@ Tensor backward(const Tensor& grad_output, const Tensor& input, const Eltwise& e
         {{e.alg, md, md, e.alpha, 0.0f}, engine(), forward_pd(e, x.dtype(), n)});
   });
   auto& s = stream();
-  prim->execute(
-      s, {{DNNL_ARG_SRC, wrap(x)}, {DNNL_ARG_DIFF_DST, wrap(g)}, {DNNL_ARG_DIFF_SRC, wrap(gx)}});
+  ExecArgs()
+      .add(DNNL_ARG_SRC, wrap(x))
+      .add(DNNL_ARG_DIFF_DST, wrap(g))
+      .add(DNNL_ARG_DIFF_SRC, wrap(gx))
+      .run(*prim);
   s.wait();
   return gx;
 }

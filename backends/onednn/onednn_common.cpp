@@ -92,10 +92,6 @@ bool sub_memories_work(const dnnl::memory::desc& md, bool is_input) {
   return true;
 }
 
-std::string md_bytes(const dnnl::memory::desc& md) {
-  return std::string(reinterpret_cast<const char*>(&md.data), sizeof(md.data));
-}
-
 PlanCache<dnnl::reorder>& tile_reorders() {
   static PlanCache<dnnl::reorder> c(512);
   return c;
@@ -156,7 +152,7 @@ dnnl::memory Operand::input(const Tensor& t) const {
   if (same_) return user;
   dnnl::memory m = ScratchScope::memory(prim_);
   if (!copy_channel_blocked(t, prim_, m.get_data_handle(), true))
-    reorder_.execute(stream(), user, m);
+    ExecArgs().add(DNNL_ARG_FROM, user).add(DNNL_ARG_TO, m).run(reorder_);
   return m;
 }
 
@@ -169,33 +165,35 @@ void Operand::finish_output(dnnl::memory written, const Tensor& t) const {
   if (same_) return;
   if (copy_channel_blocked(t, prim_, written.get_data_handle(), false)) return;
   dnnl::memory user(user_, engine(), t.data_ptr());
-  reorder_.execute(stream(), written, user);
+  ExecArgs().add(DNNL_ARG_FROM, written).add(DNNL_ARG_TO, user).run(reorder_);
 }
 
 void Operand::reorder_region(const Tensor& view, const Shape& offset, const dnnl::memory& whole,
                              bool into, bool accumulate) const {
   if (view.numel() == 0) return;
-  const dnnl::memory::dims dims(view.shape().begin(), view.shape().end());
-  const dnnl::memory::dims strides(view.strides().begin(), view.strides().end());
-  const dnnl::memory::dims offsets(offset.begin(), offset.end());
+  // A Shape is a dnnl::memory::dims (both std::vector<std::int64_t>): no copies.
   // The view keeps its own dtype: a reorder also converts (f32 sums of bf16 data).
-  const dnnl::memory::desc plain(dims, data_type(view.dtype()), strides);
-  const dnnl::memory::desc sub = prim_.submemory_desc(dims, offsets);
+  const dnnl::memory::desc plain(view.shape(), data_type(view.dtype()), view.strides());
+  const dnnl::memory::desc sub = prim_.submemory_desc(view.shape(), offset);
   if (!accumulate && copy_channel_blocked(view, sub, whole.get_data_handle(), into)) return;
   const dnnl::memory::desc& from = into ? plain : sub;
   const dnnl::memory::desc& to = into ? sub : plain;
-  const auto r = tile_reorders().get(md_bytes(from) + md_bytes(to) + (accumulate ? "+" : "="), [&] {
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
-    }
-    return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr));
-  });
-  dnnl::memory view_mem(plain, engine(), view.data_ptr());
-  dnnl::memory sub_mem(sub, engine(), whole.get_data_handle());
-  r->execute(stream(), into ? view_mem : sub_mem, into ? sub_mem : view_mem);
+  const auto r =
+      tile_reorders().get(PlanKey(accumulate ? "+" : "=").desc(from).desc(to).view(), [&] {
+        dnnl::primitive_attr attr;
+        if (accumulate) {
+          dnnl::post_ops ops;
+          ops.append_sum(1.0f);
+          attr.set_post_ops(ops);
+        }
+        return dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr));
+      });
+  const dnnl::memory view_mem(plain, engine(), view.data_ptr());
+  const dnnl::memory sub_mem(sub, engine(), whole.get_data_handle());
+  ExecArgs()
+      .add(DNNL_ARG_FROM, into ? view_mem : sub_mem)
+      .add(DNNL_ARG_TO, into ? sub_mem : view_mem)
+      .run(*r);
 }
 
 dnnl::memory Operand::input(const TiledTensor& t) const {
@@ -238,34 +236,55 @@ dnnl::memory ReusedInput::get(const Operand& op) {
   return mem_;
 }
 
-std::string cache_key(const char* pass, DType t, const Shape& input, const Shape& weight, bool bias,
-                      const ConvParams& p) {
-  // Raw bytes rather than text: a key is built on every convolution call
-  // (and per tile), where formatting it cost more than the lookup.
-  std::string key(pass);
-  key.reserve(key.size() + 8 * (8 + input.size() + weight.size() + 4 * p.stride.size()));
-  const auto put = [&key](std::int64_t v) {
-    key.append(reinterpret_cast<const char*>(&v), sizeof v);
-  };
-  const auto put_list = [&put](const std::vector<std::int64_t>& v) {
-    put(static_cast<std::int64_t>(v.size()));
-    for (const auto x : v)
-      put(x);
-  };
-  put(static_cast<std::int64_t>(t));
-  put(bias ? 1 : 0);
-  put_list(input);
-  put_list(weight);
-  put_list(p.stride);
-  put_list(p.dilation);
-  put(static_cast<std::int64_t>(p.padding.size()));
-  for (const auto& [lo, hi] : p.padding) {
-    put(lo);
-    put(hi);
-  }
-  put(p.groups);
-  put(static_cast<std::int64_t>(p.padding_mode));
-  return key;
+namespace {
+thread_local std::string t_key;
+}  // namespace
+
+PlanKey::PlanKey(std::string_view pass) {
+  t_key.assign(pass);
+}
+
+PlanKey& PlanKey::bytes(const void* p, std::size_t n) {
+  t_key.append(static_cast<const char*>(p), n);
+  return *this;
+}
+
+PlanKey& PlanKey::put_list(const std::vector<std::int64_t>& v) {
+  put(static_cast<std::int64_t>(v.size()));
+  return bytes(v.data(), v.size() * sizeof(std::int64_t));
+}
+
+std::string_view PlanKey::view() const {
+  return t_key;
+}
+
+std::string_view cache_key(const char* pass, DType t, DType acc, const Shape& input,
+                           const Shape& weight, bool bias, const ConvParams& p) {
+  PlanKey key(pass);
+  key.put(static_cast<std::int64_t>(t))
+      .put(static_cast<std::int64_t>(acc))
+      .put(bias ? 1 : 0)
+      .put_list(input)
+      .put_list(weight)
+      .put_list(p.stride)
+      .put_list(p.dilation)
+      .put(static_cast<std::int64_t>(p.padding.size()));
+  for (const auto& [lo, hi] : p.padding)
+    key.put(lo).put(hi);
+  return key.put(p.groups).put(static_cast<std::int64_t>(p.padding_mode)).view();
+}
+
+ExecArgs& ExecArgs::add(int arg, dnnl::memory m) {
+  if (n_ == kMax) throw Error("onednn", "internal: more than 8 arguments to one primitive");
+  args_[n_] = {arg, m.get()};
+  memories_[n_++] = std::move(m);
+  return *this;
+}
+
+void ExecArgs::run(const dnnl::primitive& prim) const {
+  dnnl::error::wrap_c_api(
+      dnnl_primitive_execute(prim.get(), stream().get(), static_cast<int>(n_), args_.data()),
+      "could not execute a primitive");
 }
 
 void rethrow_unsupported(const dnnl::error& e, const std::string& what) {

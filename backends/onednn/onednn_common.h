@@ -6,12 +6,17 @@
 // Private to backends/onednn: nothing outside this folder includes dnnl.hpp.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <dnnl.hpp>
 
@@ -133,20 +138,55 @@ class BandBuffer {
   void* data_ = nullptr;
 };
 
-/// What determines a primitive (the pass's name, then the dtype, shapes and
-/// parameters as raw bytes): a lookup key, not text.
-std::string cache_key(const char* pass, DType t, const Shape& input, const Shape& weight, bool bias,
-                      const ConvParams& p);
+/// A primitive's lookup key: the pass's name, then raw bytes (not text), built
+/// in this thread's one reused buffer, so that a key made on every call (and
+/// per tile) allocates nothing once the buffer has grown. The view it gives
+/// is valid until the next key is started on this thread; PlanCache copies
+/// it before building a missing plan, whose making may key other plans.
+class PlanKey {
+ public:
+  explicit PlanKey(std::string_view pass);
+  PlanKey& put(std::int64_t v) { return bytes(&v, sizeof v); }
+  PlanKey& put_list(const std::vector<std::int64_t>& v);
+  PlanKey& bytes(const void* p, std::size_t n);
+  /// The descriptor's bytes: everything that decides a reorder's code.
+  PlanKey& desc(const dnnl::memory::desc& md) { return bytes(&md.data, sizeof md.data); }
+  std::string_view view() const;
+};
+
+/// What determines a convolution primitive: the pass, the data's dtype and
+/// the dtype the pass writes (`acc`: f32 for the bands' partial sums), the
+/// shapes and the parameters.
+std::string_view cache_key(const char* pass, DType t, DType acc, const Shape& input,
+                           const Shape& weight, bool bias, const ConvParams& p);
+
+/// A primitive's arguments, held in place: oneDNN's C++ execute() takes an
+/// unordered_map and copies it into a vector, three allocations and more on
+/// every call. This keeps the memories alive (a temporary may be passed) and
+/// runs the primitive through oneDNN's C entry point.
+class ExecArgs {
+ public:
+  ExecArgs& add(int arg, dnnl::memory m);
+  /// Runs `prim` on this thread's stream with these arguments.
+  void run(const dnnl::primitive& prim) const;
+
+ private:
+  static constexpr std::size_t kMax = 8;  // a convolution takes at most 5
+  std::array<dnnl::memory, kMax> memories_{};
+  std::array<dnnl_exec_arg_t, kMax> args_{};
+  std::size_t n_ = 0;
+};
 
 /// A small LRU of prepared primitives (plus their operands): creating a oneDNN
-/// convolution JIT-compiles code, far too slow to repeat on every call.
+/// convolution JIT-compiles code, far too slow to repeat on every call. Looked
+/// up by a PlanKey's view: a hit copies nothing.
 template <typename Plan>
 class PlanCache {
  public:
   explicit PlanCache(std::size_t capacity = 128) : capacity_(capacity) {}
 
   template <typename Make>
-  std::shared_ptr<const Plan> get(const std::string& key, Make&& make) {
+  std::shared_ptr<const Plan> get(std::string_view key, Make&& make) {
     {
       std::lock_guard lock(mu_);
       auto it = index_.find(key);
@@ -155,13 +195,17 @@ class PlanCache {
         return it->second->second;
       }
     }
+    std::string owned(key);  // before make(): making a plan may build other keys
     // Built outside the lock: creation can take milliseconds. Two threads may
     // race to build the same plan; the second one's insert wins, harmlessly.
     auto plan = std::make_shared<const Plan>(make());
     std::lock_guard lock(mu_);
-    if (auto it = index_.find(key); it != index_.end()) order_.erase(it->second);
-    order_.emplace_front(key, plan);
-    index_[key] = order_.begin();
+    if (auto it = index_.find(owned); it != index_.end()) {
+      order_.erase(it->second);
+      index_.erase(it);
+    }
+    order_.emplace_front(owned, plan);
+    index_.emplace(std::move(owned), order_.begin());
     if (order_.size() > capacity_) {
       index_.erase(order_.back().first);
       order_.pop_back();
@@ -170,11 +214,17 @@ class PlanCache {
   }
 
  private:
+  // Finds a std::string key by a string_view without making a string of it.
+  struct KeyHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   using Entry = std::pair<std::string, std::shared_ptr<const Plan>>;
   std::size_t capacity_;
   std::mutex mu_;
   std::list<Entry> order_;
-  std::unordered_map<std::string, typename std::list<Entry>::iterator> index_;
+  std::unordered_map<std::string, typename std::list<Entry>::iterator, KeyHash, std::equal_to<>>
+      index_;
 };
 
 /// Turns a oneDNN error raised while creating a primitive into NotSupported
