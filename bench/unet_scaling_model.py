@@ -18,9 +18,11 @@ piece's compute), `direct` the small collectives that run as one round of
 messages to every peer at any P here (the norms' statistics and backward
 sums, the loss with its agreement checks riding along), and rounds(P) the
 collectives past that size: the gradients' all-reduce, one round while
-(P - 1) x its bytes stay within 256 KiB and a ring of 2 (P - 1) rounds
-beyond, and the barriers, ceil(log2 P) rounds each (backends.md, "How the
-Gloo group runs collectives").
+(P - 1) x its bytes stay within 256 KiB, beyond that recursive halving and
+doubling (2 log2 P rounds at a power of two, two more otherwise) or a ring
+of 2 (P - 1) rounds, whichever the group's rule prices lower, and the
+barriers, ceil(log2 P) rounds each (backends.md, "How the Gloo group runs
+collectives").
 
 Prints the table and writes the plot as SVG (no plotting library needed):
 
@@ -30,13 +32,34 @@ import argparse
 import math
 
 
-DIRECT_LIMIT_BYTES = 256 * 1024  # core/detail/direct_collectives.h
+# The CPU group's choice of allreduce, as core/detail/direct_collectives.h makes it.
+DIRECT_LIMIT_BYTES = 256 * 1024
+MESSAGE_COST_IN_LATENCIES = 0.1
+BYTES_PER_LATENCY = 64 * 1024
+
+
+def halving_doubling(P):
+    """Rounds and bytes (a multiple of the buffer's) of halving and doubling."""
+    p = 2 ** int(math.floor(math.log2(P)))
+    folded = 0 if p == P else 2
+    return 2 * int(math.log2(p)) + folded, 2 * (p - 1) / p + folded
+
+
+def allreduce_rounds(P, nbytes):
+    """Dependent message rounds of an allreduce of `nbytes` per rank at P ranks."""
+    b, m = nbytes / BYTES_PER_LATENCY, MESSAGE_COST_IN_LATENCIES
+    hd_rounds, hd_share = halving_doubling(P)
+    ring = 2 * (P - 1) * (1 + m) + 2 * (P - 1) / P * b
+    hd = hd_rounds * (1 + m) + hd_share * b
+    direct = 1 + (P - 1) * m + (P - 1) * b
+    if (P - 1) * nbytes <= DIRECT_LIMIT_BYTES and direct <= ring and direct <= hd:
+        return 1
+    return hd_rounds if hd < ring else 2 * (P - 1)
 
 
 def rounds(P, a):
     """Dependent message rounds of the collectives that are not direct at P."""
-    grads = 1 if (P - 1) * a.grad_kb * 1024 <= DIRECT_LIMIT_BYTES else 2 * (P - 1)
-    return grads + a.barriers * math.ceil(math.log2(P))
+    return allreduce_rounds(P, a.grad_kb * 1024) + a.barriers * math.ceil(math.log2(P))
 
 
 def step_ms(P, a):

@@ -261,6 +261,9 @@ std::vector<std::shared_ptr<Work>> SimulatedLinkProcessGroup::batch_isend_irecv(
 // allreduces and allgathers are direct, core/detail/direct_collectives.h):
 //   allreduce (ring):        2(P-1) L + T(2(P-1)/P * bytes)
 //   allreduce (direct):      L + T((P-1) * bytes)
+//   allreduce (halving and doubling, P' the largest power of two <= P,
+//              f = 1 when P' < P, else 0):
+//                            (2 log2 P' + 2f) L + T((2(P'-1)/P' + 2f) * bytes)
 //   broadcast (binomial):    ceil(log2 P) (L + T(bytes))
 //   allgather (ring):        (P-1) L + T((P-1)/P * bytes of out)
 //   allgather (direct):      L + T((P-1)/P * bytes of out)
@@ -278,13 +281,22 @@ void SimulatedLinkProcessGroup::sleep_for(SimClock::duration d) {
 
 void SimulatedLinkProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   const int p = size();
-  if (allreduce_runs_direct(nbytes(t), p)) {
-    sleep_for(links_->latency() +
-              links_->transfer_time(static_cast<std::uint64_t>(p - 1) * nbytes(t)));
-  } else {
-    const double share = p > 0 ? 2.0 * (p - 1) / p : 0.0;
-    sleep_for(2 * (p - 1) * links_->latency() +
-              links_->transfer_time(static_cast<std::uint64_t>(share * nbytes(t))));
+  switch (allreduce_algorithm(nbytes(t), p)) {
+    case AllreduceAlgorithm::Direct:
+      sleep_for(links_->latency() +
+                links_->transfer_time(static_cast<std::uint64_t>(p - 1) * nbytes(t)));
+      break;
+    case AllreduceAlgorithm::HalvingDoubling:
+      sleep_for(
+          halving_doubling_rounds(p) * links_->latency() +
+          links_->transfer_time(static_cast<std::uint64_t>(halving_doubling_share(p) * nbytes(t))));
+      break;
+    case AllreduceAlgorithm::Ring: {
+      const double share = 2.0 * (p - 1) / p;
+      sleep_for(2 * (p - 1) * links_->latency() +
+                links_->transfer_time(static_cast<std::uint64_t>(share * nbytes(t))));
+      break;
+    }
   }
   inner_->allreduce(t, op);
 }

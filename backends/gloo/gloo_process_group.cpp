@@ -25,6 +25,7 @@
 #include "backends/gloo/store_adapter.h"
 #include "backends/gloo/traffic.h"
 #include "core/detail/direct_collectives.h"
+#include "core/detail/halving_doubling_allreduce.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/direct_allreduce.h"
 #include "dtensor/core/errors.h"
@@ -492,7 +493,14 @@ std::shared_ptr<Work> GlooProcessGroup::post_transfer(bool is_send, const Tensor
 void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   const std::size_t n = static_cast<std::size_t>(t.numel());
   if (size_ == 1 || n == 0) return;  // the reduction of one contribution is itself (Avg too)
-  if (detail::allreduce_runs_direct(t.nbytes(), size_)) return allreduce_direct(t, op);
+  switch (detail::allreduce_algorithm(t.nbytes(), size_)) {
+    case detail::AllreduceAlgorithm::Direct:
+      return allreduce_direct(t, op);
+    case detail::AllreduceAlgorithm::HalvingDoubling:
+      return allreduce_halving_doubling(t, op);
+    case detail::AllreduceAlgorithm::Ring:
+      break;
+  }
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     run_collective(
@@ -516,15 +524,24 @@ void GlooProcessGroup::allreduce(Tensor& t, ReduceOp op) {
   account(tr.bytes_sent, tr.bytes_received, tr.messages_sent);
 }
 
-void GlooProcessGroup::allreduce_direct(Tensor& t, ReduceOp op) {
+DirectAllreduce::Post GlooProcessGroup::collective_post(const CollectiveName& name) {
   // On the direct collectives' own slot, each message named by the
   // collective, as a failure of the ring's would be.
-  const CollectiveName name{"allreduce", op, t.numel(), t.dtype()};
-  DirectAllreduce(rank_, size_, t, op, [&](const P2POp& m) {
+  return [this, name](const P2POp& m) {
     const bool is_send = m.kind == P2POp::Kind::Send;
     return post_transfer(is_send, m.tensor, m.peer, kDirectCollectiveSlot,
                          P2PName{is_send, m.peer, global_ranks_[m.peer], 0, name});
-  }).finish();
+  };
+}
+
+void GlooProcessGroup::allreduce_direct(Tensor& t, ReduceOp op) {
+  DirectAllreduce(rank_, size_, t, op, collective_post({"allreduce", op, t.numel(), t.dtype()}))
+      .finish();
+}
+
+void GlooProcessGroup::allreduce_halving_doubling(Tensor& t, ReduceOp op) {
+  detail::halving_doubling_allreduce(rank_, size_, t, op,
+                                     collective_post({"allreduce", op, t.numel(), t.dtype()}));
 }
 
 void GlooProcessGroup::broadcast(Tensor& t, int root) {

@@ -32,6 +32,7 @@
 #include "backends/gloo/call_name.h"
 #include "backends/gloo/collective_thread.h"
 #include "backends/gloo/shm_channel.h"
+#include "dtensor/core/direct_allreduce.h"
 #include "dtensor/core/distributed.h"
 #include "dtensor/core/process_group.h"
 
@@ -120,10 +121,16 @@ class GlooProcessGroup : public ProcessGroup,
   /// direct collectives').
   std::shared_ptr<Work> post_transfer(bool is_send, const Tensor& t, int peer, std::uint64_t slot,
                                       const P2PName& what);
+  /// Posts the messages of a collective run as point-to-point messages, on
+  /// the direct collectives' slot, each named by the collective.
+  DirectAllreduce::Post collective_post(const CollectiveName& name);
   /// Small collectives as one round of point-to-point messages
   /// (core/detail/direct_collectives.h), on the caller's thread: their
   /// waits are point-to-point waits, which abort() ends directly.
   void allreduce_direct(Tensor& t, ReduceOp op);
+  /// A larger allreduce by recursive halving and doubling (2 log2 P
+  /// latencies where the ring takes 2(P-1)), on the same slot and thread.
+  void allreduce_halving_doubling(Tensor& t, ReduceOp op);
   void allgather_direct(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& counts,
                         bool in_place);
 

@@ -1,11 +1,14 @@
 // Collectives of the Gloo process group on real processes, every dtype and
 // reduce op, uneven and empty counts. Expected values come from formulas.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
 #include <catch2/catch.hpp>
 
+#include "core/detail/direct_collectives.h"
 #include "tests/comm/comm_test_util.h"
 #include "tests/support/multiprocess.h"
 
@@ -113,6 +116,62 @@ TEST_CASE("allreduce traffic: a small one sends P(P-1)N bytes in all, a large on
         CHECK(std::accumulate(sent.begin(), sent.end(), 0.0) == want);
         CHECK(std::accumulate(received.begin(), received.end(), 0.0) == want);
         CHECK(t.item_flat(n - 1) == ranks);
+      }
+    });
+  }
+}
+
+TEST_CASE(
+    "allreduce by halving and doubling past the direct size P=5..8: every op and dtype, "
+    "the same bits on every rank, the ring's bytes at a power of two",
+    "[comm][collective]") {
+  for (int P : {5, 6, 8}) {
+    run_ranks(P, [](RankContext& ctx) {
+      auto& pg = *ctx.pg;
+      const int ranks = ctx.world_size;
+      for (DType dt : kAllDTypes) {
+        // 70 KB: past the direct size from 5 ranks up, where halving and
+        // doubling costs less than the ring (core/detail/direct_collectives.h).
+        const std::int64_t n = 70000 / static_cast<std::int64_t>(dtype_size(dt));
+        REQUIRE(detail::allreduce_algorithm(static_cast<std::uint64_t>(n) * dtype_size(dt),
+                                            ranks) == detail::AllreduceAlgorithm::HalvingDoubling);
+        for (ReduceOp op : kAllOps) {
+          INFO("P=" << ranks << " dtype=" << dtype_name(dt) << " op=" << reduce_op_name(op));
+          Tensor t = make_tensor(dt, n, [&](auto i) { return small_value(ctx.rank, i); });
+          pg.allreduce(t, op);
+          double worst = 0;
+          for (std::int64_t i = 0; i < n; ++i)
+            worst = std::max(worst, std::abs(t.item_flat(i) - reduce_expected(op, ranks, i)));
+          CHECK(worst <= tolerance(dt, 5.0 * ranks));
+        }
+        // Values that round when summed: every rank still gets the same bits.
+        Tensor u =
+            make_tensor(dt, n, [&](auto i) { return std::sin(1000.0 * ctx.rank + i) * 100; });
+        pg.allreduce(u);
+        Tensor all = Tensor::empty({n * ranks}, dt);
+        pg.allgather(u, all, std::vector<std::int64_t>(static_cast<std::size_t>(ranks), n));
+        for (int q = 1; q < ranks; ++q)
+          CHECK(std::memcmp(all.data_ptr(),
+                            static_cast<const char*>(all.data_ptr()) + q * u.nbytes(),
+                            u.nbytes()) == 0);
+        double worst = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          double want = 0;
+          for (int q = 0; q < ranks; ++q)
+            want += static_cast<double>(
+                Tensor::full({1}, std::sin(1000.0 * q + i) * 100, dt).item_flat(0));
+          worst = std::max(worst, std::abs(u.item_flat(i) - want));
+        }
+        CHECK(worst <= tolerance(dt, 100.0 * ranks) * ranks);
+      }
+      if (ranks == 8) {  // a power of two: each byte crosses P-1 times per phase, as on the ring
+        Tensor t = Tensor::full({20000}, 1.0, DType::F32);
+        const auto before = CounterSnapshot::of(pg);
+        pg.allreduce(t);
+        const auto d = CounterSnapshot::of(pg) - before;
+        const auto sent = gather_scalar(pg, static_cast<double>(d.sent));
+        CHECK(std::accumulate(sent.begin(), sent.end(), 0.0) == 2.0 * (ranks - 1) * 80000);
+        CHECK(t.item_flat(19999) == ranks);
       }
     });
   }

@@ -92,18 +92,19 @@ namespace {
 // Three ranks loop over `round` until it raises CommError; rank 2 dies
 // 200 ms in, in the middle of the loop. Every survivor must fail within
 // `bound` seconds of the death, never hang.
+// The last of `ranks` ranks dies 200 ms in; the others run `round` until it fails.
 void survivors_of_a_death_mid(const std::function<void(ProcessGroup&)>& round,
                               std::chrono::seconds timeout, double bound,
-                              std::map<std::string, std::string> env = {}) {
+                              std::map<std::string, std::string> env = {}, int ranks = 3) {
   RunOptions opt;
   opt.env = std::move(env);
   opt.comm_timeout = timeout;
   opt.deadline = 40s + timeout;
   opt.grace_after_failure = 20s;
   const JobResult res = run_ranks_collect(
-      3,
+      ranks,
       [&](RankContext& ctx) {
-        if (ctx.rank == 2) {
+        if (ctx.rank == ranks - 1) {
           std::thread([] {
             std::this_thread::sleep_for(200ms);
             raise(SIGKILL);
@@ -123,7 +124,7 @@ void survivors_of_a_death_mid(const std::function<void(ProcessGroup&)>& round,
       },
       opt);
   if (in_rank_process()) return;
-  check_survivors(res, 2, bound);
+  check_survivors(res, ranks - 1, bound);
 }
 
 }  // namespace
@@ -153,6 +154,15 @@ TEST_CASE("dead peer mid small collectives (direct messages): survivors fail, ne
         pg.allgather(t, all, {16, 16, 16});
       },
       20s, 10.0);
+}
+
+TEST_CASE("dead peer mid halving-doubling allreduces: survivors fail, never hang P=4",
+          "[comm][fault]") {
+  // 400 KB at 4 ranks: recursive halving and doubling, point-to-point
+  // messages on the caller's thread (core/detail/direct_collectives.h).
+  Tensor t = Tensor::full({100000}, 1.0, DType::F32);
+  survivors_of_a_death_mid([&](ProcessGroup& pg) { pg.allreduce(t, ReduceOp::Max); }, 20s, 10.0, {},
+                           4);
 }
 
 TEST_CASE("dead peer mid point-to-point rounds through shared memory: survivors fail promptly P=3",
