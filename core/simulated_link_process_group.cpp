@@ -266,6 +266,7 @@ std::vector<std::shared_ptr<Work>> SimulatedLinkProcessGroup::batch_isend_irecv(
 //                            (2 log2 P' + 2f) L + T((2(P'-1)/P' + 2f) * bytes)
 //   broadcast (binomial):    ceil(log2 P) (L + T(bytes))
 //   allgather (ring):        (P-1) L + T((P-1)/P * bytes of out)
+//   allgather (Bruck's):     ceil(log2 P) L + T((P-1)/P * bytes of out)
 //   allgather (direct):      L + T((P-1)/P * bytes of out)
 //   reduce_scatter (ring):   (P-1) L + T((P-1)/P * bytes of in)
 //   all_to_all (pairwise):   (P-1) L + T(max(bytes sent, bytes received))
@@ -310,7 +311,10 @@ void SimulatedLinkProcessGroup::allgather(const Tensor& in, Tensor& out,
                                           const std::vector<std::int64_t>& counts) {
   const int p = size();
   const double share = p > 0 ? static_cast<double>(p - 1) / p : 0.0;
-  const int rounds = allgather_runs_direct(nbytes(out), p) ? 1 : p - 1;
+  const AllgatherAlgorithm algorithm = allgather_algorithm(nbytes(out), p);
+  const int rounds = algorithm == AllgatherAlgorithm::Direct  ? 1
+                     : algorithm == AllgatherAlgorithm::Bruck ? bruck_rounds(p)
+                                                              : p - 1;
   sleep_for(rounds * links_->latency() +
             links_->transfer_time(static_cast<std::uint64_t>(share * nbytes(out))));
   inner_->allgather(in, out, counts);

@@ -24,6 +24,7 @@
 #include "backends/gloo/reduce_kernels.h"
 #include "backends/gloo/store_adapter.h"
 #include "backends/gloo/traffic.h"
+#include "core/detail/bruck_allgather.h"
 #include "core/detail/direct_collectives.h"
 #include "core/detail/halving_doubling_allreduce.h"
 #include "dtensor/core/config.h"
@@ -571,8 +572,16 @@ void GlooProcessGroup::allgather(const Tensor& in, Tensor& out,
   const std::size_t my_offset =
       std::accumulate(block_bytes.begin(), block_bytes.begin() + rank_, std::size_t{0});
   const bool in_place = in.data_ptr() == bytes_of(out) + my_offset;
-  if (detail::allgather_runs_direct(out.nbytes(), size_))
-    return allgather_direct(in, out, counts, in_place);
+  switch (detail::allgather_algorithm(out.nbytes(), size_)) {
+    case detail::AllgatherAlgorithm::Direct:
+      return allgather_direct(in, out, counts, in_place);
+    case detail::AllgatherAlgorithm::Bruck:
+      return detail::bruck_allgather(
+          rank_, in, out, counts,
+          collective_post({"allgather", std::nullopt, out.numel(), out.dtype()}));
+    case detail::AllgatherAlgorithm::Ring:
+      break;
+  }
   run_collective(
       [&] { return fmt::format("allgather({} x {})", out.numel(), dtype_name(out.dtype())); },
       [context = context_, in, out, block_bytes, in_place, timeout = timeout_] {

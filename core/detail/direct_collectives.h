@@ -19,7 +19,11 @@
 // ring's bytes) or on the ring, whichever the link model below prices
 // lower: from 4 ranks up the former for every size at a power of two; the
 // ring at 2 and 3 ranks and for large buffers where P is not a power of two
-// (the pairs that fold first move one buffer more).
+// (the pairs that fold first move one buffer more). An allgather likewise
+// runs by Bruck's algorithm (bruck_allgather_plan.h: ceil(log2 P) latencies
+// and messages, the ring's bytes, and two local copies of the output) or on
+// Gloo's ring: Bruck's from 4 ranks up unless the output is large enough for
+// its copies to cost more than the latencies they save.
 //
 // The Gloo group (backends/gloo) chooses by these rules and the simulated
 // link (simulated_link_process_group.h) models its cost by them. Every rank
@@ -29,6 +33,7 @@
 
 #include <cstdint>
 
+#include "core/detail/bruck_allgather_plan.h"
 #include "core/detail/halving_doubling_plan.h"
 
 namespace dtensor::detail {
@@ -36,11 +41,18 @@ namespace dtensor::detail {
 /// The most bytes one rank receives in a direct collective.
 inline constexpr std::uint64_t kDirectCollectiveBytes = std::uint64_t{256} << 10;
 
-/// The link as the choice of an allreduce sees it, in latencies (alpha): a
-/// message costs its sender 0.1 of one (~5 us against a LAN's 50 us,
-/// performance.md), a byte 1 / 64 Ki of one (50 us at 10 Gbit/s).
-inline constexpr double kMessageCostInLatencies = 0.1;
+/// The link as the choices below see it, in latencies (alpha): a message
+/// costs its sender 0.02 of one, a byte 1 / 64 Ki of one. A message's cost
+/// is ~5 us (performance.md) against a latency of 50 us on a LAN and 500 us
+/// on the slow links the benchmarks simulate; 0.02 sits between, nearer the
+/// slow end, where leaving a direct round too early costs most: one round
+/// of P-1 messages stays direct up to a few hundred ranks (a tiny allreduce
+/// to 1000, an allgather to 512), a little longer than ideal on a LAN.
+inline constexpr double kMessageCostInLatencies = 0.02;
 inline constexpr double kBytesPerLatency = 64.0 * 1024;
+/// Memory copies move bytes ~8 times faster than the link (a core copies
+/// ~10 GB/s through memory, performance.md).
+inline constexpr double kCopiedBytesPerLatency = 8 * kBytesPerLatency;
 
 enum class AllreduceAlgorithm { Direct, HalvingDoubling, Ring };
 
@@ -65,9 +77,27 @@ inline bool allreduce_runs_direct(std::uint64_t bytes, int size) {
   return size > 1 && allreduce_algorithm(bytes, size) == AllreduceAlgorithm::Direct;
 }
 
-/// An allgather into `out_bytes`: each rank receives all blocks but its own.
+enum class AllgatherAlgorithm { Direct, Bruck, Ring };
+
+/// The cheapest allgather into `out_bytes` among `size` (> 1) ranks by the
+/// model above, direct only within kDirectCollectiveBytes; a tie goes to
+/// direct, then to the ring. Every algorithm moves the same bytes to a rank
+/// (all blocks but its own); Bruck's also copies the output twice.
+inline AllgatherAlgorithm allgather_algorithm(std::uint64_t out_bytes, int size) {
+  const double p = size, m = kMessageCostInLatencies;
+  const double b = static_cast<double>(out_bytes) / kBytesPerLatency * (p - 1) / p;
+  const double direct = 1 + (p - 1) * m + b;
+  const double bruck = bruck_rounds(size) * (1 + m) + b +
+                       2 * static_cast<double>(out_bytes) / kCopiedBytesPerLatency;
+  const double ring = (p - 1) * (1 + m) + b;
+  if (out_bytes <= kDirectCollectiveBytes && direct <= bruck && direct <= ring)
+    return AllgatherAlgorithm::Direct;
+  return bruck < ring ? AllgatherAlgorithm::Bruck : AllgatherAlgorithm::Ring;
+}
+
+/// An allgather into `out_bytes` that runs direct: each rank receives all blocks but its own.
 inline bool allgather_runs_direct(std::uint64_t out_bytes, int size) {
-  return size > 1 && out_bytes <= kDirectCollectiveBytes;
+  return size > 1 && allgather_algorithm(out_bytes, size) == AllgatherAlgorithm::Direct;
 }
 
 }  // namespace dtensor::detail

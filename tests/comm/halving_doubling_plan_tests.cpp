@@ -190,10 +190,11 @@ TEST_CASE(
   CHECK(allreduce_algorithm(64 * KiB, 4) == A::Direct);
   CHECK(allreduce_algorithm(104 * KiB, 4) == A::HalvingDoubling);  // the U-Net's gradients
   CHECK(allreduce_algorithm(512 * 1024 * KiB, 8) == A::HalvingDoubling);
-  CHECK(allreduce_algorithm(68 * KiB, 5) == A::HalvingDoubling);
+  CHECK(allreduce_algorithm(70 * KiB, 6) == A::HalvingDoubling);
   CHECK(allreduce_algorithm(1024 * KiB, 5) == A::Ring);
   CHECK(allreduce_algorithm(100, 64) == A::Direct);
-  // At hundreds of ranks the P-1 messages of a direct round cost more than
+  CHECK(allreduce_algorithm(100, 512) == A::Direct);
+  // At a thousand ranks the P-1 messages of a direct round cost more than
   // the latencies they save.
   CHECK(allreduce_algorithm(100, 1024) == A::HalvingDoubling);
   CHECK(allreduce_algorithm(104 * KiB, 1024) == A::HalvingDoubling);
