@@ -24,7 +24,10 @@ namespace dtensor {
 
 /// Whether an allreduce of `bytes` per rank over `group` may run as a
 /// DirectAllreduce of `t`: a CPU tensor, on a group that matches messages by
-/// tag, small enough that each rank receives at most 256 KiB.
+/// tag, small enough that each rank receives at most 256 KiB, on a group
+/// where one round of P-1 messages is the cheapest allreduce (the CPU
+/// group's rule, core/detail/direct_collectives.h: below ~1000 ranks for a
+/// small tensor).
 bool fits_direct_allreduce(const ProcessGroup& group, const Tensor& t);
 /// The same for `bytes` per rank on `device`.
 bool fits_direct_allreduce(const ProcessGroup& group, std::uint64_t bytes, DeviceType device);
