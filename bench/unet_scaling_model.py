@@ -5,7 +5,7 @@ alpha-beta view of the link (docs/performance.md, "Messages per step, and
 what they mean at 8-1024 ranks"):
 
     T(P) = T_tile + local * min(P - 1, 2) + exposed * alpha + rounds(P) * alpha
-           + (agreement * (P - 1) + direct * messages(P)) * o
+           + (agreement + direct) * (P - 1) * o
 
 where `local` is what a rank spends beyond its tile per neighbour whatever
 the link (the halo rows recomputed, the strips copied, the messages' CPU
@@ -14,12 +14,10 @@ interior rank of a 1-D mesh has two neighbours), `exposed` counts the rounds of 
 collectives and the agreement checks that are not hidden behind compute
 (fitted at P = 2 against the simulated link: the chain's batch pieces and
 its interior-first convolution hide most of them while alpha stays below a
-piece's compute), `direct` the small collectives (the norms' statistics and
-backward sums, the loss with its agreement checks riding along), each
-messages(P) messages a rank: one to every peer while they run as one direct
-round, ceil(log2 P) once Bruck's allgather is cheaper (from ~64 ranks; its
-extra ceil(log2 P) - 1 rounds each go into rounds(P)), and rounds(P) also
-the collectives past that size: the gradients' all-reduce, one round while
+piece's compute), `direct` the small exchanges that send to every peer at
+any P (the chain's norm statistics and backward sums, posted behind compute
+to every peer of the group; the loss, whose agreement check rides along,
+while it runs direct), and rounds(P) the collectives past that size: the gradients' all-reduce, one round while
 (P - 1) x its bytes stay within 256 KiB, beyond that recursive halving and
 doubling (2 log2 P rounds at a power of two, two more otherwise) or a ring
 of 2 (P - 1) rounds, whichever the group's rule prices lower, and the
@@ -59,32 +57,16 @@ def allreduce_rounds(P, nbytes):
     return hd_rounds if hd < ring else 2 * (P - 1)
 
 
-def allgather_is_direct(P, out_bytes):
-    """Whether an allgather into `out_bytes` runs as one direct round at P."""
-    b, m = out_bytes / BYTES_PER_LATENCY * (P - 1) / P, MESSAGE_COST_IN_LATENCIES
-    direct = 1 + (P - 1) * m + b
-    bruck = math.ceil(math.log2(P)) * (1 + m) + b + 2 * out_bytes / (8 * BYTES_PER_LATENCY)
-    ring = (P - 1) * (1 + m) + b
-    return out_bytes <= DIRECT_LIMIT_BYTES and direct <= bruck and direct <= ring
-
-
-def messages(P, a):
-    """Messages a rank sends for one small collective at P."""
-    return P - 1 if allgather_is_direct(P, P * a.small_bytes) else math.ceil(math.log2(P))
-
-
 def rounds(P, a):
-    """Dependent message rounds beyond the one each small collective takes."""
-    small = 0 if allgather_is_direct(P, P * a.small_bytes) else math.ceil(math.log2(P)) - 1
-    return (allreduce_rounds(P, a.grad_kb * 1024) + a.barriers * math.ceil(math.log2(P))
-            + a.direct * small)
+    """Dependent message rounds of the collectives that are not direct at P."""
+    return allreduce_rounds(P, a.grad_kb * 1024) + a.barriers * math.ceil(math.log2(P))
 
 
 def step_ms(P, a):
     """Step time in ms at P ranks for alpha a.alpha_us (one latency)."""
     alpha, o = a.alpha_us / 1e3, a.o_us / 1e3
     return (a.tile_ms + a.local_ms * min(P - 1, 2) + a.exposed * alpha + rounds(P, a) * alpha
-            + (a.agreement * (P - 1) + a.direct * messages(P, a)) * o)
+            + (a.agreement + a.direct) * (P - 1) * o)
 
 
 def svg(a, alphas, ranks):
@@ -141,9 +123,6 @@ def main():
                         "1 to 3 ms)")
     p.add_argument("--direct", type=float, default=13,
                    help="small collectives per step (their messages)")
-    p.add_argument("--small-bytes", type=float, default=192,
-                   help="a rank's contribution to a small collective (a group norm's "
-                        "moments: 2 samples x 4 groups x 3 doubles)")
     p.add_argument("--grad-kb", type=float, default=104,
                    help="the gradients' all-reduce, KiB per rank")
     p.add_argument("--barriers", type=float, default=2, help="barriers per step")
