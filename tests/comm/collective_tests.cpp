@@ -122,7 +122,7 @@ TEST_CASE("allreduce traffic: a small one sends P(P-1)N bytes in all, a large on
 }
 
 TEST_CASE(
-    "allreduce by halving and doubling past the direct size P=5..8: every op and dtype, "
+    "allreduce by halving and doubling past the direct size P=6..8: every op and dtype, "
     "the same bits on every rank, the ring's bytes at a power of two",
     "[comm][collective]") {
   for (int P : {6, 7, 8}) {
@@ -130,8 +130,9 @@ TEST_CASE(
       auto& pg = *ctx.pg;
       const int ranks = ctx.world_size;
       for (DType dt : kAllDTypes) {
-        // 70 KB: past the direct size from 5 ranks up, where halving and
-        // doubling costs less than the ring (core/detail/direct_collectives.h).
+        // 70 KB: past the direct size at these sizes of group, where halving
+        // and doubling costs less than the ring (core/detail/direct_collectives.h;
+        // 6 and 7 fold their extra ranks first).
         const std::int64_t n = 70000 / static_cast<std::int64_t>(dtype_size(dt));
         REQUIRE(detail::allreduce_algorithm(static_cast<std::uint64_t>(n) * dtype_size(dt),
                                             ranks) == detail::AllreduceAlgorithm::HalvingDoubling);
