@@ -450,6 +450,54 @@ TEST_CASE("sim link: collectives give right results and take the modelled time P
       with_link("latency_us=10000,gbit=0.5"));
 }
 
+TEST_CASE(
+    "sim link: halving-doubling and Bruck's take their own modelled time, under the ring's P=8",
+    "[sim_link]") {
+  // P = 8, L = 20 ms (margin for 8 ranks on 2 cores), W = 0.5 Gbit/s: an allreduce of 1 MB by
+  // halving and doubling, 2 log2 P L + 2(P-1)/P B / W, where the ring would take 2(P-1) L + the
+  // same; an allgather into 512 KiB by Bruck's, ceil(log2 P) L + (P-1)/P B / W, where the ring
+  // would take (P-1) L + the same (core/detail/direct_collectives.h chooses them at these sizes).
+  run_ranks(
+      8,
+      [](RankContext& ctx) {
+        auto& pg = *ctx.pg;
+        const int r = ctx.rank;
+        constexpr int P = 8;
+        constexpr double L = 0.020, W = 0.5e9 / 8;  // bytes per second
+        const auto timed = [&](const char* what, double modelled, double ring, const auto& fn) {
+          pg.barrier();
+          const auto t0 = std::chrono::steady_clock::now();
+          fn();
+          const double s = seconds_since(t0);
+          INFO(what << ": " << s << " s, modelled " << modelled << " s, the ring's " << ring);
+          CHECK(s >= modelled * 0.99);
+          CHECK(s < ring);
+        };
+        pg.barrier();
+
+        const std::int64_t n = 250'000;  // 1 MB of f32
+        Tensor t = make_tensor(DType::F32, n, [&](auto i) { return small_value(r, i); });
+        const double bytes = 4.0 * n, share = 2.0 * (P - 1) / P;
+        timed("allreduce", 6 * L + share * bytes / W, 2 * (P - 1) * L + share * bytes / W,
+              [&] { pg.allreduce(t); });
+        CHECK(max_error(t, [&](auto i) {
+                double sum = 0;
+                for (int q = 0; q < P; ++q)
+                  sum += small_value(q, i);
+                return sum;
+              }) == 0);
+
+        const std::int64_t each = 8192;  // f64: 512 KiB in all
+        Tensor mine = make_tensor(DType::F64, each, [&](auto i) { return 10.0 * r + i; });
+        Tensor all = Tensor::zeros({each * P}, DType::F64);
+        const double out = 8.0 * each * P, moved = (P - 1.0) / P * out / W;
+        timed("allgather", 3 * L + moved, (P - 1) * L + moved,
+              [&] { pg.allgather(mine, all, std::vector<std::int64_t>(P, each)); });
+        CHECK(max_error(all, [&](auto i) { return 10.0 * (i / each) + i % each; }) == 0);
+      },
+      with_link("latency_us=20000,gbit=0.5"));
+}
+
 // ---- the library on top ----
 
 TEST_CASE("sim link: redistribute over the link on 1 rank, 2 ranks and a 2x2 mesh", "[sim_link]") {
