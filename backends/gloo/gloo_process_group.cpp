@@ -600,22 +600,18 @@ void GlooProcessGroup::allgather_direct(const Tensor& in, Tensor& out,
   // Every rank knows the counts, so an empty block is skipped alike by its
   // sender and its receivers.
   const Tensor flat = out.view({out.numel()});
-  const CollectiveName name{"allgather", std::nullopt, out.numel(), out.dtype()};
+  const auto post = collective_post({"allgather", std::nullopt, out.numel(), out.dtype()});
   std::vector<std::int64_t> offsets(counts.size(), 0);
   std::partial_sum(counts.begin(), counts.end() - 1, offsets.begin() + 1);
   std::vector<std::shared_ptr<Work>> works;
   for (int q = 0; q < size_; ++q)
     if (q != rank_ && counts[q] > 0)
-      works.push_back(post_transfer(false, flat.narrow(0, offsets[q], counts[q]), q,
-                                    kDirectCollectiveSlot,
-                                    P2PName{false, q, global_ranks_[q], 0, name}));
+      works.push_back(post(P2POp::recv(flat.narrow(0, offsets[q], counts[q]), q)));
   Tensor mine = flat.narrow(0, offsets[rank_], counts[rank_]);
   if (!in_place && counts[rank_] > 0) mine.copy_(in.view({counts[rank_]}));
   if (counts[rank_] > 0)
     for (int q = 0; q < size_; ++q)
-      if (q != rank_)
-        works.push_back(post_transfer(true, mine, q, kDirectCollectiveSlot,
-                                      P2PName{true, q, global_ranks_[q], 0, name}));
+      if (q != rank_) works.push_back(post(P2POp::send(mine, q)));
   wait_all(works);
 }
 

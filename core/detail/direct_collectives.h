@@ -95,9 +95,4 @@ inline AllgatherAlgorithm allgather_algorithm(std::uint64_t out_bytes, int size)
   return bruck < ring ? AllgatherAlgorithm::Bruck : AllgatherAlgorithm::Ring;
 }
 
-/// An allgather into `out_bytes` that runs direct: each rank receives all blocks but its own.
-inline bool allgather_runs_direct(std::uint64_t out_bytes, int size) {
-  return size > 1 && allgather_algorithm(out_bytes, size) == AllgatherAlgorithm::Direct;
-}
-
 }  // namespace dtensor::detail
