@@ -4,8 +4,6 @@
 // is a deadlock. Oracle: every rank's rotated buffer ends holding each
 // rank's block, element for element, at the plan's offset for it. Also the
 // choice between direct, Bruck's and the ring by size.
-#include <deque>
-#include <map>
 #include <random>
 #include <vector>
 
@@ -13,8 +11,11 @@
 
 #include "core/detail/bruck_allgather_plan.h"
 #include "core/detail/direct_collectives.h"
+#include "tests/comm/plan_simulator.h"
 
 using namespace dtensor::detail;
+using dtensor::testing::run_plans_together;
+using dtensor::testing::StepPeers;
 
 namespace {
 
@@ -38,50 +39,28 @@ void check_group(const std::vector<std::int64_t>& counts) {
     REQUIRE(off[static_cast<std::size_t>(r)] == 0);  // its own block leads
     REQUIRE(static_cast<int>(plans.back().rounds.size()) == bruck_rounds(size));
   }
-  struct Message {
-    std::int64_t len;
-    std::vector<std::int64_t> data;
+  using Message = std::vector<std::int64_t>;
+  std::vector<std::vector<BruckRound>> rounds;
+  for (const auto& plan : plans)
+    rounds.push_back(plan.rounds);
+  const auto peers = [](int, const BruckRound& s) {
+    return StepPeers{s.send_hi > s.send_lo ? s.send_to : -1,
+                     s.recv_hi > s.recv_lo ? s.recv_from : -1};
   };
-  std::map<std::pair<int, int>, std::deque<Message>> queues;
-  std::vector<std::size_t> next(static_cast<std::size_t>(size), 0);
-  std::vector<bool> sent(static_cast<std::size_t>(size), false);
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (int r = 0; r < size; ++r) {
-      auto& pc = next[static_cast<std::size_t>(r)];
-      const auto& rounds = plans[static_cast<std::size_t>(r)].rounds;
-      if (pc == rounds.size()) continue;
-      const BruckRound& s = rounds[pc];
-      auto& buf = buffers[static_cast<std::size_t>(r)];
-      if (!sent[static_cast<std::size_t>(r)]) {
-        sent[static_cast<std::size_t>(r)] = true;
-        moved = true;
-        if (s.send_hi > s.send_lo)
-          queues[{r, s.send_to}].push_back(
-              {s.send_hi - s.send_lo,
-               std::vector<std::int64_t>(buf.begin() + s.send_lo, buf.begin() + s.send_hi)});
-      }
-      if (s.recv_hi > s.recv_lo) {
-        auto& q = queues[{s.recv_from, r}];
-        if (q.empty()) continue;
-        const Message m = q.front();
-        q.pop_front();
-        REQUIRE(m.len == s.recv_hi - s.recv_lo);
-        for (std::int64_t i = 0; i < m.len; ++i) {
-          auto& slot = buf[static_cast<std::size_t>(s.recv_lo + i)];
-          REQUIRE(slot == -1);  // each element arrives once
-          slot = m.data[static_cast<std::size_t>(i)];
-        }
-      }
-      ++pc;
-      sent[static_cast<std::size_t>(r)] = false;
-      moved = true;
+  const auto make = [&](int r, const BruckRound& s) {
+    const auto& buf = buffers[static_cast<std::size_t>(r)];
+    return Message(buf.begin() + s.send_lo, buf.begin() + s.send_hi);
+  };
+  const auto take = [&](int r, const BruckRound& s, const Message& m) {
+    REQUIRE(static_cast<std::int64_t>(m.size()) == s.recv_hi - s.recv_lo);
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      auto& slot = buffers[static_cast<std::size_t>(r)][static_cast<std::size_t>(s.recv_lo) + i];
+      REQUIRE(slot == -1);  // each element arrives once
+      slot = m[i];
     }
-  }
-  for (int r = 0; r < size; ++r)
-    REQUIRE(next[static_cast<std::size_t>(r)] == plans[static_cast<std::size_t>(r)].rounds.size());
-  for (const auto& [pair, q] : queues)
-    REQUIRE(q.empty());
+  };
+  // Every round ran and no message was left: no deadlock.
+  REQUIRE(run_plans_together<Message>(rounds, peers, make, take));
   for (int r = 0; r < size; ++r) {
     const auto& off = plans[static_cast<std::size_t>(r)].rotated_offset;
     for (int q = 0; q < size; ++q)

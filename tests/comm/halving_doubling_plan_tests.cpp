@@ -7,8 +7,6 @@
 // Also the choice between direct, halving-doubling and ring by size.
 #include <cmath>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <random>
 #include <vector>
 
@@ -16,8 +14,11 @@
 
 #include "core/detail/direct_collectives.h"
 #include "core/detail/halving_doubling_plan.h"
+#include "tests/comm/plan_simulator.h"
 
 using namespace dtensor::detail;
+using dtensor::testing::run_plans_together;
+using dtensor::testing::StepPeers;
 
 namespace {
 
@@ -46,65 +47,40 @@ Outcome simulate(int size, std::int64_t n, const std::vector<std::vector<float>>
     out.values.push_back(contributions[static_cast<std::size_t>(r)]);
   }
   out.elements_sent.assign(static_cast<std::size_t>(size), 0);
-  std::map<std::pair<int, int>, std::deque<Message>> queues;  // (from, to)
-  std::vector<std::size_t> next(static_cast<std::size_t>(size), 0);
-  std::vector<bool> sent(static_cast<std::size_t>(size), false);
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (int r = 0; r < size; ++r) {
-      auto& pc = next[static_cast<std::size_t>(r)];
-      if (pc == plans[static_cast<std::size_t>(r)].size()) continue;
-      const HalvingDoublingStep& s = plans[static_cast<std::size_t>(r)][pc];
-      REQUIRE(s.peer >= 0);
-      REQUIRE(s.peer < size);
-      REQUIRE(s.peer != r);
-      if (!sent[static_cast<std::size_t>(r)]) {
-        sent[static_cast<std::size_t>(r)] = true;
-        moved = true;
-        if (s.send_hi > s.send_lo) {
-          Message m{s.send_lo, s.send_hi, {}, {}};
-          for (std::int64_t i = s.send_lo; i < s.send_hi; ++i) {
-            m.owners.push_back(
-                out.owners[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]);
-            m.values.push_back(
-                out.values[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]);
-          }
-          out.elements_sent[static_cast<std::size_t>(r)] += s.send_hi - s.send_lo;
-          queues[{r, s.peer}].push_back(std::move(m));
-        }
-      }
-      if (s.recv_hi > s.recv_lo) {
-        auto& q = queues[{s.peer, r}];
-        if (q.empty()) continue;  // waits for the peer
-        const Message m = q.front();
-        q.pop_front();
-        // What the peer sent is what this rank expects, element for element.
-        REQUIRE(m.lo == s.recv_lo);
-        REQUIRE(m.hi == s.recv_hi);
-        for (std::int64_t i = m.lo; i < m.hi; ++i) {
-          auto& own = out.owners[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
-          auto& val = out.values[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
-          const auto k = static_cast<std::size_t>(i - m.lo);
-          if (s.combine) {
-            REQUIRE((own & m.owners[k]) == 0);  // no contribution counted twice
-            own |= m.owners[k];
-            val = s.peer_first ? m.values[k] + val : val + m.values[k];
-          } else {
-            own = m.owners[k];
-            val = m.values[k];
-          }
-        }
-      }
-      ++pc;
-      sent[static_cast<std::size_t>(r)] = false;
-      moved = true;
+  const auto peers = [&](int r, const HalvingDoublingStep& s) {
+    REQUIRE(s.peer >= 0);
+    REQUIRE(s.peer < size);
+    REQUIRE(s.peer != r);
+    return StepPeers{s.send_hi > s.send_lo ? s.peer : -1, s.recv_hi > s.recv_lo ? s.peer : -1};
+  };
+  const auto make = [&](int r, const HalvingDoublingStep& s) {
+    Message m{s.send_lo, s.send_hi, {}, {}};
+    for (std::int64_t i = s.send_lo; i < s.send_hi; ++i) {
+      m.owners.push_back(out.owners[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]);
+      m.values.push_back(out.values[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]);
     }
-  }
-  out.finished = true;
-  for (int r = 0; r < size; ++r)
-    out.finished = out.finished && next[static_cast<std::size_t>(r)] == plans[r].size();
-  for (const auto& [pair, q] : queues)
-    out.finished = out.finished && q.empty();
+    out.elements_sent[static_cast<std::size_t>(r)] += s.send_hi - s.send_lo;
+    return m;
+  };
+  const auto take = [&](int r, const HalvingDoublingStep& s, const Message& m) {
+    // What the peer sent is what this rank expects, element for element.
+    REQUIRE(m.lo == s.recv_lo);
+    REQUIRE(m.hi == s.recv_hi);
+    for (std::int64_t i = m.lo; i < m.hi; ++i) {
+      auto& own = out.owners[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+      auto& val = out.values[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+      const auto k = static_cast<std::size_t>(i - m.lo);
+      if (s.combine) {
+        REQUIRE((own & m.owners[k]) == 0);  // no contribution counted twice
+        own |= m.owners[k];
+        val = s.peer_first ? m.values[k] + val : val + m.values[k];
+      } else {
+        own = m.owners[k];
+        val = m.values[k];
+      }
+    }
+  };
+  out.finished = run_plans_together<Message>(plans, peers, make, take);
   return out;
 }
 
