@@ -42,13 +42,38 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dtensor
 
 # The tools go to bin/ and are exported too (dtensor::dtensor-run), so a
 # consumer's tests can launch ranks with $<TARGET_FILE:dtensor::dtensor-run>.
-# A tool that links the library finds it relative to itself once installed.
-foreach(_tool dtensor-run dtensor-conv dtensor-op dtensor-ckpt dtensor-train-unet)
-  if(TARGET ${_tool})
-    set_target_properties(${_tool} PROPERTIES
-      INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
-    install(TARGETS ${_tool} EXPORT dtensorTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+#
+# A tool that links the library finds it relative to itself, and with the
+# same RUNPATH in the build tree as installed: the build tree holds a link to
+# the library at ../${CMAKE_INSTALL_LIBDIR} from bin/, as the prefix does.
+# Why not let CMake rewrite a build-tree RUNPATH at install: it edits it in
+# place, so it pads the build tree's with empty entries to the installed
+# one's length, and the loader reads an empty entry as the current
+# directory: a tool run from the build tree looked there for every library
+# (libstdc++ too) before the system's. dtensor-run links none of ours and has
+# no RUNPATH at all.
+set(_dtensor_tools_linking_library dtensor-conv dtensor-op dtensor-ckpt dtensor-train-unet)
+if(NOT IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(_build_libdir ${PROJECT_BINARY_DIR}/${CMAKE_INSTALL_LIBDIR})
+  file(RELATIVE_PATH _back_to_library ${_build_libdir} ${PROJECT_BINARY_DIR})
+  string(REGEX REPLACE "/$" "" _back_to_library "${_back_to_library}")
+  add_custom_command(TARGET dtensor POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${_build_libdir}
+    COMMAND ${CMAKE_COMMAND} -E create_symlink ${_back_to_library}/$<TARGET_FILE_NAME:dtensor>
+            ${_build_libdir}/$<TARGET_SONAME_FILE_NAME:dtensor>
+    VERBATIM)
+endif()
+foreach(_tool dtensor-run ${_dtensor_tools_linking_library})
+  if(NOT TARGET ${_tool})
+    continue()
   endif()
+  if(_tool IN_LIST _dtensor_tools_linking_library)
+    set_target_properties(${_tool} PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
+    if(NOT IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+      set_target_properties(${_tool} PROPERTIES BUILD_WITH_INSTALL_RPATH ON)
+    endif()
+  endif()
+  install(TARGETS ${_tool} EXPORT dtensorTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endforeach()
 
 install(EXPORT dtensorTargets NAMESPACE dtensor:: FILE dtensorTargets.cmake
