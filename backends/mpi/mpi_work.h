@@ -1,15 +1,15 @@
 // The handle of one point-to-point transfer: an MPI request over the
-// tensor's memory, waited on with the bounded wait of mpi_wait.h.
+// tensor's memory, waited on once (core/detail/wait_once.h) with the bounded
+// wait of mpi_wait.h.
 #pragma once
 
 #include <mpi.h>
 
 #include <chrono>
-#include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "core/detail/wait_once.h"
 #include "dtensor/core/process_group.h"
 
 namespace dtensor::mpi_backend {
@@ -31,9 +31,7 @@ class MpiP2PWork : public Work {
   Tensor tensor_;
   MPI_Request request_;
   const std::string what_;  // "send to rank 1 tag 3", for messages
-  std::mutex mutex_;
-  bool finished_ = false;
-  std::exception_ptr error_;
+  detail::WaitOnce once_;
 };
 
 }  // namespace dtensor::mpi_backend
