@@ -209,8 +209,11 @@ std::shared_ptr<Work> SimulatedLinkProcessGroup::post_send(const Tensor& t, int 
     std::lock_guard lock(mutex_);
     if (stopped_.empty()) {
       if (!thread_.joinable()) thread_ = std::thread([this] { delay_loop(); });
-      queue_.emplace(due, m);
-      cv_.notify_all();
+      // The delay thread sleeps until the earliest message is due, so only a
+      // message that is now the earliest changes when it must wake: the rest
+      // of a burst costs it no wake-up, and the rank's core no switch to it.
+      const auto at = queue_.emplace(due, m);
+      if (at == queue_.begin()) cv_.notify_all();
       return std::make_shared<DelayedSendWork>(std::move(m), timeout());
     }
   }
