@@ -7,15 +7,15 @@
 # them in place at install), so this checks both what the files say and what
 # the loader does:
 #
-#  - no RUNPATH / RPATH of an executable in bin/ or a library of the build
-#    root has an empty entry (read with READELF, when there is one);
+#  - no RUNPATH / RPATH of TOOLS or LIBRARIES (the library and the modules
+#    it loads) has an empty entry (read with READELF, when there is one);
 #  - each of TOOLS runs (--help) from a directory that holds garbage under
 #    the names of libraries it needs; loading one would fail the run.
 #
-# -DBUILD_DIR=<build tree> -DWORK_DIR=<scratch> -DTOOLS=<paths> [-DREADELF=<path>]
+# -DWORK_DIR=<scratch> -DTOOLS=<paths> -DLIBRARIES=<paths> [-DREADELF=<path>]
 cmake_minimum_required(VERSION 3.20)
 
-foreach(var BUILD_DIR WORK_DIR TOOLS)
+foreach(var WORK_DIR TOOLS LIBRARIES)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "library_search_test.cmake needs -D${var}=...")
   endif()
@@ -24,19 +24,13 @@ endforeach()
 set(failures "")
 
 if(READELF)
-  file(GLOB programs LIST_DIRECTORIES false ${BUILD_DIR}/bin/*)
-  file(GLOB libraries LIST_DIRECTORIES false ${BUILD_DIR}/*.so)
-  set(checked 0)
-  foreach(file IN LISTS programs libraries)
-    if(IS_SYMLINK ${file})
-      continue()
-    endif()
-    execute_process(COMMAND ${READELF} -d ${file} OUTPUT_VARIABLE dynamic ERROR_QUIET
+  foreach(file IN LISTS TOOLS LIBRARIES)
+    execute_process(COMMAND ${READELF} -d ${file} OUTPUT_VARIABLE dynamic ERROR_VARIABLE err
       RESULT_VARIABLE rc)
     if(NOT rc EQUAL 0)
-      continue()  # not an ELF file (a script)
+      string(APPEND failures "${READELF} -d ${file}: exit ${rc}: ${err}\n")
+      continue()
     endif()
-    math(EXPR checked "${checked} + 1")
     string(REGEX MATCHALL "(RUNPATH|RPATH)[^\n]*\\[[^]\n]*\\]" entries "${dynamic}")
     foreach(entry IN LISTS entries)
       string(REGEX REPLACE ".*\\[(.*)\\]" "\\1" path "${entry}")
@@ -45,12 +39,12 @@ if(READELF)
       endif()
     endforeach()
   endforeach()
-  message(STATUS "read the search paths of ${checked} ELF files")
 else()
   message(STATUS "no readelf: the search paths are checked by running the tools only")
 endif()
 
-set(planted ${WORK_DIR}/planted-libraries)
+string(RANDOM LENGTH 12 run)  # a directory of this run's own
+set(planted ${WORK_DIR}/planted-libraries-${run})
 file(REMOVE_RECURSE ${planted})
 file(MAKE_DIRECTORY ${planted})
 foreach(name libstdc++.so.6 libc.so.6 libm.so.6 libgcc_s.so.1 libfmt.so.9 libfmt.so.10
