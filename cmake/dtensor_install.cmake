@@ -53,6 +53,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/dtensor
 # (libstdc++ too) before the system's. dtensor-run links none of ours and has
 # no RUNPATH at all.
 set(_dtensor_tools_linking_library dtensor-conv dtensor-op dtensor-ckpt dtensor-train-unet)
+# Every tool installed (tests/cli checks where each looks for libraries).
+set(DTENSOR_INSTALLED_TOOLS dtensor-run ${_dtensor_tools_linking_library})
 if(NOT IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
   set(_build_libdir ${PROJECT_BINARY_DIR}/${CMAKE_INSTALL_LIBDIR})
   file(RELATIVE_PATH _back_to_library ${_build_libdir} ${PROJECT_BINARY_DIR})
@@ -63,7 +65,7 @@ if(NOT IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
             ${_build_libdir}/$<TARGET_SONAME_FILE_NAME:dtensor>
     VERBATIM)
 endif()
-foreach(_tool dtensor-run ${_dtensor_tools_linking_library})
+foreach(_tool IN LISTS DTENSOR_INSTALLED_TOOLS)
   if(NOT TARGET ${_tool})
     continue()
   endif()
