@@ -17,10 +17,12 @@ void check_input_placements(const Placements& placements, std::int64_t rank) {
   }
 }
 
-void check_device(DeviceType device, bool cuda_available, const std::string& reason) {
-  if (device == DeviceType::CUDA && !cuda_available)
+void check_device(DeviceType device, const std::function<CudaAvailability()>& ask) {
+  if (device != DeviceType::CUDA) return;
+  const CudaAvailability cuda = ask();
+  if (!cuda.available)
     fail("--device", fmt::format("cuda is not available here ({})",
-                                 reason.empty() ? "no usable device" : reason));
+                                 cuda.reason.empty() ? "no usable device" : cuda.reason));
 }
 
 void resolve_mesh(Shape& mesh, Placements& placements, const Shape& input, int world_size) {

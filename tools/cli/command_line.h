@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -38,10 +39,18 @@ void resolve_mesh(Shape& mesh, Placements& placements, const Shape& input, int w
 /// Partial one must sum. Throws UsageError naming --placements.
 void check_input_placements(const Placements& placements, std::int64_t rank);
 
+/// What dtensor::cuda::is_available() and unavailable_reason() say.
+struct CudaAvailability {
+  bool available = false;
+  std::string reason;
+};
+
 /// `--device cuda` needs a CUDA build and a device on the rank's host;
-/// throws UsageError naming --device and the reason otherwise.
-/// `cuda_available`/`reason` are dtensor::cuda::is_available() /
-/// unavailable_reason(), passed in so the rule is testable without a GPU.
-void check_device(DeviceType device, bool cuda_available, const std::string& reason);
+/// throws UsageError naming --device and the reason otherwise. `ask` is
+/// called for `--device cuda` only: asking loads the CUDA module and the
+/// CUDA libraries it links, whose initialisers would cost every rank of a
+/// CPU run ~70 ms and ~100 MiB of touched pages. Passed in so the rule is
+/// testable without a GPU.
+void check_device(DeviceType device, const std::function<CudaAvailability()>& ask);
 
 }  // namespace dtensor::cli

@@ -280,8 +280,8 @@ Options parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
-void check_device(const Options& o, bool cuda_available, const std::string& reason) {
-  cli::check_device(o.device, cuda_available, reason);
+void check_device(const Options& o, const std::function<cli::CudaAvailability()>& ask) {
+  cli::check_device(o.device, ask);
 }
 
 void resolve_for_world(Options& o, int world_size) {

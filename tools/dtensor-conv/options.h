@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -67,10 +68,9 @@ void resolve_for_world(Options& o, int world_size);
 /// `--device cuda` needs a CUDA build and a device on the rank's host; throws
 /// UsageError naming --device and the reason otherwise (checked from the
 /// local machine before any communication, so every rank of a uniform job
-/// reaches the same verdict). `cuda_available`/`reason` are
-/// dtensor::cuda::is_available()/unavailable_reason(), passed in so the rule
-/// is testable without a GPU.
-void check_device(const Options& o, bool cuda_available, const std::string& reason);
+/// reaches the same verdict). `ask` is called for `--device cuda` only
+/// (cli::check_device).
+void check_device(const Options& o, const std::function<cli::CudaAvailability()>& ask);
 
 /// One line: "usage: dtensor-conv [options]".
 std::string usage_line();

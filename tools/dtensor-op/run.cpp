@@ -185,7 +185,10 @@ int tool_main(const Face& face, int argc, char** argv) {
     // reads alike: checking against it needs no communication.
     const int world_size = dtensor::resolve_init_options({}).world_size;
     cli::resolve_mesh(o.mesh, o.placements, o.input, world_size);
-    cli::check_device(o.device, dtensor::cuda::is_available(), dtensor::cuda::unavailable_reason());
+    cli::check_device(o.device, [] {
+      return cli::CudaAvailability{dtensor::cuda::is_available(),
+                                   dtensor::cuda::unavailable_reason()};
+    });
   } catch (const UsageError& e) {
     return usage_error(face, e.what());
   } catch (const dtensor::Error& e) {
