@@ -164,7 +164,9 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, std::vector<int> global_r
       timeout_(timeout),
       device_(std::move(device)) {}
 
-GlooProcessGroup::~GlooProcessGroup() = default;
+GlooProcessGroup::~GlooProcessGroup() {
+  teardown_hurry_.start();
+}
 
 std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendInit& init) {
   check_arg(init.world_size >= 1 && init.rank >= 0 && init.rank < init.world_size, "gloo",

@@ -31,6 +31,7 @@
 #include "backends/gloo/buffer_pool.h"
 #include "backends/gloo/call_name.h"
 #include "backends/gloo/collective_thread.h"
+#include "backends/gloo/event_loop_device.h"
 #include "backends/gloo/shm_channel.h"
 #include "dtensor/core/direct_allreduce.h"
 #include "dtensor/core/distributed.h"
@@ -141,7 +142,10 @@ class GlooProcessGroup : public ProcessGroup,
   const std::string prefix_;  // this group's namespace in the store
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<::gloo::transport::Device> device_;  // null for a world of one
-  std::shared_ptr<::gloo::Context> context_;           // null when size() == 1
+  // Started by the destructor, ended after the members below: the loop turns
+  // at once while the connections close (event_loop_device.h).
+  EventLoopHurry teardown_hurry_{device_};
+  std::shared_ptr<::gloo::Context> context_;  // null when size() == 1
   BufferPool pool_;  // after context_: its buffers go before the connections
   CollectiveThread collectives_;
   // Point-to-point with members on this host (null: all over TCP). After
