@@ -1,5 +1,7 @@
 #include "dtensor/nn/halo_region.h"
 
+#include <algorithm>
+#include <optional>
 #include <typeinfo>
 
 #include "dtensor/nn/layers.h"
@@ -15,20 +17,55 @@ std::int64_t channels_after(const std::vector<ChainLayer>& layers) {
   return 0;
 }
 
+// Exactly these classes: a subclass may compute something else.
+bool is_conv(const Module& m) {
+  const std::type_info& type = typeid(m);
+  return type == typeid(Conv) || type == typeid(Conv1d) || type == typeid(Conv2d) ||
+         type == typeid(Conv3d);
+}
+
+// A Pad right before a Conv that pads nothing itself, as one convolution
+// padded in the Pad's mode: F.pad then a "valid" convolution is what a
+// padded convolution computes. Not a constant padding of another value
+// than zero, nor a negative one (a crop).
+std::optional<ChainConv> padded_conv(const Pad& pad, const Module& next) {
+  if (!is_conv(next)) return std::nullopt;
+  ChainConv c = static_cast<const Conv&>(next).chain_layer();
+  const std::int64_t spatial = c.weight.ndim() - 2;
+  const ConvParams own = c.params.expanded(spatial);
+  const bool pads_itself = own.padding_mode != PaddingMode::Zeros ||
+                           std::any_of(own.padding.begin(), own.padding.end(),
+                                       [](const auto& p) { return p.first != 0 || p.second != 0; });
+  if (pads_itself || (pad.mode() == PadMode::Constant && pad.value() != 0.0)) return std::nullopt;
+  ConvParams::Padding padding = pad.padding();
+  if (padding.size() == 1) padding.assign(static_cast<std::size_t>(spatial), padding.front());
+  if (static_cast<std::int64_t>(padding.size()) != spatial ||
+      std::any_of(padding.begin(), padding.end(),
+                  [](const auto& p) { return p.first < 0 || p.second < 0; }))
+    return std::nullopt;
+  c.params = own;
+  c.params.padding = std::move(padding);
+  c.params.padding_mode = padding_mode_of(pad.mode());
+  return c;
+}
+
 // The run of chainable modules from `begin`: its layers, and where it ends.
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
 // the norm before it (relu(norm(x)) is its fused activation); a ReLU
-// anywhere else ends the run.
+// anywhere else ends the run; a Pad joins the Conv after it (padded_conv).
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
                       std::vector<ChainLayer>& layers) {
   std::size_t at = begin;
   for (; at < modules.size(); ++at) {
     const Module& m = *modules[at];
-    // Exactly these classes: a subclass may compute something else.
     const std::type_info& type = typeid(m);
-    if (type == typeid(Conv) || type == typeid(Conv1d) || type == typeid(Conv2d) ||
-        type == typeid(Conv3d)) {
+    if (is_conv(m)) {
       layers.emplace_back(static_cast<const Conv&>(m).chain_layer());
+    } else if (type == typeid(Pad) && at + 1 < modules.size()) {
+      std::optional<ChainConv> conv = padded_conv(static_cast<const Pad&>(m), *modules[at + 1]);
+      if (!conv) break;
+      layers.emplace_back(std::move(*conv));
+      ++at;  // the Conv is in it
     } else if (type == typeid(GroupNorm)) {
       layers.emplace_back(static_cast<const GroupNorm&>(m).chain_layer());
     } else if (type == typeid(InstanceNorm) && !layers.empty()) {

@@ -131,6 +131,9 @@ DTensor LPPool::forward(const DTensor& x) {
 DTensor Upsample::forward(const DTensor& x) {
   return upsample(x, params_);
 }
+DTensor Pad::forward(const DTensor& x) {
+  return pad(x, padding_, mode_, value_);
+}
 
 BatchNorm::BatchNorm(std::int64_t c, double eps, double momentum, bool affine, bool track,
                      DType dtype)

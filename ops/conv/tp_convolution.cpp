@@ -61,13 +61,6 @@ bool owns_bias(const DTensorSpec& input, const std::vector<MeshDimRole>& roles) 
   return true;
 }
 
-Boundary boundary_of(PaddingMode mode) {
-  return mode == PaddingMode::Zeros       ? Boundary::Zeros
-         : mode == PaddingMode::Reflect   ? Boundary::Reflect
-         : mode == PaddingMode::Replicate ? Boundary::Replicate
-                                          : Boundary::Circular;
-}
-
 // What the convolution reads along every spatial dim. With zero padding the
 // window stops at the input's edges and the kernel pads it; with a padding
 // mode the engine materialises the padding into the window.

@@ -46,6 +46,7 @@
 #include "ops/norm/stat_reduction.h"
 #include "ops/window/halo_chain_call.h"
 #include "ops/window/halo_chain_plan.h"
+#include "ops/window/held_padding.h"
 
 namespace dtensor {
 namespace {
@@ -62,6 +63,7 @@ struct Layer {
   bool conv = false;
   ConvParams params{};  // expanded to the spatial rank; padding explicit
   std::vector<detail::ChainConvDim> dims{};
+  Boundary boundary = Boundary::Zeros;  // a convolution's padding mode
   std::int64_t num_groups = 1;
   double eps = 0;
   bool relu = false;
@@ -99,9 +101,10 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.weight = next_dtensor++;
       l.bias = index_of(c->bias);
       l.params = c->params;
+      l.boundary = boundary_of(c->params.padding_mode);
       for (std::int64_t d = 0; d < spatial; ++d)
         l.dims.push_back({c->params.dilation[static_cast<std::size_t>(d)] * (w[d + 2] - 1) + 1,
-                          c->params.padding[static_cast<std::size_t>(d)].first});
+                          c->params.padding[static_cast<std::size_t>(d)].first, l.boundary});
       ++chain.num_convs;
     } else {
       const auto& n = std::get<ChainGroupNorm>(layer);
@@ -134,6 +137,24 @@ bool replicated(const DTensor& t) {
                      [](const Placement& p) { return p.is_replicate(); });
 }
 
+// The smallest non-empty shard of the input's dim `dim` on any rank (the
+// dim's length where it is not sharded): what an edge rank holds at least.
+std::int64_t smallest_shard(const DTensor& x, std::int64_t dim) {
+  const auto& mesh_shape = x.mesh().shape();
+  std::vector<std::int64_t> coordinate(mesh_shape.size(), 0);
+  std::int64_t smallest = x.shape()[static_cast<std::size_t>(dim)];
+  for (;;) {
+    const std::int64_t n = x.spec().local_shape_at(coordinate)[static_cast<std::size_t>(dim)];
+    if (n > 0) smallest = std::min(smallest, n);
+    std::size_t m = 0;
+    for (; m < coordinate.size(); ++m) {
+      if (++coordinate[m] < mesh_shape[m]) break;
+      coordinate[m] = 0;
+    }
+    if (m == coordinate.size()) return smallest;
+  }
+}
+
 std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
   if (x.ndim() < 3) return "the input is not [N, C, spatial...]";
   // Under autocast each layer picks its own precision; the chain would not.
@@ -155,6 +176,7 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
   const std::int64_t spatial = x.ndim() - 2;
   std::int64_t channels = x.shape()[1];
   std::size_t convs = 0;
+  std::vector<std::vector<detail::ChainConvDim>> conv_dims(static_cast<std::size_t>(spatial));
   auto parameter_ok = [&](const std::optional<DTensor>& t, const Shape& shape) {
     return !t || (t->mesh() == x.mesh() && replicated(*t) && t->dtype() == x.dtype() &&
                   t->shape() == shape);
@@ -168,12 +190,13 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
       if (p.groups < 1 || w[0] % p.groups != 0 || w[1] * p.groups != channels)
         return "a convolution's weight does not fit its input's channels";
       if (!parameter_ok(c->bias, {w[0]})) return "a convolution's bias is not [out], replicated";
-      if (p.padding_mode != PaddingMode::Zeros) return "a convolution pads with a padding mode";
       for (std::int64_t d = 0; d < spatial; ++d) {
         const std::int64_t extent = p.dilation[d] * (w[d + 2] - 1) + 1;
         if (p.stride[d] != 1) return "a convolution has a stride";
         if (p.padding[d].first < 0 || p.padding[d].first + p.padding[d].second != extent - 1)
           return "a convolution's output is not as large as its input";
+        conv_dims[static_cast<std::size_t>(d)].push_back(
+            {extent, p.padding[d].first, boundary_of(p.padding_mode)});
       }
       channels = w[0];
       ++convs;
@@ -186,6 +209,15 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
     }
   }
   if (convs < 2) return "a chain of fewer than two convolutions saves no exchange";
+  for (std::int64_t d = 0; d < spatial; ++d) {
+    const auto& dims = conv_dims[static_cast<std::size_t>(d)];
+    const bool reads_held = std::any_of(
+        dims.begin(), dims.end(), [](const auto& c) { return c.boundary == Boundary::Reflect; });
+    const std::int64_t length = x.shape()[static_cast<std::size_t>(d) + 2];
+    if (auto why = detail::chain_boundary_refusal(
+            length, reads_held ? smallest_shard(x, d + 2) : length, dims))
+      return why;
+  }
   return std::nullopt;
 }
 
@@ -258,13 +290,39 @@ struct Geometry {
       if (range(d, k) != std::pair{dims[d].owned_begin, dims[d].owned_end}) return false;
     return true;
   }
+  // Convolution k's local padding (left, right) per dim.
+  ConvParams::Padding padding(std::size_t k) const {
+    ConvParams::Padding out;
+    for (const auto& dim : dims)
+      out.emplace_back(dim.steps[k].pad_left, dim.steps[k].pad_right);
+    return out;
+  }
+  // Whether convolution k fills its local padding from the rows it holds
+  // (reflect, replicate: held_padding.h): it then runs on a padded copy of
+  // its input and the kernel pads nothing.
+  bool fills(const Layer& l, std::size_t k) const {
+    if (idle || (l.boundary != Boundary::Reflect && l.boundary != Boundary::Replicate))
+      return false;
+    for (const auto& [left, right] : padding(k))
+      if (left > 0 || right > 0) return true;
+    return false;
+  }
+  // The kernel's parameters: the local padding as zeros, or none where the
+  // convolution fills it (a ring has none).
   ConvParams params(const Layer& l, std::size_t k) const {
     ConvParams p = l.params;
-    for (std::size_t d = 0; d < dims.size(); ++d)
-      p.padding[d] = {dims[d].steps[k].pad_left, dims[d].steps[k].pad_right};
+    p.padding = fills(l, k) ? ConvParams::Padding(dims.size(), {0, 0}) : padding(k);
+    p.padding_mode = PaddingMode::Zeros;
     return p;
   }
 };
+
+// `t` ([N, C, spatial...]) with room for `pads` around its spatial dims.
+Shape padded_shape(Shape t, const ConvParams::Padding& pads) {
+  for (std::size_t d = 0; d < pads.size(); ++d)
+    t[d + 2] += pads[d].first + pads[d].second;
+  return t;
+}
 
 std::vector<detail::ChainConvDim> conv_dims(const Chain& c, std::size_t d) {
   std::vector<detail::ChainConvDim> out;
@@ -290,8 +348,9 @@ Geometry geometry_of(const Chain& c, const WindowExchange& engine, const Shape& 
     std::int64_t begin = s.origin, end = s.origin + s.length;
     if (g.idle) {  // the window the rank would read, were there output on every dim
       const WindowDim w = detail::chain_window(convs);
-      begin = std::max<std::int64_t>(0, o0 - w.pad_left);
-      end = std::min(global[d + 2], o1 + w.pad_right);
+      const bool ring = detail::chain_is_ring(convs);
+      begin = ring ? o0 - w.pad_left : std::max<std::int64_t>(0, o0 - w.pad_left);
+      end = ring ? o1 + w.pad_right : std::min(global[d + 2], o1 + w.pad_right);
     }
     g.dims.push_back(detail::plan_chain_dim(global[d + 2], o0, o1, begin, end, convs));
   }
@@ -373,8 +432,10 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const Geometry g = geometry_of(c, engine, x.shape());
   const std::int64_t batch = x.to_local().size(0);
   // With a halo along one dim only, the first convolution's outputs that
-  // read none of it run while it travels (the first piece's, below).
-  const std::optional<std::size_t> early = g.idle ? std::nullopt : only_halo_dim(g);
+  // read none of it run while it travels (the first piece's, below); not
+  // when it fills its padding from the window.
+  const std::optional<std::size_t> early =
+      g.idle || g.fills(c.layers.front(), 0) ? std::nullopt : only_halo_dim(g);
   TiledTensor window = early ? pending.window() : pending.wait();
   if (g.idle)  // nothing to compute here; the norms' collectives still run
     window = TiledTensor::whole(
@@ -391,6 +452,8 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   for (std::size_t i = 0, k = 0; i < num_layers; ++i)
     conv_of[i] = static_cast<int>(c.layers[i].conv ? k++ : k - 1);
   std::vector<Tensor> moments(num_layers);  // a norm's [statistics, 3], merged in place
+  // A convolution that fills its padding: its input, padded (g.fills).
+  std::vector<Tensor> padded(num_layers);
   auto input_of = [&](std::size_t i, const BatchPiece& p) {
     return i == 0 ? window.narrow(0, p.begin, p.length)
                   : TiledTensor::whole(samples_of(out[i - 1], p));
@@ -438,8 +501,14 @@ std::vector<DTensor> forward_handler(OpCall& call) {
       const Layer& l = c.layers[i];
       const int k = conv_of[i];
       if (l.conv) {
+        if (g.fills(l, static_cast<std::size_t>(k)))
+          padded[i] = Tensor::empty(padded_shape(i == 0 ? window.shape() : out[i - 1].shape(),
+                                                 g.padding(static_cast<std::size_t>(k))),
+                                    dtype, x.to_local().device());
         if (state.save)
-          state.conv_inputs.push_back(i == 0 ? window : TiledTensor::whole(out[i - 1]));
+          state.conv_inputs.push_back(padded[i].defined() ? TiledTensor::whole(padded[i])
+                                      : i == 0            ? window
+                                                          : TiledTensor::whole(out[i - 1]));
         const Shape shape =
             range_shape({batch, in[static_cast<std::size_t>(l.weight)].shape()[0]}, g, k);
         out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
@@ -461,6 +530,14 @@ std::vector<DTensor> forward_handler(OpCall& call) {
           const Tensor bias = local_or_none(in, l.bias);
           const ConvParams params = g.params(l, static_cast<std::size_t>(k));
           const Tensor y = samples_of(out[i], p);
+          if (padded[i].defined()) {  // the input, padded as its mode says
+            const Tensor piece = samples_of(padded[i], p);
+            const ConvParams::Padding pads = g.padding(static_cast<std::size_t>(k));
+            input_of(i, p).copy_to(detail::unpadded_view(piece, pads));
+            detail::fill_padding(piece, l.boundary, pads);
+            kernels->forward_into(TiledTensor::whole(piece), w, bias, params, y);
+            continue;
+          }
           if (window_ready) {
             kernels->forward_into(input_of(i, p), w, bias, params, y);
             continue;
@@ -708,10 +785,19 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     const bool norm_before = i > 0 && !c.layers[i - 1].conv;
     const ConvParams p = geo.params(l, static_cast<std::size_t>(k));
     const TiledTensor& input = state.conv_inputs.at(static_cast<std::size_t>(k));
+    // A convolution that filled its padding ran on a padded copy: its
+    // gradient is folded back onto the rows the padding came from.
+    const bool fills = geo.fills(l, static_cast<std::size_t>(k));
+    const ConvParams::Padding pads = geo.padding(static_cast<std::size_t>(k));
     std::optional<WindowExchange::Gradient> back;
     if (k == 0 && c.input_grad) back.emplace(engine.gradient(kGradientStream));
     Tensor gi;
-    if (k > 0) gi = Tensor::empty(input.shape(), g.dtype(), g.device());
+    if (k > 0) {
+      Shape held = input.shape();  // the previous layer's output
+      for (std::size_t d = 0; fills && d < pads.size(); ++d)
+        held[d + 2] -= pads[d].first + pads[d].second;
+      gi = Tensor::empty(held, g.dtype(), g.device());
+    }
     if (k > 0 && norm_before) begun = begin_norm(i - 1, gi);
     for (std::size_t q = 0; q < pieces.size(); ++q) {
       if (finishing) finish_piece(*finishing, q);
@@ -719,10 +805,18 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       const BatchPiece& piece = pieces[q];
       const TiledTensor into = back ? back->window().narrow(0, piece.begin, piece.length)
                                     : TiledTensor::whole(samples_of(gi, piece));
-      if (geo.idle)  // nothing computed here: zero parts of the sums
+      if (geo.idle) {  // nothing computed here: zero parts of the sums
         into.zero_();
-      else
+      } else if (fills) {
+        Shape shape = input.shape();
+        shape[0] = piece.length;
+        const Tensor grad_padded = Tensor::empty(shape, g.dtype(), g.device());
+        kernels->backward_data(samples_of(out_grad, piece), w, TiledTensor::whole(grad_padded), p);
+        detail::fold_padding(grad_padded, l.boundary, pads);
+        into.scatter(detail::unpadded_view(grad_padded, pads));
+      } else {
         kernels->backward_data(samples_of(out_grad, piece), w, into, p);
+      }
       if (begun) begin_piece(*begun, gi, q);
     }
     if (back) back->post();

@@ -6,11 +6,29 @@
 #include "dtensor/core/errors.h"
 
 namespace dtensor {
+namespace {
+
+constexpr PaddingMode kModes[] = {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate,
+                                  PaddingMode::Circular};
+
+// A convolution's kind names its padding mode: "conv" pads with zeros,
+// "conv_reflect", "conv_replicate" and "conv_circular" as they say.
+std::string conv_kind(PaddingMode mode) {
+  return mode == PaddingMode::Zeros ? "conv" : "conv_" + std::string(padding_mode_name(mode));
+}
+
+std::optional<PaddingMode> conv_mode(const std::string& kind) {
+  for (const PaddingMode m : kModes)
+    if (kind == conv_kind(m)) return m;
+  return std::nullopt;
+}
+
+}  // namespace
 
 void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& layer) {
   if (const auto* c = std::get_if<ChainConv>(&layer)) {
     const ConvParams p = c->params.expanded(c->weight.ndim() - 2);
-    out.emplace_back(std::string("conv"));
+    out.emplace_back(conv_kind(p.padding_mode));
     out.emplace_back(c->weight);
     ArgCodec<const DTensor*>::encode(out, c->bias ? &*c->bias : nullptr);
     ArgCodec<ConvParams::Padding>::encode(out, p.padding);
@@ -28,15 +46,16 @@ void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& lay
 }
 
 ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::string_view field) {
-  const std::string& kind =
-      detail::call_arg<std::string>(s, at, field, "a layer kind (\"conv\" or \"group_norm\")");
+  const std::string& kind = detail::call_arg<std::string>(
+      s, at, field, "a layer kind (\"conv\", \"conv_reflect\", ... or \"group_norm\")");
   auto optional = [&](std::size_t i, std::string_view name) {
     const DTensor* t = ArgCodec<const DTensor*>::decode(s, i, name);
     return t ? std::optional<DTensor>(*t) : std::nullopt;
   };
-  if (kind == "conv") {
+  if (const std::optional<PaddingMode> mode = conv_mode(kind)) {
     ChainConv c{ArgCodec<const DTensor&>::decode(s, at + 1, "a convolution's weight"),
                 optional(at + 2, "a convolution's bias"), ConvParams{}};
+    c.params.padding_mode = *mode;
     c.params.padding = ArgCodec<ConvParams::Padding>::decode(s, at + 3, "a convolution's padding");
     c.params.dilation = ArgCodec<IntList>::decode(s, at + 4, "a convolution's dilation");
     c.params.groups = ArgCodec<std::int64_t>::decode(s, at + 5, "a convolution's groups");

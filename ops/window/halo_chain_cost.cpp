@@ -2,6 +2,7 @@
 // fusing a chain saves per training step against what it recomputes, from
 // the chain's geometry, the link's latency and bandwidth and the rank's
 // compute rate (docs/halo.md, "One exchange per chain").
+#include <algorithm>
 #include <vector>
 
 #include "dtensor/core/config.h"
@@ -37,7 +38,7 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       messages += 4;
     }
   }
-  // A slab of the local shard `depth` cells deep across sharded dim d, per channel.
+  // A slab of the local shard `depth` cells deep across dim d, per channel.
   auto slab = [&](std::size_t d, double depth) {
     double cells = static_cast<double>(local[0]) * depth;
     for (std::size_t e = 0; e < spatial; ++e)
@@ -49,10 +50,15 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   std::vector<const ChainConv*> convs;
   for (const auto& layer : layers)
     if (const auto* c = std::get_if<ChainConv>(&layer)) convs.push_back(c);
+  // A ring (every convolution pads circularly) also widens its ranges
+  // along the dims that are not sharded: the wrap is recomputed there too.
+  const bool ring = std::all_of(convs.begin(), convs.end(), [](const ChainConv* c) {
+    return c->params.padding_mode == PaddingMode::Circular;
+  });
   const double item = static_cast<double>(dtype_size(x.dtype()));
   double unfused_bytes = 0, fused_bytes = 0, recompute_flops = 0;
   for (std::size_t d = 0; d < spatial; ++d) {
-    if (!sharded[d]) continue;
+    if (!sharded[d] && !ring) continue;
     double later = 0;  // what the convolutions after k read beyond the share
     for (std::size_t k = convs.size(); k-- > 0;) {
       const Shape& w = convs[k]->weight.shape();
@@ -63,10 +69,11 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
         taps *= static_cast<double>(w[e + 2]);
       // Forward, backward-data and backward-weights over the extra outputs.
       recompute_flops += 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps * slab(d, later);
-      unfused_bytes += slab(d, extent) * static_cast<double>(w[1] * p.groups) * item;
+      if (sharded[d])
+        unfused_bytes += slab(d, extent) * static_cast<double>(w[1] * p.groups) * item;
       later += extent;
     }
-    fused_bytes += slab(d, later) * static_cast<double>(x.shape()[1]) * item;
+    if (sharded[d]) fused_bytes += slab(d, later) * static_cast<double>(x.shape()[1]) * item;
   }
   // Forward and backward: the exchanges of every convolution but the first
   // are saved; the bytes move into the one exchange.

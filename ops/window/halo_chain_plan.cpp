@@ -7,14 +7,54 @@
 
 namespace dtensor::detail {
 
+bool chain_is_ring(const std::vector<ChainConvDim>& convs) {
+  return !convs.empty() && std::all_of(convs.begin(), convs.end(), [](const ChainConvDim& c) {
+    return c.boundary == Boundary::Circular;
+  });
+}
+
 WindowDim chain_window(const std::vector<ChainConvDim>& convs) {
   std::int64_t extent = 1, left = 0, right = 0;
   for (const auto& c : convs) {
     extent += c.extent - 1;
     left += c.pad_left;
-    right += c.extent - 1 - c.pad_left;
+    right += c.pad_right();
   }
-  return WindowDim::sliding(extent, 1, 1, left, right, Boundary::Zeros);
+  return WindowDim::sliding(extent, 1, 1, left, right,
+                            chain_is_ring(convs) ? Boundary::Circular : Boundary::Zeros);
+}
+
+std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int64_t smallest_shard,
+                                                  const std::vector<ChainConvDim>& convs) {
+  const bool circular = std::any_of(convs.begin(), convs.end(), [](const ChainConvDim& c) {
+    return c.boundary == Boundary::Circular;
+  });
+  if (circular && !chain_is_ring(convs))
+    return "a chain mixes circular padding with another padding mode";
+  if (circular) {
+    const WindowDim w = chain_window(convs);
+    if (w.pad_left > length || w.pad_right > length)
+      return "the chain's combined halo wraps around a circular dim more than once";
+    return std::nullopt;
+  }
+  // What the convolutions from k on read beyond the share, on each side.
+  std::int64_t reach_left = 0, reach_right = 0;
+  for (std::size_t k = convs.size(); k-- > 0;) {
+    const ChainConvDim& c = convs[k];
+    reach_left += c.pad_left;
+    reach_right += c.pad_right();
+    if (c.boundary != Boundary::Reflect) continue;
+    if (c.pad_left >= length || c.pad_right() >= length)
+      return "a reflect padding is as wide as the input";
+    // The edge rank holds [0, o1 + reach_right) with o1 >= its share.
+    const std::int64_t held_left = std::min(length, smallest_shard + reach_right);
+    const std::int64_t held_right = std::min(length, smallest_shard + reach_left);
+    if ((c.pad_left > 0 && held_left < c.pad_left + 1) ||
+        (c.pad_right() > 0 && held_right < c.pad_right() + 1))
+      return "a reflect padding reads rows the edge rank does not hold (shards too narrow for "
+             "its lopsided padding)";
+  }
+  return std::nullopt;
 }
 
 ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::int64_t owned_end,
@@ -28,16 +68,22 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
   std::vector<std::int64_t> later_left(convs.size(), 0), later_right(convs.size(), 0);
   for (std::size_t k = convs.size(); k-- > 1;) {
     later_left[k - 1] = later_left[k] + convs[k].pad_left;
-    later_right[k - 1] = later_right[k] + convs[k].extent - 1 - convs[k].pad_left;
+    later_right[k - 1] = later_right[k] + convs[k].pad_right();
   }
+  // A ring computes the wrapped positions too: they are real cells.
+  const bool ring = chain_is_ring(convs);
   std::int64_t in_begin = idle ? owned_begin : window_begin;
   std::int64_t in_end = idle ? owned_begin : window_end;
   for (std::size_t k = 0; k < convs.size(); ++k) {
     ChainStep s;
     s.in_begin = in_begin;
     s.in_end = in_end;
-    s.out_begin = idle ? owned_begin : std::max<std::int64_t>(0, owned_begin - later_left[k]);
-    s.out_end = idle ? owned_begin : std::min(length, owned_end + later_right[k]);
+    s.out_begin = idle   ? owned_begin
+                  : ring ? owned_begin - later_left[k]
+                         : std::max<std::int64_t>(0, owned_begin - later_left[k]);
+    s.out_end = idle   ? owned_begin
+                : ring ? owned_end + later_right[k]
+                       : std::min(length, owned_end + later_right[k]);
     // Output o reads o - pad_left + j, j < extent: the local padding lines
     // the held input [in_begin, in_end) up with [out_begin, out_end).
     s.pad_left = s.in_begin - s.out_begin + convs[k].pad_left;
@@ -50,6 +96,15 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
                       k, s.out_begin - convs[k].pad_left,
                       s.out_end - convs[k].pad_left + convs[k].extent - 1, s.out_begin, s.out_end,
                       s.in_begin, s.in_end);
+    // A padding filled from held rows needs them held (chain_boundary_refusal).
+    const std::int64_t held = s.in_end - s.in_begin;
+    const std::int64_t reads =
+        convs[k].boundary == Boundary::Reflect ? std::max(s.pad_left, s.pad_right)
+        : convs[k].boundary == Boundary::Replicate && (s.pad_left > 0 || s.pad_right > 0) ? 0
+                                                                                          : -1;
+    DTENSOR_CHECK_ARG(idle || held > reads, "halo_chain",
+                      "internal: convolution {} fills its {} padding ({}, {}) from {} held rows", k,
+                      boundary_name(convs[k].boundary), s.pad_left, s.pad_right, held);
     plan.steps.push_back(s);
     in_begin = s.out_begin;
     in_end = s.out_end;

@@ -7,10 +7,16 @@
 // Convolution k (stride 1, "same": pad_left + pad_right = extent - 1) must
 // give its output where the convolutions after it read: the rank's share
 // [o0, o1) widened by the later ones' padding, clipped to [0, L). Positions
-// outside [0, L) are the next convolution's zero padding, so they are never
-// computed: the local padding brings them in as zeros.
+// outside [0, L) are the next convolution's padding, so they are never
+// computed: the local padding brings them in, as zeros or (reflect,
+// replicate) filled from the rows the rank holds (halo_chain_boundary.h).
+// A chain whose convolutions all pad circularly is a ring instead: nothing
+// is clipped, the exchange brings the wrapped halo, and every convolution
+// computes its whole range with no local padding.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,12 +26,31 @@ namespace dtensor::detail {
 
 /// One convolution of the chain along one dim.
 struct ChainConvDim {
-  std::int64_t extent = 1;    // dilation * (kernel - 1) + 1
-  std::int64_t pad_left = 0;  // pad_right = extent - 1 - pad_left
+  std::int64_t extent = 1;              // dilation * (kernel - 1) + 1
+  std::int64_t pad_left = 0;            // pad_right = extent - 1 - pad_left
+  Boundary boundary = Boundary::Zeros;  // the convolution's padding mode
+  std::int64_t pad_right() const { return extent - 1 - pad_left; }
 };
 
-/// What the exchange must bring: the chain read as one sliding window.
+/// Whether every convolution pads circularly: the chain is a ring.
+bool chain_is_ring(const std::vector<ChainConvDim>& convs);
+
+/// What the exchange must bring: the chain read as one sliding window
+/// (Boundary::Circular for a ring, else Boundary::Zeros: the window stops
+/// at the input's edges and every convolution pads locally).
 WindowDim chain_window(const std::vector<ChainConvDim>& convs);
+
+/// Why the convolutions cannot run as one exchange along a dim of `length`
+/// whose smallest non-empty shard is `smallest_shard` (the length when the
+/// dim is not sharded), or nullopt. Circular padding mixed with another
+/// mode would need the far end's layers recomputed; a ring's combined halo
+/// may wrap around once at most (as WindowExchange's); a reflect padding
+/// must be shorter than the dim and read only rows every rank at that edge
+/// holds: rows [1, l_k] at the left edge, where a rank holds at least its
+/// share widened by the later convolutions' right reach (and mirrored on the
+/// right). Pure; the same on every rank.
+std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int64_t smallest_shard,
+                                                  const std::vector<ChainConvDim>& convs);
 
 struct ChainStep {
   // Global ranges: the convolution's input (what the rank holds of it) and

@@ -44,6 +44,20 @@ std::string_view pad_mode_name(PadMode m) {
   return "?";
 }
 
+PaddingMode padding_mode_of(PadMode m) {
+  switch (m) {
+    case PadMode::Constant:
+      break;
+    case PadMode::Reflect:
+      return PaddingMode::Reflect;
+    case PadMode::Replicate:
+      return PaddingMode::Replicate;
+    case PadMode::Circular:
+      return PaddingMode::Circular;
+  }
+  return PaddingMode::Zeros;
+}
+
 /// PadMode by name ("constant", "reflect", ...).
 template <>
 struct ArgCodec<PadMode>
@@ -63,19 +77,7 @@ struct PadGeometry {
   const ConvParams::Padding& padding;  // expanded
   PadMode mode;
 
-  Boundary boundary() const {
-    switch (mode) {
-      case PadMode::Reflect:
-        return Boundary::Reflect;
-      case PadMode::Replicate:
-        return Boundary::Replicate;
-      case PadMode::Circular:
-        return Boundary::Circular;
-      case PadMode::Constant:
-        break;
-    }
-    return Boundary::Zeros;
-  }
+  Boundary boundary() const { return boundary_of(padding_mode_of(mode)); }
 
   std::vector<WindowDim> dims() const {
     std::vector<WindowDim> out;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "dtensor/core/errors.h"
+#include "dtensor/ops/conv_params.h"
 #include "dtensor/ops/window.h"
 #include "ops/window/integer_division.h"
 
@@ -27,6 +28,20 @@ std::string_view boundary_name(Boundary b) {
       return "circular";
   }
   return "?";
+}
+
+Boundary boundary_of(PaddingMode mode) {
+  switch (mode) {
+    case PaddingMode::Zeros:
+      break;
+    case PaddingMode::Reflect:
+      return Boundary::Reflect;
+    case PaddingMode::Replicate:
+      return Boundary::Replicate;
+    case PaddingMode::Circular:
+      return Boundary::Circular;
+  }
+  return Boundary::Zeros;
 }
 
 WindowDim WindowDim::sliding(std::int64_t kernel, std::int64_t stride, std::int64_t dilation,

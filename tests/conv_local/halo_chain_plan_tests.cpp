@@ -179,3 +179,125 @@ TEST_CASE(
   }
   CHECK(interiors > 1000);  // the draw reaches the case it is about
 }
+
+namespace {
+
+// The input position a padding mode reads for position `i` of an input of
+// `length` (PyTorch's padding modes); -1: a zero.
+std::int64_t mode_source(std::int64_t i, std::int64_t length, Boundary boundary) {
+  if (i >= 0 && i < length) return i;
+  switch (boundary) {
+    case Boundary::Zeros:
+      return -1;
+    case Boundary::Reflect:
+      return i < 0 ? -i : 2 * (length - 1) - i;
+    case Boundary::Replicate:
+      return i < 0 ? 0 : length - 1;
+    case Boundary::Circular:
+      return ((i % length) + length) % length;
+  }
+  return -1;
+}
+
+// The global convolution with the convolution's padding mode.
+std::vector<double> conv_with_mode(const std::vector<double>& in, const Conv1d& c) {
+  const auto length = static_cast<std::int64_t>(in.size());
+  std::vector<double> padded;
+  for (std::int64_t i = -c.dim.pad_left; i < length + c.dim.pad_right(); ++i) {
+    const std::int64_t from = mode_source(i, length, c.dim.boundary);
+    REQUIRE(from < length);
+    padded.push_back(from < 0 ? 0.0 : in[static_cast<std::size_t>(from)]);
+  }
+  return conv(padded, c, 0, length);
+}
+
+std::int64_t smallest_shard(std::int64_t L, std::int64_t P) {
+  std::int64_t smallest = L;
+  for (std::int64_t r = 0; r < P; ++r)
+    if (chunk_extent(L, P, r).length > 0)
+      smallest = std::min(smallest, chunk_extent(L, P, r).length);
+  return smallest;
+}
+
+}  // namespace
+
+TEST_CASE("halo chain plan: reflect, replicate and circular chains give the global chain's ranges",
+          "[halo][halo_chain]") {
+  // As above with padding modes: a chain of zeros, reflect and replicate
+  // convolutions (any mix) or of circular ones (a ring). Each rank fills its
+  // local padding from the rows it holds, as the mode says (a REQUIRE when
+  // a row it reads is not held), or, in a ring, holds the wrapped window.
+  // What chain_boundary_refusal refuses is skipped; what it lets through
+  // must be exact on every rank.
+  std::mt19937_64 rng(29);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  int fused = 0, refused = 0, rings = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::int64_t L = uni(1, 20), P = uni(1, 6);
+    auto [convs, dims] = random_chain(rng, 4, 2);
+    const bool ring = uni(0, 3) == 0;
+    for (std::size_t k = 0; k < convs.size(); ++k) {
+      const Boundary modes[] = {Boundary::Zeros, Boundary::Reflect, Boundary::Replicate};
+      dims[k].boundary = convs[k].dim.boundary =
+          ring ? Boundary::Circular : modes[static_cast<std::size_t>(uni(0, 2))];
+    }
+    if (const auto why = detail::chain_boundary_refusal(L, smallest_shard(L, P), dims)) {
+      ++refused;
+      continue;
+    }
+    ++fused;
+    rings += ring;
+    const std::vector<double> x = random_signal(rng, L);
+    std::vector<std::vector<double>> global{x};
+    for (const auto& c : convs)
+      global.push_back(conv_with_mode(global.back(), c));
+    const WindowDim window = detail::chain_window(dims);
+    REQUIRE((window.boundary == Boundary::Circular) == ring);
+    for (std::int64_t r = 0; r < P; ++r) {
+      INFO("trial " << trial << " L " << L << " P " << P << " rank " << r << " ring " << ring);
+      const Extent owned = chunk_extent(L, P, r);
+      std::int64_t wb = 0, we = 0;
+      if (owned.length > 0) {
+        const auto [first, last] = window.reads(L, owned.offset, owned.end());
+        wb = ring ? first : std::max<std::int64_t>(0, first);
+        we = ring ? last + 1 : std::min<std::int64_t>(L, last + 1);
+      }
+      const auto plan = detail::plan_chain_dim(L, owned.offset, owned.end(), wb, we, dims);
+      // The window: a ring's wraps around (what the exchange brings).
+      std::vector<double> held;
+      for (std::int64_t i = wb; i < we; ++i)
+        held.push_back(x[static_cast<std::size_t>(mode_source(i, L, Boundary::Circular))]);
+      if (owned.length == 0) continue;
+      for (std::size_t k = 0; k < convs.size(); ++k) {
+        const auto& s = plan.steps[k];
+        REQUIRE(s.in_end - s.in_begin == static_cast<std::int64_t>(held.size()));
+        if (ring) REQUIRE((s.pad_left == 0 && s.pad_right == 0));
+        // The local padding, filled from held rows as the mode says (a
+        // ring's held positions may be virtual: below 0 or from L on).
+        std::vector<double> padded;
+        for (std::int64_t i = s.in_begin - s.pad_left; i < s.in_end + s.pad_right; ++i) {
+          const std::int64_t from =
+              i >= s.in_begin && i < s.in_end ? i : mode_source(i, L, convs[k].dim.boundary);
+          if (from == -1 && !(i >= s.in_begin && i < s.in_end)) {
+            padded.push_back(0.0);
+            continue;
+          }
+          REQUIRE((from >= s.in_begin && from < s.in_end));  // a held row
+          padded.push_back(held[static_cast<std::size_t>(from - s.in_begin)]);
+        }
+        std::vector<double> out = conv(padded, convs[k], 0, s.out_end - s.out_begin);
+        for (std::int64_t o = s.out_begin; o < s.out_end; ++o)
+          REQUIRE(out[static_cast<std::size_t>(o - s.out_begin)] ==
+                  global[k + 1][static_cast<std::size_t>(mode_source(o, L, Boundary::Circular))]);
+        held = out;
+      }
+      CHECK(plan.steps.back().out_begin == owned.offset);
+      CHECK(plan.steps.back().out_end - plan.steps.back().out_begin == owned.length);
+    }
+  }
+  // The draw reaches every kind, and the refusal leaves most chains fused.
+  CHECK(rings > 200);
+  CHECK(fused > 3 * refused);
+}

@@ -53,7 +53,8 @@ struct Case {
   Shape shape;
   Placements placements;
   std::vector<LayerSpec> layers;
-  bool input_grad = true;  // the input requires grad (else only the parameters)
+  bool input_grad = true;      // the input requires grad (else only the parameters)
+  bool ring_too_wide = false;  // drawn circular, but a padding wraps more than once
   std::string what;
 };
 
@@ -71,6 +72,10 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
     c.placements = {Shard(2 + uni(rng, 0, spatial - 1))};
   std::int64_t channels = c.shape[1];
   const std::int64_t convs = uni(rng, 2, 3);
+  // Padding modes: zeros (half the cases), a mix of zeros, reflect and
+  // replicate, or circular throughout (a ring).
+  const std::int64_t family = uni(rng, 0, 3);
+  const PaddingMode mixed[] = {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate};
   std::uint64_t draw = seed;
   for (std::int64_t k = 0; k < convs; ++k) {
     LayerSpec conv;
@@ -87,6 +92,19 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
       w.push_back(kernel);
       conv.params.dilation.push_back(dilation);
       conv.params.padding.emplace_back(left, extent - 1 - left);
+    }
+    conv.params.padding_mode = family < 2    ? PaddingMode::Zeros
+                               : family == 2 ? mixed[uni(rng, 0, 2)]
+                                             : PaddingMode::Circular;
+    // What the layer alone accepts: reflect shorter than the dim, circular
+    // at most as long (else replicate, and zeros for the whole chain).
+    for (std::int64_t d = 0; d < spatial; ++d) {
+      const auto [left, right] = conv.params.padding[static_cast<std::size_t>(d)];
+      const std::int64_t length = c.shape[static_cast<std::size_t>(d) + 2];
+      if (conv.params.padding_mode == PaddingMode::Reflect && std::max(left, right) >= length)
+        conv.params.padding_mode = PaddingMode::Replicate;
+      if (conv.params.padding_mode == PaddingMode::Circular && std::max(left, right) > length)
+        c.ring_too_wide = true;
     }
     conv.weight = Tensor::rand(w, DType::F64, ++draw);
     if (uni(rng, 0, 1)) conv.bias = Tensor::rand({out}, DType::F64, ++draw);
@@ -107,6 +125,9 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
       c.layers.push_back(norm);
     }
   }
+  if (c.ring_too_wide)
+    for (auto& l : c.layers)
+      l.params.padding_mode = PaddingMode::Zeros;
   c.input_grad = uni(rng, 0, 3) > 0;
   c.what = fmt::format("input {}{} placements", shape_str(c.shape),
                        c.input_grad ? "" : " (no gradient)");
@@ -145,6 +166,9 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
   }
   DTensor y = x;
   if (fused) {
+    // A padding mode the one exchange cannot serve: none (the caller checks
+    // why).
+    if (halo_chain_refusal(x, chain)) return {};
     y = halo_chain(x, chain);
   } else {
     for (const auto& layer : chain) {
@@ -184,18 +208,32 @@ double max_relative_error(const Tensor& a, const Tensor& b) {
 
 void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
+  int refused = 0, fused_with_modes = 0;
   for (int k = 0; k < cases; ++k) {
     const Case c = random_case(rng, mesh, 100 * seed + static_cast<std::uint64_t>(k) * 10);
     INFO(fmt::format("case {}: {}", k, c.what));
     const std::uint64_t data_seed = 7 * seed + static_cast<std::uint64_t>(k);
     const auto unfused = run(c, mesh, false, data_seed);
     const auto fused = run(c, mesh, true, data_seed);
+    const bool modes = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& l) {
+      return l.conv && l.params.padding_mode != PaddingMode::Zeros;
+    });
+    if (fused.empty()) {  // refused: only for what its padding modes need
+      CHECK(modes);
+      ++refused;
+      continue;
+    }
+    fused_with_modes += modes;
     REQUIRE(fused.size() == unfused.size());
     for (std::size_t i = 0; i < fused.size(); ++i) {
       INFO(fmt::format("result {} (0: output, 1: input's gradient, then the parameters')", i));
       CHECK(max_relative_error(fused[i], unfused[i]) <= 1e-12);
     }
   }
+  // The draw reaches chains with padding modes, and most of them fuse.
+  INFO(fmt::format("{} chains with padding modes fused, {} refused", fused_with_modes, refused));
+  CHECK(fused_with_modes >= cases / 4);
+  CHECK(refused <= fused_with_modes);
 }
 
 // Counts the calls of "halo_chain" while alive.
@@ -256,6 +294,33 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK(halo_chain_refusal(distribute_tensor(x.full_tensor(), mesh, R), {a, a})
               .value_or("")
               .find("no spatial dim") != std::string::npos);
+    // Padding modes: reflect, replicate and a ring fuse; circular mixed with
+    // another mode does not, nor a ring whose halo wraps twice, nor a
+    // lopsided reflect whose rows the edge rank does not hold.
+    auto moded = [&](const DTensor& weight, ConvParams p, PaddingMode m) {
+      p.padding_mode = m;
+      return ChainConv{weight, std::nullopt, p};
+    };
+    const ChainConv reflect = moded(w, same, PaddingMode::Reflect),
+                    circular = moded(w, same, PaddingMode::Circular);
+    CHECK_FALSE(halo_chain_refusal(x, {reflect, moded(w, same, PaddingMode::Replicate), a}));
+    CHECK_FALSE(halo_chain_refusal(x, {circular, circular}));
+    CHECK(halo_chain_refusal(x, {circular, a}).value_or("").find("mixes circular") !=
+          std::string::npos);
+    const DTensor w7 = distribute_tensor(Tensor::rand({2, 2, 7, 7}, DType::F64, 4), mesh, R);
+    ConvParams same7;
+    same7.padding = {{3, 3}};
+    const ChainConv circular7 = moded(w7, same7, PaddingMode::Circular);
+    CHECK(halo_chain_refusal(x, {circular7, circular7, circular7})
+              .value_or("")
+              .find("more than once") != std::string::npos);
+    const DTensor narrow =
+        distribute_tensor(Tensor::rand({1, 2, 3, 8}, DType::F64, 1), mesh, {Shard(2)});
+    ConvParams lopsided;  // reads rows 1..2 at the top edge; the top rank holds 2 and 1 more
+    lopsided.padding = {{2, 0}, {1, 1}};
+    CHECK(halo_chain_refusal(narrow, {a, moded(w, lopsided, PaddingMode::Reflect)})
+              .value_or("")
+              .find("edge rank does not hold") != std::string::npos);
     {
       // f32 convolutions would run in bf16, each on its own; f64 is never lowered.
       AutocastScope autocast;
@@ -349,6 +414,19 @@ TEST_CASE(
     }
     for (std::size_t i = 0; i < fused.size(); ++i)
       CHECK(max_relative_error(fused[i], unfused[i]) <= 1e-12);
+    // `net` with fusion on (`chains` chains run) and off (none): equal.
+    auto fused_equals_unfused = [&](nn::Module& net, const Placement& placement, std::uint64_t seed,
+                                    int chains) {
+      std::vector<Tensor> runs[2];
+      for (const bool fuse : {true, false}) {
+        ScopedConfig knob([fuse](Config& c) { c.halo_fusion = fuse; });
+        ChainCounter counter;
+        runs[fuse ? 0 : 1] = step(net, placement, seed);
+        CHECK(counter.count == (fuse ? chains : 0));
+      }
+      for (std::size_t i = 0; i < runs[0].size(); ++i)
+        CHECK(max_relative_error(runs[0][i], runs[1][i]) <= 1e-12);
+    };
     // InstanceNorm is a group norm with a group per channel.
     auto inorm = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
         std::make_shared<nn::Conv2d>(2, 3, 3, o),
@@ -356,15 +434,38 @@ TEST_CASE(
         std::make_shared<nn::Conv2d>(3, 2, 3, o),
         std::make_shared<nn::InstanceNorm>(2, 1e-5, false, DType::F64)});
     inorm->distribute(mesh);
-    std::vector<Tensor> with_instance[2];
-    for (const bool fuse : {true, false}) {
-      ScopedConfig knob([fuse](Config& c) { c.halo_fusion = fuse; });
-      ChainCounter counter;
-      with_instance[fuse ? 0 : 1] = step(*inorm, Shard(3), 6);
-      CHECK(counter.count == (fuse ? 1 : 0));
+    fused_equals_unfused(*inorm, Shard(3), 6, 1);
+    // Padding modes: reflect then replicate, and a circular ring.
+    for (const auto& [first, second] : {std::pair{PaddingMode::Reflect, PaddingMode::Replicate},
+                                        std::pair{PaddingMode::Circular, PaddingMode::Circular}}) {
+      nn::ConvOptions a = o, b = o;
+      a.padding_mode = first;
+      b.padding_mode = second;
+      auto moded = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, a),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 2, 3, b)});
+      moded->distribute(mesh);
+      fused_equals_unfused(*moded, Shard(2), 7, 1);
     }
-    for (std::size_t i = 0; i < with_instance[0].size(); ++i)
-      CHECK(max_relative_error(with_instance[0][i], with_instance[1][i]) <= 1e-12);
+    // A Pad before a Conv that pads nothing joins the chain as that
+    // convolution padded in the Pad's mode; unfused, the pad operator runs
+    // and then a "valid" convolution. A constant padding of 1 joins nothing.
+    nn::ConvOptions valid = o;
+    valid.padding = {0};
+    for (const auto& [mode, value, chains] :
+         {std::tuple{PadMode::Reflect, 0.0, 1}, std::tuple{PadMode::Constant, 0.0, 1},
+          std::tuple{PadMode::Constant, 1.0, 0}}) {
+      auto padded = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Pad>(ConvParams::Padding{{1, 1}}, mode, value),
+          std::make_shared<nn::Conv2d>(2, 4, 3, valid),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(),
+          std::make_shared<nn::Pad>(ConvParams::Padding{{1, 1}, {2, 0}}, PadMode::Replicate),
+          std::make_shared<nn::Conv2d>(4, 2, 3, valid)});
+      padded->distribute(mesh);
+      fused_equals_unfused(*padded, Shard(2), 8, chains);
+    }
     // Replicated input: nothing to fuse, the layers run one by one.
     ChainCounter counter;
     const DTensor r = distribute_tensor(input, mesh, {Replicate()});

@@ -12,11 +12,13 @@
 namespace dtensor::nn {
 
 /// `modules` applied in order to `input`. Every run of Conv (stride 1,
-/// "same", zero padding), GroupNorm, InstanceNorm (a group norm with a group
-/// per channel) and ReLU (after a norm: its fused activation) that starts
-/// with a Conv and holds two or more runs as one
-/// halo_chain() when halo_chain_pays(); everything else runs module by module.
-/// What nn::Sequential and nn::HaloRegion do.
+/// "same"; any padding mode halo_chain_refusal() accepts), GroupNorm,
+/// InstanceNorm (a group norm with a group per channel) and ReLU (after a
+/// norm: its fused activation) that starts with a Conv and holds two or more
+/// runs as one halo_chain() when halo_chain_pays() (a Pad right before a Conv
+/// that pads nothing itself counts as that Conv padded in the Pad's mode);
+/// everything else runs module by module. What nn::Sequential and
+/// nn::HaloRegion do.
 DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,
                              const DTensor& input);
 

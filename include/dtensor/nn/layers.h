@@ -176,6 +176,28 @@ class Upsample : public Module {
   UpsampleParams params_;
 };
 
+/// torch.nn.ReflectionPad{N}d, ReplicationPad{N}d, CircularPad{N}d,
+/// ZeroPad{N}d and ConstantPad{N}d as one module: pad() with `padding` one
+/// (left, right) pair for every spatial dim or one per dim, in dim order
+/// (F.pad's list is last dim first). In a Sequential, a Pad (reflect,
+/// replicate, circular or zeros) right before a Conv without padding of its
+/// own joins a halo chain as that convolution padded in the Pad's mode
+/// (nn/halo_region.h).
+class Pad : public Module {
+ public:
+  explicit Pad(ConvParams::Padding padding, PadMode mode = PadMode::Constant, double value = 0.0)
+      : padding_(std::move(padding)), mode_(mode), value_(value) {}
+  DTensor forward(const DTensor& input) override;
+  const ConvParams::Padding& padding() const { return padding_; }
+  PadMode mode() const { return mode_; }
+  double value() const { return value_; }
+
+ private:
+  ConvParams::Padding padding_;
+  PadMode mode_;
+  double value_;
+};
+
 /// torch.nn.BatchNorm{N}d: weight, bias [C] (affine); buffers running_mean,
 /// running_var and num_batches_tracked (a 0-d tensor of the module's dtype,
 /// where PyTorch has int64) when tracking running statistics.

@@ -56,6 +56,10 @@ enum class Boundary {
 };
 std::string_view boundary_name(Boundary b);
 
+enum class PaddingMode;  // dtensor/ops/conv_params.h
+/// A convolution's padding mode as the boundary its window reads.
+Boundary boundary_of(PaddingMode mode);
+
 /// Which inputs each output reads along one spatial dim.
 struct WindowDim {
   enum class Kind {

@@ -122,6 +122,9 @@ DTensor lp_pool_backward(const DTensor& grad_output, const DTensor& input, doubl
 /// wraps around the whole (global) dim, never around a shard.
 enum class PadMode { Constant, Reflect, Replicate, Circular };
 std::string_view pad_mode_name(PadMode m);
+/// The padding mode a convolution pads with as the padding does (constant
+/// padding as zeros: its value is the caller's to check).
+PaddingMode padding_mode_of(PadMode m);
 
 /// Pads the spatial dims: `padding` is one (left, right) pair for every
 /// spatial dim or one per dim (in dim order, unlike F.pad's last-dim-first
