@@ -1,12 +1,12 @@
 // One halo exchange per chain (dtensor/ops/halo_chain.h), on real ranks: a
 // random chain of "same" convolutions and group norms (with and without
-// relu, weights and biases) run fused equals the same layers run one by one,
-// forward and every gradient (the input's and each parameter's), in f64 to
-// 1e-12 relative. Random shapes small enough that shards are uneven or
-// empty and halos reach several ranks away, on 1-D meshes of 2 and 3 ranks
-// and a 2x2 mesh with both spatial dims (or the batch and a spatial dim)
-// sharded. Also: nn::Sequential fuses exactly where the cost model and
-// DTENSOR_HALO_FUSION say so, and the trainer's kind of chain runs as one
+// relu, weights and biases; every padding mode) run fused equals the same
+// layers run one by one, forward and every gradient (the input's and each
+// parameter's), in f64 to 1e-12 relative. Random shapes of one to three
+// spatial dims small enough that shards are uneven or empty and halos reach
+// several ranks away, on 1-D meshes of 2 and 3 ranks and a 2x2 mesh with
+// two spatial dims (or the batch and a spatial dim) sharded. Also: nn::Sequential fuses exactly
+// where the cost model and DTENSOR_HALO_FUSION say so, and the trainer's kind of chain runs as one
 // exchange (counted).
 #include <fmt/format.h>
 
@@ -60,16 +60,20 @@ struct Case {
 
 Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t seed) {
   Case c;
-  const std::int64_t spatial = mesh.ndim() == 2 ? 2 : uni(rng, 1, 2);
+  // Volumes too (three spatial dims, kept small), cut along one or two dims.
+  const std::int64_t spatial = mesh.ndim() == 2 ? uni(rng, 2, 3) : uni(rng, 1, 3);
   c.shape = {uni(rng, 1, 3), uni(rng, 1, 4)};  // 2 and 3: the forward runs the batch in two pieces
   for (std::int64_t d = 0; d < spatial; ++d)
-    c.shape.push_back(uni(rng, 1, 12));
-  if (mesh.ndim() == 2)
-    c.placements = uni(rng, 0, 2) == 0   ? Placements{Shard(0), Shard(2 + uni(rng, 0, 1))}
-                   : uni(rng, 0, 1) == 0 ? Placements{Shard(2), Shard(3)}
-                                         : Placements{Shard(3), Shard(2)};
-  else
+    c.shape.push_back(uni(rng, 1, spatial == 3 ? 7 : 12));
+  if (mesh.ndim() == 2) {
+    const std::int64_t a = 2 + uni(rng, 0, spatial - 1);
+    std::int64_t b = 2 + uni(rng, 0, spatial - 2);
+    b += b >= a ? 1 : 0;  // another spatial dim
+    c.placements =
+        uni(rng, 0, 2) == 0 ? Placements{Shard(0), Shard(a)} : Placements{Shard(a), Shard(b)};
+  } else {
     c.placements = {Shard(2 + uni(rng, 0, spatial - 1))};
+  }
   std::int64_t channels = c.shape[1];
   const std::int64_t convs = uni(rng, 2, 3);
   // Padding modes: zeros (half the cases), a mix of zeros, reflect and
@@ -270,7 +274,7 @@ TEST_CASE("halo_chain equals its layers one by one, forward and every gradient, 
     });
 }
 
-TEST_CASE("halo_chain on a 2x2 mesh: both spatial dims, or batch and space, sharded",
+TEST_CASE("halo_chain on a 2x2 mesh: two spatial dims, or batch and space, sharded",
           "[window][halo_chain][mp]") {
   run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 50, 5); });
 }
