@@ -49,10 +49,25 @@ std::optional<ChainConv> padded_conv(const Pad& pad, const Module& next) {
   return c;
 }
 
+// The activation modules, as chain layers.
+std::optional<ChainActivation> activation_of(const Module& m) {
+  const std::type_info& type = typeid(m);
+  if (type == typeid(ReLU)) return ChainActivation{"relu"};
+  if (type == typeid(LeakyReLU))
+    return ChainActivation{"leaky_relu", static_cast<const LeakyReLU&>(m).slope};
+  if (type == typeid(GELU))
+    return ChainActivation{"gelu", 0.01, static_cast<const GELU&>(m).approximate};
+  if (type == typeid(SiLU)) return ChainActivation{"silu"};
+  if (type == typeid(Sigmoid)) return ChainActivation{"sigmoid"};
+  if (type == typeid(Tanh)) return ChainActivation{"tanh"};
+  return std::nullopt;
+}
+
 // The run of chainable modules from `begin`: its layers, and where it ends.
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
-// the norm before it (relu(norm(x)) is its fused activation); a ReLU
-// anywhere else ends the run; a Pad joins the Conv after it (padded_conv).
+// the norm before it (relu(norm(x)) is its fused activation); the
+// activations join as layers of their own; a Pad joins the Conv after it
+// (padded_conv).
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
                       std::vector<ChainLayer>& layers) {
   std::size_t at = begin;
@@ -72,8 +87,11 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
       // The channels the layers before it give (the run starts with a Conv).
       layers.emplace_back(static_cast<const InstanceNorm&>(m).chain_layer(channels_after(layers)));
     } else if (type == typeid(ReLU) && !layers.empty() &&
-               std::holds_alternative<ChainGroupNorm>(layers.back())) {
+               std::holds_alternative<ChainGroupNorm>(layers.back()) &&
+               !std::get<ChainGroupNorm>(layers.back()).relu) {
       std::get<ChainGroupNorm>(layers.back()).relu = true;
+    } else if (std::optional<ChainActivation> a = activation_of(m)) {
+      layers.emplace_back(std::move(*a));
     } else {
       break;
     }

@@ -8,7 +8,10 @@
 // convolution then computes the range the layers after it read (its local
 // padding supplies the zeros beyond the input's edges), every norm takes its
 // statistics from the cells the rank owns only (so they are the unfused
-// run's) and normalises the whole range. With a halo along one dim only,
+// run's) and normalises the whole range; an activation is element-wise,
+// so it runs on the whole range by its operator's own kernel (the backward
+// too: a halo cell's gradient part times the derivative there is this
+// rank's part of the cell's). With a halo along one dim only,
 // the first convolution's outputs that read none of it run while it
 // travels (halo_chain_plan.h, chain_interior). When the statistics cross ranks
 // the batch runs in two pieces (batch_pieces): a piece posts its statistics
@@ -31,8 +34,10 @@
 #include "dtensor/ops/halo_chain.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
@@ -41,6 +46,7 @@
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/kernels/norm.h"
 #include "dtensor/ops/local_conv.h"
+#include "dtensor/ops/registry.h"
 #include "dtensor/ops/window.h"
 #include "ops/norm/norm_stats.h"
 #include "ops/norm/stat_reduction.h"
@@ -61,6 +67,11 @@ constexpr int kWindowStream = 0, kGradientStream = 1, kStatsStream = 2;
 // indices among the call's DTensor arguments (-1: none).
 struct Layer {
   bool conv = false;
+  bool activation = false;  // neither: a group norm
+  std::string op{};         // an activation's operator
+  double negative_slope = 0;
+  GeluApproximate approximate = GeluApproximate::None;
+  bool norm() const { return !conv && !activation; }
   ConvParams params{};  // expanded to the spatial rank; padding explicit
   std::vector<detail::ChainConvDim> dims{};
   Boundary boundary = Boundary::Zeros;  // a convolution's padding mode
@@ -106,6 +117,11 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
         l.dims.push_back({c->params.dilation[static_cast<std::size_t>(d)] * (w[d + 2] - 1) + 1,
                           c->params.padding[static_cast<std::size_t>(d)].first, l.boundary});
       ++chain.num_convs;
+    } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
+      l.activation = true;
+      l.op = a->op;
+      l.negative_slope = a->negative_slope;
+      l.approximate = a->approximate;
     } else {
       const auto& n = std::get<ChainGroupNorm>(layer);
       l.num_groups = n.num_groups;
@@ -135,6 +151,12 @@ const Chain& chain_of(const OpSchema& s, bool backward) {
 bool replicated(const DTensor& t) {
   return std::all_of(t.placements().begin(), t.placements().end(),
                      [](const Placement& p) { return p.is_replicate(); });
+}
+
+bool known_activation(const std::string& op) {
+  for (const char* known : {"relu", "leaky_relu", "gelu", "silu", "sigmoid", "tanh"})
+    if (op == known) return true;
+  return false;
 }
 
 // The smallest non-empty shard of the input's dim `dim` on any rank (the
@@ -200,6 +222,10 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
       }
       channels = w[0];
       ++convs;
+    } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
+      if (!known_activation(a->op))
+        return "an activation is not relu, leaky_relu, gelu, silu, sigmoid or tanh";
+      if (!std::isfinite(a->negative_slope)) return "a leaky_relu's negative_slope is not finite";
     } else {
       const auto& n = std::get<ChainGroupNorm>(layer);
       if (n.num_groups < 1 || channels % n.num_groups != 0 || !(n.eps >= 0))
@@ -232,6 +258,7 @@ struct ChainState {
   bool save = false;
   std::vector<TiledTensor> conv_inputs;  // per convolution: the window, then layer outputs
   std::vector<NormState> norms;
+  std::vector<Tensor> activation_inputs;  // per layer: an activation's input
 };
 
 // The state of the call in progress on this thread: the front end and the
@@ -370,6 +397,19 @@ Tensor local_or_none(const std::vector<DTensor>& in, int index) {
 
 // ---- the handlers ----------------------------------------------------------
 
+// An activation layer on local tensors ({x}, or {grad_output, x} for the
+// backward), by its operator's own kernel (the same arithmetic as the
+// layer run alone).
+Tensor activation(const Layer& l, std::vector<OpArg> args, bool backward) {
+  if (l.op == "leaky_relu") args.emplace_back(l.negative_slope);
+  if (l.op == "gelu") args.emplace_back(std::string(gelu_approximate_name(l.approximate)));
+  const std::string op = backward ? l.op + "_backward" : l.op;
+  const Tensor& t = std::get<Tensor>(args.front());
+  const OpSchema schema(op, args);
+  return op_kernel(op, t.device().type, t.dtype())(KernelCall{schema, std::move(args), {}, {}})
+      .at(0);
+}
+
 // The spatial dim along which the rank's window reaches beyond its own
 // input, when there is exactly one: its exchange is the one still in
 // flight after WindowExchange::post().
@@ -410,7 +450,7 @@ Tensor statistics_of(const Tensor& rows, std::int64_t batch, const BatchPiece& p
 std::vector<BatchPiece> batch_pieces(const Chain& c, const norm::ReductionPlan& reduction,
                                      std::int64_t batch) {
   const bool has_norm =
-      std::any_of(c.layers.begin(), c.layers.end(), [](const Layer& l) { return !l.conv; });
+      std::any_of(c.layers.begin(), c.layers.end(), [](const Layer& l) { return l.norm(); });
   if (!has_norm || !reduction.communicates() || batch < 2) return {{0, batch}};
   return {{0, batch / 2}, {batch / 2, batch - batch / 2}};
 }
@@ -426,6 +466,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   ChainState& state = t_state ? *t_state : scratch;
   state.conv_inputs.clear();
   state.norms.clear();
+  state.activation_inputs.assign(c.layers.size(), Tensor());
 
   WindowExchange engine(call, x.spec(), window_dims(c, x.ndim() - 2), kWindowStream);
   WindowExchange::Pending pending = engine.post(x.to_local());
@@ -495,7 +536,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // run, after the other pieces have run theirs.
   for (std::size_t first = 0; first < num_layers;) {
     std::size_t last = first;
-    while (last + 1 < num_layers && c.layers[last].conv)
+    while (last + 1 < num_layers && !c.layers[last].norm())
       ++last;
     for (std::size_t i = first; i <= last; ++i) {  // the run's outputs, whole
       const Layer& l = c.layers[i];
@@ -513,6 +554,9 @@ std::vector<DTensor> forward_handler(OpCall& call) {
             range_shape({batch, in[static_cast<std::size_t>(l.weight)].shape()[0]}, g, k);
         out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
                         : Tensor::empty(shape, dtype, x.to_local().device());
+      } else if (l.activation) {
+        out[i] = Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
+        if (state.save) state.activation_inputs[i] = out[i - 1];
       } else {
         out[i] = Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
         moments[i] = Tensor::empty({layout_over(l, out[i - 1]).stats(), 3}, DType::F64);
@@ -565,6 +609,11 @@ std::vector<DTensor> forward_handler(OpCall& call) {
           rows(b, step.out_end - step.out_begin);
           continue;
         }
+        if (l.activation) {  // element-wise: halo cells as owned ones
+          if (!g.idle)
+            samples_of(out[i], p).copy_(activation(l, {samples_of(out[i - 1], p)}, false));
+          continue;
+        }
         // Statistics from the cells this rank owns only (read in place).
         const Tensor owned = g.owned(samples_of(out[i - 1], p), k);
         Tensor mine = statistics_of(moments[i], batch, p);
@@ -580,7 +629,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   if (!window_ready) pending.wait();  // no piece ran the first convolution
   if (state.save)
     for (std::size_t i = 0; i < num_layers; ++i)
-      if (!c.layers[i].conv)
+      if (c.layers[i].norm())
         state.norms.push_back(
             {out[i - 1], out[i], norm::stats_from_moments(moments[i], 3, c.layers[i].eps)});
   const Tensor& dense = out.back();
@@ -757,6 +806,16 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   for (std::size_t i = c.layers.size(); i-- > 0;) {
     const Layer& l = c.layers[i];
     const Tensor w = local_or_none(in, l.weight);
+    if (l.activation) {
+      if (begun) {  // the norm after it: finished first
+        for (std::size_t q = 0; q < pieces.size(); ++q)
+          finish_piece(*begun, q);
+        g = begun->grad_input;
+        begun.reset();
+      }
+      if (!geo.idle) g = activation(l, {g, state.activation_inputs.at(i)}, true);
+      continue;
+    }
     if (!l.conv) {
       if (begun && begun->layer == i) {  // begun by the convolution after it
         --norm_index;
@@ -782,7 +841,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     std::optional<BegunNorm> finishing;
     finishing.swap(begun);  // begun is empty until the norm before is begun
     const Tensor out_grad = finishing ? finishing->grad_input : g;
-    const bool norm_before = i > 0 && !c.layers[i - 1].conv;
+    const bool norm_before = i > 0 && c.layers[i - 1].norm();
     const ConvParams p = geo.params(l, static_cast<std::size_t>(k));
     const TiledTensor& input = state.conv_inputs.at(static_cast<std::size_t>(k));
     // A convolution that filled its padding ran on a padded copy: its

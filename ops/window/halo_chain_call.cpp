@@ -36,6 +36,15 @@ void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& lay
     out.emplace_back(p.groups);
     return;
   }
+  if (const auto* a = std::get_if<ChainActivation>(&layer)) {
+    out.emplace_back(std::string("activation"));
+    out.emplace_back(a->op);
+    out.emplace_back(a->negative_slope);
+    out.emplace_back(std::string(gelu_approximate_name(a->approximate)));
+    out.emplace_back(None{});
+    out.emplace_back(None{});
+    return;
+  }
   const auto& n = std::get<ChainGroupNorm>(layer);
   out.emplace_back(std::string("group_norm"));
   out.emplace_back(n.num_groups);
@@ -47,7 +56,8 @@ void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& lay
 
 ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::string_view field) {
   const std::string& kind = detail::call_arg<std::string>(
-      s, at, field, "a layer kind (\"conv\", \"conv_reflect\", ... or \"group_norm\")");
+      s, at, field,
+      "a layer kind (\"conv\", \"conv_reflect\", ..., \"group_norm\" or \"activation\")");
   auto optional = [&](std::size_t i, std::string_view name) {
     const DTensor* t = ArgCodec<const DTensor*>::decode(s, i, name);
     return t ? std::optional<DTensor>(*t) : std::nullopt;
@@ -67,6 +77,18 @@ ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::
                       s.op(), field, shape_str(c.weight.shape()));
     c.params.stride.assign(spatial, 1);
     return c;
+  }
+  if (kind == "activation") {
+    ChainActivation a;
+    a.op = detail::call_arg<std::string>(s, at + 1, field, "an activation's operator name");
+    a.negative_slope = ArgCodec<double>::decode(s, at + 2, "an activation's negative_slope");
+    const std::string& approximate =
+        detail::call_arg<std::string>(s, at + 3, field, "an activation's approximate");
+    DTENSOR_CHECK_ARG(approximate == "none" || approximate == "tanh", "dispatch",
+                      "{}: {}: approximate: \"none\" or \"tanh\" expected, got \"{}\"", s.op(),
+                      field, approximate);
+    a.approximate = approximate == "tanh" ? GeluApproximate::Tanh : GeluApproximate::None;
+    return a;
   }
   DTENSOR_CHECK_ARG(kind == "group_norm", "dispatch", "{}: {}: unknown layer kind '{}'", s.op(),
                     field, kind);

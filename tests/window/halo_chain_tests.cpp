@@ -20,12 +20,14 @@
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/nn/halo_region.h"
 #include "dtensor/nn/layers.h"
+#include "dtensor/ops/activations.h"
 #include "dtensor/ops/autocast.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/convolution.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/halo_chain.h"
 #include "dtensor/ops/normalization.h"
+#include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/registry.h"
 #include "dtensor/placement/dtensor.h"
 #include "tests/support/multiprocess.h"
@@ -47,7 +49,17 @@ struct LayerSpec {
   ConvParams params;
   std::int64_t groups = 1;
   bool relu = false;
+  std::optional<ChainActivation> activation{};  // set: an activation layer
 };
+
+// A random activation layer (after a convolution or a norm).
+LayerSpec random_activation(std::mt19937_64& rng) {
+  const char* ops[] = {"relu", "leaky_relu", "gelu", "silu", "sigmoid", "tanh"};
+  LayerSpec a;
+  a.activation = ChainActivation{ops[uni(rng, 0, 5)], 0.01 * static_cast<double>(uni(rng, 1, 30)),
+                                 uni(rng, 0, 1) ? GeluApproximate::Tanh : GeluApproximate::None};
+  return a;
+}
 
 struct Case {
   Shape shape;
@@ -114,6 +126,7 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
     if (uni(rng, 0, 1)) conv.bias = Tensor::rand({out}, DType::F64, ++draw);
     c.layers.push_back(conv);
     channels = out;
+    if (uni(rng, 0, 3) == 0) c.layers.push_back(random_activation(rng));
     if (uni(rng, 0, 3) > 0) {
       LayerSpec norm;
       std::vector<std::int64_t> divisors;
@@ -127,6 +140,7 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
         norm.bias = Tensor::rand({channels}, DType::F64, ++draw);
       }
       c.layers.push_back(norm);
+      if (uni(rng, 0, 3) == 0) c.layers.push_back(random_activation(rng));
     }
   }
   if (c.ring_too_wide)
@@ -138,9 +152,12 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
   for (const auto& p : c.placements)
     c.what += " " + p.str();
   for (const auto& l : c.layers)
-    c.what += l.conv ? fmt::format(" | conv w{} {}", shape_str(l.weight.shape()), l.params.str())
-                     : fmt::format(" | group_norm {}{}{}", l.groups, l.relu ? " relu" : "",
-                                   l.weight.defined() ? " affine" : "");
+    c.what += l.activation
+                  ? fmt::format(" | {} {} {}", l.activation->op, l.activation->negative_slope,
+                                gelu_approximate_name(l.activation->approximate))
+              : l.conv ? fmt::format(" | conv w{} {}", shape_str(l.weight.shape()), l.params.str())
+                       : fmt::format(" | group_norm {}{}{}", l.groups, l.relu ? " relu" : "",
+                                     l.weight.defined() ? " affine" : "");
   return c;
 }
 
@@ -160,7 +177,9 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
   };
   std::vector<ChainLayer> chain;
   for (const auto& l : c.layers) {
-    if (l.conv) {
+    if (l.activation) {
+      chain.emplace_back(*l.activation);
+    } else if (l.conv) {
       const auto w = leaf(l.weight);
       chain.emplace_back(ChainConv{*w, leaf(l.bias), l.params});
     } else {
@@ -176,9 +195,16 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
     y = halo_chain(x, chain);
   } else {
     for (const auto& layer : chain) {
-      if (const auto* conv = std::get_if<ChainConv>(&layer))
+      if (const auto* conv = std::get_if<ChainConv>(&layer)) {
         y = convolution(y, conv->weight, conv->bias, conv->params);
-      else {
+      } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
+        y = a->op == "relu"         ? relu(y)
+            : a->op == "leaky_relu" ? leaky_relu(y, a->negative_slope)
+            : a->op == "gelu"       ? gelu(y, a->approximate)
+            : a->op == "silu"       ? silu(y)
+            : a->op == "sigmoid"    ? sigmoid(y)
+                                    : tanh(y);
+      } else {
         const auto& n = std::get<ChainGroupNorm>(layer);
         y = group_norm(y, n.num_groups, n.weight, n.bias, n.eps,
                        n.relu ? NormActivation::ReLU : NormActivation::None);
@@ -311,6 +337,10 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK_FALSE(halo_chain_refusal(x, {circular, circular}));
     CHECK(halo_chain_refusal(x, {circular, a}).value_or("").find("mixes circular") !=
           std::string::npos);
+    CHECK_FALSE(halo_chain_refusal(x, {a, ChainActivation{"silu"}, a}));
+    CHECK(halo_chain_refusal(x, {a, ChainActivation{"softplus"}, a})
+              .value_or("")
+              .find("activation is not") != std::string::npos);
     const DTensor w7 = distribute_tensor(Tensor::rand({2, 2, 7, 7}, DType::F64, 4), mesh, R);
     ConvParams same7;
     same7.padding = {{3, 3}};
@@ -452,6 +482,15 @@ TEST_CASE(
       moded->distribute(mesh);
       fused_equals_unfused(*moded, Shard(2), 7, 1);
     }
+    // Activations join as layers of their own.
+    auto activated = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(2, 4, 3, o), std::make_shared<nn::SiLU>(),
+        std::make_shared<nn::Conv2d>(4, 4, 3, o),
+        std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+        std::make_shared<nn::GELU>(GeluApproximate::Tanh), std::make_shared<nn::Conv2d>(4, 2, 3, o),
+        std::make_shared<nn::LeakyReLU>(0.2), std::make_shared<nn::Tanh>()});
+    activated->distribute(mesh);
+    fused_equals_unfused(*activated, Shard(2), 9, 1);
     // A Pad before a Conv that pads nothing joins the chain as that
     // convolution padded in the Pad's mode; unfused, the pad operator runs
     // and then a "valid" convolution. A constant padding of 1 joins nothing.

@@ -4,7 +4,7 @@
 // forward and again in the backward. A chain of stride-1 convolutions whose
 // outputs are as large as their inputs ("same"; zeros, reflect or replicate
 // padding, or circular throughout), with group
-// norms (and their fused relu) between them, can instead exchange the
+// norms (and their fused relu) and activations between them, can instead exchange the
 // chain's combined halo once, up front: each rank computes every layer on a
 // window as much larger than its shard as the layers after it still read
 // (recomputing what its neighbours compute too), so the last layer's output
@@ -25,6 +25,7 @@
 #include <variant>
 #include <vector>
 
+#include "dtensor/ops/activations.h"
 #include "dtensor/ops/conv_params.h"
 #include "dtensor/placement/dtensor.h"
 
@@ -45,7 +46,16 @@ struct ChainGroupNorm {
   bool relu = false;
 };
 
-using ChainLayer = std::variant<ChainConv, ChainGroupNorm>;
+/// An element-wise activation: F.<op>(x) with `op` one of "relu",
+/// "leaky_relu" (negative_slope), "gelu" (approximate), "silu", "sigmoid",
+/// "tanh". (A relu right after a group norm is cheaper as its `relu`.)
+struct ChainActivation {
+  std::string op = "relu";
+  double negative_slope = 0.01;
+  GeluApproximate approximate = GeluApproximate::None;
+};
+
+using ChainLayer = std::variant<ChainConv, ChainGroupNorm, ChainActivation>;
 
 /// Why `layers` on `input` cannot run as one exchange, or nullopt when they
 /// can: a chain starts with a convolution and holds at least two; every
