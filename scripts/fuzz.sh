@@ -20,15 +20,16 @@ fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDTENSOR_BUILD_FUZZERS=ON -DDTENSOR_BUILD_TESTS=OFF -DDTENSOR_BUILD_TOOLS=OFF \
   -DDTENSOR_BUILD_EXAMPLES=OFF -DDTENSOR_BUILD_BENCH=OFF -DDTENSOR_WITH_CUDA=OFF >/dev/null
-ninja -C "$build" dtensor_fuzz_halo_plan dtensor_fuzz_parsers dtensor_fuzz_tensor_api
+ninja -C "$build" dtensor_fuzz_halo_plan dtensor_fuzz_halo_chain_plan dtensor_fuzz_parsers \
+  dtensor_fuzz_tensor_api
 mkdir -p "$build/artifacts"
 status=0
-for name in halo_plan parsers tensor_api; do
+for name in halo_plan halo_chain_plan parsers tensor_api; do
   scratch="$build/corpus-$name"
   mkdir -p "$scratch"
   echo "== fuzzing $name for $seconds s"
   # -max_len: the parsers' inputs are command lines and URLs; the planner reads
-  # 35 bytes; the tensor API fuzzer reads a few bytes per call, at most 64 calls.
+  # 35 bytes, the chain planner at most 16; the tensor API fuzzer reads a few bytes per call, at most 64 calls.
   if ! "$build/bin/dtensor_fuzz_$name" "$scratch" "$root/fuzz/corpus/$name" \
       -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1 \
