@@ -9,10 +9,9 @@
 // right per spatial dim, one flat list), dilation, groups; or "group_norm",
 // num_groups, eps, weight|None, bias|None, relu; or "activation", op,
 // negative_slope, approximate ("none" | "tanh"), None, None (the width is
-// every layer's). A convolution's kind names
-// its padding mode: "conv" (zeros), "conv_reflect", "conv_replicate",
-// "conv_circular". Its stride is 1: a chain holds no other
-// (halo_chain_refusal).
+// every layer's). A convolution's kind names its padding mode: "conv"
+// (zeros), "conv_reflect", "conv_replicate", "conv_circular". Its stride is
+// 1: a chain holds no other (halo_chain_refusal).
 #pragma once
 
 #include <string_view>

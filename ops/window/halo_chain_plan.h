@@ -2,14 +2,15 @@
 // global length, the rank's share of the output and the window the one
 // exchange brings, which range of every convolution's output the rank
 // computes and the local padding that gives exactly that range. Pure: global
-// geometry in, ranges out; tested against brute force.
+// geometry in, ranges out; tested against brute force and fuzzed
+// (fuzz/halo_chain_plan_fuzzer.cpp).
 //
 // Convolution k (stride 1, "same": pad_left + pad_right = extent - 1) must
 // give its output where the convolutions after it read: the rank's share
 // [o0, o1) widened by the later ones' padding, clipped to [0, L). Positions
 // outside [0, L) are the next convolution's padding, so they are never
 // computed: the local padding brings them in, as zeros or (reflect,
-// replicate) filled from the rows the rank holds (halo_chain_boundary.h).
+// replicate) filled from the rows the rank holds (held_padding.h).
 // A chain whose convolutions all pad circularly is a ring instead: nothing
 // is clipped, the exchange brings the wrapped halo, and every convolution
 // computes its whole range with no local padding.

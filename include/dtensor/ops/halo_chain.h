@@ -3,8 +3,8 @@
 // Run one by one, every convolution of a chain exchanges its own halo, in the
 // forward and again in the backward. A chain of stride-1 convolutions whose
 // outputs are as large as their inputs ("same"; zeros, reflect or replicate
-// padding, or circular throughout), with group
-// norms (and their fused relu) and activations between them, can instead exchange the
+// padding, or circular throughout), with group norms (and their fused relu)
+// and element-wise activations between them, can instead exchange the
 // chain's combined halo once, up front: each rank computes every layer on a
 // window as much larger than its shard as the layers after it still read
 // (recomputing what its neighbours compute too), so the last layer's output
@@ -62,11 +62,12 @@ using ChainLayer = std::variant<ChainConv, ChainGroupNorm, ChainActivation>;
 /// convolution has stride 1 and an output as large as its input along every
 /// spatial dim; its padding mode is zeros, reflect or replicate (a reflect
 /// padding no wider than what the edge rank holds), or every convolution's
-/// is circular (the combined halo wrapping once at most); the input is sharded (or replicated) on
-/// batch and spatial dims only, with at least one spatial dim sharded; parameters are replicated;
-/// the tensors are on the CPU; autocast is off or the dtype is f64 (autocast lowers f32
-/// convolutions and widens 16-bit norms, each layer on its own). Pure: every rank gets the same
-/// answer.
+/// is circular (the combined halo wrapping once at most); an activation is
+/// one of ChainActivation's; the input is sharded (or replicated) on batch
+/// and spatial dims only, with at least one spatial dim sharded; parameters
+/// are replicated; the tensors are on the CPU; autocast is off or the dtype
+/// is f64 (autocast lowers f32 convolutions and widens 16-bit norms, each
+/// layer on its own). Pure: every rank gets the same answer.
 std::optional<std::string> halo_chain_refusal(const DTensor& input,
                                               const std::vector<ChainLayer>& layers);
 
