@@ -382,6 +382,9 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     // channels recompute more than the messages they save.
     const double saving = halo_chain_saving(x, {a, a});
     CHECK(saving > 0);
+    // A reflect chain also pays for its padded copies.
+    CHECK(halo_chain_saving(x, {reflect, reflect}) < saving);
+    CHECK(halo_chain_saving(x, {circular, circular}) <= saving);
     {
       ScopedConfig slow([](Config& c) { c.sim_link = Config::SimLink{500, std::nullopt}; });
       CHECK(halo_chain_saving(x, {a, a}) > saving + 4 * 500e-6);
