@@ -93,6 +93,12 @@ struct Chain {
   bool input_grad = true;
 };
 
+// A convolution (parameters expanded to the weight's spatial dims) along
+// spatial dim `d`, as the plan reads it.
+detail::ChainConvDim conv_dim(const ConvParams& p, const Shape& weight, std::size_t d) {
+  return {p.dilation[d] * (weight[d + 2] - 1) + 1, p.padding[d].first, boundary_of(p.padding_mode)};
+}
+
 Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int input,
                bool input_grad) {
   Chain chain;
@@ -114,8 +120,7 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.params = c->params;
       l.boundary = boundary_of(c->params.padding_mode);
       for (std::int64_t d = 0; d < spatial; ++d)
-        l.dims.push_back({c->params.dilation[static_cast<std::size_t>(d)] * (w[d + 2] - 1) + 1,
-                          c->params.padding[static_cast<std::size_t>(d)].first, l.boundary});
+        l.dims.push_back(conv_dim(c->params, w, static_cast<std::size_t>(d)));
       ++chain.num_convs;
     } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
       l.activation = true;
@@ -213,12 +218,11 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         return "a convolution's weight does not fit its input's channels";
       if (!parameter_ok(c->bias, {w[0]})) return "a convolution's bias is not [out], replicated";
       for (std::int64_t d = 0; d < spatial; ++d) {
-        const std::int64_t extent = p.dilation[d] * (w[d + 2] - 1) + 1;
+        const detail::ChainConvDim dim = conv_dim(p, w, static_cast<std::size_t>(d));
         if (p.stride[d] != 1) return "a convolution has a stride";
-        if (p.padding[d].first < 0 || p.padding[d].first + p.padding[d].second != extent - 1)
+        if (p.padding[d].first < 0 || p.padding[d].first + p.padding[d].second != dim.extent - 1)
           return "a convolution's output is not as large as its input";
-        conv_dims[static_cast<std::size_t>(d)].push_back(
-            {extent, p.padding[d].first, boundary_of(p.padding_mode)});
+        conv_dims[static_cast<std::size_t>(d)].push_back(dim);
       }
       channels = w[0];
       ++convs;

@@ -96,13 +96,15 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
                       k, s.out_begin - convs[k].pad_left,
                       s.out_end - convs[k].pad_left + convs[k].extent - 1, s.out_begin, s.out_end,
                       s.in_begin, s.in_end);
-    // A padding filled from held rows needs them held (chain_boundary_refusal).
+    // A padding filled from held rows needs them held (chain_boundary_refusal):
+    // reflect reads the edge row and `pad` more, replicate the edge row.
     const std::int64_t held = s.in_end - s.in_begin;
-    const std::int64_t reads =
-        convs[k].boundary == Boundary::Reflect ? std::max(s.pad_left, s.pad_right)
-        : convs[k].boundary == Boundary::Replicate && (s.pad_left > 0 || s.pad_right > 0) ? 0
-                                                                                          : -1;
-    DTENSOR_CHECK_ARG(idle || held > reads, "halo_chain",
+    const bool pads = s.pad_left > 0 || s.pad_right > 0;
+    std::int64_t rows_read = 0;
+    if (pads && convs[k].boundary == Boundary::Reflect)
+      rows_read = std::max(s.pad_left, s.pad_right) + 1;
+    if (pads && convs[k].boundary == Boundary::Replicate) rows_read = 1;
+    DTENSOR_CHECK_ARG(idle || held >= rows_read, "halo_chain",
                       "internal: convolution {} fills its {} padding ({}, {}) from {} held rows", k,
                       boundary_name(convs[k].boundary), s.pad_left, s.pad_right, held);
     plan.steps.push_back(s);

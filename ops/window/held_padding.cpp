@@ -20,8 +20,9 @@ RowPair row_pair(const Tensor& t, std::int64_t dim, std::int64_t left, std::int6
 }
 
 void check_boundary(Boundary boundary) {
-  DTENSOR_CHECK_ARG(boundary != Boundary::Circular, "held_padding",
-                    "boundary: circular padding wraps to the far end, which a rank does not hold");
+  DTENSOR_CHECK_ARG(boundary == Boundary::Reflect || boundary == Boundary::Replicate,
+                    "held_padding", "boundary: {} padding is not filled from held rows",
+                    boundary_name(boundary));
 }
 
 }  // namespace
@@ -41,12 +42,6 @@ void fill_padding(const Tensor& padded, Boundary boundary, const ConvParams::Pad
     const auto dim = static_cast<std::int64_t>(d) + 2;
     const auto [left, right] = pads[d];
     const std::int64_t length = padded.size(dim) - left - right;
-    if (boundary == Boundary::Zeros) {
-      Tensor before = padded.narrow(dim, 0, left), after = padded.narrow(dim, left + length, right);
-      before.zero_();
-      after.zero_();
-      continue;
-    }
     for (int side = 0; side < 2; ++side)
       for (std::int64_t i = 1; i <= (side ? right : left); ++i) {
         RowPair r = row_pair(padded, dim, left, length, side == 1, i, boundary);
@@ -57,7 +52,6 @@ void fill_padding(const Tensor& padded, Boundary boundary, const ConvParams::Pad
 
 void fold_padding(const Tensor& grad, Boundary boundary, const ConvParams::Padding& pads) {
   check_boundary(boundary);
-  if (boundary == Boundary::Zeros) return;  // the padding read nothing
   for (std::size_t d = pads.size(); d-- > 0;) {
     const auto dim = static_cast<std::int64_t>(d) + 2;
     const auto [left, right] = pads[d];

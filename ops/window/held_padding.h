@@ -20,9 +20,9 @@ namespace dtensor::detail {
 Tensor unpadded_view(const Tensor& padded, const ConvParams::Padding& pads);
 
 /// Fills the padding of `padded` from its unpadded view, as `boundary` says
-/// (Reflect: x[-i] = x[i], Replicate: x[-i] = x[0], mirrored on the right;
-/// Zeros: zeros), dim after dim, so a corner is filled as PyTorch's padding
-/// fills it. Circular padding is not filled from held rows: InvalidArgument.
+/// (Reflect: x[-i] = x[i], Replicate: x[-i] = x[0], mirrored on the right),
+/// dim after dim, so a corner is filled as PyTorch's padding fills it. Any
+/// other boundary is not filled from held rows: InvalidArgument.
 void fill_padding(const Tensor& padded, Boundary boundary, const ConvParams::Padding& pads);
 
 /// The backward of fill_padding, in place on the gradient over the padded
