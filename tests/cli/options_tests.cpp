@@ -232,11 +232,11 @@ TEST_CASE("cli parser: --device cpu or cuda, and cuda needs an available device"
     ++asked;
     return cli::CudaAvailability{false, "built without CUDA"};
   };
-  CHECK_NOTHROW(check_device(parse_options({"--device", "cpu"}), unavailable));
+  CHECK_NOTHROW(cli::check_device(parse_options({"--device", "cpu"}).device, unavailable));
   CHECK(asked == 0);
-  CHECK_NOTHROW(check_device(cuda, [] { return cli::CudaAvailability{true, ""}; }));
+  CHECK_NOTHROW(cli::check_device(cuda.device, [] { return cli::CudaAvailability{true, ""}; }));
   try {
-    check_device(cuda, unavailable);
+    cli::check_device(cuda.device, unavailable);
     FAIL("check_device accepted --device cuda without CUDA");
   } catch (const UsageError& e) {
     const std::string m = e.what();

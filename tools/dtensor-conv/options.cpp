@@ -280,10 +280,6 @@ Options parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
-void check_device(const Options& o, const std::function<cli::CudaAvailability()>& ask) {
-  cli::check_device(o.device, ask);
-}
-
 void resolve_for_world(Options& o, int world_size) {
   cli::resolve_mesh(o.mesh, o.placements, o.input, world_size);
 }

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -64,13 +63,6 @@ Options parse_options(const std::vector<std::string>& args);
 /// Default placements: mesh dim i of m shards tensor dim rank-m+i when that is
 /// a spatial dim, else Replicate (1-D mesh: the last spatial dim).
 void resolve_for_world(Options& o, int world_size);
-
-/// `--device cuda` needs a CUDA build and a device on the rank's host; throws
-/// UsageError naming --device and the reason otherwise (checked from the
-/// local machine before any communication, so every rank of a uniform job
-/// reaches the same verdict). `ask` is called for `--device cuda` only
-/// (cli::check_device).
-void check_device(const Options& o, const std::function<cli::CudaAvailability()>& ask);
 
 /// One line: "usage: dtensor-conv [options]".
 std::string usage_line();
