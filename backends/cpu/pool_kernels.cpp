@@ -57,6 +57,11 @@ struct FlatTaps {
     u.first = tap(u.begin, 0);
     u.dilation = u.taps > 1 ? tap(u.begin, 1) - u.first : 0;
     u.stride = tap(u.begin + 1, 0) - u.first;
+    // Windows the padding clips to the same taps (a dim shorter than the
+    // kernel, an adaptive pool with more outputs than inputs) look like a
+    // run of stride 0: the backwards would add several outputs' gradients
+    // into one place from vector lanes at once, which does not sum them.
+    if (u.stride < 1) return std::nullopt;
     for (u.end = u.begin; u.end < n && taps_of(u.end) == u.taps; ++u.end) {
       bool regular = true;
       for (std::int64_t k = 0; k < u.taps && regular; ++k)

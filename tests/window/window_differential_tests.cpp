@@ -324,6 +324,28 @@ DTENSOR_TEST_REGISTRAR {
           ties.output_size = {4, 5};
           check_case(ties, {4}, DType::F64);
 
+          // Every output's window clipped by the padding to the same
+          // positions (a dim of 2 under a 3-wide window padded by 1; an
+          // adaptive pool with more outputs than inputs): the kernels' run
+          // of regular outputs is not one of stride 0, whose gradients
+          // would go into one place from several vector lanes at once.
+          Case clipped{Op::AvgPool, {2, 3, 2, 5}};
+          clipped.pool = {{3, 3}, {1, 1}, {{1, 1}, {1, 1}}, {1, 1}, false, true, std::nullopt};
+          clipped.placements = {Replicate()};
+          clipped.seed = 5;
+          check_case(clipped, {4}, DType::F64);
+          clipped.input = {2, 3, 5, 2};
+          check_case(clipped, {4}, DType::F64);
+          clipped.pool.count_include_pad = false;
+          check_case(clipped, {4}, DType::F64);
+          clipped.op = Op::AdaptiveAvg;
+          clipped.input = {2, 3, 2, 1};
+          clipped.output_size = {3, 4};
+          check_case(clipped, {4}, DType::F64);
+          clipped.op = Op::MaxPool;
+          clipped.input = {2, 3, 5, 2};
+          check_case(clipped, {4}, DType::F64);
+
           // Reflect and circular padding of 5 on a dim of 6 over 4 ranks
           // (shards of 2, 2, 2, 0): the padding comes from ranks 2 hops away.
           Case wide{Op::Pad, {1, 2, 6}};
