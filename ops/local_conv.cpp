@@ -267,38 +267,39 @@ bool has_local_conv_kernels(DeviceType device, DType dtype) {
 
 namespace kernels {
 
+DenseConvKernels dense_conv_kernels(DenseConvPasses passes) {
+  const auto shared = std::make_shared<const DenseConvPasses>(std::move(passes));
+  DenseConvKernels k;
+  k.forward = [shared](const ConvForwardArgs& a) {
+    const Tensor x = a.input.is_whole() ? a.input.tiles()[0].data.contiguous() : a.input.assemble();
+    Tensor out = a.output;  // a view of the caller's tensor
+    out.copy_(shared->forward(x, a.weight, a.bias, a.params));
+  };
+  k.backward_data = [shared](const ConvBackwardDataArgs& a) {
+    a.grad_input.scatter(
+        shared->backward_data(a.grad_output, a.weight, a.grad_input.shape(), a.params));
+  };
+  k.backward_weights = [shared](const ConvBackwardWeightsArgs& a) {
+    const Tensor x = a.input.is_whole() ? a.input.tiles()[0].data.contiguous() : a.input.assemble();
+    const ConvWeightGrads g = shared->backward_weights(a.grad_output, x, a.grad_weight.shape(),
+                                                       a.params, a.grad_bias.defined());
+    Tensor gw = a.grad_weight, gb = a.grad_bias;
+    gw.copy_(g.grad_weight);
+    if (gb.defined()) gb.copy_(g.grad_bias);
+  };
+  return k;
+}
+
 void register_dense_conv_kernels(DeviceType device, DType dtype, DenseConvPasses passes,
                                  bool override_existing) {
   DTENSOR_CHECK_ARG(passes.forward && passes.backward_data && passes.backward_weights, kComponent,
                     "register_dense_conv_kernels: every pass is needed ({} {})",
                     device_type_name(device), dtype_name(dtype));
-  const auto shared = std::make_shared<const DenseConvPasses>(std::move(passes));
-  register_kernel(kConvForward, device, dtype,
-                  KernelFunction<ConvForwardArgs>([shared](const ConvForwardArgs& a) {
-                    const Tensor x = a.input.is_whole() ? a.input.tiles()[0].data.contiguous()
-                                                        : a.input.assemble();
-                    Tensor out = a.output;  // a view of the caller's tensor
-                    out.copy_(shared->forward(x, a.weight, a.bias, a.params));
-                  }),
+  DenseConvKernels k = dense_conv_kernels(std::move(passes));
+  register_kernel(kConvForward, device, dtype, std::move(k.forward), override_existing);
+  register_kernel(kConvBackwardData, device, dtype, std::move(k.backward_data), override_existing);
+  register_kernel(kConvBackwardWeights, device, dtype, std::move(k.backward_weights),
                   override_existing);
-  register_kernel(kConvBackwardData, device, dtype,
-                  KernelFunction<ConvBackwardDataArgs>([shared](const ConvBackwardDataArgs& a) {
-                    a.grad_input.scatter(shared->backward_data(a.grad_output, a.weight,
-                                                               a.grad_input.shape(), a.params));
-                  }),
-                  override_existing);
-  register_kernel(
-      kConvBackwardWeights, device, dtype,
-      KernelFunction<ConvBackwardWeightsArgs>([shared](const ConvBackwardWeightsArgs& a) {
-        const Tensor x =
-            a.input.is_whole() ? a.input.tiles()[0].data.contiguous() : a.input.assemble();
-        const ConvWeightGrads g = shared->backward_weights(a.grad_output, x, a.grad_weight.shape(),
-                                                           a.params, a.grad_bias.defined());
-        Tensor gw = a.grad_weight, gb = a.grad_bias;
-        gw.copy_(g.grad_weight);
-        if (gb.defined()) gb.copy_(g.grad_bias);
-      }),
-      override_existing);
 }
 
 }  // namespace kernels

@@ -5,7 +5,8 @@
 // in vector lanes on the rank's threads, where a loop calling std::erf runs
 // one element at a time (gelu on 2x32x256x256: 27 ms against PyTorch's 4.7 ms,
 // docs/benchmarks.md). bf16 is computed in f32 and rounded once, like the
-// other kernels. f64 and f16 stay on backends/eigen/activation_kernels.cpp.
+// other kernels (by oneDNN, or widened here where oneDNN has no bf16:
+// runs_bf16()). f64 and f16 stay on backends/eigen/activation_kernels.cpp.
 #include <string>
 
 #include "backends/onednn/onednn_common.h"
@@ -53,6 +54,8 @@ dnnl::memory wrap(const Tensor& t) {
 
 // y = f(x).
 Tensor forward(const Tensor& input, const Eltwise& e) {
+  if (input.dtype() == DType::BF16 && !runs_bf16())
+    return forward(input.to(DType::F32), e).to(DType::BF16);
   const Tensor x = input.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   const std::int64_t n = x.numel();
@@ -68,6 +71,8 @@ Tensor forward(const Tensor& input, const Eltwise& e) {
 
 // grad_input = grad_output * f'(x).
 Tensor backward(const Tensor& grad_output, const Tensor& input, const Eltwise& e) {
+  if (input.dtype() == DType::BF16 && !runs_bf16())
+    return backward(grad_output.to(DType::F32), input.to(DType::F32), e).to(DType::BF16);
   const Tensor g = grad_output.contiguous(), x = input.contiguous();
   Tensor gx = Tensor::empty(x.shape(), x.dtype());
   const std::int64_t n = x.numel();

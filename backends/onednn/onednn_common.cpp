@@ -287,6 +287,23 @@ void ExecArgs::run(const dnnl::primitive& prim) const {
       "could not execute a primitive");
 }
 
+bool runs_bf16() {
+  static const bool runs = [] {
+    const dnnl::memory::desc md({1}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::x);
+    try {
+      // Creating the descriptor is the question; it is not used.
+      const dnnl::eltwise_forward::primitive_desc asked(
+          {dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, md, 0.0f, 0.0f},
+          engine());
+      return static_cast<bool>(asked);
+    } catch (const dnnl::error& e) {
+      if (e.status == dnnl_unimplemented) return false;
+      throw;
+    }
+  }();
+  return runs;
+}
+
 void rethrow_unsupported(const dnnl::error& e, const std::string& what) {
   if (e.status == dnnl_unimplemented)
     throw NotSupported("onednn",

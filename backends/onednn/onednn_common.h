@@ -35,6 +35,13 @@ dnnl::stream& stream();
 
 dnnl::memory::data_type data_type(DType t);
 
+/// Whether oneDNN runs bf16 primitives on this CPU: oneDNN 2.6 has bf16
+/// only with AVX-512 (one rule for every primitive), so on an AVX2 CPU the
+/// bf16 convolutions and activations run widened to f32 and rounded once.
+/// Asked of oneDNN itself on first use (loading the library creates no
+/// oneDNN object).
+bool runs_bf16();
+
 /// oneDNN's view of a convolution's geometry (dilation is d - 1 in oneDNN).
 struct ConvDims {
   dnnl::memory::dims src, weights, bias, dst;  // weights are goi... when groups > 1

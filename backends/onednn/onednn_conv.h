@@ -7,6 +7,7 @@
 #include <dnnl.hpp>
 
 #include "backends/onednn/onednn_common.h"
+#include "dtensor/ops/kernels/conv.h"
 #include "dtensor/ops/local_conv.h"
 
 namespace dtensor::onednn {
@@ -23,5 +24,9 @@ void conv_backward_weights(const Tensor& grad_out, const TiledTensor& x, const C
 /// The forward primitive descriptor the backward passes need as a hint (oneDNN
 /// picks backward implementations and layouts compatible with it).
 dnnl::convolution_forward::primitive_desc forward_pd(DType t, const ConvDims& d, bool bias);
+
+/// The three passes of a `narrow` (bf16, f16) convolution computed in f32:
+/// the operands widened, the results rounded once (widened_conv.cpp).
+kernels::DenseConvPasses widened_conv_passes(DType narrow);
 
 }  // namespace dtensor::onednn

@@ -1,6 +1,10 @@
 // oneDNN as the CPU convolution for f32 and bf16: its three passes in the
-// conv.* kernel slots, registered when the library loads.
+// conv.* kernel slots, registered when the library loads. bf16 runs in
+// oneDNN where oneDNN can (AVX-512), else widened to f32 (widened_conv.cpp):
+// asked on the first bf16 convolution, as loading creates no oneDNN object.
 #include <fmt/format.h>
+
+#include <memory>
 
 #include "backends/onednn/onednn_conv.h"
 #include "dtensor/core/errors.h"
@@ -36,14 +40,29 @@ void backward_weights(const kernels::ConvBackwardWeightsArgs& a) {
 // Runs when the shared object loads. It creates no oneDNN object (the engine
 // comes on first use), so loading the library stays fork-safe.
 const bool registered = [] {
-  for (DType t : {DType::F32, DType::BF16}) {
-    register_kernel(kernels::kConvForward, DeviceType::CPU, t,
-                    KernelFunction<kernels::ConvForwardArgs>(forward));
-    register_kernel(kernels::kConvBackwardData, DeviceType::CPU, t,
-                    KernelFunction<kernels::ConvBackwardDataArgs>(backward_data));
-    register_kernel(kernels::kConvBackwardWeights, DeviceType::CPU, t,
-                    KernelFunction<kernels::ConvBackwardWeightsArgs>(backward_weights));
-  }
+  register_kernel(kernels::kConvForward, DeviceType::CPU, DType::F32,
+                  KernelFunction<kernels::ConvForwardArgs>(forward));
+  register_kernel(kernels::kConvBackwardData, DeviceType::CPU, DType::F32,
+                  KernelFunction<kernels::ConvBackwardDataArgs>(backward_data));
+  register_kernel(kernels::kConvBackwardWeights, DeviceType::CPU, DType::F32,
+                  KernelFunction<kernels::ConvBackwardWeightsArgs>(backward_weights));
+  const auto widened = std::make_shared<const kernels::DenseConvKernels>(
+      kernels::dense_conv_kernels(widened_conv_passes(DType::BF16)));
+  register_kernel(
+      kernels::kConvForward, DeviceType::CPU, DType::BF16,
+      KernelFunction<kernels::ConvForwardArgs>([widened](const kernels::ConvForwardArgs& a) {
+        runs_bf16() ? forward(a) : widened->forward(a);
+      }));
+  register_kernel(kernels::kConvBackwardData, DeviceType::CPU, DType::BF16,
+                  KernelFunction<kernels::ConvBackwardDataArgs>(
+                      [widened](const kernels::ConvBackwardDataArgs& a) {
+                        runs_bf16() ? backward_data(a) : widened->backward_data(a);
+                      }));
+  register_kernel(kernels::kConvBackwardWeights, DeviceType::CPU, DType::BF16,
+                  KernelFunction<kernels::ConvBackwardWeightsArgs>(
+                      [widened](const kernels::ConvBackwardWeightsArgs& a) {
+                        runs_bf16() ? backward_weights(a) : widened->backward_weights(a);
+                      }));
   return true;
 }();
 

@@ -40,9 +40,12 @@ void check_channel(DType dt, const Shape& shape, unsigned seed) {
   for (std::int64_t k = 0; k < c; ++k) {
     const double w = want[static_cast<std::size_t>(k)];
     // Each input is exact in f64 (read back as it is stored), so only the
-    // summation's rounding is measured: f32 lanes over blocks, f64 across.
+    // summation's rounding is measured: f32 lanes over blocks of 1024, f64
+    // across. A lane adds 1024 / lanes values, 128 on AVX2 (1.3e-6 of the
+    // sum seen on 20000 values), 64 with AVX-512; one value left out would
+    // be 5e-5.
     REQUIRE(std::abs(S.data<double>()[k] - w) <=
-            (dt == DType::F64 ? 1e-12 : 1e-6) * std::max(1.0, std::abs(w)));
+            (dt == DType::F64 ? 1e-12 : 4e-6) * std::max(1.0, std::abs(w)));
   }
 }
 

@@ -74,6 +74,16 @@ struct DenseConvPasses {
       backward_weights;
 };
 
+/// The three slots' kernels made of `passes` (tiled inputs assembled first,
+/// results copied into the outputs), for a backend that registers them
+/// itself; register_dense_conv_kernels registers them.
+struct DenseConvKernels {
+  KernelFunction<ConvForwardArgs> forward;
+  KernelFunction<ConvBackwardDataArgs> backward_data;
+  KernelFunction<ConvBackwardWeightsArgs> backward_weights;
+};
+DenseConvKernels dense_conv_kernels(DenseConvPasses passes);
+
 /// Registers `passes` for the three slots on (device, dtype): tiled inputs are
 /// assembled first, results copied into the outputs and the input gradient
 /// scattered into its tiles. For backends that read only whole tensors.
