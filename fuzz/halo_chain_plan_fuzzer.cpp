@@ -23,7 +23,7 @@
 #include "ops/window/halo_chain_plan.h"
 
 using namespace dtensor;
-using detail::ChainConvDim;
+using detail::ChainWindowDim;
 
 namespace {
 
@@ -35,7 +35,7 @@ struct Reader {
 };
 
 std::string describe(std::int64_t L, std::int64_t P, std::int64_t r,
-                     const std::vector<ChainConvDim>& convs) {
+                     const std::vector<ChainWindowDim>& convs) {
   std::string s = "L " + std::to_string(L) + " P " + std::to_string(P) + " rank " +
                   std::to_string(r) + " convs";
   for (const auto& c : convs)
@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Reader in{data, size};
   const std::int64_t L = 1 + in.u8() % 40, P = 1 + in.u8() % 8;
   const bool ring = in.u8() % 4 == 0;
-  std::vector<ChainConvDim> convs(static_cast<std::size_t>(1 + in.u8() % 4));
+  std::vector<ChainWindowDim> convs(static_cast<std::size_t>(1 + in.u8() % 4));
   for (auto& c : convs) {
     c.extent = 1 + in.u8() % 9;
     c.pad_left = in.u8() % c.extent;
@@ -100,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::int64_t held_begin = wb, held_end = we;
     for (std::size_t k = 0; k < convs.size(); ++k) {
       const auto& s = plan.steps[k];
-      const ChainConvDim& c = convs[k];
+      const ChainWindowDim& c = convs[k];
       FUZZ_CHECK(s.in_begin == held_begin && s.in_end == held_end);
       if (ring) FUZZ_CHECK(s.pad_left == 0 && s.pad_right == 0);
       // What the outputs read: [out_begin - l, out_end - l + extent - 1).

@@ -4,6 +4,7 @@
 #include <optional>
 #include <typeinfo>
 
+#include "dtensor/core/errors.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/halo_chain.h"
 
@@ -49,6 +50,33 @@ std::optional<ChainConv> padded_conv(const Pad& pad, const Module& next) {
   return c;
 }
 
+// A MaxPool or AvgPool as a chain layer where it keeps the chain fusible:
+// stride 1 and an output as large as its input. A pool that shrinks (the
+// U-Net's way down) ends the run instead, so the layers before it still
+// fuse.
+std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>& layers) {
+  const std::type_info& type = typeid(m);
+  if (type != typeid(MaxPool) && type != typeid(AvgPool)) return std::nullopt;
+  const auto first_conv = std::find_if(layers.begin(), layers.end(), [](const ChainLayer& l) {
+    return std::holds_alternative<ChainConv>(l);
+  });
+  if (first_conv == layers.end()) return std::nullopt;  // a chain starts with a Conv
+  const std::int64_t spatial = std::get<ChainConv>(*first_conv).weight.ndim() - 2;
+  ChainPool pool = type == typeid(MaxPool) ? static_cast<const MaxPool&>(m).chain_layer()
+                                           : static_cast<const AvgPool&>(m).chain_layer();
+  PoolParams p;
+  try {
+    p = pool.params.expanded(spatial);
+  } catch (const InvalidArgument&) {
+    return std::nullopt;  // run alone, it names its bad list itself
+  }
+  for (std::size_t d = 0; d < static_cast<std::size_t>(spatial); ++d)
+    if (p.stride[d] != 1 ||
+        p.padding[d].first + p.padding[d].second != p.dilation[d] * (p.kernel[d] - 1))
+      return std::nullopt;
+  return pool;
+}
+
 // The activation modules, as chain layers.
 std::optional<ChainActivation> activation_of(const Module& m) {
   const std::type_info& type = typeid(m);
@@ -66,8 +94,8 @@ std::optional<ChainActivation> activation_of(const Module& m) {
 // The run of chainable modules from `begin`: its layers, and where it ends.
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
 // the norm before it (relu(norm(x)) is its fused activation); the
-// activations join as layers of their own; a Pad joins the Conv after it
-// (padded_conv).
+// activations join as layers of their own, as do the pools that keep their
+// input's size (pool_of); a Pad joins the Conv after it (padded_conv).
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
                       std::vector<ChainLayer>& layers) {
   std::size_t at = begin;
@@ -92,6 +120,8 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
       std::get<ChainGroupNorm>(layers.back()).relu = true;
     } else if (std::optional<ChainActivation> a = activation_of(m)) {
       layers.emplace_back(std::move(*a));
+    } else if (std::optional<ChainPool> pool = pool_of(m, layers)) {
+      layers.emplace_back(std::move(*pool));
     } else {
       break;
     }

@@ -1,4 +1,5 @@
-// A chain of convolutions and group norms with one halo exchange
+// A chain of convolutions, group norms, activations and pools with one halo
+// exchange
 // (dtensor/ops/halo_chain.h): the operators "halo_chain" and
 // "halo_chain_backward", their handlers, the autograd node that joins them,
 // and the cost model.
@@ -8,7 +9,9 @@
 // convolution then computes the range the layers after it read (its local
 // padding supplies the zeros beyond the input's edges), every norm takes its
 // statistics from the cells the rank owns only (so they are the unfused
-// run's) and normalises the whole range; an activation is element-wise,
+// run's) and normalises the whole range; a pool reduces the taps each
+// output reads (named by global position, so its padding is the unfused
+// run's without any local padding); an activation is element-wise,
 // so it runs on the whole range by its operator's own kernel (the backward
 // too: a halo cell's gradient part times the derivative there is this
 // rank's part of the cell's). With a halo along one dim only,
@@ -53,6 +56,7 @@
 #include "ops/window/halo_chain_call.h"
 #include "ops/window/halo_chain_plan.h"
 #include "ops/window/held_padding.h"
+#include "ops/window/pool_taps.h"
 
 namespace dtensor {
 namespace {
@@ -67,14 +71,19 @@ constexpr int kWindowStream = 0, kGradientStream = 1, kStatsStream = 2;
 // indices among the call's DTensor arguments (-1: none).
 struct Layer {
   bool conv = false;
-  bool activation = false;  // neither: a group norm
+  bool pool = false;
+  bool activation = false;  // none of these: a group norm
   std::string op{};         // an activation's operator
   double negative_slope = 0;
   GeluApproximate approximate = GeluApproximate::None;
-  bool norm() const { return !conv && !activation; }
-  ConvParams params{};  // expanded to the spatial rank; padding explicit
-  std::vector<detail::ChainConvDim> dims{};
-  Boundary boundary = Boundary::Zeros;  // a convolution's padding mode
+  bool norm() const { return !conv && !pool && !activation; }
+  // The layers the plan widens the range for (halo_chain_plan.h's steps).
+  bool windowed() const { return conv || pool; }
+  ConvParams params{};   // expanded to the spatial rank; padding explicit
+  bool average = false;  // a pool: avg_pool, else max_pool
+  PoolParams pool_params{};
+  std::vector<detail::ChainWindowDim> dims{};  // a convolution's or a pool's
+  Boundary boundary = Boundary::Zeros;         // a convolution's padding mode
   std::int64_t num_groups = 1;
   double eps = 0;
   bool relu = false;
@@ -85,7 +94,7 @@ struct Layer {
 // (halo_chain_call.h) and cached on the schema.
 struct Chain {
   std::vector<Layer> layers;
-  std::size_t num_convs = 0;
+  std::size_t num_windowed = 0;  // convolutions and pools
   // Index of the input among the DTensor arguments (1 in the backward).
   int input = 0;
   // The backward only: whether the input's gradient is wanted (when not,
@@ -95,8 +104,14 @@ struct Chain {
 
 // A convolution (parameters expanded to the weight's spatial dims) along
 // spatial dim `d`, as the plan reads it.
-detail::ChainConvDim conv_dim(const ConvParams& p, const Shape& weight, std::size_t d) {
+detail::ChainWindowDim conv_dim(const ConvParams& p, const Shape& weight, std::size_t d) {
   return {p.dilation[d] * (weight[d + 2] - 1) + 1, p.padding[d].first, boundary_of(p.padding_mode)};
+}
+
+// A pool (parameters expanded) along spatial dim `d`: to the plan, a
+// convolution whose padding is its own (never filled from held rows).
+detail::ChainWindowDim pool_dim(const PoolParams& p, std::size_t d) {
+  return {p.dilation[d] * (p.kernel[d] - 1) + 1, p.padding[d].first, Boundary::Zeros};
 }
 
 Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int input,
@@ -121,7 +136,17 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.boundary = boundary_of(c->params.padding_mode);
       for (std::int64_t d = 0; d < spatial; ++d)
         l.dims.push_back(conv_dim(c->params, w, static_cast<std::size_t>(d)));
-      ++chain.num_convs;
+      ++chain.num_windowed;
+    } else if (const auto* pool = std::get_if<ChainPool>(&layer)) {
+      DTENSOR_CHECK_ARG(static_cast<std::int64_t>(pool->params.kernel.size()) == spatial,
+                        kForwardOp, "a pool's kernel has {} entries for {} spatial dims",
+                        pool->params.kernel.size(), spatial);
+      l.pool = true;
+      l.average = pool->average;
+      l.pool_params = pool->params.expanded(spatial);
+      for (std::int64_t d = 0; d < spatial; ++d)
+        l.dims.push_back(pool_dim(l.pool_params, static_cast<std::size_t>(d)));
+      ++chain.num_windowed;
     } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
       l.activation = true;
       l.op = a->op;
@@ -202,8 +227,9 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
   if (!sharded_spatial) return "no spatial dim of the input is sharded: there is no halo";
   const std::int64_t spatial = x.ndim() - 2;
   std::int64_t channels = x.shape()[1];
-  std::size_t convs = 0;
-  std::vector<std::vector<detail::ChainConvDim>> conv_dims(static_cast<std::size_t>(spatial));
+  std::size_t windowed = 0;
+  // Per spatial dim, the window layers (convolutions and pools) in order.
+  std::vector<std::vector<detail::ChainWindowDim>> window_layers(static_cast<std::size_t>(spatial));
   auto parameter_ok = [&](const std::optional<DTensor>& t, const Shape& shape) {
     return !t || (t->mesh() == x.mesh() && replicated(*t) && t->dtype() == x.dtype() &&
                   t->shape() == shape);
@@ -218,14 +244,31 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         return "a convolution's weight does not fit its input's channels";
       if (!parameter_ok(c->bias, {w[0]})) return "a convolution's bias is not [out], replicated";
       for (std::int64_t d = 0; d < spatial; ++d) {
-        const detail::ChainConvDim dim = conv_dim(p, w, static_cast<std::size_t>(d));
+        const detail::ChainWindowDim dim = conv_dim(p, w, static_cast<std::size_t>(d));
         if (p.stride[d] != 1) return "a convolution has a stride";
         if (p.padding[d].first < 0 || p.padding[d].first + p.padding[d].second != dim.extent - 1)
           return "a convolution's output is not as large as its input";
-        conv_dims[static_cast<std::size_t>(d)].push_back(dim);
+        window_layers[static_cast<std::size_t>(d)].push_back(dim);
       }
       channels = w[0];
-      ++convs;
+      ++windowed;
+    } else if (const auto* pool = std::get_if<ChainPool>(&layer)) {
+      const PoolParams p = pool->params.expanded(spatial);
+      for (std::int64_t d = 0; d < spatial; ++d) {
+        const auto i = static_cast<std::size_t>(d);
+        const auto [left, right] = p.padding[i];
+        // PyTorch's rules (pool_ops.cpp checks them on the layer alone).
+        if (p.kernel[i] < 1 || p.dilation[i] < 1 || (pool->average && p.dilation[i] != 1) ||
+            left < 0 || right < 0 || left > p.kernel[i] / 2 || right > p.kernel[i] / 2 ||
+            (p.divisor_override && *p.divisor_override == 0))
+          return "a pool's parameters are not valid (kernel and dilation >= 1, avg_pool "
+                 "undilated, padding within half the kernel, divisor_override not zero)";
+        const detail::ChainWindowDim dim = pool_dim(p, i);
+        if (p.stride[i] != 1) return "a pool has a stride other than 1";
+        if (left + right != dim.extent - 1) return "a pool's output is not as large as its input";
+        window_layers[i].push_back(dim);
+      }
+      ++windowed;
     } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
       if (!known_activation(a->op))
         return "an activation is not relu, leaky_relu, gelu, silu, sigmoid or tanh";
@@ -238,9 +281,10 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         return "a group norm's weight or bias is not [C], replicated";
     }
   }
-  if (convs < 2) return "a chain of fewer than two convolutions saves no exchange";
+  if (windowed < 2)
+    return "a chain of fewer than two window layers (convolutions, pools) saves no exchange";
   for (std::int64_t d = 0; d < spatial; ++d) {
-    const auto& dims = conv_dims[static_cast<std::size_t>(d)];
+    const auto& dims = window_layers[static_cast<std::size_t>(d)];
     const bool reads_held = std::any_of(
         dims.begin(), dims.end(), [](const auto& c) { return c.boundary == Boundary::Reflect; });
     const std::int64_t length = x.shape()[static_cast<std::size_t>(d) + 2];
@@ -260,7 +304,8 @@ struct NormState {
 
 struct ChainState {
   bool save = false;
-  std::vector<TiledTensor> conv_inputs;  // per convolution: the window, then layer outputs
+  // Per window layer (convolution, pool): its input, the first's the window.
+  std::vector<TiledTensor> window_inputs;
   std::vector<NormState> norms;
   std::vector<Tensor> activation_inputs;  // per layer: an activation's input
 };
@@ -286,12 +331,13 @@ struct Geometry {
   std::vector<detail::ChainDimPlan> dims;  // per spatial dim
   bool idle = false;                       // no output on this rank
 
-  // [begin, end) of convolution k's output (k = -1: the window) per dim.
+  // [begin, end) of window layer k's output (k = -1: the window) per dim:
+  // the range of every layer up to the next window layer.
   std::pair<std::int64_t, std::int64_t> range(std::size_t d, int k) const {
     const auto& s = k < 0 ? dims[d].steps.front() : dims[d].steps[static_cast<std::size_t>(k)];
     return k < 0 ? std::pair{s.in_begin, s.in_end} : std::pair{s.out_begin, s.out_end};
   }
-  // The owned cells of a tensor over convolution k's output range.
+  // The owned cells of a tensor over window layer k's output range.
   Tensor owned(const Tensor& t, int k) const {
     Tensor v = t;
     for (std::size_t d = 0; d < dims.size(); ++d)
@@ -299,7 +345,7 @@ struct Geometry {
                    dims[d].owned_end - dims[d].owned_begin);
     return v;
   }
-  // The cells of a tensor over convolution k's range that the rank does not
+  // The cells of a tensor over window layer k's range that the rank does not
   // own, as disjoint slabs: along each dim d, the part before and after the
   // owned range, spanning the owned range on the dims before d and the
   // whole range on the dims after.
@@ -355,17 +401,18 @@ Shape padded_shape(Shape t, const ConvParams::Padding& pads) {
   return t;
 }
 
-std::vector<detail::ChainConvDim> conv_dims(const Chain& c, std::size_t d) {
-  std::vector<detail::ChainConvDim> out;
+// The window layers along spatial dim `d`, as the plan reads them.
+std::vector<detail::ChainWindowDim> window_layers(const Chain& c, std::size_t d) {
+  std::vector<detail::ChainWindowDim> out;
   for (const auto& l : c.layers)
-    if (l.conv) out.push_back(l.dims[d]);
+    if (l.windowed()) out.push_back(l.dims[d]);
   return out;
 }
 
 std::vector<WindowDim> window_dims(const Chain& c, std::int64_t spatial) {
   std::vector<WindowDim> dims;
   for (std::int64_t d = 0; d < spatial; ++d)
-    dims.push_back(detail::chain_window(conv_dims(c, static_cast<std::size_t>(d))));
+    dims.push_back(detail::chain_window(window_layers(c, static_cast<std::size_t>(d))));
   return dims;
 }
 
@@ -375,7 +422,7 @@ Geometry geometry_of(const Chain& c, const WindowExchange& engine, const Shape& 
   for (std::size_t d = 0; d < engine.spans().size(); ++d) {
     const WindowSpan& s = engine.spans()[d];
     const std::int64_t o0 = s.output.offset, o1 = s.output.offset + s.output.length;
-    const auto convs = conv_dims(c, d);
+    const auto convs = window_layers(c, d);
     std::int64_t begin = s.origin, end = s.origin + s.length;
     if (g.idle) {  // the window the rank would read, were there output on every dim
       const WindowDim w = detail::chain_window(convs);
@@ -412,6 +459,47 @@ Tensor activation(const Layer& l, std::vector<OpArg> args, bool backward) {
   const OpSchema schema(op, args);
   return op_kernel(op, t.device().type, t.dtype())(KernelCall{schema, std::move(args), {}, {}})
       .at(0);
+}
+
+// Pool layer `l`'s taps per spatial dim: window layer k's outputs reading
+// the range of the layer before it.
+std::vector<kernels::PoolTaps> pool_taps_of(const Layer& l, const Geometry& g, int k,
+                                            std::int64_t spatial, const Shape& global) {
+  std::vector<kernels::PoolTaps> out;
+  for (std::int64_t d = 0; d < spatial; ++d) {
+    const auto i = static_cast<std::size_t>(d);
+    const PoolParams& p = l.pool_params;
+    const WindowDim dim =
+        WindowDim::sliding(p.kernel[i], 1, p.dilation[i], p.padding[i].first, p.padding[i].second);
+    const detail::ChainStep& s = g.dims[i].steps[static_cast<std::size_t>(k)];
+    const WindowSpan span{
+        d + 2, {s.out_begin, s.out_end - s.out_begin}, s.in_begin, s.in_end - s.in_begin};
+    out.push_back(window::pool_taps(dim, global[i + 2], span));
+  }
+  return out;
+}
+
+// A pool layer on local tensors over its ranges ([N, C, spatial...]).
+void pool_forward(const Layer& l, const std::vector<kernels::PoolTaps>& taps, const Tensor& x,
+                  const Tensor& y) {
+  const DeviceType device = x.device().type;
+  if (l.average)
+    run_kernel(kernels::kAvgPoolForward, device, x.dtype(),
+               {x, taps, {l.pool_params.count_include_pad, l.pool_params.divisor_override}, y});
+  else
+    run_kernel(kernels::kMaxPoolForward, device, x.dtype(), {x, taps, y});
+}
+
+// Its backward: the input's gradient `gx` (overwritten) from the output's
+// `gy`; a halo cell's is this rank's part, as the conv's.
+void pool_backward(const Layer& l, const std::vector<kernels::PoolTaps>& taps, const Tensor& x,
+                   const Tensor& gy, const Tensor& gx) {
+  const DeviceType device = x.device().type;
+  if (l.average)
+    run_kernel(kernels::kAvgPoolBackward, device, x.dtype(),
+               {gy, taps, {l.pool_params.count_include_pad, l.pool_params.divisor_override}, gx});
+  else
+    run_kernel(kernels::kMaxPoolBackward, device, x.dtype(), {x, gy, taps, gx});
 }
 
 // The spatial dim along which the rank's window reaches beyond its own
@@ -468,7 +556,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   const auto kernels = local_conv_kernels(x.to_local().device(), dtype);
   ChainState scratch;
   ChainState& state = t_state ? *t_state : scratch;
-  state.conv_inputs.clear();
+  state.window_inputs.clear();
   state.norms.clear();
   state.activation_inputs.assign(c.layers.size(), Tensor());
 
@@ -493,9 +581,16 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // write their samples into it, the backward and the next layer read it.
   const std::size_t num_layers = c.layers.size();
   std::vector<Tensor> out(num_layers);
-  std::vector<int> conv_of(num_layers);  // the last convolution at or before each layer
+  std::vector<int> window_of(num_layers);  // the last window layer at or before each layer
   for (std::size_t i = 0, k = 0; i < num_layers; ++i)
-    conv_of[i] = static_cast<int>(c.layers[i].conv ? k++ : k - 1);
+    window_of[i] = static_cast<int>(c.layers[i].windowed() ? k++ : k - 1);
+  // A pool's taps per spatial dim: what each output of its range reads of
+  // its input's range, by global position (so the edges are the unfused
+  // pool's: pool_taps.h).
+  std::vector<std::vector<kernels::PoolTaps>> taps(num_layers);
+  for (std::size_t i = 0; i < num_layers && !g.idle; ++i)
+    if (c.layers[i].pool)
+      taps[i] = pool_taps_of(c.layers[i], g, window_of[i], x.ndim() - 2, x.shape());
   std::vector<Tensor> moments(num_layers);  // a norm's [statistics, 3], merged in place
   // A convolution that fills its padding: its input, padded (g.fills).
   std::vector<Tensor> padded(num_layers);
@@ -544,18 +639,23 @@ std::vector<DTensor> forward_handler(OpCall& call) {
       ++last;
     for (std::size_t i = first; i <= last; ++i) {  // the run's outputs, whole
       const Layer& l = c.layers[i];
-      const int k = conv_of[i];
+      const int k = window_of[i];
       if (l.conv) {
         if (g.fills(l, static_cast<std::size_t>(k)))
           padded[i] = Tensor::empty(padded_shape(i == 0 ? window.shape() : out[i - 1].shape(),
                                                  g.padding(static_cast<std::size_t>(k))),
                                     dtype, x.to_local().device());
         if (state.save)
-          state.conv_inputs.push_back(padded[i].defined() ? TiledTensor::whole(padded[i])
-                                      : i == 0            ? window
-                                                          : TiledTensor::whole(out[i - 1]));
+          state.window_inputs.push_back(padded[i].defined() ? TiledTensor::whole(padded[i])
+                                        : i == 0            ? window
+                                                            : TiledTensor::whole(out[i - 1]));
         const Shape shape =
             range_shape({batch, in[static_cast<std::size_t>(l.weight)].shape()[0]}, g, k);
+        out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
+                        : Tensor::empty(shape, dtype, x.to_local().device());
+      } else if (l.pool) {
+        if (state.save) state.window_inputs.push_back(TiledTensor::whole(out[i - 1]));
+        const Shape shape = range_shape({batch, out[i - 1].size(1)}, g, k);
         out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
                         : Tensor::empty(shape, dtype, x.to_local().device());
       } else if (l.activation) {
@@ -571,7 +671,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
       finish_norm(piece);
       for (std::size_t i = first; i <= last; ++i) {
         const Layer& l = c.layers[i];
-        const int k = conv_of[i];
+        const int k = window_of[i];
         if (l.conv) {
           if (g.idle) continue;
           const Tensor& w = in[static_cast<std::size_t>(l.weight)].to_local();
@@ -611,6 +711,10 @@ std::vector<DTensor> forward_handler(OpCall& call) {
           window_ready = true;
           rows(0, a);
           rows(b, step.out_end - step.out_begin);
+          continue;
+        }
+        if (l.pool) {
+          if (!g.idle) pool_forward(l, taps[i], samples_of(out[i - 1], p), samples_of(out[i], p));
           continue;
         }
         if (l.activation) {  // element-wise: halo cells as owned ones
@@ -740,7 +844,7 @@ void finish_norm_backward(NormBackward& b, const Geometry& geo, int k, const Ten
 }
 
 std::vector<DTensor> backward_handler(OpCall& call) {
-  DTENSOR_CHECK_ARG(t_state && !t_state->conv_inputs.empty(), kBackwardOp,
+  DTENSOR_CHECK_ARG(t_state && !t_state->window_inputs.empty(), kBackwardOp,
                     "runs only inside backward() of a recorded halo_chain");
   const ChainState& state = *t_state;
   const Chain& c = chain_of(call.schema(), true);
@@ -756,7 +860,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   // Per DTensor argument after grad_output and x: its gradient.
   std::vector<Tensor> grads(in.size());
   Tensor g = gy.to_local().contiguous();
-  int k = static_cast<int>(c.num_convs) - 1;
+  int k = static_cast<int>(c.num_windowed) - 1;
   std::size_t norm_index = state.norms.size();
   Tensor grad_x;
   // The forward's pieces of the batch: a norm's sums are posted piece by
@@ -820,8 +924,33 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       if (!geo.idle) g = activation(l, {g, state.activation_inputs.at(i)}, true);
       continue;
     }
+    if (l.pool) {
+      // As a convolution's (below): the norm after it finished piece by
+      // piece, the norm before it begun as each piece's gradient is there.
+      std::optional<BegunNorm> finishing;
+      finishing.swap(begun);
+      const Tensor out_grad = finishing ? finishing->grad_input : g;
+      const Tensor input = state.window_inputs.at(static_cast<std::size_t>(k)).assemble();
+      const Tensor gi = Tensor::empty(input.shape(), g.dtype(), g.device());
+      if (c.layers[i - 1].norm()) begun = begin_norm(i - 1, gi);
+      const auto taps = geo.idle ? std::vector<kernels::PoolTaps>()
+                                 : pool_taps_of(l, geo, k, x.ndim() - 2, x.shape());
+      for (std::size_t q = 0; q < pieces.size(); ++q) {
+        if (finishing) finish_piece(*finishing, q);
+        const BatchPiece& piece = pieces[q];
+        if (geo.idle)
+          samples_of(gi, piece).zero_();
+        else
+          pool_backward(l, taps, samples_of(input, piece), samples_of(out_grad, piece),
+                        samples_of(gi, piece));
+        if (begun) begin_piece(*begun, gi, q);
+      }
+      g = gi;
+      --k;
+      continue;
+    }
     if (!l.conv) {
-      if (begun && begun->layer == i) {  // begun by the convolution after it
+      if (begun && begun->layer == i) {  // begun by the window layer after it
         --norm_index;
         continue;
       }
@@ -847,7 +976,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     const Tensor out_grad = finishing ? finishing->grad_input : g;
     const bool norm_before = i > 0 && c.layers[i - 1].norm();
     const ConvParams p = geo.params(l, static_cast<std::size_t>(k));
-    const TiledTensor& input = state.conv_inputs.at(static_cast<std::size_t>(k));
+    const TiledTensor& input = state.window_inputs.at(static_cast<std::size_t>(k));
     // A convolution that filled its padding ran on a padded copy: its
     // gradient is folded back onto the rows the padding came from.
     const bool fills = geo.fills(l, static_cast<std::size_t>(k));
@@ -1047,7 +1176,13 @@ bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers
 DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers) {
   const auto why = halo_chain_refusal(input, layers);
   DTENSOR_CHECK_ARG(!why, kForwardOp, "cannot run as one exchange: {}", why.value_or(""));
-  std::vector<OpArg> args = halo::ChainCall::Fields::encode(input, layers);
+  // A pool's lists spelled out for the input's spatial dims (a
+  // convolution's follow its weight), so equal chains have equal keys.
+  std::vector<ChainLayer> spelled = layers;
+  for (ChainLayer& layer : spelled)
+    if (auto* pool = std::get_if<ChainPool>(&layer))
+      pool->params = pool->params.expanded(input.ndim() - 2);
+  std::vector<OpArg> args = halo::ChainCall::Fields::encode(input, spelled);
   bool record = is_grad_enabled();
   if (record)
     record = std::any_of(args.begin(), args.end(), [](const OpArg& a) {

@@ -45,6 +45,17 @@ void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& lay
     out.emplace_back(None{});
     return;
   }
+  if (const auto* pool = std::get_if<ChainPool>(&layer)) {
+    // Stride 1 and ceil_mode are not spelled: a chain's pools have no other
+    // stride, and ceil_mode changes nothing at stride 1.
+    out.emplace_back(std::string(pool->average ? "avg_pool" : "max_pool"));
+    out.emplace_back(IntList(pool->params.kernel));
+    ArgCodec<ConvParams::Padding>::encode(out, pool->params.padding);
+    out.emplace_back(IntList(pool->params.dilation));
+    out.emplace_back(pool->params.count_include_pad);
+    ArgCodec<std::optional<std::int64_t>>::encode(out, pool->params.divisor_override);
+    return;
+  }
   const auto& n = std::get<ChainGroupNorm>(layer);
   out.emplace_back(std::string("group_norm"));
   out.emplace_back(n.num_groups);
@@ -57,7 +68,8 @@ void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& lay
 ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::string_view field) {
   const std::string& kind = detail::call_arg<std::string>(
       s, at, field,
-      "a layer kind (\"conv\", \"conv_reflect\", ..., \"group_norm\" or \"activation\")");
+      "a layer kind (\"conv\", \"conv_reflect\", ..., \"group_norm\", \"activation\", "
+      "\"max_pool\" or \"avg_pool\")");
   auto optional = [&](std::size_t i, std::string_view name) {
     const DTensor* t = ArgCodec<const DTensor*>::decode(s, i, name);
     return t ? std::optional<DTensor>(*t) : std::nullopt;
@@ -89,6 +101,24 @@ ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::
                       field, approximate);
     a.approximate = approximate == "tanh" ? GeluApproximate::Tanh : GeluApproximate::None;
     return a;
+  }
+  if (kind == "max_pool" || kind == "avg_pool") {
+    ChainPool pool;
+    pool.average = kind == "avg_pool";
+    PoolParams& p = pool.params;
+    p.kernel = ArgCodec<IntList>::decode(s, at + 1, "a pool's kernel");
+    p.padding = ArgCodec<ConvParams::Padding>::decode(s, at + 2, "a pool's padding");
+    p.dilation = ArgCodec<IntList>::decode(s, at + 3, "a pool's dilation");
+    p.count_include_pad = ArgCodec<bool>::decode(s, at + 4, "a pool's count_include_pad");
+    p.divisor_override =
+        ArgCodec<std::optional<std::int64_t>>::decode(s, at + 5, "a pool's divisor_override");
+    DTENSOR_CHECK_ARG(p.padding.size() == p.kernel.size() && p.dilation.size() == p.kernel.size(),
+                      "dispatch",
+                      "{}: {}: a pool's kernel, padding and dilation need one entry per spatial "
+                      "dim each, got {}, {} and {}",
+                      s.op(), field, p.kernel.size(), p.padding.size(), p.dilation.size());
+    p.stride.assign(p.kernel.size(), 1);
+    return pool;
   }
   DTENSOR_CHECK_ARG(kind == "group_norm", "dispatch", "{}: {}: unknown layer kind '{}'", s.op(),
                     field, kind);

@@ -8,10 +8,13 @@
 // Each layer is six arguments: "conv", weight, bias|None, padding (left,
 // right per spatial dim, one flat list), dilation, groups; or "group_norm",
 // num_groups, eps, weight|None, bias|None, relu; or "activation", op,
-// negative_slope, approximate ("none" | "tanh"), None, None (the width is
-// every layer's). A convolution's kind names its padding mode: "conv"
+// negative_slope, approximate ("none" | "tanh"), None, None; or "max_pool" |
+// "avg_pool", kernel, padding (flat, as a convolution's), dilation,
+// count_include_pad, divisor_override|None (the width is every layer's; a
+// pool's lists are spelled out for the input's spatial dims). A
+// convolution's kind names its padding mode: "conv"
 // (zeros), "conv_reflect", "conv_replicate", "conv_circular". Its stride is
-// 1: a chain holds no other (halo_chain_refusal).
+// 1, as a pool's: a chain holds no other (halo_chain_refusal).
 #pragma once
 
 #include <string_view>

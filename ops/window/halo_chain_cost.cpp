@@ -54,39 +54,67 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       if (e != d) cells *= static_cast<double>(local[e + 2]);
     return cells;
   };
-  // Forward order: what each convolution reads beyond its input on each
-  // side summed over both sides (its extent - 1), and its input's channels.
+  // The window layers in forward order: what each reads beyond its input
+  // per dim, summed over both sides (its extent - 1), its input's channels,
+  // and the flops of an output cell in the forward, backward-data and
+  // backward-weights (a pool's: a tap per cell each way).
+  struct WindowLayer {
+    std::vector<double> reach;
+    double channels = 0, flops = 0;
+  };
+  std::vector<WindowLayer> windowed;
   std::vector<const ChainConv*> convs;
-  for (const auto& layer : layers)
-    if (const auto* c = std::get_if<ChainConv>(&layer)) convs.push_back(c);
-  // A ring (every convolution pads circularly) also widens its ranges
-  // along the dims that are not sharded: the wrap is recomputed there too.
-  const bool ring = std::all_of(convs.begin(), convs.end(), [](const ChainConv* c) {
-    return c->params.padding_mode == PaddingMode::Circular;
-  });
+  double channels = static_cast<double>(x.shape()[1]);
+  for (const auto& layer : layers) {
+    WindowLayer wl;
+    wl.channels = channels;
+    if (const auto* c = std::get_if<ChainConv>(&layer)) {
+      convs.push_back(c);
+      const Shape& w = c->weight.shape();
+      const ConvParams p = c->params.expanded(static_cast<std::int64_t>(spatial));
+      double taps = 1;
+      for (std::size_t d = 0; d < spatial; ++d) {
+        wl.reach.push_back(static_cast<double>(p.dilation[d] * (w[d + 2] - 1)));
+        taps *= static_cast<double>(w[d + 2]);
+      }
+      wl.flops = 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps;
+      channels = static_cast<double>(w[0]);
+    } else if (const auto* pool = std::get_if<ChainPool>(&layer)) {
+      const PoolParams p = pool->params.expanded(static_cast<std::int64_t>(spatial));
+      double taps = 1;
+      for (std::size_t d = 0; d < spatial; ++d) {
+        wl.reach.push_back(static_cast<double>(p.dilation[d] * (p.kernel[d] - 1)));
+        taps *= static_cast<double>(p.kernel[d]);
+      }
+      wl.flops = 2 * taps * channels;
+    } else {
+      continue;
+    }
+    windowed.push_back(std::move(wl));
+  }
+  // A ring (every convolution pads circularly; it holds no pool) also
+  // widens its ranges along the dims that are not sharded: the wrap is
+  // recomputed there too.
+  const bool ring = convs.size() == windowed.size() &&
+                    std::all_of(convs.begin(), convs.end(), [](const ChainConv* c) {
+                      return c->params.padding_mode == PaddingMode::Circular;
+                    });
   const double item = static_cast<double>(dtype_size(x.dtype()));
   double unfused_bytes = 0, fused_bytes = 0, recompute_flops = 0;
   for (std::size_t d = 0; d < spatial; ++d) {
     if (!sharded[d] && !ring) continue;
-    double later = 0;  // what the convolutions after k read beyond the share
-    for (std::size_t k = convs.size(); k-- > 0;) {
-      const Shape& w = convs[k]->weight.shape();
-      const ConvParams p = convs[k]->params.expanded(static_cast<std::int64_t>(spatial));
-      const double extent = static_cast<double>(p.dilation[d] * (w[d + 2] - 1));
-      double taps = 1;
-      for (std::size_t e = 0; e < spatial; ++e)
-        taps *= static_cast<double>(w[e + 2]);
-      // Forward, backward-data and backward-weights over the extra outputs.
-      recompute_flops += 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps * slab(d, later);
-      if (sharded[d])
-        unfused_bytes += slab(d, extent) * static_cast<double>(w[1] * p.groups) * item;
-      later += extent;
+    double later = 0;  // what the layers after k read beyond the share
+    for (std::size_t k = windowed.size(); k-- > 0;) {
+      const WindowLayer& wl = windowed[k];
+      recompute_flops += wl.flops * slab(d, later);
+      if (sharded[d]) unfused_bytes += slab(d, wl.reach[d]) * wl.channels * item;
+      later += wl.reach[d];
     }
     if (sharded[d]) fused_bytes += slab(d, later) * static_cast<double>(x.shape()[1]) * item;
   }
-  // Forward and backward: the exchanges of every convolution but the first
-  // are saved; the bytes move into the one exchange.
-  const double saved_messages = static_cast<double>(convs.size() - 1) * messages;
+  // Forward and backward: the exchanges of every window layer but the
+  // first are saved; the bytes move into the one exchange.
+  const double saved_messages = static_cast<double>(windowed.size() - 1) * messages;
   const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth);
   // The padded copies (every rank's range meets an edge of some padded dim,
   // or waits for one whose does).

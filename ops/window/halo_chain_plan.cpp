@@ -7,13 +7,13 @@
 
 namespace dtensor::detail {
 
-bool chain_is_ring(const std::vector<ChainConvDim>& convs) {
-  return !convs.empty() && std::all_of(convs.begin(), convs.end(), [](const ChainConvDim& c) {
+bool chain_is_ring(const std::vector<ChainWindowDim>& convs) {
+  return !convs.empty() && std::all_of(convs.begin(), convs.end(), [](const ChainWindowDim& c) {
     return c.boundary == Boundary::Circular;
   });
 }
 
-WindowDim chain_window(const std::vector<ChainConvDim>& convs) {
+WindowDim chain_window(const std::vector<ChainWindowDim>& convs) {
   std::int64_t extent = 1, left = 0, right = 0;
   for (const auto& c : convs) {
     extent += c.extent - 1;
@@ -25,8 +25,8 @@ WindowDim chain_window(const std::vector<ChainConvDim>& convs) {
 }
 
 std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int64_t smallest_shard,
-                                                  const std::vector<ChainConvDim>& convs) {
-  const bool circular = std::any_of(convs.begin(), convs.end(), [](const ChainConvDim& c) {
+                                                  const std::vector<ChainWindowDim>& convs) {
+  const bool circular = std::any_of(convs.begin(), convs.end(), [](const ChainWindowDim& c) {
     return c.boundary == Boundary::Circular;
   });
   if (circular && !chain_is_ring(convs))
@@ -40,7 +40,7 @@ std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int6
   // What the convolutions from k on read beyond the share, on each side.
   std::int64_t reach_left = 0, reach_right = 0;
   for (std::size_t k = convs.size(); k-- > 0;) {
-    const ChainConvDim& c = convs[k];
+    const ChainWindowDim& c = convs[k];
     reach_left += c.pad_left;
     reach_right += c.pad_right();
     if (c.boundary != Boundary::Reflect) continue;
@@ -59,12 +59,12 @@ std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int6
 
 ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::int64_t owned_end,
                             std::int64_t window_begin, std::int64_t window_end,
-                            const std::vector<ChainConvDim>& convs) {
+                            const std::vector<ChainWindowDim>& convs) {
   ChainDimPlan plan;
   plan.owned_begin = owned_begin;
   plan.owned_end = owned_end;
   const bool idle = owned_end <= owned_begin;
-  // What the convolutions after k read beyond the share, on each side.
+  // What the window layers after k read beyond the share, on each side.
   std::vector<std::int64_t> later_left(convs.size(), 0), later_right(convs.size(), 0);
   for (std::size_t k = convs.size(); k-- > 1;) {
     later_left[k - 1] = later_left[k] + convs[k].pad_left;
@@ -88,14 +88,14 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
     // the held input [in_begin, in_end) up with [out_begin, out_end).
     s.pad_left = s.in_begin - s.out_begin + convs[k].pad_left;
     s.pad_right = s.out_end - convs[k].pad_left + convs[k].extent - 1 - s.in_end;
-    DTENSOR_CHECK_ARG(s.pad_left >= 0 && s.pad_right >= 0 && s.pad_left < convs[k].extent &&
-                          s.pad_right < convs[k].extent,
-                      "halo_chain",
-                      "internal: convolution {} needs input [{}, {}) for output [{}, {}) but holds "
-                      "[{}, {})",
-                      k, s.out_begin - convs[k].pad_left,
-                      s.out_end - convs[k].pad_left + convs[k].extent - 1, s.out_begin, s.out_end,
-                      s.in_begin, s.in_end);
+    DTENSOR_CHECK_ARG(
+        s.pad_left >= 0 && s.pad_right >= 0 && s.pad_left < convs[k].extent &&
+            s.pad_right < convs[k].extent,
+        "halo_chain",
+        "internal: window layer {} needs input [{}, {}) for output [{}, {}) but holds "
+        "[{}, {})",
+        k, s.out_begin - convs[k].pad_left, s.out_end - convs[k].pad_left + convs[k].extent - 1,
+        s.out_begin, s.out_end, s.in_begin, s.in_end);
     // A padding filled from held rows needs them held (chain_boundary_refusal):
     // reflect reads the edge row and `pad` more, replicate the edge row.
     const std::int64_t held = s.in_end - s.in_begin;
@@ -105,8 +105,8 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
       rows_read = std::max(s.pad_left, s.pad_right) + 1;
     if (pads && convs[k].boundary == Boundary::Replicate) rows_read = 1;
     DTENSOR_CHECK_ARG(idle || held >= rows_read, "halo_chain",
-                      "internal: convolution {} fills its {} padding ({}, {}) from {} held rows", k,
-                      boundary_name(convs[k].boundary), s.pad_left, s.pad_right, held);
+                      "internal: window layer {} fills its {} padding ({}, {}) from {} held rows",
+                      k, boundary_name(convs[k].boundary), s.pad_left, s.pad_right, held);
     plan.steps.push_back(s);
     in_begin = s.out_begin;
     in_end = s.out_end;

@@ -5,8 +5,9 @@
 // geometry in, ranges out; tested against brute force and fuzzed
 // (fuzz/halo_chain_plan_fuzzer.cpp).
 //
-// Convolution k (stride 1, "same": pad_left + pad_right = extent - 1) must
-// give its output where the convolutions after it read: the rank's share
+// Window layer k (a convolution, or a pool, which the plan reads as one;
+// stride 1, "same": pad_left + pad_right = extent - 1) must give its output
+// where the window layers after it read: the rank's share
 // [o0, o1) widened by the later ones' padding, clipped to [0, L). Positions
 // outside [0, L) are the next convolution's padding, so they are never
 // computed: the local padding brings them in, as zeros or (reflect,
@@ -25,21 +26,21 @@
 
 namespace dtensor::detail {
 
-/// One convolution of the chain along one dim.
-struct ChainConvDim {
+/// One window layer of the chain (a convolution or a pool) along one dim.
+struct ChainWindowDim {
   std::int64_t extent = 1;              // dilation * (kernel - 1) + 1
   std::int64_t pad_left = 0;            // pad_right = extent - 1 - pad_left
-  Boundary boundary = Boundary::Zeros;  // the convolution's padding mode
+  Boundary boundary = Boundary::Zeros;  // its padding mode (a pool's: Zeros)
   std::int64_t pad_right() const { return extent - 1 - pad_left; }
 };
 
 /// Whether every convolution pads circularly: the chain is a ring.
-bool chain_is_ring(const std::vector<ChainConvDim>& convs);
+bool chain_is_ring(const std::vector<ChainWindowDim>& convs);
 
 /// What the exchange must bring: the chain read as one sliding window
 /// (Boundary::Circular for a ring, else Boundary::Zeros: the window stops
 /// at the input's edges and every convolution pads locally).
-WindowDim chain_window(const std::vector<ChainConvDim>& convs);
+WindowDim chain_window(const std::vector<ChainWindowDim>& convs);
 
 /// Why the convolutions cannot run as one exchange along a dim of `length`
 /// whose smallest non-empty shard is `smallest_shard` (the length when the
@@ -51,7 +52,7 @@ WindowDim chain_window(const std::vector<ChainConvDim>& convs);
 /// share widened by the later convolutions' right reach (and mirrored on the
 /// right). Pure; the same on every rank.
 std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int64_t smallest_shard,
-                                                  const std::vector<ChainConvDim>& convs);
+                                                  const std::vector<ChainWindowDim>& convs);
 
 struct ChainStep {
   // Global ranges: the convolution's input (what the rank holds of it) and
@@ -72,7 +73,7 @@ struct ChainDimPlan {
 /// output (an empty share) computes nothing: every range is empty.
 ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::int64_t owned_end,
                             std::int64_t window_begin, std::int64_t window_end,
-                            const std::vector<ChainConvDim>& convs);
+                            const std::vector<ChainWindowDim>& convs);
 
 /// Outputs [a, b) of a step (step-local: 0 is out_begin) and what they
 /// read: held input [in_a, in_b) (step-local: 0 is in_begin) with the local

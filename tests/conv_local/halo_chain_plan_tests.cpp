@@ -19,12 +19,12 @@
 #include "ops/window/halo_chain_plan.h"
 
 using namespace dtensor;
-using detail::ChainConvDim;
+using detail::ChainWindowDim;
 
 namespace {
 
 struct Conv1d {
-  ChainConvDim dim;
+  ChainWindowDim dim;
   std::int64_t dilation = 1;
   std::vector<double> taps;  // kernel = taps.size()
 };
@@ -46,7 +46,7 @@ std::vector<double> conv(const std::vector<double>& in, const Conv1d& c, std::in
 // `max_dilation`, 1-5 taps, any "same" padding) and its plan dims.
 struct RandomChain {
   std::vector<Conv1d> convs;
-  std::vector<ChainConvDim> dims;
+  std::vector<ChainWindowDim> dims;
 };
 RandomChain random_chain(std::mt19937_64& rng, std::int64_t max_convs, std::int64_t max_dilation) {
   auto uni = [&](std::int64_t lo, std::int64_t hi) {

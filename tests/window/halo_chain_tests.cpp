@@ -1,6 +1,7 @@
 // One halo exchange per chain (dtensor/ops/halo_chain.h), on real ranks: a
-// random chain of "same" convolutions and group norms (with and without
-// relu, weights and biases; every padding mode) run fused equals the same
+// random chain of "same" convolutions, group norms (with and without relu,
+// weights and biases), activations and stride-1 max and average pools
+// (every padding mode) run fused equals the same
 // layers run one by one, forward and every gradient (the input's and each
 // parameter's), in f64 to 1e-12 relative. Random shapes of one to three
 // spatial dims small enough that shards are uneven or empty and halos reach
@@ -29,6 +30,7 @@
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/dtensor.h"
 #include "tests/support/multiprocess.h"
 #include "tests/support/scoped_config.h"
@@ -50,6 +52,7 @@ struct LayerSpec {
   std::int64_t groups = 1;
   bool relu = false;
   std::optional<ChainActivation> activation{};  // set: an activation layer
+  std::optional<ChainPool> pool{};              // set: a pool layer
 };
 
 // A random activation layer (after a convolution or a norm).
@@ -59,6 +62,34 @@ LayerSpec random_activation(std::mt19937_64& rng) {
   a.activation = ChainActivation{ops[uni(rng, 0, 5)], 0.01 * static_cast<double>(uni(rng, 1, 30)),
                                  uni(rng, 0, 1) ? GeluApproximate::Tanh : GeluApproximate::None};
   return a;
+}
+
+// A random stride-1 pool whose output is as large as its input: each
+// padding side within half the kernel (PyTorch's rule), max pools dilated
+// where that still allows it.
+LayerSpec random_pool(std::mt19937_64& rng, std::int64_t spatial) {
+  LayerSpec l;
+  ChainPool pool;
+  pool.average = uni(rng, 0, 1) == 1;
+  PoolParams& p = pool.params;
+  p.kernel.clear();
+  p.padding.clear();
+  p.dilation.clear();
+  p.stride.assign(static_cast<std::size_t>(spatial), 1);
+  for (std::int64_t d = 0; d < spatial; ++d) {
+    const std::int64_t kernel = uni(rng, 1, 4);
+    const std::int64_t dilation = !pool.average && kernel == 2 && uni(rng, 0, 1) ? 2 : 1;
+    const std::int64_t reach = dilation * (kernel - 1), half = kernel / 2;
+    const std::int64_t left =
+        uni(rng, std::max<std::int64_t>(0, reach - half), std::min(half, reach));
+    p.kernel.push_back(kernel);
+    p.dilation.push_back(dilation);
+    p.padding.emplace_back(left, reach - left);
+  }
+  p.count_include_pad = uni(rng, 0, 1) == 1;
+  if (pool.average && uni(rng, 0, 3) == 0) p.divisor_override = uni(rng, 1, 5);
+  l.pool = pool;
+  return l;
 }
 
 struct Case {
@@ -127,6 +158,8 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
     c.layers.push_back(conv);
     channels = out;
     if (uni(rng, 0, 3) == 0) c.layers.push_back(random_activation(rng));
+    // Pools pad their own way: not in a ring.
+    if (family < 3 && uni(rng, 0, 2) == 0) c.layers.push_back(random_pool(rng, spatial));
     if (uni(rng, 0, 3) > 0) {
       LayerSpec norm;
       std::vector<std::int64_t> divisors;
@@ -152,7 +185,9 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
   for (const auto& p : c.placements)
     c.what += " " + p.str();
   for (const auto& l : c.layers)
-    c.what += l.activation
+    c.what += l.pool ? fmt::format(" | {} {}", l.pool->average ? "avg_pool" : "max_pool",
+                                   l.pool->params.str())
+              : l.activation
                   ? fmt::format(" | {} {} {}", l.activation->op, l.activation->negative_slope,
                                 gelu_approximate_name(l.activation->approximate))
               : l.conv ? fmt::format(" | conv w{} {}", shape_str(l.weight.shape()), l.params.str())
@@ -181,6 +216,8 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
   for (const auto& l : c.layers) {
     if (l.activation) {
       chain.emplace_back(*l.activation);
+    } else if (l.pool) {
+      chain.emplace_back(*l.pool);
     } else if (l.conv) {
       const auto w = leaf(l.weight);
       chain.emplace_back(ChainConv{*w, leaf(l.bias), l.params});
@@ -199,6 +236,8 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
     for (const auto& layer : chain) {
       if (const auto* conv = std::get_if<ChainConv>(&layer)) {
         y = convolution(y, conv->weight, conv->bias, conv->params);
+      } else if (const auto* pool = std::get_if<ChainPool>(&layer)) {
+        y = pool->average ? avg_pool(y, pool->params) : max_pool(y, pool->params);
       } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
         y = a->op == "relu"         ? relu(y)
             : a->op == "leaky_relu" ? leaky_relu(y, a->negative_slope)
@@ -242,7 +281,7 @@ double max_relative_error(const Tensor& a, const Tensor& b) {
 void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtype = DType::F64,
                double tolerance = 1e-12) {
   std::mt19937_64 rng(seed);
-  int refused = 0, fused_with_modes = 0;
+  int refused = 0, fused_with_modes = 0, fused_with_pools = 0;
   for (int k = 0; k < cases; ++k) {
     const Case c = random_case(rng, mesh, 100 * seed + static_cast<std::uint64_t>(k) * 10);
     INFO(fmt::format("case {}: {}", k, c.what));
@@ -258,15 +297,39 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
       continue;
     }
     fused_with_modes += modes;
+    fused_with_pools += std::any_of(c.layers.begin(), c.layers.end(),
+                                    [](const LayerSpec& l) { return l.pool.has_value(); });
     REQUIRE(fused.size() == unfused.size());
+    // The same layers on one process (the input replicated), run only where
+    // the two differ by more than the tolerance: a gradient that is zero
+    // analytically (a convolution's weight before a norm of one channel per
+    // group) comes out as rounding noise of the large intermediates, and
+    // the unfused run's own distance from the one-process result says how
+    // large that noise is. A wrong row or fold is of the order of 1.
+    std::vector<Tensor> one_process;
     for (std::size_t i = 0; i < fused.size(); ++i) {
-      INFO(fmt::format("result {} (0: output, 1: input's gradient, then the parameters')", i));
-      CHECK(max_relative_error(fused[i], unfused[i]) <= tolerance);
+      const double error = max_relative_error(fused[i], unfused[i]);
+      double noise = 0;
+      if (error > tolerance) {
+        if (one_process.empty()) {
+          Case alone = c;
+          alone.placements.assign(alone.placements.size(), Replicate());
+          one_process = run(alone, mesh, false, data_seed, dtype);
+        }
+        noise = max_relative_error(unfused[i], one_process[i]);
+      }
+      INFO(fmt::format(
+          "result {} (0: output, 1: input's gradient, then the parameters'): {:.3e} (the "
+          "unfused run's rounding: {:.3e})",
+          i, error, noise));
+      CHECK(error <= tolerance + 2 * noise);
     }
   }
   // The draw reaches chains with padding modes, and most of them fuse.
-  INFO(fmt::format("{} chains with padding modes fused, {} refused", fused_with_modes, refused));
-  CHECK(fused_with_modes >= cases / 4);
+  INFO(fmt::format("{} chains with padding modes fused, {} refused, {} with pools fused",
+                   fused_with_modes, refused, fused_with_pools));
+  CHECK(fused_with_modes >= cases / 5);
+  CHECK(fused_with_pools >= cases / 4);
   CHECK(refused <= fused_with_modes);
 }
 
@@ -355,6 +418,33 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK(halo_chain_refusal(x, {a, ChainActivation{"softplus"}, a})
               .value_or("")
               .find("activation is not") != std::string::npos);
+    // Pools: stride 1 and "same" only, PyTorch's rules, never in a ring; a
+    // convolution and a pool are two window layers.
+    auto pool = [](bool average, std::vector<std::int64_t> kernel, ConvParams::Padding padding,
+                   std::vector<std::int64_t> stride = {1}) {
+      ChainPool out{average, {}};
+      out.params.kernel = std::move(kernel);
+      out.params.padding = std::move(padding);
+      out.params.stride = std::move(stride);
+      return out;
+    };
+    const ChainPool max3 = pool(false, {3}, {{1, 1}});
+    CHECK_FALSE(halo_chain_refusal(x, {a, max3}));
+    CHECK_FALSE(halo_chain_refusal(x, {a, ChainActivation{"relu"}, pool(true, {2}, {{1, 0}}), a}));
+    CHECK(halo_chain_refusal(x, {a, pool(false, {2}, {{0, 0}}, {2})})
+              .value_or("")
+              .find("pool has a stride") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, pool(false, {3}, {{0, 0}})})
+              .value_or("")
+              .find("pool's output is not as large") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, pool(true, {3}, {{2, 0}})})
+              .value_or("")
+              .find("pool's parameters") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {circular, max3}).value_or("").find("mixes circular") !=
+          std::string::npos);
+    CHECK(halo_chain_refusal(x, {max3, a}).value_or("").find("start with a convolution") !=
+          std::string::npos);
+    CHECK(halo_chain_saving(x, {a, max3}) > 0);
     const DTensor w7 = distribute_tensor(Tensor::rand({2, 2, 7, 7}, DType::F64, 4), mesh, R);
     ConvParams same7;
     same7.padding = {{3, 3}};
@@ -525,6 +615,23 @@ TEST_CASE(
           std::make_shared<nn::Conv2d>(4, 2, 3, valid)});
       padded->distribute(mesh);
       fused_equals_unfused(*padded, Shard(2), 8, chains);
+    }
+    // Stride-1 "same" pools join the chain; one that halves ends it: the
+    // layers before it still fuse, the rest (a pool first) runs alone.
+    for (const bool halving : {false, true}) {
+      PoolParams pooling;
+      pooling.kernel = {halving ? 2 : 3};
+      pooling.stride = {halving ? 2 : 1};
+      pooling.padding = {{halving ? 0 : 1, halving ? 0 : 1}};
+      auto pooled = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 4, 3, o),
+          std::make_shared<nn::MaxPool>(pooling),
+          std::make_shared<nn::AvgPool>(PoolParams{{3}, {1}, {{1, 1}}}),
+          std::make_shared<nn::Conv2d>(4, 2, 3, o)});
+      pooled->distribute(mesh);
+      fused_equals_unfused(*pooled, Shard(2), 10, 1);
     }
     // Replicated input: nothing to fuse, the layers run one by one.
     ChainCounter counter;

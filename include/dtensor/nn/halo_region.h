@@ -1,5 +1,5 @@
 // Modules whose halo exchanges are fused: a chain of convolutions, group
-// norms and activations exchanges its combined halo once, forward and backward
+// norms, activations and "same" pools exchanges its combined halo once, forward and backward
 // (dtensor/ops/halo_chain.h), wherever the input is spatially sharded, the
 // chain fits and the cost model says it pays; otherwise the modules run one
 // by one. Either way the results are the same (to rounding).
@@ -14,8 +14,9 @@ namespace dtensor::nn {
 /// `modules` applied in order to `input`. Every run of Conv (stride 1,
 /// "same"; any padding mode halo_chain_refusal() accepts), GroupNorm,
 /// InstanceNorm (a group norm with a group per channel), ReLU (after a norm:
-/// its fused activation), LeakyReLU, GELU, SiLU, Sigmoid and Tanh that
-/// starts with a Conv and holds two or more
+/// its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, and MaxPool
+/// and AvgPool of stride 1 whose output is as large as their input, that
+/// starts with a Conv and holds two or more (convolutions and pools)
 /// runs as one halo_chain() when halo_chain_pays() (a Pad right before a Conv
 /// that pads nothing itself counts as that Conv padded in the Pad's mode);
 /// everything else runs module by module. What nn::Sequential and

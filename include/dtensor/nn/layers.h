@@ -120,6 +120,9 @@ class MaxPool : public Module {
  public:
   explicit MaxPool(PoolParams params) : params_(std::move(params)) {}
   DTensor forward(const DTensor& input) override;
+  const PoolParams& params() const { return params_; }
+  /// This layer as a link of a fused chain (dtensor/ops/halo_chain.h).
+  ChainPool chain_layer() const { return {false, params_}; }
 
  private:
   PoolParams params_;
@@ -128,6 +131,9 @@ class AvgPool : public Module {
  public:
   explicit AvgPool(PoolParams params) : params_(std::move(params)) {}
   DTensor forward(const DTensor& input) override;
+  const PoolParams& params() const { return params_; }
+  /// This layer as a link of a fused chain (dtensor/ops/halo_chain.h).
+  ChainPool chain_layer() const { return {true, params_}; }
 
  private:
   PoolParams params_;

@@ -3,8 +3,9 @@
 // Run one by one, every convolution of a chain exchanges its own halo, in the
 // forward and again in the backward. A chain of stride-1 convolutions whose
 // outputs are as large as their inputs ("same"; zeros, reflect or replicate
-// padding, or circular throughout), with group norms (and their fused relu)
-// and element-wise activations between them, can instead exchange the
+// padding, or circular throughout), with group norms (and their fused relu),
+// element-wise activations and "same" stride-1 pools between them, can
+// instead exchange the
 // chain's combined halo once, up front: each rank computes every layer on a
 // window as much larger than its shard as the layers after it still read
 // (recomputing what its neighbours compute too), so the last layer's output
@@ -27,6 +28,7 @@
 
 #include "dtensor/ops/activations.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/dtensor.h"
 
 namespace dtensor {
@@ -55,14 +57,26 @@ struct ChainActivation {
   GeluApproximate approximate = GeluApproximate::None;
 };
 
-using ChainLayer = std::variant<ChainConv, ChainGroupNorm, ChainActivation>;
+/// A max or average pool with stride 1 whose output is as large as its
+/// input (padding left + right = dilation * (kernel - 1) along every dim):
+/// F.max_pool{N}d or F.avg_pool{N}d(x, params). Its padding is its own
+/// (ignored by max, counted or not by avg as count_include_pad says), so
+/// it joins chains of any padding mode but a ring. ceil_mode changes
+/// nothing at stride 1.
+struct ChainPool {
+  bool average = false;  // avg_pool, else max_pool
+  PoolParams params{};
+};
+
+using ChainLayer = std::variant<ChainConv, ChainGroupNorm, ChainActivation, ChainPool>;
 
 /// Why `layers` on `input` cannot run as one exchange, or nullopt when they
-/// can: a chain starts with a convolution and holds at least two; every
+/// can: a chain starts with a convolution and holds at least two window
+/// layers (convolutions and pools); a pool fits ChainPool's rule; every
 /// convolution has stride 1 and an output as large as its input along every
 /// spatial dim; its padding mode is zeros, reflect or replicate (a reflect
 /// padding no wider than what the edge rank holds), or every convolution's
-/// is circular (the combined halo wrapping once at most); an activation is
+/// is circular (the combined halo wrapping once at most, and no pool); an activation is
 /// one of ChainActivation's; the input is sharded (or replicated) on batch
 /// and spatial dims only, with at least one spatial dim sharded; parameters
 /// are replicated; the tensors are on the CPU; autocast is off or the dtype
