@@ -113,8 +113,10 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
     if (sharded[d]) fused_bytes += slab(d, later) * static_cast<double>(x.shape()[1]) * item;
   }
   // Forward and backward: the exchanges of every window layer but the
-  // first are saved; the bytes move into the one exchange.
-  const double saved_messages = static_cast<double>(windowed.size() - 1) * messages;
+  // first are saved; the bytes move into the one exchange. (A chain of
+  // fewer than two saves nothing: halo_chain_refusal turns it away.)
+  const double saved_messages =
+      windowed.size() < 2 ? 0.0 : static_cast<double>(windowed.size() - 1) * messages;
   const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth);
   // The padded copies (every rank's range meets an edge of some padded dim,
   // or waits for one whose does).

@@ -472,6 +472,9 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     // channels recompute more than the messages they save.
     const double saving = halo_chain_saving(x, {a, a});
     CHECK(saving > 0);
+    // One exchange or none either way: nothing saved.
+    CHECK(halo_chain_saving(x, {a}) <= 0);
+    CHECK(halo_chain_saving(x, {ChainActivation{"relu"}}) <= 0);
     // A reflect chain also pays for its padded copies.
     CHECK(halo_chain_saving(x, {reflect, reflect}) < saving);
     CHECK(halo_chain_saving(x, {circular, circular}) <= saving);
