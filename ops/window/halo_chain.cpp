@@ -283,6 +283,13 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
   }
   if (windowed < 2)
     return "a chain of fewer than two window layers (convolutions, pools) saves no exchange";
+  const auto has = [&](auto is) { return std::any_of(layers.begin(), layers.end(), is); };
+  if (has([](const ChainLayer& l) { return std::holds_alternative<ChainPool>(l); }) &&
+      has([](const ChainLayer& l) {
+        const auto* c = std::get_if<ChainConv>(&l);
+        return c && c->params.padding_mode == PaddingMode::Circular;
+      }))
+    return "a pool in a chain of circular convolutions (a pool pads its own way, not around)";
   for (std::int64_t d = 0; d < spatial; ++d) {
     const auto& dims = window_layers[static_cast<std::size_t>(d)];
     const bool reads_held = std::any_of(
