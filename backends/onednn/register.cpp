@@ -4,7 +4,7 @@
 // asked on the first bf16 convolution, as loading creates no oneDNN object.
 #include <fmt/format.h>
 
-#include <memory>
+#include <utility>
 
 #include "backends/onednn/onednn_conv.h"
 #include "dtensor/core/errors.h"
@@ -37,6 +37,14 @@ void backward_weights(const kernels::ConvBackwardWeightsArgs& a) {
   });
 }
 
+// bf16: oneDNN's pass where oneDNN runs bf16 on this CPU, else the widened one.
+template <typename Args>
+KernelFunction<Args> bf16_pass(void (*native)(const Args&), KernelFunction<Args> widened) {
+  return [native, widened = std::move(widened)](const Args& a) {
+    runs_bf16() ? native(a) : widened(a);
+  };
+}
+
 // Runs when the shared object loads. It creates no oneDNN object (the engine
 // comes on first use), so loading the library stays fork-safe.
 const bool registered = [] {
@@ -46,23 +54,13 @@ const bool registered = [] {
                   KernelFunction<kernels::ConvBackwardDataArgs>(backward_data));
   register_kernel(kernels::kConvBackwardWeights, DeviceType::CPU, DType::F32,
                   KernelFunction<kernels::ConvBackwardWeightsArgs>(backward_weights));
-  const auto widened = std::make_shared<const kernels::DenseConvKernels>(
-      kernels::dense_conv_kernels(widened_conv_passes(DType::BF16)));
-  register_kernel(
-      kernels::kConvForward, DeviceType::CPU, DType::BF16,
-      KernelFunction<kernels::ConvForwardArgs>([widened](const kernels::ConvForwardArgs& a) {
-        runs_bf16() ? forward(a) : widened->forward(a);
-      }));
+  kernels::DenseConvKernels widened = kernels::dense_conv_kernels(widened_conv_passes(DType::BF16));
+  register_kernel(kernels::kConvForward, DeviceType::CPU, DType::BF16,
+                  bf16_pass(forward, std::move(widened.forward)));
   register_kernel(kernels::kConvBackwardData, DeviceType::CPU, DType::BF16,
-                  KernelFunction<kernels::ConvBackwardDataArgs>(
-                      [widened](const kernels::ConvBackwardDataArgs& a) {
-                        runs_bf16() ? backward_data(a) : widened->backward_data(a);
-                      }));
+                  bf16_pass(backward_data, std::move(widened.backward_data)));
   register_kernel(kernels::kConvBackwardWeights, DeviceType::CPU, DType::BF16,
-                  KernelFunction<kernels::ConvBackwardWeightsArgs>(
-                      [widened](const kernels::ConvBackwardWeightsArgs& a) {
-                        runs_bf16() ? backward_weights(a) : widened->backward_weights(a);
-                      }));
+                  bf16_pass(backward_weights, std::move(widened.backward_weights)));
   return true;
 }();
 

@@ -82,6 +82,7 @@ struct Layer {
   ConvParams params{};   // expanded to the spatial rank; padding explicit
   bool average = false;  // a pool: avg_pool, else max_pool
   PoolParams pool_params{};
+  kernels::AvgDivisor divisor{};               // an avg_pool's
   std::vector<detail::ChainWindowDim> dims{};  // a convolution's or a pool's
   Boundary boundary = Boundary::Zeros;         // a convolution's padding mode
   std::int64_t num_groups = 1;
@@ -144,6 +145,7 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.pool = true;
       l.average = pool->average;
       l.pool_params = pool->params.expanded(spatial);
+      l.divisor = {l.pool_params.count_include_pad, l.pool_params.divisor_override};
       for (std::int64_t d = 0; d < spatial; ++d)
         l.dims.push_back(pool_dim(l.pool_params, static_cast<std::size_t>(d)));
       ++chain.num_windowed;
@@ -491,8 +493,7 @@ void pool_forward(const Layer& l, const std::vector<kernels::PoolTaps>& taps, co
                   const Tensor& y) {
   const DeviceType device = x.device().type;
   if (l.average)
-    run_kernel(kernels::kAvgPoolForward, device, x.dtype(),
-               {x, taps, {l.pool_params.count_include_pad, l.pool_params.divisor_override}, y});
+    run_kernel(kernels::kAvgPoolForward, device, x.dtype(), {x, taps, l.divisor, y});
   else
     run_kernel(kernels::kMaxPoolForward, device, x.dtype(), {x, taps, y});
 }
@@ -503,8 +504,7 @@ void pool_backward(const Layer& l, const std::vector<kernels::PoolTaps>& taps, c
                    const Tensor& gy, const Tensor& gx) {
   const DeviceType device = x.device().type;
   if (l.average)
-    run_kernel(kernels::kAvgPoolBackward, device, x.dtype(),
-               {gy, taps, {l.pool_params.count_include_pad, l.pool_params.divisor_override}, gx});
+    run_kernel(kernels::kAvgPoolBackward, device, x.dtype(), {gy, taps, l.divisor, gx});
   else
     run_kernel(kernels::kMaxPoolBackward, device, x.dtype(), {x, gy, taps, gx});
 }
