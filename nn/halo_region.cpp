@@ -77,6 +77,14 @@ std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>&
   return pool;
 }
 
+// The relu flag of the norm that ends `layers`, or null.
+bool* norm_relu(std::vector<ChainLayer>& layers) {
+  if (layers.empty()) return nullptr;
+  if (auto* g = std::get_if<ChainGroupNorm>(&layers.back())) return &g->relu;
+  if (auto* b = std::get_if<ChainBatchNorm>(&layers.back())) return &b->relu;
+  return nullptr;
+}
+
 // The activation modules, as chain layers.
 std::optional<ChainActivation> activation_of(const Module& m) {
   const std::type_info& type = typeid(m);
@@ -91,13 +99,14 @@ std::optional<ChainActivation> activation_of(const Module& m) {
   return std::nullopt;
 }
 
-// The run of chainable modules from `begin`: its layers, and where it ends.
+// The run of chainable modules from `begin`: its layers, the BatchNorms in
+// it that update their running statistics (in order), and where it ends.
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
 // the norm before it (relu(norm(x)) is its fused activation); the
 // activations join as layers of their own, as do the pools that keep their
 // input's size (pool_of); a Pad joins the Conv after it (padded_conv).
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
-                      std::vector<ChainLayer>& layers) {
+                      std::vector<ChainLayer>& layers, std::vector<BatchNorm*>& updating) {
   std::size_t at = begin;
   for (; at < modules.size(); ++at) {
     const Module& m = *modules[at];
@@ -111,13 +120,15 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
       ++at;  // the Conv is in it
     } else if (type == typeid(GroupNorm)) {
       layers.emplace_back(static_cast<const GroupNorm&>(m).chain_layer());
+    } else if (type == typeid(BatchNorm)) {
+      ChainBatchNorm b = static_cast<const BatchNorm&>(m).chain_layer();
+      if (b.updates_running_stats()) updating.push_back(static_cast<BatchNorm*>(modules[at].get()));
+      layers.emplace_back(std::move(b));
     } else if (type == typeid(InstanceNorm) && !layers.empty()) {
       // The channels the layers before it give (the run starts with a Conv).
       layers.emplace_back(static_cast<const InstanceNorm&>(m).chain_layer(channels_after(layers)));
-    } else if (type == typeid(ReLU) && !layers.empty() &&
-               std::holds_alternative<ChainGroupNorm>(layers.back()) &&
-               !std::get<ChainGroupNorm>(layers.back()).relu) {
-      std::get<ChainGroupNorm>(layers.back()).relu = true;
+    } else if (bool* relu = type == typeid(ReLU) ? norm_relu(layers) : nullptr; relu && !*relu) {
+      *relu = true;
     } else if (std::optional<ChainActivation> a = activation_of(m)) {
       layers.emplace_back(std::move(*a));
     } else if (std::optional<ChainPool> pool = pool_of(m, layers)) {
@@ -137,9 +148,13 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
   std::size_t i = 0;
   while (i < modules.size()) {
     std::vector<ChainLayer> layers;
-    const std::size_t end = chain_run(modules, i, layers);
+    std::vector<BatchNorm*> updating;
+    const std::size_t end = chain_run(modules, i, layers, updating);
     if (end > i + 1 && halo_chain_pays(x, layers)) {
-      x = halo_chain(x, layers);
+      HaloChainResult r = halo_chain_updating(x, layers);
+      for (std::size_t k = 0; k < updating.size(); ++k)
+        updating[k]->take_running_stats(r.running_stats.at(k).first, r.running_stats.at(k).second);
+      x = std::move(r.output);
       i = end;
     } else {
       x = modules[i++]->forward(x);

@@ -153,15 +153,19 @@ DTensor BatchNorm::forward(const DTensor& x) {
   const bool training = is_training() || !running_mean_;
   auto r = batch_norm(x, value_if(weight_), value_if(bias_), value_if(running_mean_),
                       value_if(running_var_), training, momentum_, eps_);
-  if (training && running_mean_) {
-    set_buffer(*running_mean_, *r.running_mean);
-    set_buffer(*running_var_, *r.running_var);
-    const DTensor& n = value(*num_batches_);
-    Tensor next = n.to_local().clone();
-    next.fill_(next.item_flat(0) + 1);
-    set_buffer(*num_batches_, DTensor(next, n.spec()));
-  }
+  if (training && running_mean_) take_running_stats(*r.running_mean, *r.running_var);
   return r.output;
+}
+
+void BatchNorm::take_running_stats(const DTensor& mean, const DTensor& var) {
+  check_arg(running_mean_.has_value(), "nn",
+            "BatchNorm: take_running_stats: no running statistics are tracked");
+  set_buffer(*running_mean_, mean);
+  set_buffer(*running_var_, var);
+  const DTensor& n = value(*num_batches_);
+  Tensor next = n.to_local().clone();
+  next.fill_(next.item_flat(0) + 1);
+  set_buffer(*num_batches_, DTensor(next, n.spec()));
 }
 
 GroupNorm::GroupNorm(std::int64_t groups, std::int64_t c, double eps, bool affine, DType dtype)

@@ -51,12 +51,6 @@ Tensor local_of(const DTensor* t) {
   return t ? t->to_local().contiguous() : Tensor();
 }
 
-// A small f64 host result (statistics, parameter gradients) as the output
-// `spec` describes: its dtype, on the mesh's device.
-DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec) {
-  return DTensor(f64.view(spec.local_shape()).to(spec.dtype()).to(spec.mesh().device()), spec);
-}
-
 // The local block of a call and what its kernels are chosen by.
 struct Block {
   Tensor x;
@@ -107,21 +101,10 @@ std::vector<DTensor> forward(OpCall& call, const NormOp& op) {
   std::vector<DTensor> out;
   out.emplace_back(apply.y, out_specs[0]);
   if (c.updates_running_stats()) {
-    // r = (1 - momentum) r + momentum s, with the unbiased variance; a
-    // channel with no elements (an empty batch) keeps its running values.
-    const Tensor rm = p.running_mean->to_local().to(Device::cpu()).to(DType::F64);
-    const Tensor rv = p.running_var->to_local().to(Device::cpu()).to(DType::F64);
-    const double* r = moments.data<double>();
-    for (std::int64_t ch = 0; ch < rm.numel(); ++ch) {
-      const double n = r[3 * ch];
-      if (n == 0) continue;
-      double& mean = rm.data<double>()[ch];
-      double& var = rv.data<double>()[ch];
-      mean = (1 - c.momentum) * mean + c.momentum * r[3 * ch + 1];
-      var = (1 - c.momentum) * var + c.momentum * r[3 * ch + 2] / (n - 1);
-    }
-    out.push_back(wrap_small(rm, out_specs[1]));
-    out.push_back(wrap_small(rv, out_specs[2]));
+    const RunningStats r = updated_running_stats(p.running_mean->to_local(),
+                                                 p.running_var->to_local(), moments, 3, c.momentum);
+    out.push_back(wrap_small(r.mean, out_specs[1]));
+    out.push_back(wrap_small(r.var, out_specs[2]));
   }
   return out;
 }

@@ -56,4 +56,24 @@ Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps) {
   return st;
 }
 
+DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec) {
+  return DTensor(f64.view(spec.local_shape()).to(spec.dtype()).to(spec.mesh().device()), spec);
+}
+
+RunningStats updated_running_stats(const Tensor& mean, const Tensor& var, const Tensor& moments,
+                                   std::int64_t width, double momentum) {
+  RunningStats out{mean.to(Device::cpu()).to(DType::F64).clone(),
+                   var.to(Device::cpu()).to(DType::F64).clone()};
+  const double* r = moments.data<double>();
+  for (std::int64_t ch = 0; ch < out.mean.numel(); ++ch) {
+    const double n = r[width * ch];
+    if (n == 0) continue;
+    double& m = out.mean.data<double>()[ch];
+    double& v = out.var.data<double>()[ch];
+    m = (1 - momentum) * m + momentum * r[width * ch + 1];
+    v = (1 - momentum) * v + momentum * r[width * ch + 2] / (n - 1);
+  }
+  return out;
+}
+
 }  // namespace dtensor::norm

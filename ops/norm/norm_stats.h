@@ -28,4 +28,19 @@ Stats stats_from_moments(const Tensor& moments, std::int64_t width, double eps);
 /// From running statistics (batch_norm in eval mode): any dtype and device.
 Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps);
 
+/// A small f64 host result (statistics, parameter gradients) as the output
+/// `spec` describes: its dtype, on the mesh's device.
+DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec);
+
+/// batch_norm's running statistics after a training step, from the batch's
+/// merged moments (rows of `width` doubles: count, mean, M2, ...):
+/// r = (1 - momentum) r + momentum s, with the unbiased variance; a channel
+/// with no elements (an empty batch) keeps its values. `mean` and `var` of
+/// any dtype and device; the results are f64 host tensors.
+struct RunningStats {
+  Tensor mean, var;
+};
+RunningStats updated_running_stats(const Tensor& mean, const Tensor& var, const Tensor& moments,
+                                   std::int64_t width, double momentum);
+
 }  // namespace dtensor::norm

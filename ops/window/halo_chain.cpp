@@ -1,6 +1,5 @@
-// A chain of convolutions, group norms, activations and pools with one halo
-// exchange
-// (dtensor/ops/halo_chain.h): the operators "halo_chain" and
+// A chain of convolutions, group and batch norms, activations and pools with
+// one halo exchange (dtensor/ops/halo_chain.h): the operators "halo_chain" and
 // "halo_chain_backward", their handlers, the autograd node that joins them,
 // and the cost model.
 //
@@ -9,7 +8,9 @@
 // convolution then computes the range the layers after it read (its local
 // padding supplies the zeros beyond the input's edges), every norm takes its
 // statistics from the cells the rank owns only (so they are the unfused
-// run's) and normalises the whole range; a pool reduces the taps each
+// run's; a batch norm's over the batch too, and in eval mode it is
+// element-wise with its running statistics) and normalises the whole range;
+// a pool reduces the taps each
 // output reads (named by global position, so its padding is the unfused
 // run's without any local padding); an activation is element-wise,
 // so it runs on the whole range by its operator's own kernel (the backward
@@ -72,11 +73,17 @@ constexpr int kWindowStream = 0, kGradientStream = 1, kStatsStream = 2;
 struct Layer {
   bool conv = false;
   bool pool = false;
-  bool activation = false;  // none of these: a group norm
+  bool activation = false;  // none of these: a norm
+  bool batch = false;       // a norm: batch_norm, else group_norm
   std::string op{};         // an activation's operator
   double negative_slope = 0;
   GeluApproximate approximate = GeluApproximate::None;
   bool norm() const { return !conv && !pool && !activation; }
+  // A norm whose statistics are the input's (they cross ranks): a group
+  // norm, or a batch norm in training. A batch norm in eval mode normalises
+  // with its running statistics: element-wise, as an activation.
+  bool statistics() const { return norm() && (!batch || training); }
+  norm::NormKind kind() const { return batch ? norm::NormKind::Batch : norm::NormKind::Group; }
   // The layers the plan widens the range for (halo_chain_plan.h's steps).
   bool windowed() const { return conv || pool; }
   ConvParams params{};   // expanded to the spatial rank; padding explicit
@@ -89,6 +96,12 @@ struct Layer {
   double eps = 0;
   bool relu = false;
   int weight = -1, bias = -1;
+  bool training = true;  // a batch norm's
+  double momentum = 0;
+  int running_mean = -1, running_var = -1;
+  // A batch norm that updates its running statistics: the forward's output
+  // holding the updated mean (the variance is the next).
+  int running_output = -1;
 };
 
 // The call as the handlers read it, made once per call from its typed form
@@ -96,6 +109,7 @@ struct Layer {
 struct Chain {
   std::vector<Layer> layers;
   std::size_t num_windowed = 0;  // convolutions and pools
+  int num_running = 0;           // batch norms that update running statistics
   // Index of the input among the DTensor arguments (1 in the backward).
   int input = 0;
   // The backward only: whether the input's gradient is wanted (when not,
@@ -154,6 +168,20 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.op = a->op;
       l.negative_slope = a->negative_slope;
       l.approximate = a->approximate;
+    } else if (const auto* b = std::get_if<ChainBatchNorm>(&layer)) {
+      l.batch = true;
+      l.eps = b->eps;
+      l.weight = index_of(b->weight);
+      l.bias = index_of(b->bias);
+      l.running_mean = index_of(b->running_mean);
+      l.running_var = index_of(b->running_var);
+      l.training = b->training;
+      l.momentum = b->momentum;
+      l.relu = b->relu;
+      if (b->updates_running_stats()) {
+        l.running_output = 1 + 2 * chain.num_running;
+        ++chain.num_running;
+      }
     } else {
       const auto& n = std::get<ChainGroupNorm>(layer);
       l.num_groups = n.num_groups;
@@ -275,6 +303,19 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
       if (!known_activation(a->op))
         return "an activation is not relu, leaky_relu, gelu, silu, sigmoid or tanh";
       if (!std::isfinite(a->negative_slope)) return "a leaky_relu's negative_slope is not finite";
+    } else if (const auto* b = std::get_if<ChainBatchNorm>(&layer)) {
+      if (!(b->eps >= 0) || !std::isfinite(b->momentum))
+        return "a batch norm's eps is negative or its momentum not finite";
+      if (b->running_mean.has_value() != b->running_var.has_value())
+        return "a batch norm has one of running_mean and running_var (they go together)";
+      if (!b->training && !b->running_mean)
+        return "a batch norm in eval mode has no running statistics";
+      // F.batch_norm's rule (the layer alone says so by name).
+      if (b->training && shape_numel(x.shape()) / std::max<std::int64_t>(x.shape()[1], 1) == 1)
+        return "a batch norm in training over one value per channel";
+      if (!parameter_ok(b->weight, {channels}) || !parameter_ok(b->bias, {channels}) ||
+          !parameter_ok(b->running_mean, {channels}) || !parameter_ok(b->running_var, {channels}))
+        return "a batch norm's weight, bias or running statistics are not [C], replicated";
     } else {
       const auto& n = std::get<ChainGroupNorm>(layer);
       if (n.num_groups < 1 || channels % n.num_groups != 0 || !(n.eps >= 0))
@@ -536,8 +577,25 @@ Tensor samples_of(const Tensor& t, const BatchPiece& p) {
 // The piece's rows of per-statistic records (`rows`: the same number for
 // every sample of the `batch`; a group norm's are its groups).
 Tensor statistics_of(const Tensor& rows, std::int64_t batch, const BatchPiece& p) {
+  // The whole batch's are all of them (a batch norm's are not per sample).
+  if (p.begin == 0 && p.length == batch) return rows;
   const std::int64_t per_sample = batch > 0 ? rows.size(0) / batch : 0;
   return rows.narrow(0, p.begin * per_sample, p.length * per_sample);
+}
+
+// The ranks a norm's statistics are merged over: a group norm's per sample
+// (the ranks holding the same samples), a batch norm's over the batch too.
+struct Reductions {
+  norm::ReductionPlan group, batch;
+  Reductions(const DTensor& x)
+      : group(norm::plan_reduction(norm::NormKind::Group, x.mesh(), x.placements())),
+        batch(norm::plan_reduction(norm::NormKind::Batch, x.mesh(), x.placements())) {}
+  const norm::ReductionPlan& of(const Layer& l) const { return l.batch ? batch : group; }
+};
+
+// The norm kernels' view of a norm's input `t` (over the layer's range).
+kernels::NormLayout layout_over(const Layer& l, const Tensor& t) {
+  return norm::layout_of(l.kind(), t.shape(), t.size(1), l.num_groups);
 }
 
 // The forward runs the batch in two pieces when its norms' statistics cross
@@ -545,12 +603,17 @@ Tensor statistics_of(const Tensor& rows, std::int64_t batch, const BatchPiece& p
 // runs, so of a chain's 2 x (norms) waits only the last piece's last one is
 // left (a group norm's statistics are per sample, so the pieces' are the
 // whole batch's). Every rank of a reduction group holds the same samples,
-// so all cut the batch alike.
-std::vector<BatchPiece> batch_pieces(const Chain& c, const norm::ReductionPlan& reduction,
+// so all cut the batch alike. A batch norm's statistics span the samples:
+// a chain with one in training runs the batch whole.
+std::vector<BatchPiece> batch_pieces(const Chain& c, const Reductions& reductions,
                                      std::int64_t batch) {
-  const bool has_norm =
-      std::any_of(c.layers.begin(), c.layers.end(), [](const Layer& l) { return l.norm(); });
-  if (!has_norm || !reduction.communicates() || batch < 2) return {{0, batch}};
+  bool communicates = false;
+  for (const Layer& l : c.layers) {
+    if (!l.statistics()) continue;
+    if (l.batch) return {{0, batch}};
+    communicates = communicates || reductions.of(l).communicates();
+  }
+  if (!communicates || batch < 2) return {{0, batch}};
   return {{0, batch / 2}, {batch / 2, batch - batch / 2}};
 }
 
@@ -581,8 +644,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
     window = TiledTensor::whole(
         Tensor::zeros(range_shape({batch, x.shape()[1]}, g, -1), dtype, x.to_local().device()));
   bool window_ready = !early;
-  const norm::ReductionPlan reduction =
-      norm::plan_reduction(norm::NormKind::Group, x.mesh(), x.placements());
+  const Reductions reductions(x);
 
   // Every layer's output over its range, for the whole batch: the pieces
   // write their samples into it, the backward and the next layer read it.
@@ -605,9 +667,6 @@ std::vector<DTensor> forward_handler(OpCall& call) {
     return i == 0 ? window.narrow(0, p.begin, p.length)
                   : TiledTensor::whole(samples_of(out[i - 1], p));
   };
-  auto layout_over = [&](const Layer& l, const Tensor& t) {
-    return norm::layout_of(norm::NormKind::Group, t.shape(), t.size(1), l.num_groups);
-  };
 
   // A piece's norm whose statistics are on their way: finished (merged and
   // applied to the piece's samples) when the piece next runs, or at the end.
@@ -615,34 +674,44 @@ std::vector<DTensor> forward_handler(OpCall& call) {
     std::size_t layer = 0;
     std::optional<norm::PendingMerge> merge;
   };
-  const std::vector<BatchPiece> pieces = batch_pieces(c, reduction, batch);
+  const std::vector<BatchPiece> pieces = batch_pieces(c, reductions, batch);
   std::vector<PendingNorm> posted(pieces.size());
-  auto finish_norm = [&](std::size_t piece) {
-    PendingNorm& pn = posted[piece];
-    if (!pn.merge) return;
-    const BatchPiece& p = pieces[piece];
-    const Layer& l = c.layers[pn.layer];
-    const Tensor merged = pn.merge->finish();
-    pn.merge.reset();
-    const norm::Stats stats = norm::stats_from_moments(merged, 3, l.eps);
+  // Norm layer i on the piece's samples, with `stats`.
+  auto apply_norm = [&](std::size_t i, const BatchPiece& p, const norm::Stats& stats) {
+    const Layer& l = c.layers[i];
     kernels::NormApplyArgs apply;
-    apply.x = samples_of(out[pn.layer - 1], p);
+    apply.x = samples_of(out[i - 1], p);
     apply.layout = layout_over(l, apply.x);
     apply.mean = stats.mean;
     apply.invstd = stats.invstd;
     apply.weight = local_or_none(in, l.weight);
     apply.bias = local_or_none(in, l.bias);
     apply.relu = l.relu;
-    apply.y = samples_of(out[pn.layer], p);
+    apply.y = samples_of(out[i], p);
     run_kernel(kernels::kNormApply, device, dtype, apply);
   };
+  auto finish_norm = [&](std::size_t piece) {
+    PendingNorm& pn = posted[piece];
+    if (!pn.merge) return;
+    const Tensor merged = pn.merge->finish();
+    pn.merge.reset();
+    apply_norm(pn.layer, pieces[piece],
+               norm::stats_from_moments(merged, 3, c.layers[pn.layer].eps));
+  };
+  // A batch norm in eval mode: its running statistics.
+  std::vector<norm::Stats> running(num_layers);
+  for (std::size_t i = 0; i < num_layers; ++i)
+    if (c.layers[i].norm() && !c.layers[i].statistics())
+      running[i] = norm::stats_from_running(
+          in[static_cast<std::size_t>(c.layers[i].running_mean)].to_local(),
+          in[static_cast<std::size_t>(c.layers[i].running_var)].to_local(), c.layers[i].eps);
 
   // The layers in runs that end at a norm: each piece runs the whole run,
   // then posts its statistics; it finishes them at the start of the next
   // run, after the other pieces have run theirs.
   for (std::size_t first = 0; first < num_layers;) {
     std::size_t last = first;
-    while (last + 1 < num_layers && !c.layers[last].norm())
+    while (last + 1 < num_layers && !c.layers[last].statistics())
       ++last;
     for (std::size_t i = first; i <= last; ++i) {  // the run's outputs, whole
       const Layer& l = c.layers[i];
@@ -670,7 +739,8 @@ std::vector<DTensor> forward_handler(OpCall& call) {
         if (state.save) state.activation_inputs[i] = out[i - 1];
       } else {
         out[i] = Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
-        moments[i] = Tensor::empty({layout_over(l, out[i - 1]).stats(), 3}, DType::F64);
+        if (l.statistics())
+          moments[i] = Tensor::empty({layout_over(l, out[i - 1]).stats(), 3}, DType::F64);
       }
     }
     for (std::size_t piece = 0; piece < pieces.size(); ++piece) {
@@ -729,11 +799,15 @@ std::vector<DTensor> forward_handler(OpCall& call) {
             samples_of(out[i], p).copy_(activation(l, {samples_of(out[i - 1], p)}, false));
           continue;
         }
+        if (!l.statistics()) {  // running statistics: element-wise too
+          if (!g.idle) apply_norm(i, p, running[i]);
+          continue;
+        }
         // Statistics from the cells this rank owns only (read in place).
         const Tensor owned = g.owned(samples_of(out[i - 1], p), k);
         Tensor mine = statistics_of(moments[i], batch, p);
         run_kernel(kernels::kNormMoments, device, dtype, {owned, layout_over(l, owned), mine});
-        posted[piece] = {i, norm::PendingMerge(call, reduction, mine,
+        posted[piece] = {i, norm::PendingMerge(call, reductions.of(l), mine,
                                                norm::PendingMerge::Records::Moments, kStatsStream)};
       }
     }
@@ -745,14 +819,28 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   if (state.save)
     for (std::size_t i = 0; i < num_layers; ++i)
       if (c.layers[i].norm())
-        state.norms.push_back(
-            {out[i - 1], out[i], norm::stats_from_moments(moments[i], 3, c.layers[i].eps)});
+        state.norms.push_back({out[i - 1], out[i],
+                               c.layers[i].statistics()
+                                   ? norm::stats_from_moments(moments[i], 3, c.layers[i].eps)
+                                   : running[i]});
   const Tensor& dense = out.back();
-  const DTensorSpec& out_spec = call.sharding().output_specs[0];
-  DTENSOR_CHECK_ARG(dense.shape() == out_spec.local_shape(), kForwardOp,
+  const auto& specs = call.sharding().output_specs;
+  DTENSOR_CHECK_ARG(dense.shape() == specs[0].local_shape(), kForwardOp,
                     "internal: local output {} but the output spec {} needs {}",
-                    shape_str(dense.shape()), out_spec.str(), shape_str(out_spec.local_shape()));
-  return {DTensor(dense, out_spec)};
+                    shape_str(dense.shape()), specs[0].str(), shape_str(specs[0].local_shape()));
+  std::vector<DTensor> result{DTensor(dense, specs[0])};
+  // The batch norms' running statistics, from the merged moments.
+  for (std::size_t i = 0; i < num_layers; ++i) {
+    const Layer& l = c.layers[i];
+    if (l.running_output < 0) continue;
+    const norm::RunningStats r = norm::updated_running_stats(
+        in[static_cast<std::size_t>(l.running_mean)].to_local(),
+        in[static_cast<std::size_t>(l.running_var)].to_local(), moments[i], 3, l.momentum);
+    result.push_back(norm::wrap_small(r.mean, specs[static_cast<std::size_t>(l.running_output)]));
+    result.push_back(
+        norm::wrap_small(r.var, specs[static_cast<std::size_t>(l.running_output) + 1]));
+  }
+  return result;
 }
 
 // A norm's backward begun: its sums taken on this rank and on their way to
@@ -776,8 +864,7 @@ NormBackward begin_norm_backward(OpCall& call, const norm::ReductionPlan& reduct
   b.g = g;
   b.weight = weight;
   b.relu_output = l.relu ? ns.output : Tensor();
-  b.layout =
-      norm::layout_of(norm::NormKind::Group, ns.input.shape(), ns.input.size(1), l.num_groups);
+  b.layout = layout_over(l, ns.input);
   Tensor packed = Tensor::empty({b.layout.stats(), 5}, DType::F64);
   run_kernel(kernels::kNormBackwardReduce, g.device().type, g.dtype(),
              {g, ns.input, b.layout, weight, packed, b.relu_output});
@@ -842,12 +929,33 @@ void finish_norm_backward(NormBackward& b, const Geometry& geo, int k, const Ten
     halo.grad_output = cut(g).contiguous();
     halo.x = cut(ns.input).contiguous();
     if (relu_output.defined()) halo.relu_output = cut(relu_output).contiguous();
-    halo.layout =
-        norm::layout_of(norm::NormKind::Group, halo.x.shape(), ns.input.size(1), l.num_groups);
+    halo.layout = norm::layout_of(l.kind(), halo.x.shape(), ns.input.size(1), l.num_groups);
     halo.grad_input = Tensor::empty(halo.x.shape(), dtype, g.device());
     run_kernel(kernels::kNormBackwardApply, device, dtype, halo);
     out.copy_(halo.grad_input);
   }
+}
+
+// A batch norm in eval mode, backward: with its running statistics constant
+// the input's gradient is element-wise (halo cells alike: a halo cell's
+// output gradient is this rank's part of it, and the map is linear), and
+// the parameters' sums run over the whole range (the parts add up over the
+// ranks). `gw`, `gb`: where wanted, its weight's and bias's gradients.
+Tensor constant_norm_backward(const Layer& l, const NormState& ns, const Tensor& g,
+                              const Tensor& weight, Tensor* gw, Tensor* gb) {
+  kernels::NormBackwardApplyArgs args;
+  args.grad_output = g;
+  args.x = ns.input;
+  args.layout = layout_over(l, ns.input);
+  args.mean = ns.stats.mean;
+  args.invstd = ns.stats.invstd;
+  args.weight = weight;
+  if (l.relu) args.relu_output = ns.output;
+  args.grad_input = Tensor::empty(g.shape(), g.dtype(), g.device());
+  if (gw) args.grad_weight = *gw = Tensor::empty({args.layout.params()}, g.dtype(), g.device());
+  if (gb) args.grad_bias = *gb = Tensor::empty({args.layout.params()}, g.dtype(), g.device());
+  run_kernel(kernels::kNormBackwardApply, g.device().type, g.dtype(), args);
+  return args.grad_input;
 }
 
 std::vector<DTensor> backward_handler(OpCall& call) {
@@ -861,8 +969,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   const auto kernels = local_conv_kernels(x.to_local().device(), x.dtype());
   WindowExchange engine(call, x.spec(), window_dims(c, x.ndim() - 2), kWindowStream);
   const Geometry geo = geometry_of(c, engine, x.shape());
-  const norm::ReductionPlan reduction =
-      norm::plan_reduction(norm::NormKind::Group, x.mesh(), x.placements());
+  const Reductions reductions(x);
 
   // Per DTensor argument after grad_output and x: its gradient.
   std::vector<Tensor> grads(in.size());
@@ -874,7 +981,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   // piece, and a piece's are collected just before that piece's gradient
   // goes on (its convolution's backward-data), so the other piece's work
   // runs while they travel. Every rank posts in the same order.
-  const std::vector<BatchPiece> pieces = batch_pieces(c, reduction, g.size(0));
+  const std::vector<BatchPiece> pieces = batch_pieces(c, reductions, g.size(0));
   const std::int64_t batch = g.size(0);
   auto norm_piece = [&](const NormState& ns, const BatchPiece& p) {
     auto stat = [&](const Tensor& t) { return statistics_of(t, batch, p); };
@@ -896,7 +1003,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   };
   auto begin_piece = [&](BegunNorm& b, const Tensor& grad, std::size_t q) {
     const Layer& l = c.layers[b.layer];
-    b.pieces[q] = begin_norm_backward(call, reduction, l,
+    b.pieces[q] = begin_norm_backward(call, reductions.of(l), l,
                                       norm_piece(state.norms.at(norm_index - 1), pieces[q]),
                                       samples_of(grad, pieces[q]), local_or_none(in, l.weight));
   };
@@ -939,7 +1046,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       const Tensor out_grad = finishing ? finishing->grad_input : g;
       const Tensor input = state.window_inputs.at(static_cast<std::size_t>(k)).assemble();
       const Tensor gi = Tensor::empty(input.shape(), g.dtype(), g.device());
-      if (c.layers[i - 1].norm()) begun = begin_norm(i - 1, gi);
+      if (c.layers[i - 1].statistics()) begun = begin_norm(i - 1, gi);
       const auto taps = geo.idle ? std::vector<kernels::PoolTaps>()
                                  : pool_taps_of(l, geo, k, x.ndim() - 2, x.shape());
       for (std::size_t q = 0; q < pieces.size(); ++q) {
@@ -954,6 +1061,27 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       }
       g = gi;
       --k;
+      continue;
+    }
+    if (l.norm() && !l.statistics()) {  // running statistics: as an activation
+      if (begun) {
+        for (std::size_t q = 0; q < pieces.size(); ++q)
+          finish_piece(*begun, q);
+        g = begun->grad_input;
+        begun.reset();
+      }
+      const NormState& ns = state.norms.at(--norm_index);
+      Tensor gw, gb;
+      if (!geo.idle) {
+        g = constant_norm_backward(l, ns, g, w, l.weight >= 0 ? &gw : nullptr,
+                                   l.bias >= 0 ? &gb : nullptr);
+      } else {  // nothing computed here: zero parts of the sums
+        if (l.weight >= 0) gw = Tensor::zeros(w.shape(), g.dtype(), g.device());
+        if (l.bias >= 0)
+          gb = Tensor::zeros(local_or_none(in, l.bias).shape(), g.dtype(), g.device());
+      }
+      if (l.weight >= 0) grads[static_cast<std::size_t>(l.weight)] = gw;
+      if (l.bias >= 0) grads[static_cast<std::size_t>(l.bias)] = gb;
       continue;
     }
     if (!l.conv) {
@@ -981,7 +1109,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     std::optional<BegunNorm> finishing;
     finishing.swap(begun);  // begun is empty until the norm before is begun
     const Tensor out_grad = finishing ? finishing->grad_input : g;
-    const bool norm_before = i > 0 && c.layers[i - 1].norm();
+    const bool norm_before = i > 0 && c.layers[i - 1].statistics();
     const ConvParams p = geo.params(l, static_cast<std::size_t>(k));
     const TiledTensor& input = state.window_inputs.at(static_cast<std::size_t>(k));
     // A convolution that filled its padding ran on a padded copy: its
@@ -1038,8 +1166,11 @@ std::vector<DTensor> backward_handler(OpCall& call) {
   if (!c.input_grad)
     grad_x = Tensor::zeros(specs[0].local_shape(), x.dtype(), x.to_local().device());
   std::vector<DTensor> out{DTensor(grad_x, specs[0])};
-  for (std::size_t i = 2; i < in.size(); ++i)
-    out.emplace_back(grads[i], specs[i - 1]);
+  for (std::size_t i = 2; i < in.size(); ++i)  // running statistics have none: zeros
+    out.emplace_back(grads[i].defined() ? grads[i]
+                                        : Tensor::zeros(specs[i - 1].local_shape(), in[i].dtype(),
+                                                        in[i].to_local().device()),
+                     specs[i - 1]);
   return out;
 }
 
@@ -1074,16 +1205,28 @@ void register_chain() {
   OpDef fwd;
   fwd.name = kForwardOp;
   fwd.validate = [](const OpSchema& s) { validate(s, false); };
+  // The output, then each updating batch norm's running mean and variance.
   fwd.output_meta = [](const OpSchema& s) {
-    return std::vector<TensorMeta>{{output_shape(s, chain_of(s, false)), s.dtensor(0).dtype()}};
+    const Chain& c = chain_of(s, false);
+    std::vector<TensorMeta> out{{output_shape(s, c), s.dtensor(0).dtype()}};
+    for (const Layer& l : c.layers)
+      if (l.running_output >= 0)
+        for (const int t : {l.running_mean, l.running_var}) {
+          const DTensor& stat = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(t)]);
+          out.push_back({stat.shape(), stat.dtype()});
+        }
+    return out;
   };
   fwd.strategies = [](const OpSchema& s) {
     const Placements& x = s.dtensor(0).placements();
+    const Placements replicated(x.size(), Placement::replicate());
     ShardingStrategy st;
     st.inputs.push_back(x);
     for (std::size_t i = 1; i < s.dtensor_positions().size(); ++i)
-      st.inputs.emplace_back(x.size(), Placement::replicate());
+      st.inputs.push_back(replicated);
     st.outputs.push_back(x);
+    for (int k = 0; k < 2 * chain_of(s, false).num_running; ++k)
+      st.outputs.push_back(replicated);
     return std::vector<ShardingStrategy>{st};
   };
   register_op(fwd);
@@ -1180,7 +1323,7 @@ bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers
          halo_chain_saving(input, layers) > 0;
 }
 
-DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers) {
+HaloChainResult halo_chain_updating(const DTensor& input, const std::vector<ChainLayer>& layers) {
   const auto why = halo_chain_refusal(input, layers);
   DTENSOR_CHECK_ARG(!why, kForwardOp, "cannot run as one exchange: {}", why.value_or(""));
   // A pool's lists spelled out for the input's spatial dims (a
@@ -1198,14 +1341,23 @@ DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers) 
     });
   auto state = std::make_shared<ChainState>();
   state->save = record;
-  DTensor y = [&] {
+  std::vector<DTensor> outs = [&] {
     StateScope scope(state.get());
     NoGradGuard no_grad;
-    return dispatch(kForwardOp, args).at(0);
+    return dispatch(kForwardOp, args);
   }();
-  if (!record) return y;
-  return autograd::attach(std::make_shared<ChainNode>(std::move(args), std::move(state)), {y})
-      .at(0);
+  HaloChainResult result{outs.at(0), {}};
+  for (std::size_t i = 1; i + 1 < outs.size(); i += 2)
+    result.running_stats.emplace_back(outs[i], outs[i + 1]);
+  if (record)
+    result.output = autograd::attach(std::make_shared<ChainNode>(std::move(args), std::move(state)),
+                                     {result.output})
+                        .at(0);
+  return result;
+}
+
+DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers) {
+  return halo_chain_updating(input, layers).output;
 }
 
 }  // namespace dtensor

@@ -23,14 +23,30 @@ std::optional<PaddingMode> conv_mode(const std::string& kind) {
   return std::nullopt;
 }
 
+const DTensor* pointer(const std::optional<DTensor>& t) {
+  return t ? &*t : nullptr;
+}
+
+// Fills a layer's arguments up to the codec's width with None.
+void pad_to_width(std::vector<OpArg>& out, std::size_t begin) {
+  while (out.size() < begin + ArgCodec<ChainLayer>::width)
+    out.emplace_back(None{});
+}
+
 }  // namespace
 
 void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& layer) {
+  const std::size_t begin = out.size();
+  encode_fields(out, layer);
+  pad_to_width(out, begin);
+}
+
+void ArgCodec<ChainLayer>::encode_fields(std::vector<OpArg>& out, const ChainLayer& layer) {
   if (const auto* c = std::get_if<ChainConv>(&layer)) {
     const ConvParams p = c->params.expanded(c->weight.ndim() - 2);
     out.emplace_back(conv_kind(p.padding_mode));
     out.emplace_back(c->weight);
-    ArgCodec<const DTensor*>::encode(out, c->bias ? &*c->bias : nullptr);
+    ArgCodec<const DTensor*>::encode(out, pointer(c->bias));
     ArgCodec<ConvParams::Padding>::encode(out, p.padding);
     out.emplace_back(IntList(p.dilation));
     out.emplace_back(p.groups);
@@ -41,8 +57,6 @@ void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& lay
     out.emplace_back(a->op);
     out.emplace_back(a->negative_slope);
     out.emplace_back(std::string(gelu_approximate_name(a->approximate)));
-    out.emplace_back(None{});
-    out.emplace_back(None{});
     return;
   }
   if (const auto* pool = std::get_if<ChainPool>(&layer)) {
@@ -56,19 +70,30 @@ void ArgCodec<ChainLayer>::encode(std::vector<OpArg>& out, const ChainLayer& lay
     ArgCodec<std::optional<std::int64_t>>::encode(out, pool->params.divisor_override);
     return;
   }
+  if (const auto* b = std::get_if<ChainBatchNorm>(&layer)) {
+    out.emplace_back(std::string("batch_norm"));
+    for (const auto* t : {&b->weight, &b->bias, &b->running_mean, &b->running_var})
+      ArgCodec<const DTensor*>::encode(out, pointer(*t));
+    out.emplace_back(b->training);
+    out.emplace_back(b->momentum);
+    out.emplace_back(b->eps);
+    out.emplace_back(b->relu);
+    return;
+  }
   const auto& n = std::get<ChainGroupNorm>(layer);
   out.emplace_back(std::string("group_norm"));
   out.emplace_back(n.num_groups);
   out.emplace_back(n.eps);
-  ArgCodec<const DTensor*>::encode(out, n.weight ? &*n.weight : nullptr);
-  ArgCodec<const DTensor*>::encode(out, n.bias ? &*n.bias : nullptr);
+  ArgCodec<const DTensor*>::encode(out, pointer(n.weight));
+  ArgCodec<const DTensor*>::encode(out, pointer(n.bias));
   out.emplace_back(n.relu);
 }
 
 ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::string_view field) {
   const std::string& kind = detail::call_arg<std::string>(
       s, at, field,
-      "a layer kind (\"conv\", \"conv_reflect\", ..., \"group_norm\", \"activation\", "
+      "a layer kind (\"conv\", \"conv_reflect\", ..., \"group_norm\", \"batch_norm\", "
+      "\"activation\", "
       "\"max_pool\" or \"avg_pool\")");
   auto optional = [&](std::size_t i, std::string_view name) {
     const DTensor* t = ArgCodec<const DTensor*>::decode(s, i, name);
@@ -119,6 +144,18 @@ ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::
                       s.op(), field, p.kernel.size(), p.padding.size(), p.dilation.size());
     p.stride.assign(p.kernel.size(), 1);
     return pool;
+  }
+  if (kind == "batch_norm") {
+    ChainBatchNorm b;
+    b.weight = optional(at + 1, "a batch norm's weight");
+    b.bias = optional(at + 2, "a batch norm's bias");
+    b.running_mean = optional(at + 3, "a batch norm's running_mean");
+    b.running_var = optional(at + 4, "a batch norm's running_var");
+    b.training = ArgCodec<bool>::decode(s, at + 5, "a batch norm's training");
+    b.momentum = ArgCodec<double>::decode(s, at + 6, "a batch norm's momentum");
+    b.eps = ArgCodec<double>::decode(s, at + 7, "a batch norm's eps");
+    b.relu = ArgCodec<bool>::decode(s, at + 8, "a batch norm's relu");
+    return b;
   }
   DTENSOR_CHECK_ARG(kind == "group_norm", "dispatch", "{}: {}: unknown layer kind '{}'", s.op(),
                     field, kind);

@@ -5,16 +5,17 @@
 //   halo_chain:          input, layers...
 //   halo_chain_backward: grad_output, input, input_grad, layers...
 //
-// Each layer is six arguments: "conv", weight, bias|None, padding (left,
+// Each layer is nine arguments: "conv", weight, bias|None, padding (left,
 // right per spatial dim, one flat list), dilation, groups; or "group_norm",
-// num_groups, eps, weight|None, bias|None, relu; or "activation", op,
-// negative_slope, approximate ("none" | "tanh"), None, None; or "max_pool" |
-// "avg_pool", kernel, padding (flat, as a convolution's), dilation,
-// count_include_pad, divisor_override|None (the width is every layer's; a
-// pool's lists are spelled out for the input's spatial dims). A
-// convolution's kind names its padding mode: "conv"
-// (zeros), "conv_reflect", "conv_replicate", "conv_circular". Its stride is
-// 1, as a pool's: a chain holds no other (halo_chain_refusal).
+// num_groups, eps, weight|None, bias|None, relu; or "batch_norm",
+// weight|None, bias|None, running_mean|None, running_var|None, training,
+// momentum, eps, relu; or "activation", op, negative_slope, approximate
+// ("none" | "tanh"); or "max_pool" | "avg_pool", kernel, padding (flat, as a
+// convolution's), dilation, count_include_pad, divisor_override|None; the
+// rest None (the width is every layer's; a pool's lists are spelled out for
+// the input's spatial dims). A convolution's kind names its padding mode:
+// "conv" (zeros), "conv_reflect", "conv_replicate", "conv_circular". Its
+// stride is 1, as a pool's: a chain holds no other (halo_chain_refusal).
 #pragma once
 
 #include <string_view>
@@ -25,14 +26,18 @@
 
 namespace dtensor {
 
-/// One layer of a chain as six arguments. A convolution's lists are spelled
+/// One layer of a chain as nine arguments. A convolution's lists are spelled
 /// out for its weight's spatial dims, so equal chains have equal keys.
 template <>
 struct ArgCodec<ChainLayer> {
   using Arg = const ChainLayer&;
-  static constexpr std::size_t width = 6;
+  static constexpr std::size_t width = 9;
   static void encode(std::vector<OpArg>& out, const ChainLayer& layer);
   static ChainLayer decode(const OpSchema& s, std::size_t at, std::string_view field);
+
+ private:
+  // The layer's own arguments (encode pads them to the width).
+  static void encode_fields(std::vector<OpArg>& out, const ChainLayer& layer);
 };
 
 }  // namespace dtensor

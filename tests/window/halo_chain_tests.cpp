@@ -1,9 +1,12 @@
 // One halo exchange per chain (dtensor/ops/halo_chain.h), on real ranks: a
-// random chain of "same" convolutions, group norms (with and without relu,
-// weights and biases), activations and stride-1 max and average pools
+// random chain of "same" convolutions, group norms and batch norms (with and
+// without relu, weights and biases; batch norms in training, with and
+// without running statistics, and in eval mode), activations and stride-1
+// max and average pools
 // (every padding mode) run fused equals the same
-// layers run one by one, forward and every gradient (the input's and each
-// parameter's), in f64 to 1e-12 relative. Random shapes of one to three
+// layers run one by one, forward, every gradient (the input's and each
+// parameter's) and the batch norms' updated running statistics, in f64 to
+// 1e-12 relative. Random shapes of one to three
 // spatial dims small enough that shards are uneven or empty and halos reach
 // several ranks away, on 1-D meshes of 2 and 3 ranks and a 2x2 mesh with
 // two spatial dims (or the batch and a spatial dim) sharded. Also: nn::Sequential fuses exactly
@@ -12,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -51,6 +55,9 @@ struct LayerSpec {
   ConvParams params;
   std::int64_t groups = 1;
   bool relu = false;
+  bool batch = false;                           // a norm: batch_norm, else group_norm
+  bool training = true;                         // a batch norm's
+  Tensor running_mean, running_var;             // a batch norm's; undefined: none
   std::optional<ChainActivation> activation{};  // set: an activation layer
   std::optional<ChainPool> pool{};              // set: a pool layer
 };
@@ -118,6 +125,8 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
     c.placements = {Shard(2 + uni(rng, 0, spatial - 1))};
   }
   std::int64_t channels = c.shape[1];
+  // F.batch_norm in training needs more than one value per channel.
+  const bool batch_stats = shape_numel(c.shape) / c.shape[1] > 1;
   const std::int64_t convs = uni(rng, 2, 3);
   // Padding modes: zeros (half the cases), a mix of zeros, reflect and
   // replicate, or circular throughout (a ring).
@@ -168,6 +177,15 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
       norm.groups = divisors[static_cast<std::size_t>(
           uni(rng, 0, static_cast<std::int64_t>(divisors.size()) - 1))];
       norm.relu = uni(rng, 0, 1) == 1;
+      norm.batch = uni(rng, 0, 2) == 0;
+      if (norm.batch) {  // in training (with or without running statistics) or eval mode
+        norm.training = uni(rng, 0, 2) > 0 && batch_stats;
+        if (!norm.training || uni(rng, 0, 1)) {
+          norm.running_mean = Tensor::rand({channels}, DType::F64, ++draw);
+          norm.running_var = Tensor::rand({channels}, DType::F64, ++draw);
+          norm.running_var.add_(Tensor::full({channels}, 0.5, DType::F64));  // away from 0
+        }
+      }
       if (uni(rng, 0, 2) > 0) {
         norm.weight = Tensor::rand({channels}, DType::F64, ++draw);
         norm.bias = Tensor::rand({channels}, DType::F64, ++draw);
@@ -190,14 +208,18 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
               : l.activation
                   ? fmt::format(" | {} {} {}", l.activation->op, l.activation->negative_slope,
                                 gelu_approximate_name(l.activation->approximate))
-              : l.conv ? fmt::format(" | conv w{} {}", shape_str(l.weight.shape()), l.params.str())
-                       : fmt::format(" | group_norm {}{}{}", l.groups, l.relu ? " relu" : "",
-                                     l.weight.defined() ? " affine" : "");
+              : l.conv  ? fmt::format(" | conv w{} {}", shape_str(l.weight.shape()), l.params.str())
+              : l.batch ? fmt::format(" | batch_norm{}{}{}{}", l.training ? "" : " eval",
+                                      l.running_mean.defined() ? " running" : "",
+                                      l.relu ? " relu" : "", l.weight.defined() ? " affine" : "")
+                        : fmt::format(" | group_norm {}{}{}", l.groups, l.relu ? " relu" : "",
+                                      l.weight.defined() ? " affine" : "");
   return c;
 }
 
 // The forward output and every gradient (input first, then each parameter
-// in order), as whole tensors.
+// in order), then the batch norms' updated running statistics, as whole
+// tensors.
 std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::uint64_t seed,
                         DType dtype) {
   const Placements replicated(static_cast<std::size_t>(mesh.ndim()), Replicate());
@@ -212,6 +234,10 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
     params.push_back(p);
     return p;
   };
+  auto state = [&](const Tensor& t) -> std::optional<DTensor> {  // no gradient
+    if (!t.defined()) return std::nullopt;
+    return distribute_tensor(t.to(dtype), mesh, replicated);
+  };
   std::vector<ChainLayer> chain;
   for (const auto& l : c.layers) {
     if (l.activation) {
@@ -221,17 +247,27 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
     } else if (l.conv) {
       const auto w = leaf(l.weight);
       chain.emplace_back(ChainConv{*w, leaf(l.bias), l.params});
+    } else if (l.batch) {
+      const auto w = leaf(l.weight);
+      chain.emplace_back(ChainBatchNorm{state(l.running_mean), state(l.running_var), w,
+                                        leaf(l.bias), l.training, 0.3, 1e-5, l.relu});
     } else {
       const auto w = leaf(l.weight);
       chain.emplace_back(ChainGroupNorm{l.groups, 1e-5, w, leaf(l.bias), l.relu});
     }
   }
   DTensor y = x;
+  std::vector<DTensor> running;  // the updated running statistics, in order
   if (fused) {
     // A padding mode the one exchange cannot serve: none (the caller checks
     // why).
     if (halo_chain_refusal(x, chain)) return {};
-    y = halo_chain(x, chain);
+    HaloChainResult r = halo_chain_updating(x, chain);
+    y = r.output;
+    for (const auto& [mean, var] : r.running_stats) {
+      running.push_back(mean);
+      running.push_back(var);
+    }
   } else {
     for (const auto& layer : chain) {
       if (const auto* conv = std::get_if<ChainConv>(&layer)) {
@@ -245,6 +281,14 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
             : a->op == "silu"       ? silu(y)
             : a->op == "sigmoid"    ? sigmoid(y)
                                     : tanh(y);
+      } else if (const auto* b = std::get_if<ChainBatchNorm>(&layer)) {
+        const BatchNormResult r = batch_norm(y, b->weight, b->bias, b->running_mean, b->running_var,
+                                             b->training, b->momentum, b->eps);
+        y = b->relu ? relu(r.output) : r.output;
+        if (b->updates_running_stats()) {
+          running.push_back(*r.running_mean);
+          running.push_back(*r.running_var);
+        }
       } else {
         const auto& n = std::get<ChainGroupNorm>(layer);
         y = group_norm(y, n.num_groups, n.weight, n.bias, n.eps,
@@ -261,6 +305,8 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
       c.input_grad ? x.grad()->full_tensor().to(DType::F64) : Tensor::zeros(c.shape, DType::F64)};
   for (const auto& p : params)
     out.push_back(p.grad()->full_tensor().to(DType::F64));
+  for (const auto& r : running)
+    out.push_back(r.full_tensor().to(DType::F64));
   return out;
 }
 
@@ -281,7 +327,7 @@ double max_relative_error(const Tensor& a, const Tensor& b) {
 void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtype = DType::F64,
                double tolerance = 1e-12) {
   std::mt19937_64 rng(seed);
-  int refused = 0, fused_with_modes = 0, fused_with_pools = 0;
+  int refused = 0, fused_with_modes = 0, fused_with_pools = 0, fused_with_batch_norms = 0;
   for (int k = 0; k < cases; ++k) {
     const Case c = random_case(rng, mesh, 100 * seed + static_cast<std::uint64_t>(k) * 10);
     INFO(fmt::format("case {}: {}", k, c.what));
@@ -299,6 +345,8 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
     fused_with_modes += modes;
     fused_with_pools += std::any_of(c.layers.begin(), c.layers.end(),
                                     [](const LayerSpec& l) { return l.pool.has_value(); });
+    fused_with_batch_norms +=
+        std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& l) { return l.batch; });
     REQUIRE(fused.size() == unfused.size());
     // The same layers on one process (the input replicated), run only where
     // the two differ by more than the tolerance: a gradient that is zero
@@ -319,17 +367,20 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
         noise = max_relative_error(unfused[i], one_process[i]);
       }
       INFO(fmt::format(
-          "result {} (0: output, 1: input's gradient, then the parameters'): {:.3e} (the "
+          "result {} (0: output, 1: input's gradient, then the parameters', then the running "
+          "statistics): {:.3e} (the "
           "unfused run's rounding: {:.3e})",
           i, error, noise));
       CHECK(error <= tolerance + 2 * noise);
     }
   }
   // The draw reaches chains with padding modes, and most of them fuse.
-  INFO(fmt::format("{} chains with padding modes fused, {} refused, {} with pools fused",
-                   fused_with_modes, refused, fused_with_pools));
+  INFO(fmt::format(
+      "{} chains with padding modes fused, {} refused, {} with pools and {} with batch norms fused",
+      fused_with_modes, refused, fused_with_pools, fused_with_batch_norms));
   CHECK(fused_with_modes >= cases / 5);
   CHECK(fused_with_pools >= cases / 4);
+  CHECK(fused_with_batch_norms >= cases / 4);
   CHECK(refused <= fused_with_modes);
 }
 
@@ -446,6 +497,28 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK(halo_chain_refusal(x, {max3, a}).value_or("").find("start with a convolution") !=
           std::string::npos);
     CHECK(halo_chain_saving(x, {a, max3}) > 0);
+    // Batch norms: running statistics both or neither, given in eval mode,
+    // [C] and replicated; in training more than one value per channel.
+    const DTensor stat = distribute_tensor(Tensor::rand({2}, DType::F64, 5), mesh, R);
+    const DTensor stat3 = distribute_tensor(Tensor::rand({3}, DType::F64, 5), mesh, R);
+    auto refused_for = [&](const DTensor& in, const ChainBatchNorm& b) {
+      return halo_chain_refusal(in, {a, b, a}).value_or("");
+    };
+    CHECK(refused_for(x, {}).empty());
+    CHECK(refused_for(x, {stat, stat, stat, stat, false}).empty());
+    CHECK(refused_for(x, {stat, std::nullopt}).find("go together") != std::string::npos);
+    CHECK(refused_for(x, {std::nullopt, std::nullopt, stat, stat, false})
+              .find("eval mode has no running") != std::string::npos);
+    CHECK(refused_for(x, {stat3, stat3}).find("running statistics are not [C]") !=
+          std::string::npos);
+    CHECK(refused_for(x, {std::nullopt, std::nullopt, stat3}).find("weight, bias") !=
+          std::string::npos);
+    CHECK(refused_for(x, {stat, stat, stat, stat, true, 0.1, -1.0}).find("eps is negative") !=
+          std::string::npos);
+    const DTensor single =
+        distribute_tensor(Tensor::rand({1, 2, 1, 1}, DType::F64, 1), mesh, {Shard(2)});
+    CHECK(refused_for(single, {}).find("one value per channel") != std::string::npos);
+    CHECK(refused_for(single, {stat, stat, std::nullopt, std::nullopt, false}).empty());
     const DTensor w7 = distribute_tensor(Tensor::rand({2, 2, 7, 7}, DType::F64, 4), mesh, R);
     ConvParams same7;
     same7.padding = {{3, 3}};
@@ -636,6 +709,49 @@ TEST_CASE(
           std::make_shared<nn::Conv2d>(4, 2, 3, o)});
       pooled->distribute(mesh);
       fused_equals_unfused(*pooled, Shard(2), 10, 1);
+    }
+    // BatchNorms join the chain (a ReLU after one folds into it): two
+    // networks alike, one fused, one not, trained two steps and then run in
+    // eval mode; their outputs, gradients and buffers (the running
+    // statistics, the batches counted) stay equal.
+    {
+      auto batch_normed = [&] {
+        nn::manual_seed(11);
+        auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Conv2d>(2, 4, 3, o),
+            std::make_shared<nn::BatchNorm>(4, 1e-5, 0.3, true, true, DType::F64),
+            std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 3, 3, o),
+            std::make_shared<nn::BatchNorm>(3, 1e-5, 0.1, false, true, DType::F64),
+            std::make_shared<nn::Conv2d>(3, 2, 3, o)});
+        net->distribute(mesh);
+        return net;
+      };
+      auto nets = std::array{batch_normed(), batch_normed()};
+      auto buffers = [](nn::Module& net) {
+        std::vector<Tensor> out;
+        for (const auto& [name, t] : net.named_buffers())
+          out.push_back(t->full_tensor());
+        return out;
+      };
+      for (const bool training : {true, true, false}) {
+        std::vector<Tensor> runs[2];
+        for (const bool fuse : {true, false}) {
+          ScopedConfig knob([fuse](Config& c) { c.halo_fusion = fuse; });
+          nn::Module& net = *nets[fuse ? 0 : 1];
+          net.train(training);
+          ChainCounter counter;
+          runs[fuse ? 0 : 1] = step(net, Shard(2), 12);
+          CHECK(counter.count == (fuse ? 1 : 0));
+          for (const Tensor& b : buffers(net))
+            runs[fuse ? 0 : 1].push_back(b);
+        }
+        REQUIRE(runs[0].size() == runs[1].size());
+        CHECK(runs[0].size() == 2 + 8 + 6);  // output, input, 8 parameters, 2 x 3 buffers
+        for (std::size_t i = 0; i < runs[0].size(); ++i) {
+          INFO(fmt::format("training {}, result {}", training, i));
+          CHECK(max_relative_error(runs[0][i], runs[1][i]) <= 1e-12);
+        }
+      }
     }
     // Replicated input: nothing to fuse, the layers run one by one.
     ChainCounter counter;

@@ -1,8 +1,8 @@
 // Modules whose halo exchanges are fused: a chain of convolutions, group
-// norms, activations and "same" pools exchanges its combined halo once, forward and backward
-// (dtensor/ops/halo_chain.h), wherever the input is spatially sharded, the
-// chain fits and the cost model says it pays; otherwise the modules run one
-// by one. Either way the results are the same (to rounding).
+// and batch norms, activations and "same" pools exchanges its combined halo once, forward and
+// backward (dtensor/ops/halo_chain.h), wherever the input is spatially sharded, the chain fits and
+// the cost model says it pays; otherwise the modules run one by one. Either way the results are the
+// same (to rounding).
 #pragma once
 #include <memory>
 #include <vector>
@@ -13,8 +13,9 @@ namespace dtensor::nn {
 
 /// `modules` applied in order to `input`. Every run of Conv (stride 1,
 /// "same"; any padding mode halo_chain_refusal() accepts), GroupNorm,
-/// InstanceNorm (a group norm with a group per channel), ReLU (after a norm:
-/// its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, and MaxPool
+/// InstanceNorm (a group norm with a group per channel), BatchNorm (its
+/// running statistics updated as its forward() updates them), ReLU (after a
+/// norm: its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, and MaxPool
 /// and AvgPool of stride 1 whose output is as large as their input, that
 /// starts with a Conv and holds two or more (convolutions and pools)
 /// runs as one halo_chain() when halo_chain_pays() (a Pad right before a Conv

@@ -212,6 +212,23 @@ class BatchNorm : public Module {
   BatchNorm(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
             bool track_running_stats = true, DType dtype = DType::F32);
   DTensor forward(const DTensor& input) override;
+  /// This layer as a link of a fused chain (dtensor/ops/halo_chain.h): in
+  /// training (or without running statistics) with the batch's statistics,
+  /// else with its running ones, as forward() chooses.
+  ChainBatchNorm chain_layer() const {
+    return {value_if(running_mean_),
+            value_if(running_var_),
+            value_if(weight_),
+            value_if(bias_),
+            is_training() || !running_mean_,
+            momentum_,
+            eps_,
+            false};
+  }
+  /// Keeps a training step's running statistics (the chain's,
+  /// halo_chain_updating) as forward() keeps its own: they replace the
+  /// buffers, and num_batches_tracked counts one more batch.
+  void take_running_stats(const DTensor& mean, const DTensor& var);
 
  private:
   double eps_, momentum_;

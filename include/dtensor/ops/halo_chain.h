@@ -3,8 +3,9 @@
 // Run one by one, every convolution of a chain exchanges its own halo, in the
 // forward and again in the backward. A chain of stride-1 convolutions whose
 // outputs are as large as their inputs ("same"; zeros, reflect or replicate
-// padding, or circular throughout), with group norms (and their fused relu),
-// element-wise activations and "same" stride-1 pools between them, can
+// padding, or circular throughout), with group and batch norms (and their
+// fused relu), element-wise activations and "same" stride-1 pools between
+// them, can
 // instead exchange the
 // chain's combined halo once, up front: each rank computes every layer on a
 // window as much larger than its shard as the layers after it still read
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -48,6 +50,23 @@ struct ChainGroupNorm {
   bool relu = false;
 };
 
+/// F.batch_norm(x, running_mean, running_var, weight, bias, training,
+/// momentum, eps), then relu when `relu`. Training: the batch's statistics
+/// (every rank's owned cells, over the batch and the spatial dims), and the
+/// running statistics, when given, updated as F.batch_norm updates them
+/// (halo_chain_updating returns them); else the running statistics. The
+/// running statistics are [C], replicated, of the input's dtype.
+struct ChainBatchNorm {
+  std::optional<DTensor> running_mean{}, running_var{};
+  std::optional<DTensor> weight{}, bias{};
+  bool training = true;
+  double momentum = 0.1;
+  double eps = 1e-5;
+  bool relu = false;
+  /// Whether the chain returns this norm's running statistics updated.
+  bool updates_running_stats() const { return training && running_mean.has_value(); }
+};
+
 /// An element-wise activation: F.<op>(x) with `op` one of "relu",
 /// "leaky_relu" (negative_slope), "gelu" (approximate), "silu", "sigmoid",
 /// "tanh". (A relu right after a group norm is cheaper as its `relu`.)
@@ -68,10 +87,12 @@ struct ChainPool {
   PoolParams params{};
 };
 
-using ChainLayer = std::variant<ChainConv, ChainGroupNorm, ChainActivation, ChainPool>;
+using ChainLayer =
+    std::variant<ChainConv, ChainGroupNorm, ChainBatchNorm, ChainActivation, ChainPool>;
 
 /// Why `layers` on `input` cannot run as one exchange, or nullopt when they
-/// can: a chain starts with a convolution and holds at least two window
+/// can: a batch norm's running statistics go together and are given in eval
+/// mode; a chain starts with a convolution and holds at least two window
 /// layers (convolutions and pools); a pool fits ChainPool's rule; every
 /// convolution has stride 1 and an output as large as its input along every
 /// spatial dim; its padding mode is zeros, reflect or replicate (a reflect
@@ -98,7 +119,19 @@ bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers
 /// The layers applied in order with one halo exchange (forward and backward).
 /// InvalidArgument naming the reason when the chain is not fusible
 /// (halo_chain_refusal); callers that want the unfused run then call the
-/// layers one by one. A collective over the input's mesh.
+/// layers one by one. A collective over the input's mesh. The output alone:
+/// a batch norm's updated running statistics are halo_chain_updating's.
 DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers);
+
+/// halo_chain's output, and the running statistics of its batch norms that
+/// update them (ChainBatchNorm::updates_running_stats), in chain order: each
+/// the (running_mean, running_var) F.batch_norm would leave, replicated.
+struct HaloChainResult {
+  DTensor output;
+  std::vector<std::pair<DTensor, DTensor>> running_stats;
+};
+
+/// halo_chain(), with the batch norms' updated running statistics.
+HaloChainResult halo_chain_updating(const DTensor& input, const std::vector<ChainLayer>& layers);
 
 }  // namespace dtensor
