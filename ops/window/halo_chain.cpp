@@ -1357,6 +1357,14 @@ HaloChainResult halo_chain_updating(const DTensor& input, const std::vector<Chai
 }
 
 DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers) {
+  // Updated running statistics would be lost here, silently.
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const auto* b = std::get_if<ChainBatchNorm>(&layers[i]);
+    DTENSOR_CHECK_ARG(!b || !b->updates_running_stats(), kForwardOp,
+                      "layers: layer {} is a batch norm in training with running statistics, "
+                      "which halo_chain_updating() returns updated (halo_chain() would drop them)",
+                      i);
+  }
   return halo_chain_updating(input, layers).output;
 }
 

@@ -582,6 +582,13 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
                       Catch::Contains("a convolution's padding") && Catch::Contains("missing"));
     CHECK_THROWS_WITH(halo_chain(x, {a, s}),
                       Catch::Contains("halo_chain") && Catch::Contains("stride"));
+    // Running statistics updated in training come back from
+    // halo_chain_updating only; halo_chain() would drop them.
+    const ChainBatchNorm updating{stat, stat};
+    CHECK_THROWS_WITH(halo_chain(x, {a, updating, a}),
+                      Catch::Contains("layer 1") && Catch::Contains("halo_chain_updating"));
+    CHECK(halo_chain_updating(x, {a, updating, a}).running_stats.size() == 1);
+    CHECK_NOTHROW(halo_chain(x, {a, ChainBatchNorm{}, a}));
   });
 }
 

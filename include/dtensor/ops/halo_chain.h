@@ -120,7 +120,8 @@ bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers
 /// InvalidArgument naming the reason when the chain is not fusible
 /// (halo_chain_refusal); callers that want the unfused run then call the
 /// layers one by one. A collective over the input's mesh. The output alone:
-/// a batch norm's updated running statistics are halo_chain_updating's.
+/// a batch norm that updates running statistics is refused (InvalidArgument:
+/// halo_chain_updating returns them).
 DTensor halo_chain(const DTensor& input, const std::vector<ChainLayer>& layers);
 
 /// halo_chain's output, and the running statistics of its batch norms that
