@@ -4,6 +4,7 @@
 
 #include <random>
 #include <set>
+#include <unordered_set>
 
 #include "dtensor/core/errors.h"
 #include "dtensor/nn/halo_region.h"
@@ -102,10 +103,25 @@ void Module::collect(const std::string& prefix, bool buffers, bool params,
     child->collect(joined(prefix, name), buffers, params, out);
 }
 
+namespace {
+
+// Each tensor once, under the first name it has (torch's remove_duplicate):
+// a shared module's parameters are stepped and counted once.
+std::vector<std::pair<std::string, DTensor*>> first_names(
+    std::vector<std::pair<std::string, DTensor*>> all) {
+  std::vector<std::pair<std::string, DTensor*>> out;
+  std::unordered_set<const DTensor*> seen;
+  for (auto& entry : all)
+    if (seen.insert(entry.second).second) out.push_back(std::move(entry));
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, DTensor*>> Module::named_parameters() {
   std::vector<std::pair<std::string, DTensor*>> out;
   collect("", false, true, out);
-  return out;
+  return first_names(std::move(out));
 }
 
 std::vector<DTensor*> Module::parameters() {
@@ -118,7 +134,7 @@ std::vector<DTensor*> Module::parameters() {
 std::vector<std::pair<std::string, DTensor*>> Module::named_buffers() {
   std::vector<std::pair<std::string, DTensor*>> out;
   collect("", true, false, out);
-  return out;
+  return first_names(std::move(out));
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_children() {
@@ -191,8 +207,10 @@ void Module::distribute_with_prefix(const DeviceMesh& mesh, const ShardingPlan& 
     *s.value = std::move(d);
     s.initial = Tensor();  // the DTensor holds the values now
   }
+  // A child met before (a module shared by two parents, or used twice in a
+  // Sequential) holds its DTensors already.
   for (auto& [name, child] : children_)
-    child->distribute_with_prefix(mesh, plan, joined(prefix, name));
+    if (!child->distributed_) child->distribute_with_prefix(mesh, plan, joined(prefix, name));
   distributed_ = true;
 }
 

@@ -124,3 +124,22 @@ DTENSOR_TEST_CASE("Module::to converts parameters in place, keeping placements a
   const DTensor x = distribute_tensor(Tensor::rand({1, 2, 6, 6}, DType::BF16, 4), mesh, {Shard(2)});
   CHECK(m(x).dtype() == DType::BF16);
 }
+
+DTENSOR_TEST_CASE("a module used twice is distributed once and its parameters listed once",
+                  "[modules]", 2) {
+  const DeviceMesh mesh(DeviceType::CPU, {2});
+  auto shared = conv(2, 2);
+  auto seq = std::make_shared<nn::Sequential>(
+      std::vector<std::shared_ptr<nn::Module>>{shared, conv(2, 2), shared});
+  seq->distribute(mesh);
+  // torch's remove_duplicate: the first name only; state_dict keeps both.
+  CHECK(names(seq->named_parameters()) ==
+        std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias"});
+  CHECK(seq->parameters().size() == 4);
+  CHECK(seq->state_dict().size() == 6);
+  // Both uses see the same values: y = shared(conv(shared(x))).
+  const DTensor x = distribute_tensor(Tensor::rand({1, 2, 4, 4}, DType::F32, 1), mesh, {Shard(2)});
+  const DTensor y = (*seq)(x);
+  const DTensor z = (*shared)((*seq->named_children()[1].second)((*shared)(x)));
+  CHECK(max_abs_diff(y.full_tensor(), z.full_tensor()) == 0);
+}

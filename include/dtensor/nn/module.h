@@ -51,7 +51,9 @@ class Module {
   DTensor operator()(const DTensor& input);
 
   /// Parameters (and buffers) by dotted name, in registration order,
-  /// submodules' after their parent's own ("enc1.conv1.weight").
+  /// submodules' after their parent's own ("enc1.conv1.weight"); a module
+  /// met twice gives its tensors once, under the first name (torch's
+  /// remove_duplicate). state_dict() keeps every name, as torch's does.
   std::vector<std::pair<std::string, DTensor*>> named_parameters();
   std::vector<DTensor*> parameters();
   std::vector<std::pair<std::string, DTensor*>> named_buffers();
