@@ -122,7 +122,13 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
       layers.emplace_back(static_cast<const GroupNorm&>(m).chain_layer());
     } else if (type == typeid(BatchNorm)) {
       ChainBatchNorm b = static_cast<const BatchNorm&>(m).chain_layer();
-      if (b.updates_running_stats()) updating.push_back(static_cast<BatchNorm*>(modules[at].get()));
+      auto* module = static_cast<BatchNorm*>(modules[at].get());
+      // The same module twice would update from its statistics before the
+      // run both times: the run ends before its second use.
+      if (b.updates_running_stats()) {
+        if (std::find(updating.begin(), updating.end(), module) != updating.end()) break;
+        updating.push_back(module);
+      }
       layers.emplace_back(std::move(b));
     } else if (type == typeid(InstanceNorm) && !layers.empty()) {
       // The channels the layers before it give (the run starts with a Conv).

@@ -32,14 +32,15 @@ Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps);
 /// `spec` describes: its dtype, on the mesh's device.
 DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec);
 
-/// batch_norm's running statistics after a training step, from the batch's
-/// merged moments (rows of `width` doubles: count, mean, M2, ...):
-/// r = (1 - momentum) r + momentum s, with the unbiased variance; a channel
-/// with no elements (an empty batch) keeps its values. `mean` and `var` of
-/// any dtype and device; the results are f64 host tensors.
+/// batch_norm's running statistics: f64 host tensors.
 struct RunningStats {
   Tensor mean, var;
 };
+/// The running statistics after a training step, from the batch's merged
+/// moments (rows of `width` doubles: count, mean, M2, ...):
+/// r = (1 - momentum) r + momentum s, with the unbiased variance; a channel
+/// with no elements (an empty batch) keeps its values. `mean` and `var` of
+/// any dtype and device.
 RunningStats updated_running_stats(const Tensor& mean, const Tensor& var, const Tensor& moments,
                                    std::int64_t width, double momentum);
 

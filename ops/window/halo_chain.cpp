@@ -735,10 +735,14 @@ std::vector<DTensor> forward_handler(OpCall& call) {
         out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
                         : Tensor::empty(shape, dtype, x.to_local().device());
       } else if (l.activation) {
-        out[i] = Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
+        // An idle rank computes no element-wise layer: zeros, not leftover
+        // values, reach the norms' sums after it.
+        out[i] = g.idle ? Tensor::zeros(out[i - 1].shape(), dtype, out[i - 1].device())
+                        : Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
         if (state.save) state.activation_inputs[i] = out[i - 1];
       } else {
-        out[i] = Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
+        out[i] = g.idle ? Tensor::zeros(out[i - 1].shape(), dtype, out[i - 1].device())
+                        : Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
         if (l.statistics())
           moments[i] = Tensor::empty({layout_over(l, out[i - 1]).stats(), 3}, DType::F64);
       }

@@ -733,6 +733,33 @@ TEST_CASE(
         net->distribute(mesh);
         return net;
       };
+      // The same BatchNorm twice: the second use updates from the first's
+      // result, so the fused run ends before it.
+      auto shared_twice = [&] {
+        nn::manual_seed(13);
+        auto bn = std::make_shared<nn::BatchNorm>(4, 1e-5, 0.5, true, true, DType::F64);
+        auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Conv2d>(2, 4, 3, o), bn, std::make_shared<nn::Conv2d>(4, 4, 3, o),
+            bn, std::make_shared<nn::Conv2d>(4, 4, 3, o)});
+        net->distribute(mesh);
+        return net;
+      };
+      {
+        auto twice = std::array{shared_twice(), shared_twice()};
+        std::vector<Tensor> runs[2];
+        for (const bool fuse : {true, false}) {
+          ScopedConfig knob([fuse](Config& c) { c.halo_fusion = fuse; });
+          ChainCounter counter;
+          runs[fuse ? 0 : 1] = step(*twice[fuse ? 0 : 1], Shard(2), 14);
+          CHECK(counter.count == (fuse ? 1 : 0));  // conv bn conv, then bn and conv alone
+          for (const auto& [name, t] : twice[fuse ? 0 : 1]->named_buffers())
+            runs[fuse ? 0 : 1].push_back(t->full_tensor());
+        }
+        for (std::size_t i = 0; i < runs[0].size(); ++i) {
+          INFO(fmt::format("a BatchNorm used twice, result {}", i));
+          CHECK(max_relative_error(runs[0][i], runs[1][i]) <= 1e-12);
+        }
+      }
       auto nets = std::array{batch_normed(), batch_normed()};
       auto buffers = [](nn::Module& net) {
         std::vector<Tensor> out;

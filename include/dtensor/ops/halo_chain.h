@@ -91,8 +91,10 @@ using ChainLayer =
     std::variant<ChainConv, ChainGroupNorm, ChainBatchNorm, ChainActivation, ChainPool>;
 
 /// Why `layers` on `input` cannot run as one exchange, or nullopt when they
-/// can: a batch norm's running statistics go together and are given in eval
-/// mode; a chain starts with a convolution and holds at least two window
+/// can: a batch norm's running statistics go together, are given in eval
+/// mode and, like its weight and bias, are [C], replicated, of the input's
+/// dtype, and in training it has more than one value per channel; a chain
+/// starts with a convolution and holds at least two window
 /// layers (convolutions and pools); a pool fits ChainPool's rule; every
 /// convolution has stride 1 and an output as large as its input along every
 /// spatial dim; its padding mode is zeros, reflect or replicate (a reflect
