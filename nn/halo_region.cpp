@@ -52,9 +52,10 @@ std::optional<ChainConv> padded_conv(const Pad& pad, const Module& next) {
 
 // A MaxPool or AvgPool as a chain layer where it keeps the chain fusible:
 // stride 1 and an output as large as its input. A pool that shrinks (the
-// U-Net's way down) ends the run instead, so the layers before it still
-// fuse.
-std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>& layers) {
+// U-Net's way down) joins too where `resampling` (halo_chain_refusal has
+// the last word); else it ends the run, so the layers before it still fuse.
+std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>& layers,
+                                 bool resampling) {
   const std::type_info& type = typeid(m);
   if (type != typeid(MaxPool) && type != typeid(AvgPool)) return std::nullopt;
   const auto first_conv = std::find_if(layers.begin(), layers.end(), [](const ChainLayer& l) {
@@ -70,11 +71,28 @@ std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>&
   } catch (const InvalidArgument&) {
     return std::nullopt;  // run alone, it names its bad list itself
   }
-  for (std::size_t d = 0; d < static_cast<std::size_t>(spatial); ++d)
+  for (std::size_t d = 0; d < static_cast<std::size_t>(spatial) && !resampling; ++d)
     if (p.stride[d] != 1 ||
         p.padding[d].first + p.padding[d].second != p.dilation[d] * (p.kernel[d] - 1))
       return std::nullopt;
   return pool;
+}
+
+// Whether a convolution changes the length it passes on (a stride, or
+// padding that is not "same").
+bool resamples(const ChainConv& c) {
+  const std::int64_t spatial = c.weight.ndim() - 2;
+  ConvParams p;
+  try {
+    p = c.params.expanded(spatial);
+  } catch (const InvalidArgument&) {
+    return true;  // run alone, it names its bad list itself
+  }
+  for (std::size_t d = 0; d < static_cast<std::size_t>(spatial); ++d)
+    if (p.stride[d] != 1 ||
+        p.padding[d].first + p.padding[d].second != p.dilation[d] * (c.weight.shape()[d + 2] - 1))
+      return true;
+  return false;
 }
 
 // The relu flag of the norm that ends `layers`, or null.
@@ -103,19 +121,23 @@ std::optional<ChainActivation> activation_of(const Module& m) {
 // it that update their running statistics (in order), and where it ends.
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
 // the norm before it (relu(norm(x)) is its fused activation); the
-// activations join as layers of their own, as do the pools that keep their
-// input's size (pool_of); a Pad joins the Conv after it (padded_conv).
+// activations join as layers of their own, as do the pools (pool_of); a
+// Pad joins the Conv after it (padded_conv). Without `resampling` a
+// convolution or pool that changes the length ends the run.
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
-                      std::vector<ChainLayer>& layers, std::vector<BatchNorm*>& updating) {
+                      bool resampling, std::vector<ChainLayer>& layers,
+                      std::vector<BatchNorm*>& updating) {
   std::size_t at = begin;
   for (; at < modules.size(); ++at) {
     const Module& m = *modules[at];
     const std::type_info& type = typeid(m);
     if (is_conv(m)) {
-      layers.emplace_back(static_cast<const Conv&>(m).chain_layer());
+      ChainConv conv = static_cast<const Conv&>(m).chain_layer();
+      if (!resampling && resamples(conv)) break;
+      layers.emplace_back(std::move(conv));
     } else if (type == typeid(Pad) && at + 1 < modules.size()) {
       std::optional<ChainConv> conv = padded_conv(static_cast<const Pad&>(m), *modules[at + 1]);
-      if (!conv) break;
+      if (!conv || (!resampling && resamples(*conv))) break;
       layers.emplace_back(std::move(*conv));
       ++at;  // the Conv is in it
     } else if (type == typeid(GroupNorm)) {
@@ -137,7 +159,7 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
       *relu = true;
     } else if (std::optional<ChainActivation> a = activation_of(m)) {
       layers.emplace_back(std::move(*a));
-    } else if (std::optional<ChainPool> pool = pool_of(m, layers)) {
+    } else if (std::optional<ChainPool> pool = pool_of(m, layers, resampling)) {
       layers.emplace_back(std::move(*pool));
     } else {
       break;
@@ -153,9 +175,16 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
   DTensor x = input;
   std::size_t i = 0;
   while (i < modules.size()) {
+    // The longest run first; where it does not fuse (or pay), the run up to
+    // its first layer that changes the length.
     std::vector<ChainLayer> layers;
     std::vector<BatchNorm*> updating;
-    const std::size_t end = chain_run(modules, i, layers, updating);
+    std::size_t end = chain_run(modules, i, true, layers, updating);
+    if (end > i + 1 && !halo_chain_pays(x, layers)) {
+      layers.clear();
+      updating.clear();
+      end = chain_run(modules, i, false, layers, updating);
+    }
     if (end > i + 1 && halo_chain_pays(x, layers)) {
       HaloChainResult r = halo_chain_updating(x, layers);
       for (std::size_t k = 0; k < updating.size(); ++k)

@@ -110,6 +110,7 @@ struct Chain {
   std::vector<Layer> layers;
   std::size_t num_windowed = 0;  // convolutions and pools
   int num_running = 0;           // batch norms that update running statistics
+  bool resamples = false;        // a window layer changes the length (halo_chain_plan.h)
   // Index of the input among the DTensor arguments (1 in the backward).
   int input = 0;
   // The backward only: whether the input's gradient is wanted (when not,
@@ -120,13 +121,21 @@ struct Chain {
 // A convolution (parameters expanded to the weight's spatial dims) along
 // spatial dim `d`, as the plan reads it.
 detail::ChainWindowDim conv_dim(const ConvParams& p, const Shape& weight, std::size_t d) {
-  return {p.dilation[d] * (weight[d + 2] - 1) + 1, p.padding[d].first, boundary_of(p.padding_mode)};
+  return {p.dilation[d] * (weight[d + 2] - 1) + 1, p.padding[d].first, boundary_of(p.padding_mode),
+          p.stride[d], p.padding[d].second};
 }
 
 // A pool (parameters expanded) along spatial dim `d`: to the plan, a
 // convolution whose padding is its own (never filled from held rows).
 detail::ChainWindowDim pool_dim(const PoolParams& p, std::size_t d) {
-  return {p.dilation[d] * (p.kernel[d] - 1) + 1, p.padding[d].first, Boundary::Zeros};
+  return {p.dilation[d] * (p.kernel[d] - 1) + 1, p.padding[d].first, Boundary::Zeros, p.stride[d],
+          p.padding[d].second};
+}
+
+// Whether a window layer changes the length it passes on (a stride, or
+// padding that is not "same"): the chain then resamples.
+bool resamples(const detail::ChainWindowDim& d) {
+  return d.stride != 1 || d.pad_right() != d.extent - 1 - d.pad_left;
 }
 
 Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int input,
@@ -139,6 +148,10 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
   const std::int64_t spatial = x.ndim() - 2;
   for (const ChainLayer& layer : layers) {
     Layer l;
+    auto add_dim = [&](const detail::ChainWindowDim& dim) {
+      l.dims.push_back(dim);
+      chain.resamples = chain.resamples || resamples(dim);
+    };
     if (const auto* c = std::get_if<ChainConv>(&layer)) {
       const Shape& w = c->weight.shape();
       DTENSOR_CHECK_ARG(static_cast<std::int64_t>(w.size()) == spatial + 2, kForwardOp,
@@ -150,7 +163,7 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.params = c->params;
       l.boundary = boundary_of(c->params.padding_mode);
       for (std::int64_t d = 0; d < spatial; ++d)
-        l.dims.push_back(conv_dim(c->params, w, static_cast<std::size_t>(d)));
+        add_dim(conv_dim(l.params, w, static_cast<std::size_t>(d)));
       ++chain.num_windowed;
     } else if (const auto* pool = std::get_if<ChainPool>(&layer)) {
       DTENSOR_CHECK_ARG(static_cast<std::int64_t>(pool->params.kernel.size()) == spatial,
@@ -161,7 +174,7 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.pool_params = pool->params.expanded(spatial);
       l.divisor = {l.pool_params.count_include_pad, l.pool_params.divisor_override};
       for (std::int64_t d = 0; d < spatial; ++d)
-        l.dims.push_back(pool_dim(l.pool_params, static_cast<std::size_t>(d)));
+        add_dim(pool_dim(l.pool_params, static_cast<std::size_t>(d)));
       ++chain.num_windowed;
     } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
       l.activation = true;
@@ -260,6 +273,9 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
   std::size_t windowed = 0;
   // Per spatial dim, the window layers (convolutions and pools) in order.
   std::vector<std::vector<detail::ChainWindowDim>> window_layers(static_cast<std::size_t>(spatial));
+  Shape lengths(x.shape().begin() + 2, x.shape().end());  // each layer's input's, in turn
+  // Per norm whose statistics are the batch's: the window layers before it.
+  std::vector<std::size_t> statistics_at;
   auto parameter_ok = [&](const std::optional<DTensor>& t, const Shape& shape) {
     return !t || (t->mesh() == x.mesh() && replicated(*t) && t->dtype() == x.dtype() &&
                   t->shape() == shape);
@@ -274,11 +290,14 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         return "a convolution's weight does not fit its input's channels";
       if (!parameter_ok(c->bias, {w[0]})) return "a convolution's bias is not [out], replicated";
       for (std::int64_t d = 0; d < spatial; ++d) {
-        const detail::ChainWindowDim dim = conv_dim(p, w, static_cast<std::size_t>(d));
-        if (p.stride[d] != 1) return "a convolution has a stride";
-        if (p.padding[d].first < 0 || p.padding[d].first + p.padding[d].second != dim.extent - 1)
-          return "a convolution's output is not as large as its input";
-        window_layers[static_cast<std::size_t>(d)].push_back(dim);
+        const auto i = static_cast<std::size_t>(d);
+        const detail::ChainWindowDim dim = conv_dim(p, w, i);
+        if (p.stride[i] < 1 || p.padding[i].first < 0 || p.padding[i].second < 0 ||
+            p.dilation[i] < 1)
+          return "a convolution's stride, padding or dilation is not valid";
+        if (dim.output_length(lengths[i]) < 1) return "a window layer's output is empty";
+        lengths[i] = dim.output_length(lengths[i]);
+        window_layers[i].push_back(dim);
       }
       channels = w[0];
       ++windowed;
@@ -294,8 +313,12 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
           return "a pool's parameters are not valid (kernel and dilation >= 1, avg_pool "
                  "undilated, padding within half the kernel, divisor_override not zero)";
         const detail::ChainWindowDim dim = pool_dim(p, i);
-        if (p.stride[i] != 1) return "a pool has a stride other than 1";
-        if (left + right != dim.extent - 1) return "a pool's output is not as large as its input";
+        if (p.stride[i] < 1) return "a pool's stride is not valid";
+        // ceil_mode changes nothing at stride 1; else the chain would
+        // need its last window clipped as the pool clips it.
+        if (p.ceil_mode && p.stride[i] > 1) return "a strided pool has ceil_mode";
+        if (dim.output_length(lengths[i]) < 1) return "a window layer's output is empty";
+        lengths[i] = dim.output_length(lengths[i]);
         window_layers[i].push_back(dim);
       }
       ++windowed;
@@ -311,17 +334,19 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
       if (!b->training && !b->running_mean)
         return "a batch norm in eval mode has no running statistics";
       // F.batch_norm's rule (the layer alone says so by name).
-      if (b->training && shape_numel(x.shape()) / std::max<std::int64_t>(x.shape()[1], 1) == 1)
+      if (b->training && shape_numel(lengths) * x.shape()[0] == 1)
         return "a batch norm in training over one value per channel";
       if (!parameter_ok(b->weight, {channels}) || !parameter_ok(b->bias, {channels}) ||
           !parameter_ok(b->running_mean, {channels}) || !parameter_ok(b->running_var, {channels}))
         return "a batch norm's weight, bias or running statistics are not [C], replicated";
+      if (b->training) statistics_at.push_back(windowed);
     } else {
       const auto& n = std::get<ChainGroupNorm>(layer);
       if (n.num_groups < 1 || channels % n.num_groups != 0 || !(n.eps >= 0))
         return "a group norm does not fit its input";
       if (!parameter_ok(n.weight, {channels}) || !parameter_ok(n.bias, {channels}))
         return "a group norm's weight or bias is not [C], replicated";
+      statistics_at.push_back(windowed);
     }
   }
   if (windowed < 2)
@@ -333,8 +358,25 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         return c && c->params.padding_mode == PaddingMode::Circular;
       }))
     return "a pool in a chain of circular convolutions (a pool pads its own way, not around)";
+  // A layer that changes the length (a stride, padding not "same"): the
+  // padding beyond an edge is then the rank's own business only with
+  // zeros (held_padding.h and rings assume every range is "same").
+  const bool resampling =
+      std::any_of(window_layers.begin(), window_layers.end(), [](const auto& v) {
+        return std::any_of(v.begin(), v.end(), [](const auto& d) { return resamples(d); });
+      });
+  if (resampling && has([](const ChainLayer& l) {
+        const auto* c = std::get_if<ChainConv>(&l);
+        return c && c->params.padding_mode != PaddingMode::Zeros;
+      }))
+    return "a chain whose layers change the length (a stride, or padding that is not \"same\") "
+           "pads with zeros only";
   for (std::int64_t d = 0; d < spatial; ++d) {
     const auto& dims = window_layers[static_cast<std::size_t>(d)];
+    for (const std::size_t first : statistics_at)
+      if (auto why = detail::chain_statistics_refusal(x.shape()[static_cast<std::size_t>(d) + 2],
+                                                      first, dims))
+        return why;
     const bool reads_held = std::any_of(
         dims.begin(), dims.end(), [](const auto& c) { return c.boundary == Boundary::Reflect; });
     const std::int64_t length = x.shape()[static_cast<std::size_t>(d) + 2];
@@ -387,13 +429,36 @@ struct Geometry {
     const auto& s = k < 0 ? dims[d].steps.front() : dims[d].steps[static_cast<std::size_t>(k)];
     return k < 0 ? std::pair{s.in_begin, s.in_end} : std::pair{s.out_begin, s.out_end};
   }
+  // The rank's share of window layer k's output along dim d (k >= 0).
+  std::pair<std::int64_t, std::int64_t> share(std::size_t d, int k) const {
+    const auto& s = dims[d].steps[static_cast<std::size_t>(k)];
+    return {s.owned_begin, s.owned_end};
+  }
   // The owned cells of a tensor over window layer k's output range.
   Tensor owned(const Tensor& t, int k) const {
     Tensor v = t;
     for (std::size_t d = 0; d < dims.size(); ++d)
-      v = v.narrow(static_cast<std::int64_t>(d) + 2, dims[d].owned_begin - range(d, k).first,
-                   dims[d].owned_end - dims[d].owned_begin);
+      v = v.narrow(static_cast<std::int64_t>(d) + 2, share(d, k).first - range(d, k).first,
+                   share(d, k).second - share(d, k).first);
     return v;
+  }
+  // What window layer k reads of its input `t` (over its input range):
+  // all but the rows a strided chain's first layer skips.
+  template <typename T>
+  T used(const T& t, std::size_t k) const {
+    T v = t;
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      const auto& s = dims[d].steps[k];
+      if (s.skip_left + s.skip_right > 0)
+        v = v.narrow(static_cast<std::int64_t>(d) + 2, s.skip_left,
+                     s.in_end - s.in_begin - s.skip_left - s.skip_right);
+    }
+    return v;
+  }
+  bool skips(std::size_t k) const {
+    return std::any_of(dims.begin(), dims.end(), [k](const detail::ChainDimPlan& p) {
+      return p.steps[k].skip_left + p.steps[k].skip_right > 0;
+    });
   }
   // The cells of a tensor over window layer k's range that the rank does not
   // own, as disjoint slabs: along each dim d, the part before and after the
@@ -405,7 +470,7 @@ struct Geometry {
     for (std::size_t d = 0; d < dims.size(); ++d) {
       const auto dim = static_cast<std::int64_t>(d) + 2;
       const auto [begin, end] = range(d, k);
-      const std::int64_t o0 = dims[d].owned_begin - begin, o1 = dims[d].owned_end - begin;
+      const std::int64_t o0 = share(d, k).first - begin, o1 = share(d, k).second - begin;
       out.push_back(core.narrow(dim, 0, o0));
       out.push_back(core.narrow(dim, o1, end - begin - o1));
       core = core.narrow(dim, o0, o1 - o0);
@@ -414,7 +479,7 @@ struct Geometry {
   }
   bool owns_all(int k) const {
     for (std::size_t d = 0; d < dims.size(); ++d)
-      if (range(d, k) != std::pair{dims[d].owned_begin, dims[d].owned_end}) return false;
+      if (range(d, k) != share(d, k)) return false;
     return true;
   }
   // Convolution k's local padding (left, right) per dim.
@@ -477,8 +542,10 @@ Geometry geometry_of(const Chain& c, const WindowExchange& engine, const Shape& 
     if (g.idle) {  // the window the rank would read, were there output on every dim
       const WindowDim w = detail::chain_window(convs);
       const bool ring = detail::chain_is_ring(convs);
-      begin = ring ? o0 - w.pad_left : std::max<std::int64_t>(0, o0 - w.pad_left);
-      end = ring ? o1 + w.pad_right : std::min(global[d + 2], o1 + w.pad_right);
+      begin = ring ? o0 - w.pad_left : std::max<std::int64_t>(0, o0 * w.stride - w.pad_left);
+      end = ring ? o1 + w.pad_right
+                 : std::min(global[d + 2],
+                            std::max(begin, (o1 - 1) * w.stride - w.pad_left + w.extent()));
     }
     g.dims.push_back(detail::plan_chain_dim(global[d + 2], o0, o1, begin, end, convs));
   }
@@ -514,17 +581,17 @@ Tensor activation(const Layer& l, std::vector<OpArg> args, bool backward) {
 // Pool layer `l`'s taps per spatial dim: window layer k's outputs reading
 // the range of the layer before it.
 std::vector<kernels::PoolTaps> pool_taps_of(const Layer& l, const Geometry& g, int k,
-                                            std::int64_t spatial, const Shape& global) {
+                                            std::int64_t spatial) {
   std::vector<kernels::PoolTaps> out;
   for (std::int64_t d = 0; d < spatial; ++d) {
     const auto i = static_cast<std::size_t>(d);
     const PoolParams& p = l.pool_params;
-    const WindowDim dim =
-        WindowDim::sliding(p.kernel[i], 1, p.dilation[i], p.padding[i].first, p.padding[i].second);
+    const WindowDim dim = WindowDim::sliding(p.kernel[i], p.stride[i], p.dilation[i],
+                                             p.padding[i].first, p.padding[i].second);
     const detail::ChainStep& s = g.dims[i].steps[static_cast<std::size_t>(k)];
     const WindowSpan span{
         d + 2, {s.out_begin, s.out_end - s.out_begin}, s.in_begin, s.in_end - s.in_begin};
-    out.push_back(window::pool_taps(dim, global[i + 2], span));
+    out.push_back(window::pool_taps(dim, g.dims[i].lengths[static_cast<std::size_t>(k)], span));
   }
   return out;
 }
@@ -637,8 +704,9 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // With a halo along one dim only, the first convolution's outputs that
   // read none of it run while it travels (the first piece's, below); not
   // when it fills its padding from the window.
+  // (Not in a chain that resamples: the interior is planned for stride 1.)
   const std::optional<std::size_t> early =
-      g.idle || g.fills(c.layers.front(), 0) ? std::nullopt : only_halo_dim(g);
+      g.idle || c.resamples || g.fills(c.layers.front(), 0) ? std::nullopt : only_halo_dim(g);
   TiledTensor window = early ? pending.window() : pending.wait();
   if (g.idle)  // nothing to compute here; the norms' collectives still run
     window = TiledTensor::whole(
@@ -658,8 +726,7 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // pool's: pool_taps.h).
   std::vector<std::vector<kernels::PoolTaps>> taps(num_layers);
   for (std::size_t i = 0; i < num_layers && !g.idle; ++i)
-    if (c.layers[i].pool)
-      taps[i] = pool_taps_of(c.layers[i], g, window_of[i], x.ndim() - 2, x.shape());
+    if (c.layers[i].pool) taps[i] = pool_taps_of(c.layers[i], g, window_of[i], x.ndim() - 2);
   std::vector<Tensor> moments(num_layers);  // a norm's [statistics, 3], merged in place
   // A convolution that fills its padding: its input, padded (g.fills).
   std::vector<Tensor> padded(num_layers);
@@ -768,7 +835,8 @@ std::vector<DTensor> forward_handler(OpCall& call) {
             continue;
           }
           if (window_ready) {
-            kernels->forward_into(input_of(i, p), w, bias, params, y);
+            kernels->forward_into(g.used(input_of(i, p), static_cast<std::size_t>(k)), w, bias,
+                                  params, y);
             continue;
           }
           // The outputs along the halo's dim that read only the rank's own
@@ -1051,8 +1119,8 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       const Tensor input = state.window_inputs.at(static_cast<std::size_t>(k)).assemble();
       const Tensor gi = Tensor::empty(input.shape(), g.dtype(), g.device());
       if (c.layers[i - 1].statistics()) begun = begin_norm(i - 1, gi);
-      const auto taps = geo.idle ? std::vector<kernels::PoolTaps>()
-                                 : pool_taps_of(l, geo, k, x.ndim() - 2, x.shape());
+      const auto taps =
+          geo.idle ? std::vector<kernels::PoolTaps>() : pool_taps_of(l, geo, k, x.ndim() - 2);
       for (std::size_t q = 0; q < pieces.size(); ++q) {
         if (finishing) finish_piece(*finishing, q);
         const BatchPiece& piece = pieces[q];
@@ -1145,6 +1213,10 @@ std::vector<DTensor> backward_handler(OpCall& call) {
         kernels->backward_data(samples_of(out_grad, piece), w, TiledTensor::whole(grad_padded), p);
         detail::fold_padding(grad_padded, l.boundary, pads);
         into.scatter(detail::unpadded_view(grad_padded, pads));
+      } else if (geo.skips(static_cast<std::size_t>(k))) {  // rows no output read: zeros
+        into.zero_();
+        kernels->backward_data(samples_of(out_grad, piece), w,
+                               geo.used(into, static_cast<std::size_t>(k)), p);
       } else {
         kernels->backward_data(samples_of(out_grad, piece), w, into, p);
       }
@@ -1153,7 +1225,8 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     if (back) back->post();
     ConvWeightGrads wg;
     if (!geo.idle) {
-      wg = kernels->backward_weights(out_grad, input, w.shape(), p, l.bias >= 0);
+      wg = kernels->backward_weights(out_grad, geo.used(input, static_cast<std::size_t>(k)),
+                                     w.shape(), p, l.bias >= 0);
     } else {
       wg.grad_weight = Tensor::zeros(w.shape(), w.dtype(), w.device());
       wg.grad_bias = Tensor::zeros({w.size(0)}, w.dtype(), w.device());
@@ -1192,9 +1265,12 @@ void validate(const OpSchema& s, bool backward) {
 
 Shape output_shape(const OpSchema& s, const Chain& c) {
   Shape shape = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(c.input)]).shape();
-  for (const Layer& l : c.layers)
+  for (const Layer& l : c.layers) {
     if (l.conv)
       shape[1] = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(l.weight)]).shape()[0];
+    for (std::size_t d = 0; d < l.dims.size(); ++d)
+      shape[d + 2] = l.dims[d].output_length(shape[d + 2]);
+  }
   return shape;
 }
 

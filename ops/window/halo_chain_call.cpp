@@ -50,6 +50,7 @@ void ArgCodec<ChainLayer>::encode_fields(std::vector<OpArg>& out, const ChainLay
     ArgCodec<ConvParams::Padding>::encode(out, p.padding);
     out.emplace_back(IntList(p.dilation));
     out.emplace_back(p.groups);
+    out.emplace_back(IntList(p.stride));
     return;
   }
   if (const auto* a = std::get_if<ChainActivation>(&layer)) {
@@ -60,14 +61,14 @@ void ArgCodec<ChainLayer>::encode_fields(std::vector<OpArg>& out, const ChainLay
     return;
   }
   if (const auto* pool = std::get_if<ChainPool>(&layer)) {
-    // Stride 1 and ceil_mode are not spelled: a chain's pools have no other
-    // stride, and ceil_mode changes nothing at stride 1.
     out.emplace_back(std::string(pool->average ? "avg_pool" : "max_pool"));
     out.emplace_back(IntList(pool->params.kernel));
     ArgCodec<ConvParams::Padding>::encode(out, pool->params.padding);
     out.emplace_back(IntList(pool->params.dilation));
     out.emplace_back(pool->params.count_include_pad);
     ArgCodec<std::optional<std::int64_t>>::encode(out, pool->params.divisor_override);
+    out.emplace_back(IntList(pool->params.stride));
+    out.emplace_back(pool->params.ceil_mode);
     return;
   }
   if (const auto* b = std::get_if<ChainBatchNorm>(&layer)) {
@@ -106,13 +107,14 @@ ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::
     c.params.padding = ArgCodec<ConvParams::Padding>::decode(s, at + 3, "a convolution's padding");
     c.params.dilation = ArgCodec<IntList>::decode(s, at + 4, "a convolution's dilation");
     c.params.groups = ArgCodec<std::int64_t>::decode(s, at + 5, "a convolution's groups");
+    c.params.stride = ArgCodec<IntList>::decode(s, at + 6, "a convolution's stride");
     const auto spatial = static_cast<std::size_t>(std::max<std::int64_t>(c.weight.ndim() - 2, 0));
-    DTENSOR_CHECK_ARG(c.params.padding.size() == spatial && c.params.dilation.size() == spatial,
+    DTENSOR_CHECK_ARG(c.params.padding.size() == spatial && c.params.dilation.size() == spatial &&
+                          c.params.stride.size() == spatial,
                       "dispatch",
-                      "{}: {}: a convolution's padding and dilation need one entry per spatial "
-                      "dim of its weight {}",
+                      "{}: {}: a convolution's padding, dilation and stride need one entry per "
+                      "spatial dim of its weight {}",
                       s.op(), field, shape_str(c.weight.shape()));
-    c.params.stride.assign(spatial, 1);
     return c;
   }
   if (kind == "activation") {
@@ -137,12 +139,15 @@ ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::
     p.count_include_pad = ArgCodec<bool>::decode(s, at + 4, "a pool's count_include_pad");
     p.divisor_override =
         ArgCodec<std::optional<std::int64_t>>::decode(s, at + 5, "a pool's divisor_override");
-    DTENSOR_CHECK_ARG(p.padding.size() == p.kernel.size() && p.dilation.size() == p.kernel.size(),
+    p.stride = ArgCodec<IntList>::decode(s, at + 6, "a pool's stride");
+    p.ceil_mode = ArgCodec<bool>::decode(s, at + 7, "a pool's ceil_mode");
+    DTENSOR_CHECK_ARG(p.padding.size() == p.kernel.size() && p.dilation.size() == p.kernel.size() &&
+                          p.stride.size() == p.kernel.size(),
                       "dispatch",
-                      "{}: {}: a pool's kernel, padding and dilation need one entry per spatial "
-                      "dim each, got {}, {} and {}",
-                      s.op(), field, p.kernel.size(), p.padding.size(), p.dilation.size());
-    p.stride.assign(p.kernel.size(), 1);
+                      "{}: {}: a pool's kernel, padding, dilation and stride need one entry per "
+                      "spatial dim each, got {}, {}, {} and {}",
+                      s.op(), field, p.kernel.size(), p.padding.size(), p.dilation.size(),
+                      p.stride.size());
     return pool;
   }
   if (kind == "batch_norm") {

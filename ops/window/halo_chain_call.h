@@ -6,16 +6,16 @@
 //   halo_chain_backward: grad_output, input, input_grad, layers...
 //
 // Each layer is nine arguments: "conv", weight, bias|None, padding (left,
-// right per spatial dim, one flat list), dilation, groups; or "group_norm",
+// right per spatial dim, one flat list), dilation, groups, stride; or "group_norm",
 // num_groups, eps, weight|None, bias|None, relu; or "batch_norm",
 // weight|None, bias|None, running_mean|None, running_var|None, training,
 // momentum, eps, relu; or "activation", op, negative_slope, approximate
 // ("none" | "tanh"); or "max_pool" | "avg_pool", kernel, padding (flat, as a
-// convolution's), dilation, count_include_pad, divisor_override|None; the
-// rest None (the width is every layer's; a pool's lists are spelled out for
-// the input's spatial dims). A convolution's kind names its padding mode:
-// "conv" (zeros), "conv_reflect", "conv_replicate", "conv_circular". Its
-// stride is 1, as a pool's: a chain holds no other (halo_chain_refusal).
+// convolution's), dilation, count_include_pad, divisor_override|None, stride,
+// ceil_mode; the rest None (the width is every layer's; a pool's lists are
+// spelled out for the input's spatial dims). A convolution's kind names its
+// padding mode: "conv" (zeros), "conv_reflect", "conv_replicate",
+// "conv_circular".
 #pragma once
 
 #include <string_view>

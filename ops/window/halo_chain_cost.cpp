@@ -47,27 +47,32 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       messages += 4;
     }
   }
-  // A slab of the local shard `depth` cells deep across dim d, per channel.
-  auto slab = [&](std::size_t d, double depth) {
+  // A slab of the local shard `depth` cells deep across dim d, per channel,
+  // on a grid the strides before it made `scale` times coarser per dim.
+  auto slab = [&](std::size_t d, double depth, const std::vector<double>& scale) {
     double cells = static_cast<double>(local[0]) * depth;
     for (std::size_t e = 0; e < spatial; ++e)
-      if (e != d) cells *= static_cast<double>(local[e + 2]);
+      if (e != d) cells *= static_cast<double>(local[e + 2]) / scale[e];
     return cells;
   };
   // The window layers in forward order: what each reads beyond its input
   // per dim, summed over both sides (its extent - 1), its input's channels,
   // and the flops of an output cell in the forward, backward-data and
   // backward-weights (a pool's: a tap per cell each way).
+  // (Per dim also its stride, and how much coarser its input's grid is than
+  // the chain's input: the strides before it multiplied.)
   struct WindowLayer {
-    std::vector<double> reach;
+    std::vector<double> reach, stride, scale;
     double channels = 0, flops = 0;
   };
   std::vector<WindowLayer> windowed;
   std::vector<const ChainConv*> convs;
   double channels = static_cast<double>(x.shape()[1]);
+  std::vector<double> scale(spatial, 1.0);
   for (const auto& layer : layers) {
     WindowLayer wl;
     wl.channels = channels;
+    wl.scale = scale;
     if (const auto* c = std::get_if<ChainConv>(&layer)) {
       convs.push_back(c);
       const Shape& w = c->weight.shape();
@@ -75,6 +80,7 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       double taps = 1;
       for (std::size_t d = 0; d < spatial; ++d) {
         wl.reach.push_back(static_cast<double>(p.dilation[d] * (w[d + 2] - 1)));
+        wl.stride.push_back(static_cast<double>(p.stride[d]));
         taps *= static_cast<double>(w[d + 2]);
       }
       wl.flops = 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps;
@@ -84,12 +90,15 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       double taps = 1;
       for (std::size_t d = 0; d < spatial; ++d) {
         wl.reach.push_back(static_cast<double>(p.dilation[d] * (p.kernel[d] - 1)));
+        wl.stride.push_back(static_cast<double>(p.stride[d]));
         taps *= static_cast<double>(p.kernel[d]);
       }
       wl.flops = 2 * taps * channels;
     } else {
       continue;
     }
+    for (std::size_t d = 0; d < spatial; ++d)
+      scale[d] *= wl.stride[d];
     windowed.push_back(std::move(wl));
   }
   // A ring (every convolution pads circularly; it holds no pool) also
@@ -103,14 +112,21 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   double unfused_bytes = 0, fused_bytes = 0, recompute_flops = 0;
   for (std::size_t d = 0; d < spatial; ++d) {
     if (!sharded[d] && !ring) continue;
-    double later = 0;  // what the layers after k read beyond the share
+    // What the layers after k read beyond the share, in cells of k's
+    // output's grid.
+    double later = 0;
     for (std::size_t k = windowed.size(); k-- > 0;) {
       const WindowLayer& wl = windowed[k];
-      recompute_flops += wl.flops * slab(d, later);
-      if (sharded[d]) unfused_bytes += slab(d, wl.reach[d]) * wl.channels * item;
-      later += wl.reach[d];
+      std::vector<double> out_scale = wl.scale;
+      for (std::size_t e = 0; e < spatial; ++e)
+        out_scale[e] *= wl.stride[e];
+      recompute_flops += wl.flops * slab(d, later, out_scale);
+      if (sharded[d]) unfused_bytes += slab(d, wl.reach[d], wl.scale) * wl.channels * item;
+      later = later * wl.stride[d] + wl.reach[d];
     }
-    if (sharded[d]) fused_bytes += slab(d, later) * static_cast<double>(x.shape()[1]) * item;
+    if (sharded[d])
+      fused_bytes += slab(d, later, std::vector<double>(spatial, 1.0)) *
+                     static_cast<double>(x.shape()[1]) * item;
   }
   // Forward and backward: the exchanges of every window layer but the
   // first are saved; the bytes move into the one exchange. (A chain of

@@ -14,14 +14,34 @@ bool chain_is_ring(const std::vector<ChainWindowDim>& convs) {
 }
 
 WindowDim chain_window(const std::vector<ChainWindowDim>& convs) {
-  std::int64_t extent = 1, left = 0, right = 0;
+  // Output o of layer k reads its input from o s_k - l_k: composed, the
+  // strides multiply and each layer's reach counts in the input's cells.
+  std::int64_t extent = 1, left = 0, right = 0, stride = 1;
   for (const auto& c : convs) {
-    extent += c.extent - 1;
-    left += c.pad_left;
-    right += c.pad_right();
+    extent += (c.extent - 1) * stride;
+    left += c.pad_left * stride;
+    right += c.pad_right() * stride;
+    stride *= c.stride;
   }
-  return WindowDim::sliding(extent, 1, 1, left, right,
+  return WindowDim::sliding(extent, stride, 1, left, right,
                             chain_is_ring(convs) ? Boundary::Circular : Boundary::Zeros);
+}
+
+std::optional<std::string> chain_statistics_refusal(std::int64_t length, std::size_t first,
+                                                    const std::vector<ChainWindowDim>& layers) {
+  for (std::size_t k = 0; k < layers.size(); ++k) {
+    const ChainWindowDim& c = layers[k];
+    const std::int64_t out = c.output_length(length);
+    if (k >= first && out > 0) {
+      // No gap between two outputs' reads, none after the last one's.
+      const auto [lo, hi] = c.reads(0, out);
+      if (c.extent < c.stride || hi < length || lo > 0)
+        return "a norm's statistics would need input cells that a strided layer after it "
+               "reads none of";
+    }
+    length = out;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int64_t smallest_shard,
@@ -64,50 +84,75 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
   plan.owned_begin = owned_begin;
   plan.owned_end = owned_end;
   const bool idle = owned_end <= owned_begin;
-  // What the window layers after k read beyond the share, on each side.
-  std::vector<std::int64_t> later_left(convs.size(), 0), later_right(convs.size(), 0);
-  for (std::size_t k = convs.size(); k-- > 1;) {
-    later_left[k - 1] = later_left[k] + convs[k].pad_left;
-    later_right[k - 1] = later_right[k] + convs[k].pad_right();
-  }
-  // A ring computes the wrapped positions too: they are real cells.
+  const std::size_t n = convs.size();
+  // Every layer's input length (lengths[n]: the chain's output).
+  std::vector<std::int64_t> lengths{length};
+  for (const auto& c : convs)
+    lengths.push_back(c.output_length(lengths.back()));
+  plan.lengths = lengths;
+  // A ring computes the wrapped positions too: they are real cells (its
+  // layers are stride-1 and "same").
   const bool ring = chain_is_ring(convs);
+  plan.steps.resize(n);
+  // Backwards: what each layer computes (what the layers after it read,
+  // clipped to its output), and the rank's share of its output.
+  std::int64_t a = owned_begin, b = owned_end, share_a = owned_begin, share_b = owned_end;
+  for (std::size_t k = n; k-- > 0;) {
+    ChainStep& s = plan.steps[k];
+    s.out_begin = idle ? owned_begin : a;
+    s.out_end = idle ? owned_begin : b;
+    // An empty share (the layers after it clip it away) sits where the
+    // range begins.
+    const bool no_share = idle || share_b <= share_a;
+    s.owned_begin = no_share ? s.out_begin : share_a;
+    s.owned_end = no_share ? s.out_begin : share_b;
+    const ChainWindowDim& c = convs[k];
+    const auto [lo, hi] = c.reads(a, b);
+    a = ring ? lo : std::max<std::int64_t>(0, lo);
+    b = ring ? hi : std::min(lengths[k], hi);
+    // The input's share: from the output's, cut where the outputs' reads
+    // begin (c keeps it inside them when reads leave no gaps).
+    const std::int64_t cut = std::max<std::int64_t>(0, c.stride + c.pad_left - c.extent);
+    if (share_b > share_a) {  // (clipped: padding may reach beyond the input)
+      const bool last = share_b == lengths[k + 1];
+      share_a = std::clamp<std::int64_t>(share_a * c.stride - cut, 0, lengths[k]);
+      share_b =
+          last ? lengths[k] : std::clamp<std::int64_t>(share_b * c.stride - cut, 0, lengths[k]);
+    }
+  }
   std::int64_t in_begin = idle ? owned_begin : window_begin;
   std::int64_t in_end = idle ? owned_begin : window_end;
-  for (std::size_t k = 0; k < convs.size(); ++k) {
-    ChainStep s;
+  for (std::size_t k = 0; k < n; ++k) {
+    ChainStep& s = plan.steps[k];
+    const ChainWindowDim& c = convs[k];
     s.in_begin = in_begin;
     s.in_end = in_end;
-    s.out_begin = idle   ? owned_begin
-                  : ring ? owned_begin - later_left[k]
-                         : std::max<std::int64_t>(0, owned_begin - later_left[k]);
-    s.out_end = idle   ? owned_begin
-                : ring ? owned_end + later_right[k]
-                       : std::min(length, owned_end + later_right[k]);
-    // Output o reads o - pad_left + j, j < extent: the local padding lines
-    // the held input [in_begin, in_end) up with [out_begin, out_end).
-    s.pad_left = s.in_begin - s.out_begin + convs[k].pad_left;
-    s.pad_right = s.out_end - convs[k].pad_left + convs[k].extent - 1 - s.in_end;
+    // Outputs [out_begin, out_end) read [lo, hi): the local padding lines
+    // the held input up with them, and rows held beyond them are skipped.
+    // (An idle rank's padding is the layer's own: it computes nothing.)
+    const auto [lo, hi] = idle ? std::pair{in_begin - c.pad_left, in_end + c.pad_right()}
+                               : c.reads(s.out_begin, s.out_end);
+    s.pad_left = std::max<std::int64_t>(0, s.in_begin - lo);
+    s.pad_right = std::max<std::int64_t>(0, hi - s.in_end);
+    s.skip_left = idle ? 0 : std::max<std::int64_t>(0, lo - s.in_begin);
+    s.skip_right = idle ? 0 : std::max<std::int64_t>(0, s.in_end - hi);
     DTENSOR_CHECK_ARG(
-        s.pad_left >= 0 && s.pad_right >= 0 && s.pad_left < convs[k].extent &&
-            s.pad_right < convs[k].extent,
+        s.pad_left < c.extent && s.pad_right < c.extent &&
+            (k == 0 || s.skip_left + s.skip_right == 0),
         "halo_chain",
         "internal: window layer {} needs input [{}, {}) for output [{}, {}) but holds "
         "[{}, {})",
-        k, s.out_begin - convs[k].pad_left, s.out_end - convs[k].pad_left + convs[k].extent - 1,
-        s.out_begin, s.out_end, s.in_begin, s.in_end);
+        k, lo, hi, s.out_begin, s.out_end, s.in_begin, s.in_end);
     // A padding filled from held rows needs them held (chain_boundary_refusal):
     // reflect reads the edge row and `pad` more, replicate the edge row.
     const std::int64_t held = s.in_end - s.in_begin;
     const bool pads = s.pad_left > 0 || s.pad_right > 0;
     std::int64_t rows_read = 0;
-    if (pads && convs[k].boundary == Boundary::Reflect)
-      rows_read = std::max(s.pad_left, s.pad_right) + 1;
-    if (pads && convs[k].boundary == Boundary::Replicate) rows_read = 1;
+    if (pads && c.boundary == Boundary::Reflect) rows_read = std::max(s.pad_left, s.pad_right) + 1;
+    if (pads && c.boundary == Boundary::Replicate) rows_read = 1;
     DTENSOR_CHECK_ARG(idle || held >= rows_read, "halo_chain",
                       "internal: window layer {} fills its {} padding ({}, {}) from {} held rows",
-                      k, boundary_name(convs[k].boundary), s.pad_left, s.pad_right, held);
-    plan.steps.push_back(s);
+                      k, boundary_name(c.boundary), s.pad_left, s.pad_right, held);
     in_begin = s.out_begin;
     in_end = s.out_end;
   }

@@ -5,13 +5,15 @@
 // geometry in, ranges out; tested against brute force and fuzzed
 // (fuzz/halo_chain_plan_fuzzer.cpp).
 //
-// Window layer k (a convolution, or a pool, which the plan reads as one;
-// stride 1, "same": pad_left + pad_right = extent - 1) must give its output
-// where the window layers after it read: the rank's share
-// [o0, o1) widened by the later ones' padding, clipped to [0, L). Positions
-// outside [0, L) are the next convolution's padding, so they are never
-// computed: the local padding brings them in, as zeros or (reflect,
-// replicate) filled from the rows the rank holds (held_padding.h).
+// Window layer k (a convolution, or a pool, which the plan reads as one)
+// must give its output where the window layers after it read: the rank's
+// share [o0, o1) of the last output widened by what the later ones read,
+// clipped to [0, L_k) (for stride-1 "same" layers, pad_left + pad_right =
+// extent - 1, every L_k is the input's L; strides and other padding change
+// it: the chain resamples). Positions outside [0, L_k) are the next layer's
+// padding, so they are never computed: the local padding brings them in,
+// as zeros or (reflect, replicate) filled from the rows the rank holds
+// (held_padding.h).
 // A chain whose convolutions all pad circularly is a ring instead: nothing
 // is clipped, the exchange brings the wrapped halo, and every convolution
 // computes its whole range with no local padding.
@@ -29,17 +31,33 @@ namespace dtensor::detail {
 /// One window layer of the chain (a convolution or a pool) along one dim.
 struct ChainWindowDim {
   std::int64_t extent = 1;              // dilation * (kernel - 1) + 1
-  std::int64_t pad_left = 0;            // pad_right = extent - 1 - pad_left
+  std::int64_t pad_left = 0;            // pad_right: right, or "same"
   Boundary boundary = Boundary::Zeros;  // its padding mode (a pool's: Zeros)
-  std::int64_t pad_right() const { return extent - 1 - pad_left; }
+  std::int64_t stride = 1;
+  // The right padding where it is not "same" (extent - 1 - pad_left).
+  std::optional<std::int64_t> right{};
+  std::int64_t pad_right() const { return right ? *right : extent - 1 - pad_left; }
+  /// Its output's length for an input of `length` (floor, as PyTorch's).
+  std::int64_t output_length(std::int64_t length) const {
+    const std::int64_t span = length + pad_left + pad_right() - extent;
+    return span < 0 ? 0 : span / stride + 1;
+  }
+  /// The input [lo, hi) outputs [a, b) read (padding included: lo may be
+  /// negative, hi beyond the input). a == b: none.
+  std::pair<std::int64_t, std::int64_t> reads(std::int64_t a, std::int64_t b) const {
+    return b <= a ? std::pair<std::int64_t, std::int64_t>{0, 0}
+                  : std::pair{a * stride - pad_left, (b - 1) * stride - pad_left + extent};
+  }
 };
 
 /// Whether every convolution pads circularly: the chain is a ring.
 bool chain_is_ring(const std::vector<ChainWindowDim>& convs);
 
-/// What the exchange must bring: the chain read as one sliding window
-/// (Boundary::Circular for a ring, else Boundary::Zeros: the window stops
-/// at the input's edges and every convolution pads locally).
+/// What the exchange must bring: the chain read as one sliding window (its
+/// strides multiplied, each layer's extent and padding scaled by the
+/// strides before it; Boundary::Circular for a ring, else Boundary::Zeros:
+/// the window stops at the input's edges and every convolution pads
+/// locally).
 WindowDim chain_window(const std::vector<ChainWindowDim>& convs);
 
 /// Why the convolutions cannot run as one exchange along a dim of `length`
@@ -56,24 +74,47 @@ std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int6
 
 struct ChainStep {
   // Global ranges: the convolution's input (what the rank holds of it) and
-  // output (what it computes), and the local padding between them.
+  // output (what it computes), and the local padding between them. Of the
+  // held input the layer reads all but `skip_left` / `skip_right` rows at
+  // its ends (only a strided chain's first layer skips: the window reaches
+  // rows no output reads).
   std::int64_t in_begin = 0, in_end = 0;
   std::int64_t out_begin = 0, out_end = 0;
   std::int64_t pad_left = 0, pad_right = 0;
+  std::int64_t skip_left = 0, skip_right = 0;
+  // The rank's share of the output's cells (the norms' statistics count
+  // these): every rank's shares tile the output, and each lies inside the
+  // range the rank computes.
+  std::int64_t owned_begin = 0, owned_end = 0;
 };
 
 struct ChainDimPlan {
-  std::int64_t owned_begin = 0, owned_end = 0;  // the rank's share of every output
-  std::vector<ChainStep> steps;                 // one per convolution
+  std::int64_t owned_begin = 0, owned_end = 0;  // the rank's share of the chain's output
+  std::vector<ChainStep> steps;                 // one per window layer
+  std::vector<std::int64_t> lengths;            // each step's input's, then the output's
 };
 
-/// `length`: the dim's global length (every layer's); `owned`: the rank's
-/// share of the output; `window_begin` / `window_end`: what the exchange
-/// brought of the input (WindowSpan origin, origin + length). A rank with no
-/// output (an empty share) computes nothing: every range is empty.
+/// `length`: the dim's global length at the chain's input; `owned`: the
+/// rank's share of the chain's output; `window_begin` / `window_end`: what
+/// the exchange brought of the input (WindowSpan origin, origin + length). A
+/// rank with no output (an empty share) computes nothing: every range is
+/// empty. An intermediate's shares follow the output's back through the
+/// layers after it: a layer of stride s whose outputs [a, b) the rank owns
+/// gives it its input's [a s - c, b s - c), c = max(0, s + pad_left -
+/// extent), the first share reaching down to 0 and the last up to the
+/// input's end (for a stride-1 "same" layer: [a, b)); it lies inside what
+/// the rank computes wherever the layers after it read every input cell
+/// (chain_statistics_refusal).
 ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::int64_t owned_end,
                             std::int64_t window_begin, std::int64_t window_end,
                             const std::vector<ChainWindowDim>& convs);
+
+/// Why a norm's statistics at the input of window layer `first` (over the
+/// shares above) cannot be counted along a dim of `length`, or nullopt:
+/// some layer from `first` on leaves input cells no output reads, which no
+/// rank would compute. Pure.
+std::optional<std::string> chain_statistics_refusal(std::int64_t length, std::size_t first,
+                                                    const std::vector<ChainWindowDim>& layers);
 
 /// Outputs [a, b) of a step (step-local: 0 is out_begin) and what they
 /// read: held input [in_a, in_b) (step-local: 0 is in_begin) with the local

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -67,6 +68,27 @@ RandomChain random_chain(std::mt19937_64& rng, std::int64_t max_convs, std::int6
   return chain;
 }
 
+// Rank r's share of a chain's output of `out_length` cells (split as a
+// DTensor splits it), the window of its input of L cells the exchange
+// brings, and its plan.
+struct RankPlan {
+  Extent owned;
+  std::int64_t wb = 0, we = 0;
+  detail::ChainDimPlan plan;
+};
+RankPlan plan_rank(std::int64_t L, std::int64_t out_length, std::int64_t P, std::int64_t r,
+                   const std::vector<ChainWindowDim>& dims) {
+  RankPlan p;
+  p.owned = chunk_extent(out_length, P, r);
+  if (p.owned.length > 0) {
+    const auto [first, last] = detail::chain_window(dims).reads(L, p.owned.offset, p.owned.end());
+    p.wb = std::max<std::int64_t>(0, first);
+    p.we = std::min<std::int64_t>(L, last + 1);
+  }
+  p.plan = detail::plan_chain_dim(L, p.owned.offset, p.owned.end(), p.wb, p.we, dims);
+  return p;
+}
+
 std::vector<double> random_signal(std::mt19937_64& rng, std::int64_t length) {
   std::uniform_real_distribution<double> value(-1.0, 1.0);
   std::vector<double> x(static_cast<std::size_t>(length));
@@ -95,14 +117,7 @@ TEST_CASE("halo chain plan: every rank's ranges of a fused chain equal the globa
     REQUIRE(window.output_length_for(L) == L);
     for (std::int64_t r = 0; r < P; ++r) {
       INFO("trial " << trial << " L " << L << " P " << P << " rank " << r);
-      const Extent owned = chunk_extent(L, P, r);
-      std::int64_t wb = 0, we = 0;
-      if (owned.length > 0) {
-        const auto [first, last] = window.reads(L, owned.offset, owned.end());
-        wb = std::max<std::int64_t>(0, first);
-        we = std::min<std::int64_t>(L, last + 1);
-      }
-      const auto plan = detail::plan_chain_dim(L, owned.offset, owned.end(), wb, we, dims);
+      const auto [owned, wb, we, plan] = plan_rank(L, L, P, r, dims);
       REQUIRE(plan.steps.size() == convs.size());
       std::vector<double> held(x.begin() + wb, x.begin() + we);
       for (std::size_t k = 0; k < convs.size(); ++k) {
@@ -178,6 +193,100 @@ TEST_CASE(
     }
   }
   CHECK(interiors > 1000);  // the draw reaches the case it is about
+}
+
+TEST_CASE(
+    "halo chain plan: strided chains and padding that is not \"same\": every rank's ranges equal "
+    "the global chain's, and its shares tile every intermediate inside what it computes",
+    "[halo][halo_chain]") {
+  std::mt19937_64 rng(29);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  // out[o] = sum_j in[o s - pad_left + j d] taps[j], zeros outside in.
+  auto strided = [](const std::vector<double>& in, const Conv1d& c, std::int64_t pad_left,
+                    std::int64_t out_length) {
+    std::vector<double> out(static_cast<std::size_t>(out_length), 0.0);
+    for (std::int64_t o = 0; o < out_length; ++o)
+      for (std::size_t j = 0; j < c.taps.size(); ++j) {
+        const std::int64_t i =
+            o * c.dim.stride - pad_left + static_cast<std::int64_t>(j) * c.dilation;
+        if (i >= 0 && i < static_cast<std::int64_t>(in.size()))
+          out[static_cast<std::size_t>(o)] += in[static_cast<std::size_t>(i)] * c.taps[j];
+      }
+    return out;
+  };
+  int statistics_checked = 0, skipping = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::int64_t L = uni(1, 40), P = uni(1, 6);
+    auto [convs, dims] = random_chain(rng, 4, 2);
+    // Strides and free padding; a layer that would leave no output ends the chain.
+    std::vector<std::int64_t> lengths{L};
+    std::size_t kept = 0;
+    for (; kept < convs.size(); ++kept) {
+      ChainWindowDim& d = convs[kept].dim;
+      d.stride = uni(1, 3);
+      d.right = uni(0, d.extent - 1);
+      if (d.output_length(lengths.back()) < 1) break;
+      dims[kept] = d;
+      lengths.push_back(d.output_length(lengths.back()));
+    }
+    if (kept == 0) continue;
+    convs.resize(kept);
+    dims.resize(kept);
+    const std::vector<double> x = random_signal(rng, L);
+    std::vector<std::vector<double>> global{x};
+    for (std::size_t k = 0; k < convs.size(); ++k)
+      global.push_back(strided(global.back(), convs[k], convs[k].dim.pad_left, lengths[k + 1]));
+    const WindowDim window = detail::chain_window(dims);
+    REQUIRE(window.output_length_for(L) == lengths.back());
+    // Per intermediate: which rank owns each cell.
+    std::vector<std::vector<int>> owners(convs.size());
+    for (std::size_t k = 0; k < convs.size(); ++k)
+      owners[k].assign(static_cast<std::size_t>(lengths[k + 1]), 0);
+    for (std::int64_t r = 0; r < P; ++r) {
+      std::string layers;
+      for (const auto& d : dims)
+        layers += " [e" + std::to_string(d.extent) + " s" + std::to_string(d.stride) + " p" +
+                  std::to_string(d.pad_left) + "," + std::to_string(d.pad_right()) + "]";
+      INFO("trial " << trial << " L " << L << " P " << P << " rank " << r << layers);
+      const auto [owned, wb, we, plan] = plan_rank(L, lengths.back(), P, r, dims);
+      REQUIRE(plan.steps.size() == convs.size());
+      if (owned.length == 0) continue;
+      std::vector<double> held(x.begin() + wb, x.begin() + we);
+      for (std::size_t k = 0; k < convs.size(); ++k) {
+        const auto& s = plan.steps[k];
+        REQUIRE(s.in_end - s.in_begin == static_cast<std::int64_t>(held.size()));
+        REQUIRE((s.skip_left >= 0 && s.skip_right >= 0 &&
+                 s.skip_left + s.skip_right <= static_cast<std::int64_t>(held.size())));
+        skipping += s.skip_left + s.skip_right > 0;
+        const std::vector<double> used(held.begin() + s.skip_left, held.end() - s.skip_right);
+        const std::int64_t outputs = s.out_end - s.out_begin;
+        // The local padding gives exactly the outputs (PyTorch's length rule).
+        REQUIRE(dims[k].stride * (outputs - 1) + dims[k].extent ==
+                static_cast<std::int64_t>(used.size()) + s.pad_left + s.pad_right);
+        std::vector<double> out = strided(used, convs[k], s.pad_left, outputs);
+        for (std::int64_t o = s.out_begin; o < s.out_end; ++o)
+          REQUIRE(out[static_cast<std::size_t>(o - s.out_begin)] ==
+                  global[k + 1][static_cast<std::size_t>(o)]);
+        for (std::int64_t o = s.owned_begin; o < s.owned_end; ++o)
+          ++owners[k][static_cast<std::size_t>(o)];
+        // A norm here counts the share: it must be computed.
+        if (!detail::chain_statistics_refusal(L, k + 1, dims)) {
+          ++statistics_checked;
+          REQUIRE((s.owned_begin >= s.out_begin && s.owned_end <= s.out_end));
+        }
+        held = out;
+      }
+      CHECK(plan.steps.back().out_begin == owned.offset);
+      CHECK(plan.steps.back().out_end - plan.steps.back().out_begin == owned.length);
+    }
+    for (std::size_t k = 0; k < convs.size(); ++k)
+      for (const int n : owners[k])
+        REQUIRE(n == 1);  // the shares tile the intermediate
+  }
+  CHECK(statistics_checked > 1000);
+  CHECK(skipping > 50);
 }
 
 namespace {

@@ -2,8 +2,9 @@
 // random chain of "same" convolutions, group norms and batch norms (with and
 // without relu, weights and biases; batch norms in training, with and
 // without running statistics, and in eval mode), activations and stride-1
-// max and average pools
-// (every padding mode) run fused equals the same
+// max and average pools (every padding mode; in zero-padded chains a
+// quarter of the convolutions and pools strided or padded otherwise than
+// "same") run fused equals the same
 // layers run one by one, forward, every gradient (the input's and each
 // parameter's) and the batch norms' updated running statistics, in f64 to
 // 1e-12 relative. Random shapes of one to three
@@ -99,12 +100,37 @@ LayerSpec random_pool(std::mt19937_64& rng, std::int64_t spatial) {
   return l;
 }
 
+// A window layer's output length for an input of `length` (PyTorch's floor).
+std::int64_t output_length(std::int64_t length, std::int64_t extent, std::int64_t stride,
+                           std::pair<std::int64_t, std::int64_t> padding) {
+  const std::int64_t span = length + padding.first + padding.second - extent;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
+// Makes a layer of a zero-padded chain resample along some dims: stride 2,
+// or padding that is not "same" (each side at most `caps`), where the
+// output keeps at least one cell; `lengths` follow.
+void resample(std::mt19937_64& rng, std::vector<std::int64_t>& stride, ConvParams::Padding& padding,
+              const std::vector<std::int64_t>& extents, const std::vector<std::int64_t>& caps,
+              std::vector<std::int64_t>& lengths) {
+  for (std::size_t d = 0; d < lengths.size(); ++d) {
+    const std::int64_t s = uni(rng, 1, 2);
+    const std::pair<std::int64_t, std::int64_t> pad{uni(rng, 0, caps[d]), uni(rng, 0, caps[d])};
+    if (output_length(lengths[d], extents[d], s, pad) < 1) continue;
+    stride[d] = s;
+    padding[d] = pad;
+  }
+  for (std::size_t d = 0; d < lengths.size(); ++d)
+    lengths[d] = output_length(lengths[d], extents[d], stride[d], padding[d]);
+}
+
 struct Case {
   Shape shape;
   Placements placements;
   std::vector<LayerSpec> layers;
   bool input_grad = true;      // the input requires grad (else only the parameters)
   bool ring_too_wide = false;  // drawn circular, but a padding wraps more than once
+  bool resamples = false;      // a layer has a stride or padding that is not "same"
   std::string what;
 };
 
@@ -125,8 +151,7 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
     c.placements = {Shard(2 + uni(rng, 0, spatial - 1))};
   }
   std::int64_t channels = c.shape[1];
-  // F.batch_norm in training needs more than one value per channel.
-  const bool batch_stats = shape_numel(c.shape) / c.shape[1] > 1;
+  std::vector<std::int64_t> lengths(c.shape.begin() + 2, c.shape.end());  // the layers' inputs'
   const std::int64_t convs = uni(rng, 2, 3);
   // Padding modes: zeros (half the cases), a mix of zeros, reflect and
   // replicate, or circular throughout (a ring).
@@ -162,13 +187,38 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
       if (conv.params.padding_mode == PaddingMode::Circular && std::max(left, right) > length)
         c.ring_too_wide = true;
     }
+    // Zero padding throughout: a quarter of the convolutions resample.
+    std::vector<std::int64_t> extents;
+    for (std::int64_t d = 0; d < spatial; ++d)
+      extents.push_back(conv.params.dilation[static_cast<std::size_t>(d)] * (w[d + 2] - 1) + 1);
+    if (family < 2 && uni(rng, 0, 3) == 0) {
+      std::vector<std::int64_t> caps;
+      for (const std::int64_t e : extents)
+        caps.push_back(e - 1);
+      resample(rng, conv.params.stride, conv.params.padding, extents, caps, lengths);
+      c.resamples = true;
+    }
     conv.weight = Tensor::rand(w, DType::F64, ++draw);
     if (uni(rng, 0, 1)) conv.bias = Tensor::rand({out}, DType::F64, ++draw);
     c.layers.push_back(conv);
     channels = out;
     if (uni(rng, 0, 3) == 0) c.layers.push_back(random_activation(rng));
     // Pools pad their own way: not in a ring.
-    if (family < 3 && uni(rng, 0, 2) == 0) c.layers.push_back(random_pool(rng, spatial));
+    if (family < 3 && uni(rng, 0, 2) == 0) {
+      LayerSpec pool = random_pool(rng, spatial);
+      PoolParams& p = pool.pool->params;
+      std::vector<std::int64_t> extents;
+      for (std::size_t d = 0; d < p.kernel.size(); ++d)
+        extents.push_back(p.dilation[d] * (p.kernel[d] - 1) + 1);
+      if (family < 2 && uni(rng, 0, 2) == 0) {  // a strided or shrinking pool
+        std::vector<std::int64_t> caps;         // PyTorch: within half the kernel
+        for (const std::int64_t k : p.kernel)
+          caps.push_back(k / 2);
+        resample(rng, p.stride, p.padding, extents, caps, lengths);
+        c.resamples = true;
+      }
+      c.layers.push_back(pool);
+    }
     if (uni(rng, 0, 3) > 0) {
       LayerSpec norm;
       std::vector<std::int64_t> divisors;
@@ -179,7 +229,8 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
       norm.relu = uni(rng, 0, 1) == 1;
       norm.batch = uni(rng, 0, 2) == 0;
       if (norm.batch) {  // in training (with or without running statistics) or eval mode
-        norm.training = uni(rng, 0, 2) > 0 && batch_stats;
+        // F.batch_norm in training needs more than one value per channel.
+        norm.training = uni(rng, 0, 2) > 0 && c.shape[0] * shape_numel(lengths) > 1;
         if (!norm.training || uni(rng, 0, 1)) {
           norm.running_mean = Tensor::rand({channels}, DType::F64, ++draw);
           norm.running_var = Tensor::rand({channels}, DType::F64, ++draw);
@@ -327,7 +378,8 @@ double max_relative_error(const Tensor& a, const Tensor& b) {
 void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtype = DType::F64,
                double tolerance = 1e-12) {
   std::mt19937_64 rng(seed);
-  int refused = 0, fused_with_modes = 0, fused_with_pools = 0, fused_with_batch_norms = 0;
+  int refused = 0, fused_with_modes = 0, fused_with_pools = 0, fused_with_batch_norms = 0,
+      fused_resampling = 0;
   for (int k = 0; k < cases; ++k) {
     const Case c = random_case(rng, mesh, 100 * seed + static_cast<std::uint64_t>(k) * 10);
     INFO(fmt::format("case {}: {}", k, c.what));
@@ -337,11 +389,12 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
     const bool modes = std::any_of(c.layers.begin(), c.layers.end(), [](const LayerSpec& l) {
       return l.conv && l.params.padding_mode != PaddingMode::Zeros;
     });
-    if (fused.empty()) {  // refused: only for what its padding modes need
-      CHECK(modes);
+    if (fused.empty()) {  // refused: only for what its padding modes or strides need
+      CHECK((modes || c.resamples));
       ++refused;
       continue;
     }
+    fused_resampling += c.resamples;
     fused_with_modes += modes;
     fused_with_pools += std::any_of(c.layers.begin(), c.layers.end(),
                                     [](const LayerSpec& l) { return l.pool.has_value(); });
@@ -376,12 +429,14 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
   }
   // The draw reaches chains with padding modes, and most of them fuse.
   INFO(fmt::format(
-      "{} chains with padding modes fused, {} refused, {} with pools and {} with batch norms fused",
-      fused_with_modes, refused, fused_with_pools, fused_with_batch_norms));
+      "{} chains with padding modes fused, {} refused, {} with pools, {} with batch norms and {} "
+      "resampling fused",
+      fused_with_modes, refused, fused_with_pools, fused_with_batch_norms, fused_resampling));
   CHECK(fused_with_modes >= cases / 5);
   CHECK(fused_with_pools >= cases / 4);
   CHECK(fused_with_batch_norms >= cases / 4);
-  CHECK(refused <= fused_with_modes);
+  CHECK(fused_resampling >= cases / 5);
+  CHECK(refused <= fused_with_modes + fused_resampling);
 }
 
 // Counts the calls of "halo_chain" while alive.
@@ -448,7 +503,34 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     ChainConv a{w, std::nullopt, same}, s{w, std::nullopt, strided};
     CHECK_FALSE(halo_chain_refusal(x, {a, a}));
     CHECK(halo_chain_refusal(x, {a}).value_or("").find("fewer than two") != std::string::npos);
-    CHECK(halo_chain_refusal(x, {a, s}).value_or("").find("stride") != std::string::npos);
+    // Strides and padding that is not "same" resample the chain: fused, with
+    // zero padding only; a norm's statistics need every cell computed.
+    CHECK_FALSE(halo_chain_refusal(x, {a, s}));
+    ConvParams valid;
+    valid.padding = {{0, 0}};
+    CHECK_FALSE(halo_chain_refusal(x, {a, ChainConv{w, std::nullopt, valid}, a}));
+    {
+      ConvParams reflected = strided;
+      reflected.padding_mode = PaddingMode::Reflect;
+      CHECK(halo_chain_refusal(x, {a, ChainConv{w, std::nullopt, reflected}})
+                .value_or("")
+                .find("pads with zeros only") != std::string::npos);
+      ConvParams sampling;  // k = 1, stride 2: every other row is read by none
+      sampling.stride = {2};
+      const DTensor w1x1 = distribute_tensor(Tensor::rand({2, 2, 1, 1}, DType::F64, 2), mesh, R);
+      const ChainConv subsample{w1x1, std::nullopt, sampling};
+      CHECK_FALSE(halo_chain_refusal(x, {a, subsample}));
+      CHECK(halo_chain_refusal(x, {a, ChainGroupNorm{}, subsample})
+                .value_or("")
+                .find("reads none of") != std::string::npos);
+      CHECK_FALSE(halo_chain_refusal(x, {a, subsample, ChainGroupNorm{}, a}));
+      ConvParams huge;  // a 3x3 window over 8 rows, stride 8: one output, then none
+      huge.stride = {8};
+      CHECK(halo_chain_refusal(x,
+                               {ChainConv{w, std::nullopt, huge}, ChainConv{w, std::nullopt, huge}})
+                .value_or("")
+                .find("output is empty") != std::string::npos);
+    }
     CHECK(halo_chain_refusal(distribute_tensor(x.full_tensor(), mesh, R), {a, a})
               .value_or("")
               .find("no spatial dim") != std::string::npos);
@@ -482,12 +564,11 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     const ChainPool max3 = pool(false, {3}, {{1, 1}});
     CHECK_FALSE(halo_chain_refusal(x, {a, max3}));
     CHECK_FALSE(halo_chain_refusal(x, {a, ChainActivation{"relu"}, pool(true, {2}, {{1, 0}}), a}));
-    CHECK(halo_chain_refusal(x, {a, pool(false, {2}, {{0, 0}}, {2})})
-              .value_or("")
-              .find("pool has a stride") != std::string::npos);
-    CHECK(halo_chain_refusal(x, {a, pool(false, {3}, {{0, 0}})})
-              .value_or("")
-              .find("pool's output is not as large") != std::string::npos);
+    CHECK_FALSE(halo_chain_refusal(x, {a, pool(false, {2}, {{0, 0}}, {2}), a}));
+    CHECK_FALSE(halo_chain_refusal(x, {a, pool(false, {3}, {{0, 0}})}));
+    ChainPool ceil = pool(false, {2}, {{0, 0}}, {2});
+    ceil.params.ceil_mode = true;
+    CHECK(halo_chain_refusal(x, {a, ceil}).value_or("").find("ceil_mode") != std::string::npos);
     CHECK(halo_chain_refusal(x, {a, pool(true, {3}, {{2, 0}})})
               .value_or("")
               .find("pool's parameters") != std::string::npos);
@@ -566,7 +647,7 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     // Called directly, a call whose lists do not fit is refused by name.
     const DTensor w1 = distribute_tensor(Tensor::rand({2, 2, 3}, DType::F64, 3), mesh, R);
     CHECK_THROWS_WITH(dispatch("halo_chain", {x, std::string("conv"), w1, None{}, IntList{1, 1},
-                                              IntList{1}, std::int64_t{1}}),
+                                              IntList{1}, std::int64_t{1}, IntList{1}}),
                       Catch::Contains("halo_chain") && Catch::Contains("spatial dims"));
     // A layer of another kind, a field of the wrong type, a layer cut short:
     // each is named.
@@ -580,8 +661,10 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
         Catch::Contains("a convolution's groups") && Catch::Contains("must be an int"));
     CHECK_THROWS_WITH(dispatch("halo_chain", {x, std::string("conv"), w, None{}}),
                       Catch::Contains("a convolution's padding") && Catch::Contains("missing"));
-    CHECK_THROWS_WITH(halo_chain(x, {a, s}),
-                      Catch::Contains("halo_chain") && Catch::Contains("stride"));
+    ConvParams reflected = strided;
+    reflected.padding_mode = PaddingMode::Reflect;
+    CHECK_THROWS_WITH(halo_chain(x, {a, ChainConv{w, std::nullopt, reflected}}),
+                      Catch::Contains("halo_chain") && Catch::Contains("zeros only"));
     // Running statistics updated in training come back from
     // halo_chain_updating only; halo_chain() would drop them.
     const ChainBatchNorm updating{stat, stat};
@@ -700,8 +783,8 @@ TEST_CASE(
       padded->distribute(mesh);
       fused_equals_unfused(*padded, Shard(2), 8, chains);
     }
-    // Stride-1 "same" pools join the chain; one that halves ends it: the
-    // layers before it still fuse, the rest (a pool first) runs alone.
+    // Pools join the chain, "same" ones and one that halves (the chain then
+    // resamples).
     for (const bool halving : {false, true}) {
       PoolParams pooling;
       pooling.kernel = {halving ? 2 : 3};
@@ -716,6 +799,22 @@ TEST_CASE(
           std::make_shared<nn::Conv2d>(4, 2, 3, o)});
       pooled->distribute(mesh);
       fused_equals_unfused(*pooled, Shard(2), 10, 1);
+    }
+    // A run that cannot fuse whole (a group norm before a 1x1 convolution of
+    // stride 2, which reads every other row only) fuses up to its first
+    // layer that changes the length, and from there on again.
+    {
+      nn::ConvOptions subsample = o;
+      subsample.padding = std::vector<std::int64_t>{0};
+      subsample.stride = {2};
+      auto cut = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::Conv2d>(4, 4, 3, o),
+          std::make_shared<nn::Conv2d>(4, 4, 1, subsample),
+          std::make_shared<nn::Conv2d>(4, 2, 3, o)});
+      cut->distribute(mesh);
+      fused_equals_unfused(*cut, Shard(2), 15, 2);
     }
     // BatchNorms join the chain (a ReLU after one folds into it): two
     // networks alike, one fused, one not, trained two steps and then run in

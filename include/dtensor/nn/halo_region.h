@@ -15,13 +15,14 @@ namespace dtensor::nn {
 /// "same"; any padding mode halo_chain_refusal() accepts), GroupNorm,
 /// InstanceNorm (a group norm with a group per channel), BatchNorm (its
 /// running statistics updated as its forward() updates them), ReLU (after a
-/// norm: its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, and MaxPool
-/// and AvgPool of stride 1 whose output is as large as their input, that
-/// starts with a Conv and holds two or more (convolutions and pools)
-/// runs as one halo_chain() when halo_chain_pays() (a Pad right before a Conv
-/// that pads nothing itself counts as that Conv padded in the Pad's mode);
-/// everything else runs module by module. What nn::Sequential and
-/// nn::HaloRegion do.
+/// norm: its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, MaxPool
+/// and AvgPool, that starts with a Conv and holds two or more (convolutions
+/// and pools) runs as one halo_chain() when halo_chain_pays() (a Pad right
+/// before a Conv that pads nothing itself counts as that Conv padded in the
+/// Pad's mode); where the run does not fuse whole, the run up to its first
+/// Conv or pool that changes the length (a stride, or padding that is not
+/// "same") is tried instead; everything else runs module by module. What
+/// nn::Sequential and nn::HaloRegion do.
 DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,
                              const DTensor& input);
 

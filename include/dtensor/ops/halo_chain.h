@@ -1,12 +1,11 @@
 // One halo exchange for a chain of window operators.
 //
 // Run one by one, every convolution of a chain exchanges its own halo, in the
-// forward and again in the backward. A chain of stride-1 convolutions whose
-// outputs are as large as their inputs ("same"; zeros, reflect or replicate
-// padding, or circular throughout), with group and batch norms (and their
-// fused relu), element-wise activations and "same" stride-1 pools between
-// them, can
-// instead exchange the
+// forward and again in the backward. A chain of convolutions and pools (of
+// stride 1 and "same", with zeros, reflect or replicate padding or circular
+// throughout; or, padding with zeros, of any stride and padding: a chain
+// that resamples), with group and batch norms (and their fused relu) and
+// element-wise activations between them, can instead exchange the
 // chain's combined halo once, up front: each rank computes every layer on a
 // window as much larger than its shard as the layers after it still read
 // (recomputing what its neighbours compute too), so the last layer's output
@@ -76,12 +75,12 @@ struct ChainActivation {
   GeluApproximate approximate = GeluApproximate::None;
 };
 
-/// A max or average pool with stride 1 whose output is as large as its
-/// input (padding left + right = dilation * (kernel - 1) along every dim):
-/// F.max_pool{N}d or F.avg_pool{N}d(x, params). Its padding is its own
-/// (ignored by max, counted or not by avg as count_include_pad says), so
-/// it joins chains of any padding mode but a ring. ceil_mode changes
-/// nothing at stride 1.
+/// A max or average pool: F.max_pool{N}d or F.avg_pool{N}d(x, params). Its
+/// padding is its own (ignored by max, counted or not by avg as
+/// count_include_pad says), so a pool of stride 1 whose output is as large
+/// as its input (padding left + right = dilation * (kernel - 1) along every
+/// dim) joins chains of any padding mode but a ring; any other (a strided
+/// pool, without ceil_mode) makes the chain resample.
 struct ChainPool {
   bool average = false;  // avg_pool, else max_pool
   PoolParams params{};
@@ -95,11 +94,16 @@ using ChainLayer =
 /// mode and, like its weight and bias, are [C], replicated, of the input's
 /// dtype, and in training it has more than one value per channel; a chain
 /// starts with a convolution and holds at least two window
-/// layers (convolutions and pools); a pool fits ChainPool's rule; every
-/// convolution has stride 1 and an output as large as its input along every
-/// spatial dim; its padding mode is zeros, reflect or replicate (a reflect
-/// padding no wider than what the edge rank holds), or every convolution's
-/// is circular (the combined halo wrapping once at most, and no pool); an activation is
+/// layers (convolutions and pools); a pool obeys PyTorch's rules (each
+/// padding side at most half the kernel, avg_pool undilated) and has no
+/// ceil_mode where strided; every window layer's output has a cell; a
+/// convolution pads with zeros, reflect or replicate (a reflect padding no
+/// wider than what the edge rank holds), or every convolution's is circular
+/// (the combined halo wrapping once at most, and no pool); a chain that
+/// resamples (a window layer with a stride, or padding that is not "same")
+/// pads with zeros only, and no layer after a norm whose statistics are the
+/// batch's leaves input cells unread (a 1x1 convolution of stride 2, say:
+/// the cells no rank computes would be counted); an activation is
 /// one of ChainActivation's; the input is sharded (or replicated) on batch
 /// and spatial dims only, with at least one spatial dim sharded; parameters
 /// are replicated; the tensors are on the CPU; autocast is off or the dtype
