@@ -50,10 +50,10 @@ std::optional<ChainConv> padded_conv(const Pad& pad, const Module& next) {
   return c;
 }
 
-// A MaxPool or AvgPool as a chain layer where it keeps the chain fusible:
-// stride 1 and an output as large as its input. A pool that shrinks (the
-// U-Net's way down) joins too where `resampling` (halo_chain_refusal has
-// the last word); else it ends the run, so the layers before it still fuse.
+// A MaxPool or AvgPool as a chain layer (after a Conv): one of stride 1
+// whose output is as large as its input, or with `resampling` any other
+// (the U-Net's way down; halo_chain_refusal has the last word); without
+// it such a pool ends the run, so the layers before it still fuse.
 std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>& layers,
                                  bool resampling) {
   const std::type_info& type = typeid(m);
@@ -180,12 +180,19 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
     std::vector<ChainLayer> layers;
     std::vector<BatchNorm*> updating;
     std::size_t end = chain_run(modules, i, true, layers, updating);
-    if (end > i + 1 && !halo_chain_pays(x, layers)) {
-      layers.clear();
-      updating.clear();
-      end = chain_run(modules, i, false, layers, updating);
+    bool fuse = end > i + 1 && halo_chain_pays(x, layers);
+    if (!fuse && end > i + 1) {
+      std::vector<ChainLayer> shorter;
+      std::vector<BatchNorm*> shorter_updating;
+      const std::size_t shorter_end = chain_run(modules, i, false, shorter, shorter_updating);
+      if (shorter_end != end) {  // (the same run needs no second look)
+        end = shorter_end;
+        layers = std::move(shorter);
+        updating = std::move(shorter_updating);
+        fuse = end > i + 1 && halo_chain_pays(x, layers);
+      }
     }
-    if (end > i + 1 && halo_chain_pays(x, layers)) {
+    if (fuse) {
       HaloChainResult r = halo_chain_updating(x, layers);
       for (std::size_t k = 0; k < updating.size(); ++k)
         updating[k]->take_running_stats(r.running_stats.at(k).first, r.running_stats.at(k).second);

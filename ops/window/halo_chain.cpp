@@ -15,9 +15,9 @@
 // run's without any local padding); an activation is element-wise,
 // so it runs on the whole range by its operator's own kernel (the backward
 // too: a halo cell's gradient part times the derivative there is this
-// rank's part of the cell's). With a halo along one dim only,
-// the first convolution's outputs that read none of it run while it
-// travels (halo_chain_plan.h, chain_interior). When the statistics cross ranks
+// rank's part of the cell's). With a halo along one dim only (and no layer
+// that resamples), the first convolution's outputs that read none of it
+// run while it travels (halo_chain_plan.h, chain_interior). When the statistics cross ranks
 // the batch runs in two pieces (batch_pieces): a piece posts its statistics
 // and the other piece computes while they travel. What the backward needs
 // (the window, every layer's input, the statistics) stays on the rank, in
@@ -295,6 +295,9 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         if (p.stride[i] < 1 || p.padding[i].first < 0 || p.padding[i].second < 0 ||
             p.dilation[i] < 1)
           return "a convolution's stride, padding or dilation is not valid";
+        // An output that reads padding only has no place in the plan.
+        if (p.padding[i].first >= dim.extent || p.padding[i].second >= dim.extent)
+          return "a convolution pads as wide as its window or wider";
         if (dim.output_length(lengths[i]) < 1) return "a window layer's output is empty";
         lengths[i] = dim.output_length(lengths[i]);
         window_layers[i].push_back(dim);

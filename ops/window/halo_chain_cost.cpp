@@ -36,16 +36,12 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   const double bandwidth = link && link->gbit ? *link->gbit * 1e9 / 8 : kLinkBytesPerSecond;
   const auto spatial = static_cast<std::size_t>(x.ndim() - 2);
   const Shape local = x.spec().local_shape();
-  // The sharded spatial dims, and the messages of one exchange: a send and
-  // a receive to each neighbour along each.
+  // The sharded spatial dims.
   std::vector<bool> sharded(spatial, false);
-  double messages = 0;
   for (std::size_t m = 0; m < x.placements().size(); ++m) {
     const Placement& p = x.placements()[m];
-    if (p.is_shard() && p.dim() >= 2 && x.mesh().size(static_cast<std::int64_t>(m)) > 1) {
+    if (p.is_shard() && p.dim() >= 2 && x.mesh().size(static_cast<std::int64_t>(m)) > 1)
       sharded[static_cast<std::size_t>(p.dim() - 2)] = true;
-      messages += 4;
-    }
   }
   // A slab of the local shard `depth` cells deep across dim d, per channel,
   // on a grid the strides before it made `scale` times coarser per dim.
@@ -62,8 +58,12 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   // (Per dim also its stride, and how much coarser its input's grid is than
   // the chain's input: the strides before it multiplied.)
   struct WindowLayer {
-    std::vector<double> reach, stride, scale;
+    std::vector<double> reach, stride, scale, pad_left;
     double channels = 0, flops = 0;
+    // Whether, run alone, it exchanges a halo along dim d: not where its
+    // windows neither overlap nor pad on the left (a pool of stride =
+    // kernel, a 1x1 convolution), on shards its stride divides.
+    bool exchanges(std::size_t d) const { return reach[d] >= stride[d] || pad_left[d] > 0; }
   };
   std::vector<WindowLayer> windowed;
   std::vector<const ChainConv*> convs;
@@ -81,6 +81,7 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       for (std::size_t d = 0; d < spatial; ++d) {
         wl.reach.push_back(static_cast<double>(p.dilation[d] * (w[d + 2] - 1)));
         wl.stride.push_back(static_cast<double>(p.stride[d]));
+        wl.pad_left.push_back(static_cast<double>(p.padding[d].first));
         taps *= static_cast<double>(w[d + 2]);
       }
       wl.flops = 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps;
@@ -91,6 +92,7 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       for (std::size_t d = 0; d < spatial; ++d) {
         wl.reach.push_back(static_cast<double>(p.dilation[d] * (p.kernel[d] - 1)));
         wl.stride.push_back(static_cast<double>(p.stride[d]));
+        wl.pad_left.push_back(static_cast<double>(p.padding[d].first));
         taps *= static_cast<double>(p.kernel[d]);
       }
       wl.flops = 2 * taps * channels;
@@ -110,29 +112,35 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
                     });
   const double item = static_cast<double>(dtype_size(x.dtype()));
   double unfused_bytes = 0, fused_bytes = 0, recompute_flops = 0;
+  // Forward and backward: the exchanges of the window layers that exchange
+  // alone (each a send and a receive to each neighbour along the dim) are
+  // saved but one; the bytes move into the one exchange.
+  double saved_messages = 0;
   for (std::size_t d = 0; d < spatial; ++d) {
     if (!sharded[d] && !ring) continue;
     // What the layers after k read beyond the share, in cells of k's
     // output's grid.
-    double later = 0;
+    double later = 0, exchanging = 0, strides = 1;
     for (std::size_t k = windowed.size(); k-- > 0;) {
       const WindowLayer& wl = windowed[k];
       std::vector<double> out_scale = wl.scale;
       for (std::size_t e = 0; e < spatial; ++e)
         out_scale[e] *= wl.stride[e];
       recompute_flops += wl.flops * slab(d, later, out_scale);
-      if (sharded[d]) unfused_bytes += slab(d, wl.reach[d], wl.scale) * wl.channels * item;
+      if (sharded[d] && wl.exchanges(d)) {
+        unfused_bytes += slab(d, wl.reach[d], wl.scale) * wl.channels * item;
+        ++exchanging;
+      }
       later = later * wl.stride[d] + wl.reach[d];
+      strides *= wl.stride[d];
     }
-    if (sharded[d])
-      fused_bytes += slab(d, later, std::vector<double>(spatial, 1.0)) *
-                     static_cast<double>(x.shape()[1]) * item;
+    if (!sharded[d]) continue;
+    // The one window reaches extent - strides beyond the share's input.
+    fused_bytes +=
+        slab(d, std::max(0.0, later - (strides - 1)), std::vector<double>(spatial, 1.0)) *
+        static_cast<double>(x.shape()[1]) * item;
+    saved_messages += 4 * std::max(0.0, exchanging - 1);
   }
-  // Forward and backward: the exchanges of every window layer but the
-  // first are saved; the bytes move into the one exchange. (A chain of
-  // fewer than two saves nothing: halo_chain_refusal turns it away.)
-  const double saved_messages =
-      windowed.size() < 2 ? 0.0 : static_cast<double>(windowed.size() - 1) * messages;
   const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth);
   // The padded copies (every rank's range meets an edge of some padded dim,
   // or waits for one whose does).

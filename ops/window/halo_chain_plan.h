@@ -2,8 +2,8 @@
 // global length, the rank's share of the output and the window the one
 // exchange brings, which range of every convolution's output the rank
 // computes and the local padding that gives exactly that range. Pure: global
-// geometry in, ranges out; tested against brute force and fuzzed
-// (fuzz/halo_chain_plan_fuzzer.cpp).
+// geometry in, ranges out; tested against brute force (strided chains too)
+// and fuzzed (stride-1 chains: fuzz/halo_chain_plan_fuzzer.cpp).
 //
 // Window layer k (a convolution, or a pool, which the plan reads as one)
 // must give its output where the window layers after it read: the rank's

@@ -520,6 +520,12 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
       const DTensor w1x1 = distribute_tensor(Tensor::rand({2, 2, 1, 1}, DType::F64, 2), mesh, R);
       const ChainConv subsample{w1x1, std::nullopt, sampling};
       CHECK_FALSE(halo_chain_refusal(x, {a, subsample}));
+      ConvParams padded = sampling;  // a 1x1 window padded by 1: outputs of padding only
+      padded.stride = {1};
+      padded.padding = {{1, 0}};
+      CHECK(halo_chain_refusal(x, {a, ChainConv{w1x1, std::nullopt, padded}})
+                .value_or("")
+                .find("as wide as its window") != std::string::npos);
       CHECK(halo_chain_refusal(x, {a, ChainGroupNorm{}, subsample})
                 .value_or("")
                 .find("reads none of") != std::string::npos);
@@ -802,7 +808,9 @@ TEST_CASE(
     }
     // A run that cannot fuse whole (a group norm before a 1x1 convolution of
     // stride 2, which reads every other row only) fuses up to its first
-    // layer that changes the length, and from there on again.
+    // layer that changes the length, and from there on again (that 1x1
+    // convolution exchanges nothing alone: two 3x3 after it make the second
+    // chain pay).
     {
       nn::ConvOptions subsample = o;
       subsample.padding = std::vector<std::int64_t>{0};
@@ -812,7 +820,7 @@ TEST_CASE(
           std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
           std::make_shared<nn::Conv2d>(4, 4, 3, o),
           std::make_shared<nn::Conv2d>(4, 4, 1, subsample),
-          std::make_shared<nn::Conv2d>(4, 2, 3, o)});
+          std::make_shared<nn::Conv2d>(4, 4, 3, o), std::make_shared<nn::Conv2d>(4, 2, 3, o)});
       cut->distribute(mesh);
       fused_equals_unfused(*cut, Shard(2), 15, 2);
     }

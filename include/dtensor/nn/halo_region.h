@@ -1,5 +1,5 @@
 // Modules whose halo exchanges are fused: a chain of convolutions, group
-// and batch norms, activations and "same" pools exchanges its combined halo once, forward and
+// and batch norms, activations and pools exchanges its combined halo once, forward and
 // backward (dtensor/ops/halo_chain.h), wherever the input is spatially sharded, the chain fits and
 // the cost model says it pays; otherwise the modules run one by one. Either way the results are the
 // same (to rounding).
@@ -11,8 +11,8 @@
 
 namespace dtensor::nn {
 
-/// `modules` applied in order to `input`. Every run of Conv (stride 1,
-/// "same"; any padding mode halo_chain_refusal() accepts), GroupNorm,
+/// `modules` applied in order to `input`. Every run of Conv (as
+/// halo_chain_refusal() accepts), GroupNorm,
 /// InstanceNorm (a group norm with a group per channel), BatchNorm (its
 /// running statistics updated as its forward() updates them), ReLU (after a
 /// norm: its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, MaxPool
