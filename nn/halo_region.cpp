@@ -50,6 +50,17 @@ std::optional<ChainConv> padded_conv(const Pad& pad, const Module& next) {
   return c;
 }
 
+// Whether windows of these (expanded) parameters change the length they
+// pass on: a stride, or padding that is not "same".
+bool changes_length(const std::vector<std::int64_t>& stride, const ConvParams::Padding& padding,
+                    const std::vector<std::int64_t>& dilation,
+                    const std::vector<std::int64_t>& kernel) {
+  for (std::size_t d = 0; d < kernel.size(); ++d)
+    if (stride[d] != 1 || padding[d].first + padding[d].second != dilation[d] * (kernel[d] - 1))
+      return true;
+  return false;
+}
+
 // A MaxPool or AvgPool as a chain layer (after a Conv): one of stride 1
 // whose output is as large as its input, or with `resampling` any other
 // (the U-Net's way down; halo_chain_refusal has the last word); without
@@ -71,10 +82,7 @@ std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>&
   } catch (const InvalidArgument&) {
     return std::nullopt;  // run alone, it names its bad list itself
   }
-  for (std::size_t d = 0; d < static_cast<std::size_t>(spatial) && !resampling; ++d)
-    if (p.stride[d] != 1 ||
-        p.padding[d].first + p.padding[d].second != p.dilation[d] * (p.kernel[d] - 1))
-      return std::nullopt;
+  if (!resampling && changes_length(p.stride, p.padding, p.dilation, p.kernel)) return std::nullopt;
   return pool;
 }
 
@@ -88,11 +96,9 @@ bool resamples(const ChainConv& c) {
   } catch (const InvalidArgument&) {
     return true;  // run alone, it names its bad list itself
   }
-  for (std::size_t d = 0; d < static_cast<std::size_t>(spatial); ++d)
-    if (p.stride[d] != 1 ||
-        p.padding[d].first + p.padding[d].second != p.dilation[d] * (c.weight.shape()[d + 2] - 1))
-      return true;
-  return false;
+  const Shape& w = c.weight.shape();
+  return changes_length(p.stride, p.padding, p.dilation,
+                        std::vector<std::int64_t>(w.begin() + 2, w.end()));
 }
 
 // The relu flag of the norm that ends `layers`, or null.

@@ -545,10 +545,9 @@ Geometry geometry_of(const Chain& c, const WindowExchange& engine, const Shape& 
     if (g.idle) {  // the window the rank would read, were there output on every dim
       const WindowDim w = detail::chain_window(convs);
       const bool ring = detail::chain_is_ring(convs);
-      begin = ring ? o0 - w.pad_left : std::max<std::int64_t>(0, o0 * w.stride - w.pad_left);
-      end = ring ? o1 + w.pad_right
-                 : std::min(global[d + 2],
-                            std::max(begin, (o1 - 1) * w.stride - w.pad_left + w.extent()));
+      const auto [first, last] = w.reads(global[d + 2], o0, o1);
+      begin = ring ? first : std::max<std::int64_t>(0, first);
+      end = ring ? last + 1 : std::min(global[d + 2], std::max(begin, last + 1));
     }
     g.dims.push_back(detail::plan_chain_dim(global[d + 2], o0, o1, begin, end, convs));
   }
@@ -731,6 +730,12 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   for (std::size_t i = 0; i < num_layers && !g.idle; ++i)
     if (c.layers[i].pool) taps[i] = pool_taps_of(c.layers[i], g, window_of[i], x.ndim() - 2);
   std::vector<Tensor> moments(num_layers);  // a norm's [statistics, 3], merged in place
+  // A layer's output: an idle rank computes none of them, so zeros, not
+  // leftover values, reach the norms' collectives and sums.
+  auto fresh = [&](const Shape& shape) {
+    return g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
+                  : Tensor::empty(shape, dtype, x.to_local().device());
+  };
   // A convolution that fills its padding: its input, padded (g.fills).
   std::vector<Tensor> padded(num_layers);
   auto input_of = [&](std::size_t i, const BatchPiece& p) {
@@ -772,9 +777,9 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   std::vector<norm::Stats> running(num_layers);
   for (std::size_t i = 0; i < num_layers; ++i)
     if (c.layers[i].norm() && !c.layers[i].statistics())
-      running[i] = norm::stats_from_running(
-          in[static_cast<std::size_t>(c.layers[i].running_mean)].to_local(),
-          in[static_cast<std::size_t>(c.layers[i].running_var)].to_local(), c.layers[i].eps);
+      running[i] =
+          norm::stats_from_running(local_or_none(in, c.layers[i].running_mean),
+                                   local_or_none(in, c.layers[i].running_var), c.layers[i].eps);
 
   // The layers in runs that end at a norm: each piece runs the whole run,
   // then posts its statistics; it finishes them at the start of the next
@@ -797,22 +802,15 @@ std::vector<DTensor> forward_handler(OpCall& call) {
                                                             : TiledTensor::whole(out[i - 1]));
         const Shape shape =
             range_shape({batch, in[static_cast<std::size_t>(l.weight)].shape()[0]}, g, k);
-        out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
-                        : Tensor::empty(shape, dtype, x.to_local().device());
+        out[i] = fresh(shape);
       } else if (l.pool) {
         if (state.save) state.window_inputs.push_back(TiledTensor::whole(out[i - 1]));
-        const Shape shape = range_shape({batch, out[i - 1].size(1)}, g, k);
-        out[i] = g.idle ? Tensor::zeros(shape, dtype, x.to_local().device())
-                        : Tensor::empty(shape, dtype, x.to_local().device());
+        out[i] = fresh(range_shape({batch, out[i - 1].size(1)}, g, k));
       } else if (l.activation) {
-        // An idle rank computes no element-wise layer: zeros, not leftover
-        // values, reach the norms' sums after it.
-        out[i] = g.idle ? Tensor::zeros(out[i - 1].shape(), dtype, out[i - 1].device())
-                        : Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
+        out[i] = fresh(out[i - 1].shape());
         if (state.save) state.activation_inputs[i] = out[i - 1];
       } else {
-        out[i] = g.idle ? Tensor::zeros(out[i - 1].shape(), dtype, out[i - 1].device())
-                        : Tensor::empty(out[i - 1].shape(), dtype, out[i - 1].device());
+        out[i] = fresh(out[i - 1].shape());
         if (l.statistics())
           moments[i] = Tensor::empty({layout_over(l, out[i - 1]).stats(), 3}, DType::F64);
       }
@@ -908,9 +906,9 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   for (std::size_t i = 0; i < num_layers; ++i) {
     const Layer& l = c.layers[i];
     if (l.running_output < 0) continue;
-    const norm::RunningStats r = norm::updated_running_stats(
-        in[static_cast<std::size_t>(l.running_mean)].to_local(),
-        in[static_cast<std::size_t>(l.running_var)].to_local(), moments[i], 3, l.momentum);
+    const norm::RunningStats r =
+        norm::updated_running_stats(local_or_none(in, l.running_mean),
+                                    local_or_none(in, l.running_var), moments[i], 3, l.momentum);
     result.push_back(norm::wrap_small(r.mean, specs[static_cast<std::size_t>(l.running_output)]));
     result.push_back(
         norm::wrap_small(r.var, specs[static_cast<std::size_t>(l.running_output) + 1]));
@@ -1004,7 +1002,7 @@ void finish_norm_backward(NormBackward& b, const Geometry& geo, int k, const Ten
     halo.grad_output = cut(g).contiguous();
     halo.x = cut(ns.input).contiguous();
     if (relu_output.defined()) halo.relu_output = cut(relu_output).contiguous();
-    halo.layout = norm::layout_of(l.kind(), halo.x.shape(), ns.input.size(1), l.num_groups);
+    halo.layout = layout_over(l, halo.x);
     halo.grad_input = Tensor::empty(halo.x.shape(), dtype, g.device());
     run_kernel(kernels::kNormBackwardApply, device, dtype, halo);
     out.copy_(halo.grad_input);
@@ -1100,16 +1098,19 @@ std::vector<DTensor> backward_handler(OpCall& call) {
     add(l.bias, gb);
   };
   std::optional<BegunNorm> begun;
+  // A begun norm finished whole, its input's gradient now g.
+  auto finish_begun = [&] {
+    if (!begun) return;
+    for (std::size_t q = 0; q < pieces.size(); ++q)
+      finish_piece(*begun, q);
+    g = begun->grad_input;
+    begun.reset();
+  };
   for (std::size_t i = c.layers.size(); i-- > 0;) {
     const Layer& l = c.layers[i];
     const Tensor w = local_or_none(in, l.weight);
     if (l.activation) {
-      if (begun) {  // the norm after it: finished first
-        for (std::size_t q = 0; q < pieces.size(); ++q)
-          finish_piece(*begun, q);
-        g = begun->grad_input;
-        begun.reset();
-      }
+      finish_begun();  // the norm after it: finished first
       if (!geo.idle) g = activation(l, {g, state.activation_inputs.at(i)}, true);
       continue;
     }
@@ -1139,12 +1140,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       continue;
     }
     if (l.norm() && !l.statistics()) {  // running statistics: as an activation
-      if (begun) {
-        for (std::size_t q = 0; q < pieces.size(); ++q)
-          finish_piece(*begun, q);
-        g = begun->grad_input;
-        begun.reset();
-      }
+      finish_begun();                   // the norm after it
       const NormState& ns = state.norms.at(--norm_index);
       Tensor gw, gb;
       if (!geo.idle) {
@@ -1164,11 +1160,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
         --norm_index;
         continue;
       }
-      if (begun) {  // a norm right after this one: finished first
-        for (std::size_t q = 0; q < pieces.size(); ++q)
-          finish_piece(*begun, q);
-        g = begun->grad_input;
-      }
+      finish_begun();  // a norm right after this one: finished first
       begun = begin_norm(i, g);
       for (std::size_t q = 0; q < pieces.size(); ++q)
         begin_piece(*begun, g, q);

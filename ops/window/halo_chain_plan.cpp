@@ -86,10 +86,10 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
   const bool idle = owned_end <= owned_begin;
   const std::size_t n = convs.size();
   // Every layer's input length (lengths[n]: the chain's output).
-  std::vector<std::int64_t> lengths{length};
+  std::vector<std::int64_t>& lengths = plan.lengths;
+  lengths = {length};
   for (const auto& c : convs)
     lengths.push_back(c.output_length(lengths.back()));
-  plan.lengths = lengths;
   // A ring computes the wrapped positions too: they are real cells (its
   // layers are stride-1 and "same").
   const bool ring = chain_is_ring(convs);
