@@ -4,6 +4,7 @@
 #include <optional>
 #include <typeinfo>
 
+#include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/halo_chain.h"
@@ -50,55 +51,23 @@ std::optional<ChainConv> padded_conv(const Pad& pad, const Module& next) {
   return c;
 }
 
-// Whether windows of these (expanded) parameters change the length they
-// pass on: a stride, or padding that is not "same".
-bool changes_length(const std::vector<std::int64_t>& stride, const ConvParams::Padding& padding,
-                    const std::vector<std::int64_t>& dilation,
-                    const std::vector<std::int64_t>& kernel) {
-  for (std::size_t d = 0; d < kernel.size(); ++d)
-    if (stride[d] != 1 || padding[d].first + padding[d].second != dilation[d] * (kernel[d] - 1))
-      return true;
-  return false;
-}
-
-// A MaxPool or AvgPool as a chain layer (after a Conv): one of stride 1
-// whose output is as large as its input, or with `resampling` any other
-// (the U-Net's way down; halo_chain_refusal has the last word); without
-// it such a pool ends the run, so the layers before it still fuse.
-std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>& layers,
-                                 bool resampling) {
+// A MaxPool or AvgPool as a chain layer (after a Conv), of any stride and
+// padding (the U-Net's way down); halo_chain_refusal has the last word.
+std::optional<ChainPool> pool_of(const Module& m, const std::vector<ChainLayer>& layers) {
   const std::type_info& type = typeid(m);
   if (type != typeid(MaxPool) && type != typeid(AvgPool)) return std::nullopt;
   const auto first_conv = std::find_if(layers.begin(), layers.end(), [](const ChainLayer& l) {
     return std::holds_alternative<ChainConv>(l);
   });
   if (first_conv == layers.end()) return std::nullopt;  // a chain starts with a Conv
-  const std::int64_t spatial = std::get<ChainConv>(*first_conv).weight.ndim() - 2;
   ChainPool pool = type == typeid(MaxPool) ? static_cast<const MaxPool&>(m).chain_layer()
                                            : static_cast<const AvgPool&>(m).chain_layer();
-  PoolParams p;
   try {
-    p = pool.params.expanded(spatial);
+    (void)pool.params.expanded(std::get<ChainConv>(*first_conv).weight.ndim() - 2);
   } catch (const InvalidArgument&) {
     return std::nullopt;  // run alone, it names its bad list itself
   }
-  if (!resampling && changes_length(p.stride, p.padding, p.dilation, p.kernel)) return std::nullopt;
   return pool;
-}
-
-// Whether a convolution changes the length it passes on (a stride, or
-// padding that is not "same").
-bool resamples(const ChainConv& c) {
-  const std::int64_t spatial = c.weight.ndim() - 2;
-  ConvParams p;
-  try {
-    p = c.params.expanded(spatial);
-  } catch (const InvalidArgument&) {
-    return true;  // run alone, it names its bad list itself
-  }
-  const Shape& w = c.weight.shape();
-  return changes_length(p.stride, p.padding, p.dilation,
-                        std::vector<std::int64_t>(w.begin() + 2, w.end()));
 }
 
 // The relu flag of the norm that ends `layers`, or null.
@@ -128,22 +97,20 @@ std::optional<ChainActivation> activation_of(const Module& m) {
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
 // the norm before it (relu(norm(x)) is its fused activation); the
 // activations join as layers of their own, as do the pools (pool_of); a
-// Pad joins the Conv after it (padded_conv). Without `resampling` a
-// convolution or pool that changes the length ends the run.
+// Pad joins the Conv after it (padded_conv). The run ends at `limit` at
+// the latest.
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
-                      bool resampling, std::vector<ChainLayer>& layers,
+                      std::size_t limit, std::vector<ChainLayer>& layers,
                       std::vector<BatchNorm*>& updating) {
   std::size_t at = begin;
-  for (; at < modules.size(); ++at) {
+  for (; at < limit; ++at) {
     const Module& m = *modules[at];
     const std::type_info& type = typeid(m);
     if (is_conv(m)) {
-      ChainConv conv = static_cast<const Conv&>(m).chain_layer();
-      if (!resampling && resamples(conv)) break;
-      layers.emplace_back(std::move(conv));
-    } else if (type == typeid(Pad) && at + 1 < modules.size()) {
+      layers.emplace_back(static_cast<const Conv&>(m).chain_layer());
+    } else if (type == typeid(Pad) && at + 1 < limit) {
       std::optional<ChainConv> conv = padded_conv(static_cast<const Pad&>(m), *modules[at + 1]);
-      if (!conv || (!resampling && resamples(*conv))) break;
+      if (!conv) break;
       layers.emplace_back(std::move(*conv));
       ++at;  // the Conv is in it
     } else if (type == typeid(GroupNorm)) {
@@ -165,7 +132,7 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
       *relu = true;
     } else if (std::optional<ChainActivation> a = activation_of(m)) {
       layers.emplace_back(std::move(*a));
-    } else if (std::optional<ChainPool> pool = pool_of(m, layers, resampling)) {
+    } else if (std::optional<ChainPool> pool = pool_of(m, layers)) {
       layers.emplace_back(std::move(*pool));
     } else {
       break;
@@ -181,21 +148,19 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
   DTensor x = input;
   std::size_t i = 0;
   while (i < modules.size()) {
-    // The longest run first; where it does not fuse (or pay), the run up to
-    // its first layer that changes the length.
+    // The longest run that fuses and pays: the whole run first, then one
+    // module shorter at a time (a layer the refusal or the cost model
+    // objects to is left to the next run). Not tried at all where the input
+    // rules fusion out, whatever the layers.
     std::vector<ChainLayer> layers;
     std::vector<BatchNorm*> updating;
-    std::size_t end = chain_run(modules, i, true, layers, updating);
-    bool fuse = end > i + 1 && halo_chain_pays(x, layers);
-    if (!fuse && end > i + 1) {
-      std::vector<ChainLayer> shorter;
-      std::vector<BatchNorm*> shorter_updating;
-      const std::size_t shorter_end = chain_run(modules, i, false, shorter, shorter_updating);
-      if (shorter_end != end) {  // (the same run needs no second look)
-        end = shorter_end;
-        layers = std::move(shorter);
-        updating = std::move(shorter_updating);
-        fuse = end > i + 1 && halo_chain_pays(x, layers);
+    std::size_t end = chain_run(modules, i, modules.size(), layers, updating);
+    bool fuse = false;
+    if (end > i + 1 && config().halo_fusion && !halo_chain_input_refusal(x)) {
+      while (end > i + 1 && !(fuse = halo_chain_pays(x, layers))) {
+        layers.clear();
+        updating.clear();
+        end = chain_run(modules, i, end - 1, layers, updating);
       }
     }
     if (fuse) {

@@ -250,15 +250,14 @@ std::int64_t smallest_shard(const DTensor& x, std::int64_t dim) {
   }
 }
 
-std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
+// The rules on the input alone (halo_chain_input_refusal).
+std::optional<std::string> input_refusal(const DTensor& x) {
   if (x.ndim() < 3) return "the input is not [N, C, spatial...]";
   // Under autocast each layer picks its own precision; the chain would not.
   // f64 is never lowered (nor are its parameters, of the same dtype).
   if (autocast_enabled() && x.dtype() != DType::F64) return "autocast is on";
   // Validated on CPU only: elsewhere the layers run one by one.
   if (x.mesh().device().type != DeviceType::CPU) return "the input is not on the CPU";
-  if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
-    return "the chain does not start with a convolution";
   bool sharded_spatial = false;
   for (std::size_t m = 0; m < x.placements().size(); ++m) {
     const Placement& p = x.placements()[m];
@@ -268,6 +267,13 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
       sharded_spatial = true;
   }
   if (!sharded_spatial) return "no spatial dim of the input is sharded: there is no halo";
+  return std::nullopt;
+}
+
+std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
+  if (auto why = input_refusal(x)) return why;
+  if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
+    return "the chain does not start with a convolution";
   const std::int64_t spatial = x.ndim() - 2;
   std::int64_t channels = x.shape()[1];
   std::size_t windowed = 0;
@@ -1391,6 +1397,10 @@ class ChainNode final : public autograd::Node {
 std::optional<std::string> halo_chain_refusal(const DTensor& input,
                                               const std::vector<ChainLayer>& layers) {
   return refusal(input, layers);
+}
+
+std::optional<std::string> halo_chain_input_refusal(const DTensor& input) {
+  return input_refusal(input);
 }
 
 bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers) {

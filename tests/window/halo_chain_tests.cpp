@@ -540,6 +540,11 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK(halo_chain_refusal(distribute_tensor(x.full_tensor(), mesh, R), {a, a})
               .value_or("")
               .find("no spatial dim") != std::string::npos);
+    // The input's rules alone: the same reason, whatever the layers.
+    CHECK(halo_chain_input_refusal(distribute_tensor(x.full_tensor(), mesh, R))
+              .value_or("")
+              .find("no spatial dim") != std::string::npos);
+    CHECK_FALSE(halo_chain_input_refusal(x));
     // Padding modes: reflect, replicate and a ring fuse; circular mixed with
     // another mode does not, nor a ring whose halo wraps twice, nor a
     // lopsided reflect whose rows the edge rank does not hold.
@@ -823,6 +828,35 @@ TEST_CASE(
           std::make_shared<nn::Conv2d>(4, 4, 3, o), std::make_shared<nn::Conv2d>(4, 2, 3, o)});
       cut->distribute(mesh);
       fused_equals_unfused(*cut, Shard(2), 15, 2);
+    }
+    // A run refused whole fuses its longest part that is not, and the rest
+    // as a run of its own: zero-padded convolutions then circular ones (a
+    // circular chain must be circular throughout), and a strided run whose
+    // group norm comes before a 1x1 convolution of stride 2 (cut right
+    // before that convolution, not at the first layer that resamples).
+    {
+      nn::ConvOptions ring = o;
+      ring.padding_mode = PaddingMode::Circular;
+      auto mixed = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 4, 3, o),
+          std::make_shared<nn::Conv2d>(4, 4, 3, ring),
+          std::make_shared<nn::Conv2d>(4, 2, 3, ring)});
+      mixed->distribute(mesh);
+      fused_equals_unfused(*mixed, Shard(2), 16, 2);
+      nn::ConvOptions halving = o;
+      halving.stride = {2};
+      nn::ConvOptions subsample = o;
+      subsample.padding = std::vector<std::int64_t>{0};
+      subsample.stride = {2};
+      auto strided = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o), std::make_shared<nn::Conv2d>(4, 4, 3, halving),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::Conv2d>(4, 4, 1, subsample),
+          std::make_shared<nn::Conv2d>(4, 4, 3, o), std::make_shared<nn::Conv2d>(4, 2, 3, o)});
+      strided->distribute(mesh);
+      fused_equals_unfused(*strided, Shard(2), 17, 2);
     }
     // BatchNorms join the chain (a ReLU after one folds into it): two
     // networks alike, one fused, one not, trained two steps and then run in

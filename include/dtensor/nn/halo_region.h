@@ -19,10 +19,10 @@ namespace dtensor::nn {
 /// and AvgPool, that starts with a Conv and holds two or more (convolutions
 /// and pools) runs as one halo_chain() when halo_chain_pays() (a Pad right
 /// before a Conv that pads nothing itself counts as that Conv padded in the
-/// Pad's mode); where the run does not fuse whole, the run up to its first
-/// Conv or pool that changes the length (a stride, or padding that is not
-/// "same") is tried instead; everything else runs module by module. What
-/// nn::Sequential and nn::HaloRegion do.
+/// Pad's mode); where the run does not fuse whole (refused, or not paying),
+/// it is tried one module shorter at a time, and the rest starts a run of
+/// its own; everything else runs module by module. What nn::Sequential and
+/// nn::HaloRegion do.
 DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,
                              const DTensor& input);
 

@@ -112,6 +112,11 @@ using ChainLayer =
 std::optional<std::string> halo_chain_refusal(const DTensor& input,
                                               const std::vector<ChainLayer>& layers);
 
+/// halo_chain_refusal's rules on the input alone (its shape, sharding,
+/// device and autocast): where this refuses, no chain of any layers fuses on
+/// `input`. Pure, as halo_chain_refusal.
+std::optional<std::string> halo_chain_input_refusal(const DTensor& input);
+
 /// What fusing `layers` on `input` is expected to save per training step
 /// (forward + backward), in seconds: the exchanges it saves at the link's
 /// latency and bandwidth, less the recomputed overlap at the rank's
