@@ -1,16 +1,20 @@
 // libFuzzer target: the plan of a fused chain (ops/window/halo_chain_plan.h)
-// on random 1-D chains, lengths and rank counts, with every padding mode.
+// on random 1-D chains, lengths and rank counts, with every padding mode,
+// and zero-padded chains that resample (strides 1-3, any right padding).
 // A chain is either turned away by chain_boundary_refusal (then nothing more
 // is asked of it) or planned on every rank without an exception, and then:
 //   - convolution k's held input is convolution k-1's output range (the
 //     window for the first), and the last one's output is exactly the
 //     rank's share;
-//   - every position an output reads is held, or lies outside [0, L) (not
-//     in a ring) and is exactly the local padding (pad_left before the held
-//     rows, pad_right after);
+//   - every position an output reads is held (less the rows the step skips),
+//     or lies outside [0, L_k) (not in a ring) and is exactly the local
+//     padding (pad_left before the held rows, pad_right after);
 //   - a padding position's source under the convolution's mode (reflect:
 //     -i -> i; replicate: the edge) is a held row: the rank can fill it;
-//   - a ring (every convolution circular) has no local padding at all.
+//   - a ring (every convolution circular) has no local padding at all;
+//   - every output range lies inside [0, L_k+1), and the ranks' shares of
+//     every intermediate tile it, each inside what its rank computes
+//     wherever a norm there would be accepted (chain_statistics_refusal).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -39,7 +43,8 @@ std::string describe(std::int64_t L, std::int64_t P, std::int64_t r,
   std::string s = "L " + std::to_string(L) + " P " + std::to_string(P) + " rank " +
                   std::to_string(r) + " convs";
   for (const auto& c : convs)
-    s += " (extent " + std::to_string(c.extent) + " left " + std::to_string(c.pad_left) + " " +
+    s += " (extent " + std::to_string(c.extent) + " left " + std::to_string(c.pad_left) +
+         " right " + std::to_string(c.pad_right()) + " stride " + std::to_string(c.stride) + " " +
          std::string(boundary_name(c.boundary)) + ")";
   return s;
 }
@@ -65,23 +70,42 @@ std::int64_t mode_source(std::int64_t i, std::int64_t L, Boundary b) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader in{data, size};
   const std::int64_t L = 1 + in.u8() % 40, P = 1 + in.u8() % 8;
-  const bool ring = in.u8() % 4 == 0;
+  const std::uint8_t kind = in.u8() % 4;
+  const bool ring = kind == 0, resampling = kind == 3;  // resampling: zeros only
   std::vector<ChainWindowDim> convs(static_cast<std::size_t>(1 + in.u8() % 4));
-  for (auto& c : convs) {
+  // Each layer's input's length, then the output's.
+  std::vector<std::int64_t> lengths{L};
+  for (std::size_t k = 0; k < convs.size(); ++k) {
+    ChainWindowDim& c = convs[k];
     c.extent = 1 + in.u8() % 9;
     c.pad_left = in.u8() % c.extent;
     const Boundary modes[] = {Boundary::Zeros, Boundary::Reflect, Boundary::Replicate};
-    c.boundary = ring ? Boundary::Circular : modes[in.u8() % 3];
+    c.boundary = ring ? Boundary::Circular : resampling ? Boundary::Zeros : modes[in.u8() % 3];
+    if (resampling) {
+      c.stride = 1 + in.u8() % 3;
+      c.right = in.u8() % c.extent;
+    }
+    if (c.output_length(lengths.back()) < 1) {  // no output: the chain ends before it
+      convs.resize(k);
+      break;
+    }
+    lengths.push_back(c.output_length(lengths.back()));
   }
+  if (convs.empty()) return 0;
+  const std::int64_t out_length = lengths.back();
   std::int64_t smallest = L, r = -1;
   for (std::int64_t q = 0; q < P; ++q)
     if (chunk_extent(L, P, q).length > 0)
       smallest = std::min(smallest, chunk_extent(L, P, q).length);
   if (detail::chain_boundary_refusal(L, smallest, convs)) return 0;
   const WindowDim window = detail::chain_window(convs);
-  FUZZ_CHECK(window.output_length_for(L) == L);
+  FUZZ_CHECK(window.output_length_for(L) == out_length);
+  // Per intermediate (each layer's output): how many ranks' shares hold each cell.
+  std::vector<std::vector<int>> owners(convs.size());
+  for (std::size_t k = 0; k < convs.size(); ++k)
+    owners[k].assign(static_cast<std::size_t>(lengths[k + 1]), 0);
   for (r = 0; r < P; ++r) {
-    const Extent owned = chunk_extent(L, P, r);
+    const Extent owned = chunk_extent(out_length, P, r);
     std::int64_t wb = 0, we = 0;
     if (owned.length > 0) {
       const auto [first, last] = window.reads(L, owned.offset, owned.end());
@@ -102,21 +126,40 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto& s = plan.steps[k];
       const ChainWindowDim& c = convs[k];
       FUZZ_CHECK(s.in_begin == held_begin && s.in_end == held_end);
+      FUZZ_CHECK(s.skip_left >= 0 && s.skip_right >= 0 &&
+                 s.skip_left + s.skip_right <= s.in_end - s.in_begin);
       if (ring) FUZZ_CHECK(s.pad_left == 0 && s.pad_right == 0);
-      // What the outputs read: [out_begin - l, out_end - l + extent - 1).
-      const std::int64_t lo = s.out_begin - c.pad_left;
-      const std::int64_t hi = s.out_end - c.pad_left + c.extent - 1;
-      FUZZ_CHECK(s.in_begin - lo == s.pad_left && hi - s.in_end == s.pad_right);
+      if (!ring) FUZZ_CHECK(s.out_begin >= 0 && s.out_end <= lengths[k + 1]);
+      FUZZ_CHECK(s.out_begin <= s.out_end);
+      // What the outputs read, and what of the held input is read.
+      const auto [lo, hi] = c.reads(s.out_begin, s.out_end);
+      const std::int64_t used_begin = s.in_begin + s.skip_left, used_end = s.in_end - s.skip_right;
+      FUZZ_CHECK(used_begin - lo == s.pad_left && hi - used_end == s.pad_right);
       for (std::int64_t i = lo; i < hi; ++i) {
-        if (i >= s.in_begin && i < s.in_end) continue;
-        FUZZ_CHECK(!ring && (i < 0 || i >= L));  // not held: the input's padding
-        const std::int64_t from = mode_source(i, L, c.boundary);
-        FUZZ_CHECK(from < 0 || (from >= s.in_begin && from < s.in_end));
+        if (i >= used_begin && i < used_end) continue;
+        FUZZ_CHECK(!ring && (i < 0 || i >= lengths[k]));  // not held: the input's padding
+        const std::int64_t from = mode_source(i, lengths[k], c.boundary);
+        FUZZ_CHECK(from < 0 || (from >= used_begin && from < used_end));
+      }
+      if (!ring) {
+        FUZZ_CHECK(s.owned_begin <= s.owned_end && s.owned_begin >= 0 &&
+                   s.owned_end <= lengths[k + 1]);
+        for (std::int64_t o = s.owned_begin; o < s.owned_end; ++o)
+          ++owners[k][static_cast<std::size_t>(o)];
+        // A norm here counts the share: the rank must compute it.
+        if (!detail::chain_statistics_refusal(L, k + 1, convs))
+          FUZZ_CHECK(s.owned_begin == s.owned_end ||
+                     (s.owned_begin >= s.out_begin && s.owned_end <= s.out_end));
       }
       held_begin = s.out_begin;
       held_end = s.out_end;
     }
     FUZZ_CHECK(held_begin == owned.offset && held_end == owned.end());
   }
+  r = -1;
+  if (!ring)
+    for (std::size_t k = 0; k < convs.size(); ++k)
+      for (const int n : owners[k])
+        FUZZ_CHECK(n == 1);  // the shares tile the intermediate
   return 0;
 }

@@ -3,7 +3,7 @@
 // exchange brings, which range of every convolution's output the rank
 // computes and the local padding that gives exactly that range. Pure: global
 // geometry in, ranges out; tested against brute force (strided chains too)
-// and fuzzed (stride-1 chains: fuzz/halo_chain_plan_fuzzer.cpp).
+// and fuzzed (fuzz/halo_chain_plan_fuzzer.cpp, strided chains too).
 //
 // Window layer k (a convolution, or a pool, which the plan reads as one)
 // must give its output where the window layers after it read: the rank's
