@@ -151,12 +151,14 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
     // The longest run that fuses and pays: the whole run first, then one
     // module shorter at a time (a layer the refusal or the cost model
     // objects to is left to the next run). Not tried at all where the input
-    // rules fusion out, whatever the layers.
+    // rules fusion out, or the run does not start with a convolution
+    // (nor would any shorter one), whatever the layers.
     std::vector<ChainLayer> layers;
     std::vector<BatchNorm*> updating;
     std::size_t end = chain_run(modules, i, modules.size(), layers, updating);
     bool fuse = false;
-    if (end > i + 1 && config().halo_fusion && !halo_chain_input_refusal(x)) {
+    if (end > i + 1 && std::holds_alternative<ChainConv>(layers.front()) && config().halo_fusion &&
+        !halo_chain_input_refusal(x)) {
       while (end > i + 1 && !(fuse = halo_chain_pays(x, layers))) {
         layers.clear();
         updating.clear();

@@ -35,7 +35,12 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       x.mesh().get_mesh_group()->message_seconds() + (link ? link->latency_us * 1e-6 : 0.0);
   const double bandwidth = link && link->gbit ? *link->gbit * 1e9 / 8 : kLinkBytesPerSecond;
   const auto spatial = static_cast<std::size_t>(x.ndim() - 2);
-  const Shape local = x.spec().local_shape();
+  // The shard at mesh coordinate 0 (the largest under the chunk rule), not
+  // this rank's own: with uneven shards each rank would otherwise price the
+  // chain on its own shard, and near the break-even point some ranks would
+  // fuse (a collective) while the others ran the layers one by one.
+  const Shape local = x.spec().local_shape_at(
+      std::vector<std::int64_t>(static_cast<std::size_t>(x.mesh().ndim()), 0));
   // The sharded spatial dims.
   std::vector<bool> sharded(spatial, false);
   for (std::size_t m = 0; m < x.placements().size(); ++m) {

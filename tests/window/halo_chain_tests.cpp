@@ -655,6 +655,18 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK_FALSE(halo_chain_refusal(wide, {big, big}));
     CHECK(halo_chain_saving(wide, {big, big}) < 0);
     CHECK_FALSE(halo_chain_pays(wide, {big, big}));
+    // Every rank prices a chain alike, uneven shards too (9 rows: 5 and
+    // 4), so that all fuse or none does: the cost is the largest shard's.
+    {
+      const DTensor uneven =
+          distribute_tensor(Tensor::rand({1, 2, 9, 8}, DType::F64, 4), mesh, {Shard(2)});
+      Tensor mine = Tensor::full({1}, halo_chain_saving(uneven, {reflect, reflect}), DType::F64);
+      Tensor low = mine.clone(), high = mine.clone();
+      const auto group = mesh.get_mesh_group();
+      group->allreduce(low, ReduceOp::Min);
+      group->allreduce(high, ReduceOp::Max);
+      CHECK(low.data<double>()[0] == high.data<double>()[0]);
+    }
     // Called directly, a call whose lists do not fit is refused by name.
     const DTensor w1 = distribute_tensor(Tensor::rand({2, 2, 3}, DType::F64, 3), mesh, R);
     CHECK_THROWS_WITH(dispatch("halo_chain", {x, std::string("conv"), w1, None{}, IntList{1, 1},
@@ -812,10 +824,9 @@ TEST_CASE(
       fused_equals_unfused(*pooled, Shard(2), 10, 1);
     }
     // A run that cannot fuse whole (a group norm before a 1x1 convolution of
-    // stride 2, which reads every other row only) fuses up to its first
-    // layer that changes the length, and from there on again (that 1x1
-    // convolution exchanges nothing alone: two 3x3 after it make the second
-    // chain pay).
+    // stride 2, which reads every other row only) fuses up to that
+    // convolution, and from there on again (that 1x1 convolution exchanges
+    // nothing alone: two 3x3 after it make the second chain pay).
     {
       nn::ConvOptions subsample = o;
       subsample.padding = std::vector<std::int64_t>{0};
