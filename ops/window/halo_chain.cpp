@@ -1214,12 +1214,10 @@ std::vector<DTensor> backward_handler(OpCall& call) {
         kernels->backward_data(samples_of(out_grad, piece), w, TiledTensor::whole(grad_padded), p);
         detail::fold_padding(grad_padded, l.boundary, pads);
         into.scatter(detail::unpadded_view(grad_padded, pads));
-      } else if (geo.skips(static_cast<std::size_t>(k))) {  // rows no output read: zeros
-        into.zero_();
+      } else {
+        if (geo.skips(static_cast<std::size_t>(k))) into.zero_();  // rows no output read
         kernels->backward_data(samples_of(out_grad, piece), w,
                                geo.used(into, static_cast<std::size_t>(k)), p);
-      } else {
-        kernels->backward_data(samples_of(out_grad, piece), w, into, p);
       }
       if (begun) begin_piece(*begun, gi, q);
     }
