@@ -1,6 +1,8 @@
 // libFuzzer target: the plan of a fused chain (ops/window/halo_chain_plan.h)
 // on random 1-D chains, lengths and rank counts, with every padding mode,
-// and zero-padded chains that resample (strides 1-3, any right padding).
+// zero-padded chains that resample (strides 1-3, any right padding), and
+// zero-padded chains that upsample (transposed windows of strides 1-3, any
+// padding, among sliding layers of stride 1).
 // A chain is either turned away by chain_boundary_refusal (then nothing more
 // is asked of it) or planned on every rank without an exception, and then:
 //   - convolution k's held input is convolution k-1's output range (the
@@ -11,7 +13,9 @@
 //     padding (pad_left before the held rows, pad_right after);
 //   - a padding position's source under the convolution's mode (reflect:
 //     -i -> i; replicate: the edge) is a held row: the rank can fill it;
-//   - a ring (every convolution circular) has no local padding at all;
+//   - a ring (every convolution circular) has no local padding at all; a
+//     transposed window none either (its reach beyond the input reads
+//     nothing), and every input it reads inside the input is held;
 //   - every output range lies inside [0, L_k+1), and the ranks' shares of
 //     every intermediate tile it, each inside what its rank computes
 //     wherever a norm there would be accepted (chain_statistics_refusal).
@@ -44,8 +48,8 @@ std::string describe(std::int64_t L, std::int64_t P, std::int64_t r,
                   std::to_string(r) + " convs";
   for (const auto& c : convs)
     s += " (extent " + std::to_string(c.extent) + " left " + std::to_string(c.pad_left) +
-         " right " + std::to_string(c.pad_right()) + " stride " + std::to_string(c.stride) + " " +
-         std::string(boundary_name(c.boundary)) + ")";
+         " right " + std::to_string(c.pad_right()) + " stride " + std::to_string(c.stride) +
+         (c.transposed ? " transposed " : " ") + std::string(boundary_name(c.boundary)) + ")";
   return s;
 }
 
@@ -70,8 +74,12 @@ std::int64_t mode_source(std::int64_t i, std::int64_t L, Boundary b) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader in{data, size};
   const std::int64_t L = 1 + in.u8() % 40, P = 1 + in.u8() % 8;
-  const std::uint8_t kind = in.u8() % 4;
-  const bool ring = kind == 0, resampling = kind == 3;  // resampling: zeros only
+  const std::uint8_t kind_byte = in.u8();
+  const std::uint8_t kind = kind_byte % 4;
+  // Resampling and upsampling: zeros only. (Upsampling is kind 3's byte 7
+  // mod 8: older seeds keep their meaning.)
+  const bool ring = kind == 0, upsampling = kind_byte % 8 == 7,
+             resampling = kind == 3 && !upsampling;
   std::vector<ChainWindowDim> convs(static_cast<std::size_t>(1 + in.u8() % 4));
   // Each layer's input's length, then the output's.
   std::vector<std::int64_t> lengths{L};
@@ -80,10 +88,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     c.extent = 1 + in.u8() % 9;
     c.pad_left = in.u8() % c.extent;
     const Boundary modes[] = {Boundary::Zeros, Boundary::Reflect, Boundary::Replicate};
-    c.boundary = ring ? Boundary::Circular : resampling ? Boundary::Zeros : modes[in.u8() % 3];
+    c.boundary = ring                       ? Boundary::Circular
+                 : resampling || upsampling ? Boundary::Zeros
+                                            : modes[in.u8() % 3];
     if (resampling) {
       c.stride = 1 + in.u8() % 3;
       c.right = in.u8() % c.extent;
+    }
+    if (upsampling) {
+      c.right = in.u8() % c.extent;
+      if (in.u8() % 2 == 0) {  // a transposed window (an upsample's footprint: any)
+        c.transposed = true;
+        c.stride = 1 + in.u8() % 3;
+      }
     }
     if (c.output_length(lengths.back()) < 1) {  // no output: the chain ends before it
       convs.resize(k);
@@ -131,8 +148,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (ring) FUZZ_CHECK(s.pad_left == 0 && s.pad_right == 0);
       if (!ring) FUZZ_CHECK(s.out_begin >= 0 && s.out_end <= lengths[k + 1]);
       FUZZ_CHECK(s.out_begin <= s.out_end);
-      // What the outputs read, and what of the held input is read.
-      const auto [lo, hi] = c.reads(s.out_begin, s.out_end);
+      // What the outputs read, and what of the held input is read (a
+      // transposed window's reach beyond the input reads nothing).
+      auto [lo, hi] = c.reads(s.out_begin, s.out_end);
+      if (c.transposed && s.out_begin < s.out_end) {
+        lo = std::max<std::int64_t>(lo, 0);
+        hi = std::min(hi, lengths[k]);
+      }
       const std::int64_t used_begin = s.in_begin + s.skip_left, used_end = s.in_end - s.skip_right;
       FUZZ_CHECK(used_begin - lo == s.pad_left && hi - used_end == s.pad_right);
       for (std::int64_t i = lo; i < hi; ++i) {

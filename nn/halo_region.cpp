@@ -25,6 +25,11 @@ bool is_conv(const Module& m) {
   return type == typeid(Conv) || type == typeid(Conv1d) || type == typeid(Conv2d) ||
          type == typeid(Conv3d);
 }
+bool is_conv_transpose(const Module& m) {
+  const std::type_info& type = typeid(m);
+  return type == typeid(ConvTranspose) || type == typeid(ConvTranspose1d) ||
+         type == typeid(ConvTranspose2d) || type == typeid(ConvTranspose3d);
+}
 
 // A Pad right before a Conv that pads nothing itself, as one convolution
 // padded in the Pad's mode: F.pad then a "valid" convolution is what a
@@ -96,7 +101,9 @@ std::optional<ChainActivation> activation_of(const Module& m) {
 // it that update their running statistics (in order), and where it ends.
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
 // the norm before it (relu(norm(x)) is its fused activation); the
-// activations join as layers of their own, as do the pools (pool_of); a
+// activations join as layers of their own, as do the pools (pool_of) and
+// the Upsamples and ConvTransposes after a Conv (halo_chain_refusal has the
+// last word); a
 // Pad joins the Conv after it (padded_conv). The run ends at `limit` at
 // the latest.
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
@@ -134,6 +141,10 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
       layers.emplace_back(std::move(*a));
     } else if (std::optional<ChainPool> pool = pool_of(m, layers)) {
       layers.emplace_back(std::move(*pool));
+    } else if (type == typeid(Upsample) && !layers.empty()) {
+      layers.emplace_back(static_cast<const Upsample&>(m).chain_layer());
+    } else if (is_conv_transpose(m) && !layers.empty()) {
+      layers.emplace_back(static_cast<const ConvTranspose&>(m).chain_layer());
     } else {
       break;
     }

@@ -29,7 +29,7 @@ for name in halo_plan halo_chain_plan parsers tensor_api; do
   mkdir -p "$scratch"
   echo "== fuzzing $name for $seconds s"
   # -max_len: the parsers' inputs are command lines and URLs; the planner reads
-  # 35 bytes, the chain planner at most 20; the tensor API fuzzer reads a few bytes per call, at most 64 calls.
+  # 35 bytes, the chain planner at most 24; the tensor API fuzzer reads a few bytes per call, at most 64 calls.
   if ! "$build/bin/dtensor_fuzz_$name" "$scratch" "$root/fuzz/corpus/$name" \
       -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
       -artifact_prefix="$build/artifacts/$name-" -print_final_stats=1 \

@@ -78,15 +78,6 @@ bool window_live(const WindowExchange& engine) {
   return true;
 }
 
-ConvParams local_params(const ConvTransposeParams& p) {
-  ConvParams c;
-  c.stride = p.stride;
-  c.dilation = p.dilation;
-  c.padding.assign(p.stride.size(), {0, 0});
-  c.groups = p.groups;
-  return c;
-}
-
 std::vector<WindowDim> forward_dims(const Shape& weight_shape, const ConvTransposeParams& p) {
   std::vector<WindowDim> dims;
   for (std::size_t sd = 0; sd < p.stride.size(); ++sd)
@@ -156,9 +147,9 @@ Tensor forward_handler(OpCall& call, const detail::WeightedOperands<ForwardCall>
       TiledTensor into(span, y.dtype(), y.device());
       into.add(overlap, src);
       if (k == 0)
-        kernels->backward_data(tile.data, wl, into, local_params(p));  // written in place
+        kernels->backward_data(tile.data, wl, into, local_convolution(p));  // written in place
       else
-        into.add_(kernels->backward_data(tile.data, wl, span, local_params(p)));
+        into.add_(kernels->backward_data(tile.data, wl, span, local_convolution(p)));
     }
   }
   if (in.call.bias && owns_bias(x.spec())) add_bias(y, in.tensors[2].to_local());
@@ -197,7 +188,7 @@ std::vector<Tensor> backward_handler(OpCall& call,
     WindowExchange::Pending pending = engine.post(gy.to_local());
     const TiledTensor& window = pending.wait();
     const bool live = window_live(engine);
-    ConvParams lp = local_params(p);
+    ConvParams lp = local_convolution(p);
     for (std::int64_t sd = 0; sd < spatial_dims(p); ++sd) {
       const auto u = static_cast<std::size_t>(sd);
       const WindowSpan& s = engine.spans()[u];

@@ -109,5 +109,14 @@ Shape output_shape(const Shape& input, const Shape& weight, const ConvTransposeP
   return out;
 }
 
+ConvParams local_convolution(const ConvTransposeParams& params) {
+  ConvParams c;
+  c.stride = params.stride;
+  c.dilation = params.dilation;
+  c.padding.assign(params.stride.size(), {0, 0});
+  c.groups = params.groups;
+  return c;
+}
+
 }  // namespace tconv
 }  // namespace dtensor

@@ -66,4 +66,9 @@ std::int64_t output_length(std::int64_t length, std::int64_t kernel, std::int64_
 /// [N, C_out, O...] after check_args(input, weight, nullopt, params).
 Shape output_shape(const Shape& input, const Shape& weight, const ConvTransposeParams& params);
 
+/// The convolution whose backward-data the transposed convolution is, with
+/// no padding: over n inputs it gives (n - 1) * stride + extent outputs, the
+/// first at -padding (the caller keeps the range it wants).
+ConvParams local_convolution(const ConvTransposeParams& params);
+
 }  // namespace dtensor::tconv

@@ -1,5 +1,6 @@
-// A chain of convolutions, group and batch norms, activations and pools with
-// one halo exchange (dtensor/ops/halo_chain.h): the operators "halo_chain" and
+// A chain of convolutions, group and batch norms, activations, pools,
+// upsamples and transposed convolutions with one halo exchange
+// (dtensor/ops/halo_chain.h): the operators "halo_chain" and
 // "halo_chain_backward", their handlers, the autograd node that joins them,
 // and the cost model.
 //
@@ -12,7 +13,11 @@
 // element-wise with its running statistics) and normalises the whole range;
 // a pool reduces the taps each
 // output reads (named by global position, so its padding is the unfused
-// run's without any local padding); an activation is element-wise,
+// run's without any local padding), as does an upsample (its taps by
+// global position too); a transposed convolution computes its held input's
+// whole output (a convolution's backward-data) and keeps its range, and its
+// backward convolves the range's gradient laid into that whole output's
+// shape; an activation is element-wise,
 // so it runs on the whole range by its operator's own kernel (the backward
 // too: a halo cell's gradient part times the derivative there is this
 // rank's part of the cell's). With a halo along one dim only (and no layer
@@ -48,16 +53,21 @@
 #include "dtensor/ops/autocast.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/kernels/channel.h"
 #include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/kernels/upsample.h"
 #include "dtensor/ops/local_conv.h"
 #include "dtensor/ops/registry.h"
 #include "dtensor/ops/window.h"
 #include "ops/norm/norm_stats.h"
 #include "ops/norm/stat_reduction.h"
+#include "ops/window/conv_transpose_call.h"
 #include "ops/window/halo_chain_call.h"
 #include "ops/window/halo_chain_plan.h"
 #include "ops/window/held_padding.h"
 #include "ops/window/pool_taps.h"
+#include "ops/window/resample_taps.h"
+#include "ops/window/upsample_geometry.h"
 
 namespace dtensor {
 namespace {
@@ -73,24 +83,28 @@ constexpr int kWindowStream = 0, kGradientStream = 1, kStatsStream = 2;
 struct Layer {
   bool conv = false;
   bool pool = false;
+  bool upsample = false;
+  bool conv_transpose = false;
   bool activation = false;  // none of these: a norm
   bool batch = false;       // a norm: batch_norm, else group_norm
   std::string op{};         // an activation's operator
   double negative_slope = 0;
   GeluApproximate approximate = GeluApproximate::None;
-  bool norm() const { return !conv && !pool && !activation; }
+  bool norm() const { return !conv && !pool && !upsample && !conv_transpose && !activation; }
   // A norm whose statistics are the input's (they cross ranks): a group
   // norm, or a batch norm in training. A batch norm in eval mode normalises
   // with its running statistics: element-wise, as an activation.
   bool statistics() const { return norm() && (!batch || training); }
   norm::NormKind kind() const { return batch ? norm::NormKind::Batch : norm::NormKind::Group; }
   // The layers the plan widens the range for (halo_chain_plan.h's steps).
-  bool windowed() const { return conv || pool; }
+  bool windowed() const { return conv || pool || upsample || conv_transpose; }
   ConvParams params{};   // expanded to the spatial rank; padding explicit
   bool average = false;  // a pool: avg_pool, else max_pool
   PoolParams pool_params{};
   kernels::AvgDivisor divisor{};               // an avg_pool's
-  std::vector<detail::ChainWindowDim> dims{};  // a convolution's or a pool's
+  std::vector<WindowDim> resample{};           // an upsample's, per spatial dim
+  ConvTransposeParams transposed{};            // a transposed convolution's (expanded)
+  std::vector<detail::ChainWindowDim> dims{};  // a window layer's
   Boundary boundary = Boundary::Zeros;         // a convolution's padding mode
   std::int64_t num_groups = 1;
   double eps = 0;
@@ -108,7 +122,7 @@ struct Layer {
 // (halo_chain_call.h) and cached on the schema.
 struct Chain {
   std::vector<Layer> layers;
-  std::size_t num_windowed = 0;  // convolutions and pools
+  std::size_t num_windowed = 0;  // convolutions, pools, upsamples and transposed convolutions
   int num_running = 0;           // batch norms that update running statistics
   bool resamples = false;        // a window layer changes the length (halo_chain_plan.h)
   // Index of the input among the DTensor arguments (1 in the backward).
@@ -132,10 +146,35 @@ detail::ChainWindowDim pool_dim(const PoolParams& p, std::size_t d) {
           p.padding[d].second};
 }
 
+// An upsample by the whole factor output / length along a dim, as the plan
+// reads it: a transposed window whose footprint holds every output's taps
+// (nearest: input floor(o / f); linear without align_corners: from
+// (o + 1/2) / f - 1/2, so floor(o / f) and a neighbour on either side).
+// (Where the output is no whole multiple, halo_chain_refusal refuses.)
+detail::ChainWindowDim upsample_dim(std::int64_t length, std::int64_t output, bool linear) {
+  const std::int64_t f = std::max<std::int64_t>(1, length > 0 ? output / length : 1);
+  detail::ChainWindowDim d{linear ? 3 * f : f, linear ? f : 0, Boundary::Zeros, f};
+  d.right = d.pad_left;
+  d.transposed = true;
+  return d;
+}
+
+// A transposed convolution (parameters expanded) along spatial dim `d`: a
+// transposed window whose right padding carries output_padding's part, as
+// WindowDim::transposed's.
+detail::ChainWindowDim conv_transpose_dim(const ConvTransposeParams& p, const Shape& weight,
+                                          std::size_t d) {
+  detail::ChainWindowDim dim{p.dilation[d] * (weight[d + 2] - 1) + 1, p.padding[d], Boundary::Zeros,
+                             p.stride[d]};
+  dim.right = p.padding[d] - p.output_padding[d];
+  dim.transposed = true;
+  return dim;
+}
+
 // Whether a window layer changes the length it passes on (a stride, or
-// padding that is not "same"): the chain then resamples.
+// padding that is not "same", or an upsample): the chain then resamples.
 bool resamples(const detail::ChainWindowDim& d) {
-  return d.stride != 1 || d.pad_right() != d.extent - 1 - d.pad_left;
+  return d.transposed || d.stride != 1 || d.pad_right() != d.extent - 1 - d.pad_left;
 }
 
 Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int input,
@@ -146,9 +185,12 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
   int next_dtensor = input + 1;
   auto index_of = [&](const std::optional<DTensor>& t) { return t ? next_dtensor++ : -1; };
   const std::int64_t spatial = x.ndim() - 2;
+  Shape shape = x.shape();  // each layer's input's (global), in turn
   for (const ChainLayer& layer : layers) {
     Layer l;
     auto add_dim = [&](const detail::ChainWindowDim& dim) {
+      const std::size_t d = l.dims.size();
+      shape[d + 2] = dim.output_length(shape[d + 2]);
       l.dims.push_back(dim);
       chain.resamples = chain.resamples || resamples(dim);
     };
@@ -164,6 +206,29 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.boundary = boundary_of(c->params.padding_mode);
       for (std::int64_t d = 0; d < spatial; ++d)
         add_dim(conv_dim(l.params, w, static_cast<std::size_t>(d)));
+      shape[1] = w[0];
+      ++chain.num_windowed;
+    } else if (const auto* t = std::get_if<ChainConvTranspose>(&layer)) {
+      const Shape& w = t->weight.shape();
+      DTENSOR_CHECK_ARG(static_cast<std::int64_t>(w.size()) == spatial + 2, kForwardOp,
+                        "a transposed convolution's weight {} does not fit {} spatial dims",
+                        shape_str(w), spatial);
+      l.conv_transpose = true;
+      l.weight = next_dtensor++;
+      l.bias = index_of(t->bias);
+      l.transposed = t->params.expanded(spatial);
+      for (std::int64_t d = 0; d < spatial; ++d)
+        add_dim(conv_transpose_dim(l.transposed, w, static_cast<std::size_t>(d)));
+      shape[1] = w[1] * l.transposed.groups;
+      ++chain.num_windowed;
+    } else if (const auto* u = std::get_if<ChainUpsample>(&layer)) {
+      l.upsample = true;
+      const bool linear = u->params.mode == UpsampleMode::Linear;
+      const window::ExpandedUpsample e = window::expand_upsample(shape, u->params);
+      for (std::size_t d = 0; d < static_cast<std::size_t>(spatial); ++d) {
+        l.resample.push_back(window::resample_dim(e, d, linear, u->params.align_corners));
+        add_dim(upsample_dim(shape[d + 2], e.output_size[d], linear));
+      }
       ++chain.num_windowed;
     } else if (const auto* pool = std::get_if<ChainPool>(&layer)) {
       DTENSOR_CHECK_ARG(static_cast<std::int64_t>(pool->params.kernel.size()) == spatial,
@@ -270,6 +335,44 @@ std::optional<std::string> input_refusal(const DTensor& x) {
   return std::nullopt;
 }
 
+// An upsample's rules (ChainUpsample): on success its dims join
+// `window_layers` and `lengths` become its output's.
+std::optional<std::string> upsample_refusal(
+    const ChainUpsample& u, std::int64_t channels, Shape& lengths,
+    std::vector<std::vector<detail::ChainWindowDim>>& window_layers) {
+  const bool linear = u.params.mode == UpsampleMode::Linear;
+  if (linear && u.params.align_corners) return "an upsample aligns corners";
+  Shape shape{1, channels};
+  shape.insert(shape.end(), lengths.begin(), lengths.end());
+  window::ExpandedUpsample e;
+  try {
+    e = window::expand_upsample(shape, u.params);
+  } catch (const InvalidArgument&) {
+    return "an upsample's size or scale_factor does not fit its input (run alone, it says why)";
+  }
+  for (std::size_t d = 0; d < lengths.size(); ++d) {
+    const std::int64_t length = lengths[d], output = e.output_size[d];
+    if (output % length != 0) return "an upsample's output is no whole multiple of its input";
+    const detail::ChainWindowDim dim = upsample_dim(length, output, linear);
+    // Every output's taps (the forward's and the backward's index rules)
+    // inside its footprint: a scale factor that is not output / input
+    // (2.0000001, say) indexes otherwise.
+    const WindowDim resample = window::resample_dim(e, d, linear, false);
+    for (std::int64_t o = 0; o < output; ++o) {
+      const auto [lo, hi] = dim.reads(o, o + 1);
+      for (const bool backward : {false, true}) {
+        const WindowDim::ResampleTap t = resample.resample_source(length, o, backward);
+        if (std::min(t.i0, t.i1) < std::max<std::int64_t>(lo, 0) ||
+            std::max(t.i0, t.i1) >= std::min(hi, length))
+          return "an upsample's scale factor indexes its input as no whole factor does";
+      }
+    }
+    lengths[d] = output;
+    window_layers[d].push_back(dim);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
   if (auto why = input_refusal(x)) return why;
   if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
@@ -331,6 +434,38 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         window_layers[i].push_back(dim);
       }
       ++windowed;
+    } else if (const auto* u = std::get_if<ChainUpsample>(&layer)) {
+      if (auto why = upsample_refusal(*u, channels, lengths, window_layers)) return why;
+      ++windowed;
+    } else if (const auto* t = std::get_if<ChainConvTranspose>(&layer)) {
+      const Shape& w = t->weight.shape();
+      if (!parameter_ok(t->weight, w) || static_cast<std::int64_t>(w.size()) != x.ndim())
+        return "a transposed convolution's weight is not a replicated [in, out / groups, k...] "
+               "tensor";
+      Shape input{x.shape()[0], channels};
+      input.insert(input.end(), lengths.begin(), lengths.end());
+      ConvTransposeParams p;
+      try {
+        p = tconv::check_args(input, w, t->bias ? std::optional(t->bias->shape()) : std::nullopt,
+                              t->params);
+      } catch (const InvalidArgument&) {
+        return "a transposed convolution does not fit its input (run alone, it says why)";
+      }
+      if (!parameter_ok(t->bias, {w[1] * p.groups}))
+        return "a transposed convolution's bias is not [out], replicated";
+      for (std::int64_t d = 0; d < spatial; ++d) {
+        const auto i = static_cast<std::size_t>(d);
+        const detail::ChainWindowDim dim = conv_transpose_dim(p, w, i);
+        if (dim.extent < dim.stride)
+          return "a transposed convolution's window is narrower than its stride (outputs that "
+                 "hear from no input)";
+        if (p.output_padding[i] > p.padding[i])
+          return "a transposed convolution's output_padding exceeds its padding";
+        lengths[i] = dim.output_length(lengths[i]);
+        window_layers[i].push_back(dim);
+      }
+      channels = w[1] * p.groups;
+      ++windowed;
     } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
       if (!known_activation(a->op))
         return "an activation is not relu, leaky_relu, gelu, silu, sigmoid or tanh";
@@ -359,7 +494,8 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
     }
   }
   if (windowed < 2)
-    return "a chain of fewer than two window layers (convolutions, pools) saves no exchange";
+    return "a chain of fewer than two window layers (convolutions, pools, upsamples) saves no "
+           "exchange";
   const auto has = [&](auto is) { return std::any_of(layers.begin(), layers.end(), is); };
   if (has([](const ChainLayer& l) { return std::holds_alternative<ChainPool>(l); }) &&
       has([](const ChainLayer& l) {
@@ -378,8 +514,14 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
         const auto* c = std::get_if<ChainConv>(&l);
         return c && c->params.padding_mode != PaddingMode::Zeros;
       }))
-    return "a chain whose layers change the length (a stride, or padding that is not \"same\") "
-           "pads with zeros only";
+    return "a chain whose layers change the length (a stride, padding that is not \"same\", an "
+           "upsample) pads with zeros only";
+  // Strides and upsamples together read as no one window (chain_window).
+  for (const auto& dims : window_layers)
+    if (detail::chain_upsamples(dims) && std::any_of(dims.begin(), dims.end(), [](const auto& d) {
+          return !d.transposed && d.stride != 1;
+        }))
+      return "a chain with an upsample has a strided layer";
   for (std::int64_t d = 0; d < spatial; ++d) {
     const auto& dims = window_layers[static_cast<std::size_t>(d)];
     for (const std::size_t first : statistics_at)
@@ -604,6 +746,70 @@ std::vector<kernels::PoolTaps> pool_taps_of(const Layer& l, const Geometry& g, i
   return out;
 }
 
+// Upsample layer `l`'s taps per spatial dim, likewise (`backward`: PyTorch's
+// backward index rule, resample_taps.h).
+std::vector<kernels::ResampleTaps> resample_taps_of(const Layer& l, const Geometry& g, int k,
+                                                    bool backward) {
+  std::vector<kernels::ResampleTaps> out;
+  for (std::size_t i = 0; i < l.resample.size(); ++i) {
+    const detail::ChainStep& s = g.dims[i].steps[static_cast<std::size_t>(k)];
+    const WindowSpan span{static_cast<std::int64_t>(i) + 2,
+                          {s.out_begin, s.out_end - s.out_begin},
+                          s.in_begin,
+                          s.in_end - s.in_begin};
+    out.push_back(window::resample_taps(
+        l.resample[i], g.dims[i].lengths[static_cast<std::size_t>(k)], span, backward));
+  }
+  return out;
+}
+
+// A transposed convolution's full output of its held input along each dim:
+// global outputs from in_begin * stride - padding on, which a convolution's
+// backward-data with no padding computes (as conv_transpose alone does per
+// tile); and where the layer's range starts in it.
+struct TransposedSpan {
+  std::vector<std::int64_t> length, offset;
+};
+
+TransposedSpan transposed_span(const Layer& l, const Geometry& g, int k) {
+  TransposedSpan t;
+  for (std::size_t d = 0; d < l.dims.size(); ++d) {
+    const detail::ChainStep& s = g.dims[d].steps[static_cast<std::size_t>(k)];
+    const detail::ChainWindowDim& c = l.dims[d];
+    t.length.push_back((s.in_end - s.in_begin - 1) * c.stride + c.extent);
+    t.offset.push_back(s.out_begin - (s.in_begin * c.stride - c.pad_left));
+  }
+  return t;
+}
+
+// `t` ([N, C, the span...]) cut to the layer's range.
+Tensor range_of_span(const Tensor& t, const TransposedSpan& span, const Geometry& g, int k) {
+  Tensor v = t;
+  for (std::size_t d = 0; d < span.offset.size(); ++d)
+    v = v.narrow(static_cast<std::int64_t>(d) + 2, span.offset[d],
+                 g.range(d, k).second - g.range(d, k).first);
+  return v;
+}
+
+Shape span_shape(std::int64_t batch, std::int64_t channels, const TransposedSpan& span) {
+  Shape shape{batch, channels};
+  shape.insert(shape.end(), span.length.begin(), span.length.end());
+  return shape;
+}
+
+// A transposed convolution layer on local tensors over its ranges: `x` its
+// input, `y` its output (written).
+void conv_transpose_forward(const Layer& l, const TransposedSpan& span,
+                            const LocalConvKernels& kernels, const Tensor& w, const Tensor& bias,
+                            const Tensor& x, Tensor y, const Geometry& g, int k) {
+  const Tensor full =
+      kernels.backward_data(x.contiguous(), w, span_shape(x.size(0), y.size(1), span),
+                            tconv::local_convolution(l.transposed));
+  y.copy_(range_of_span(full, span, g, k));
+  if (bias.defined() && y.numel() > 0)
+    run_kernel(kernels::kChannelBias, y.device().type, y.dtype(), {y, bias});
+}
+
 // A pool layer on local tensors over its ranges ([N, C, spatial...]).
 void pool_forward(const Layer& l, const std::vector<kernels::PoolTaps>& taps, const Tensor& x,
                   const Tensor& y) {
@@ -733,8 +939,13 @@ std::vector<DTensor> forward_handler(OpCall& call) {
   // its input's range, by global position (so the edges are the unfused
   // pool's: pool_taps.h).
   std::vector<std::vector<kernels::PoolTaps>> taps(num_layers);
-  for (std::size_t i = 0; i < num_layers && !g.idle; ++i)
+  // An upsample's likewise.
+  std::vector<std::vector<kernels::ResampleTaps>> upsample_taps(num_layers);
+  for (std::size_t i = 0; i < num_layers && !g.idle; ++i) {
     if (c.layers[i].pool) taps[i] = pool_taps_of(c.layers[i], g, window_of[i], x.ndim() - 2);
+    if (c.layers[i].upsample)
+      upsample_taps[i] = resample_taps_of(c.layers[i], g, window_of[i], false);
+  }
   std::vector<Tensor> moments(num_layers);  // a norm's [statistics, 3], merged in place
   // A layer's output: an idle rank computes none of them, so zeros, not
   // leftover values, reach the norms' collectives and sums.
@@ -809,9 +1020,13 @@ std::vector<DTensor> forward_handler(OpCall& call) {
         const Shape shape =
             range_shape({batch, in[static_cast<std::size_t>(l.weight)].shape()[0]}, g, k);
         out[i] = fresh(shape);
-      } else if (l.pool) {
+      } else if (l.pool || l.upsample || l.conv_transpose) {
         if (state.save) state.window_inputs.push_back(TiledTensor::whole(out[i - 1]));
-        out[i] = fresh(range_shape({batch, out[i - 1].size(1)}, g, k));
+        const std::int64_t channels =
+            l.conv_transpose
+                ? in[static_cast<std::size_t>(l.weight)].shape()[1] * l.transposed.groups
+                : out[i - 1].size(1);
+        out[i] = fresh(range_shape({batch, channels}, g, k));
       } else if (l.activation) {
         out[i] = fresh(out[i - 1].shape());
         if (state.save) state.activation_inputs[i] = out[i - 1];
@@ -871,6 +1086,20 @@ std::vector<DTensor> forward_handler(OpCall& call) {
         }
         if (l.pool) {
           if (!g.idle) pool_forward(l, taps[i], samples_of(out[i - 1], p), samples_of(out[i], p));
+          continue;
+        }
+        if (l.upsample) {
+          if (!g.idle)
+            run_kernel(kernels::kUpsampleForward, device, dtype,
+                       {samples_of(out[i - 1], p), upsample_taps[i], samples_of(out[i], p)});
+          continue;
+        }
+        if (l.conv_transpose) {
+          if (!g.idle)
+            conv_transpose_forward(l, transposed_span(l, g, k), *kernels,
+                                   in[static_cast<std::size_t>(l.weight)].to_local(),
+                                   local_or_none(in, l.bias), samples_of(out[i - 1], p),
+                                   samples_of(out[i], p), g, k);
           continue;
         }
         if (l.activation) {  // element-wise: halo cells as owned ones
@@ -1120,7 +1349,7 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       if (!geo.idle) g = activation(l, {g, state.activation_inputs.at(i)}, true);
       continue;
     }
-    if (l.pool) {
+    if (l.pool || l.upsample || l.conv_transpose) {
       // As a convolution's (below): the norm after it finished piece by
       // piece, the norm before it begun as each piece's gradient is there.
       std::optional<BegunNorm> finishing;
@@ -1129,17 +1358,53 @@ std::vector<DTensor> backward_handler(OpCall& call) {
       const Tensor input = state.window_inputs.at(static_cast<std::size_t>(k)).assemble();
       const Tensor gi = Tensor::empty(input.shape(), g.dtype(), g.device());
       if (c.layers[i - 1].statistics()) begun = begin_norm(i - 1, gi);
-      const auto taps =
-          geo.idle ? std::vector<kernels::PoolTaps>() : pool_taps_of(l, geo, k, x.ndim() - 2);
+      const auto taps = geo.idle || !l.pool ? std::vector<kernels::PoolTaps>()
+                                            : pool_taps_of(l, geo, k, x.ndim() - 2);
+      // (PyTorch's nearest backward indexes by its own rule.)
+      const auto resample = geo.idle || !l.upsample ? std::vector<kernels::ResampleTaps>()
+                                                    : resample_taps_of(l, geo, k, true);
+      // A transposed convolution's output gradient over its full span
+      // (zero beyond the range): its input's gradient is the convolution of
+      // it, its weight's the convolution's weight gradient.
+      const bool transposed = l.conv_transpose && !geo.idle;
+      const TransposedSpan span = transposed ? transposed_span(l, geo, k) : TransposedSpan{};
+      const Tensor grad_span =
+          transposed
+              ? Tensor::zeros(span_shape(g.size(0), out_grad.size(1), span), g.dtype(), g.device())
+              : Tensor();
       for (std::size_t q = 0; q < pieces.size(); ++q) {
         if (finishing) finish_piece(*finishing, q);
         const BatchPiece& piece = pieces[q];
         if (geo.idle)
           samples_of(gi, piece).zero_();
-        else
+        else if (l.pool)
           pool_backward(l, taps, samples_of(input, piece), samples_of(out_grad, piece),
                         samples_of(gi, piece));
+        else if (l.upsample)
+          run_kernel(kernels::kUpsampleBackward, g.device().type, g.dtype(),
+                     {samples_of(out_grad, piece).contiguous(), resample, samples_of(gi, piece)});
+        else {  // a transposed convolution
+          const Tensor piece_span = samples_of(grad_span, piece);
+          range_of_span(piece_span, span, geo, k).copy_(samples_of(out_grad, piece));
+          samples_of(gi, piece).copy_(
+              kernels->forward(piece_span, w, Tensor(), tconv::local_convolution(l.transposed)));
+        }
         if (begun) begin_piece(*begun, gi, q);
+      }
+      if (l.conv_transpose) {  // this rank's part of the parameters' gradients
+        Tensor& gw = grads[static_cast<std::size_t>(l.weight)];
+        gw = transposed ? kernels
+                              ->backward_weights(input, grad_span, w.shape(),
+                                                 tconv::local_convolution(l.transposed), false)
+                              .grad_weight
+                        : Tensor::zeros(w.shape(), w.dtype(), w.device());
+        if (l.bias >= 0) {
+          Tensor sums = Tensor::zeros({out_grad.size(1)}, DType::F64);
+          if (transposed)
+            run_kernel(kernels::kChannelSums, g.device().type, g.dtype(),
+                       {out_grad.contiguous(), sums});
+          grads[static_cast<std::size_t>(l.bias)] = sums.to(g.dtype()).to(g.device());
+        }
       }
       g = gi;
       --k;

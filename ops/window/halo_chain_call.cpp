@@ -23,6 +23,9 @@ std::optional<PaddingMode> conv_mode(const std::string& kind) {
   return std::nullopt;
 }
 
+// Spatial dims are 1 to 3: an upsample spells out three scale factors.
+constexpr std::size_t kMaxUpsampleScales = 3;
+
 const DTensor* pointer(const std::optional<DTensor>& t) {
   return t ? &*t : nullptr;
 }
@@ -71,6 +74,30 @@ void ArgCodec<ChainLayer>::encode_fields(std::vector<OpArg>& out, const ChainLay
     out.emplace_back(pool->params.ceil_mode);
     return;
   }
+  if (const auto* t = std::get_if<ChainConvTranspose>(&layer)) {
+    const ConvTransposeParams p = t->params.expanded(t->weight.ndim() - 2);
+    out.emplace_back(std::string("conv_transpose"));
+    out.emplace_back(t->weight);
+    ArgCodec<const DTensor*>::encode(out, pointer(t->bias));
+    for (const auto* list : {&p.stride, &p.padding, &p.output_padding, &p.dilation})
+      out.emplace_back(IntList(*list));
+    out.emplace_back(p.groups);
+    return;
+  }
+  if (const auto* u = std::get_if<ChainUpsample>(&layer)) {
+    const UpsampleParams& p = u->params;
+    DTENSOR_CHECK_ARG(p.scale_factor.size() <= kMaxUpsampleScales, halo::kForwardOp,
+                      "an upsample's scale_factor: at most {} values, got {}", kMaxUpsampleScales,
+                      p.scale_factor.size());
+    out.emplace_back(std::string("upsample"));
+    out.emplace_back(std::string(upsample_mode_name(p.mode)));
+    out.emplace_back(IntList(p.size));
+    out.emplace_back(p.align_corners);
+    out.emplace_back(static_cast<std::int64_t>(p.scale_factor.size()));
+    for (std::size_t i = 0; i < kMaxUpsampleScales; ++i)
+      out.emplace_back(i < p.scale_factor.size() ? p.scale_factor[i] : 0.0);
+    return;
+  }
   if (const auto* b = std::get_if<ChainBatchNorm>(&layer)) {
     out.emplace_back(std::string("batch_norm"));
     for (const auto* t : {&b->weight, &b->bias, &b->running_mean, &b->running_var})
@@ -95,7 +122,7 @@ ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::
       s, at, field,
       "a layer kind (\"conv\", \"conv_reflect\", ..., \"group_norm\", \"batch_norm\", "
       "\"activation\", "
-      "\"max_pool\" or \"avg_pool\")");
+      "\"max_pool\", \"avg_pool\", \"upsample\" or \"conv_transpose\")");
   auto optional = [&](std::size_t i, std::string_view name) {
     const DTensor* t = ArgCodec<const DTensor*>::decode(s, i, name);
     return t ? std::optional<DTensor>(*t) : std::nullopt;
@@ -149,6 +176,45 @@ ChainLayer ArgCodec<ChainLayer>::decode(const OpSchema& s, std::size_t at, std::
                       s.op(), field, p.kernel.size(), p.padding.size(), p.dilation.size(),
                       p.stride.size());
     return pool;
+  }
+  if (kind == "conv_transpose") {
+    ChainConvTranspose t{
+        ArgCodec<const DTensor&>::decode(s, at + 1, "a transposed convolution's weight"),
+        optional(at + 2, "a transposed convolution's bias"), ConvTransposeParams{}};
+    ConvTransposeParams& p = t.params;
+    p.stride = ArgCodec<IntList>::decode(s, at + 3, "a transposed convolution's stride");
+    p.padding = ArgCodec<IntList>::decode(s, at + 4, "a transposed convolution's padding");
+    p.output_padding =
+        ArgCodec<IntList>::decode(s, at + 5, "a transposed convolution's output_padding");
+    p.dilation = ArgCodec<IntList>::decode(s, at + 6, "a transposed convolution's dilation");
+    p.groups = ArgCodec<std::int64_t>::decode(s, at + 7, "a transposed convolution's groups");
+    const auto spatial = static_cast<std::size_t>(std::max<std::int64_t>(t.weight.ndim() - 2, 0));
+    DTENSOR_CHECK_ARG(p.stride.size() == spatial && p.padding.size() == spatial &&
+                          p.output_padding.size() == spatial && p.dilation.size() == spatial,
+                      "dispatch",
+                      "{}: {}: a transposed convolution's stride, padding, output_padding and "
+                      "dilation need one entry per spatial dim of its weight {}",
+                      s.op(), field, shape_str(t.weight.shape()));
+    return t;
+  }
+  if (kind == "upsample") {
+    ChainUpsample u;
+    const std::string& mode = detail::call_arg<std::string>(s, at + 1, field, "an upsample's mode");
+    DTENSOR_CHECK_ARG(mode == "nearest" || mode == "linear", "dispatch",
+                      "{}: {}: an upsample's mode: \"nearest\" or \"linear\" expected, got \"{}\"",
+                      s.op(), field, mode);
+    u.params.mode = mode == "linear" ? UpsampleMode::Linear : UpsampleMode::Nearest;
+    u.params.size = ArgCodec<IntList>::decode(s, at + 2, "an upsample's size");
+    u.params.align_corners = ArgCodec<bool>::decode(s, at + 3, "an upsample's align_corners");
+    const std::int64_t scales =
+        ArgCodec<std::int64_t>::decode(s, at + 4, "an upsample's number of scale factors");
+    DTENSOR_CHECK_ARG(scales >= 0 && scales <= static_cast<std::int64_t>(kMaxUpsampleScales),
+                      "dispatch", "{}: {}: an upsample's number of scale factors: 0 to {}, got {}",
+                      s.op(), field, kMaxUpsampleScales, scales);
+    for (std::int64_t i = 0; i < scales; ++i)
+      u.params.scale_factor.push_back(ArgCodec<double>::decode(
+          s, at + 5 + static_cast<std::size_t>(i), "an upsample's scale factor"));
+    return u;
   }
   if (kind == "batch_norm") {
     ChainBatchNorm b;

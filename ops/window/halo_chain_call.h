@@ -12,7 +12,12 @@
 // momentum, eps, relu; or "activation", op, negative_slope, approximate
 // ("none" | "tanh"); or "max_pool" | "avg_pool", kernel, padding (flat, as a
 // convolution's), dilation, count_include_pad, divisor_override|None, stride,
-// ceil_mode; the rest None (the width is every layer's; a pool's lists are
+// ceil_mode; or "upsample", mode ("nearest" | "linear"), size (empty when
+// by scale factor), align_corners, the number of scale factors (0, 1 or one
+// per spatial dim), then three scale factors (0.0 past that number); or
+// "conv_transpose", weight, bias|None, stride, padding, output_padding,
+// dilation, groups (lists spelled out for the weight's spatial dims); the
+// rest None (the width is every layer's; a pool's lists are
 // spelled out for the input's spatial dims). A convolution's kind names its
 // padding mode: "conv" (zeros), "conv_reflect", "conv_replicate",
 // "conv_circular".

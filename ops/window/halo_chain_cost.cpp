@@ -3,10 +3,12 @@
 // the chain's geometry, the link's latency and bandwidth and the rank's
 // compute rate (docs/halo.md, "One exchange per chain").
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "dtensor/core/config.h"
 #include "dtensor/ops/halo_chain.h"
+#include "ops/window/upsample_geometry.h"
 
 namespace dtensor {
 namespace {
@@ -101,6 +103,38 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
         taps *= static_cast<double>(p.kernel[d]);
       }
       wl.flops = 2 * taps * channels;
+    } else if (const auto* t = std::get_if<ChainConvTranspose>(&layer)) {
+      // Input i writes outputs i s - p + [0, e): a stride of 1 / s, and an
+      // output reads ceil(e / s) inputs, one more than its own where the
+      // windows overlap (the U-Net's kernel = stride reads no neighbour).
+      const Shape& w = t->weight.shape();
+      const ConvTransposeParams p = t->params.expanded(static_cast<std::int64_t>(spatial));
+      double taps = 1;
+      for (std::size_t d = 0; d < spatial; ++d) {
+        const std::int64_t extent = p.dilation[d] * (w[d + 2] - 1) + 1;
+        const std::int64_t reads = (extent + p.stride[d] - 1) / p.stride[d];  // ceil(e / s)
+        wl.reach.push_back(static_cast<double>(reads - 1));
+        wl.stride.push_back(1.0 / static_cast<double>(p.stride[d]));
+        wl.pad_left.push_back(0.0);
+        taps *= static_cast<double>(w[d + 2]) / static_cast<double>(p.stride[d]);
+      }
+      wl.flops = 3 * 2.0 * static_cast<double>(w[0] * w[1]) * taps;
+      channels = static_cast<double>(w[1] * p.groups);
+    } else if (const auto* u = std::get_if<ChainUpsample>(&layer)) {
+      // By a whole factor f (halo_chain_refusal): a stride of 1 / f; linear
+      // reads a neighbour on each side, nearest none.
+      const bool linear = u->params.mode == UpsampleMode::Linear;
+      Shape shape{1, static_cast<std::int64_t>(channels)};
+      for (std::size_t d = 0; d < spatial; ++d)
+        shape.push_back(std::llround(static_cast<double>(x.shape()[d + 2]) / scale[d]));
+      const window::ExpandedUpsample e = window::expand_upsample(shape, u->params);
+      for (std::size_t d = 0; d < spatial; ++d) {
+        wl.reach.push_back(linear ? 2.0 : 0.0);
+        wl.stride.push_back(static_cast<double>(shape[d + 2]) /
+                            static_cast<double>(e.output_size[d]));
+        wl.pad_left.push_back(linear ? 1.0 : 0.0);
+      }
+      wl.flops = 2 * (linear ? std::pow(2.0, static_cast<double>(spatial)) : 1.0) * channels;
     } else {
       continue;
     }
@@ -140,10 +174,11 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       strides *= wl.stride[d];
     }
     if (!sharded[d]) continue;
-    // The one window reaches extent - strides beyond the share's input.
-    fused_bytes +=
-        slab(d, std::max(0.0, later - (strides - 1)), std::vector<double>(spatial, 1.0)) *
-        static_cast<double>(x.shape()[1]) * item;
+    // The one window reaches extent - strides beyond the share's input
+    // (where the chain upsamples, about its extent).
+    fused_bytes += slab(d, std::max(0.0, later - std::max(0.0, strides - 1)),
+                        std::vector<double>(spatial, 1.0)) *
+                   static_cast<double>(x.shape()[1]) * item;
     saved_messages += 4 * std::max(0.0, exchanging - 1);
   }
   const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth);

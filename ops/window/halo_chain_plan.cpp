@@ -13,7 +13,42 @@ bool chain_is_ring(const std::vector<ChainWindowDim>& convs) {
   });
 }
 
+bool chain_upsamples(const std::vector<ChainWindowDim>& convs) {
+  return std::any_of(convs.begin(), convs.end(),
+                     [](const ChainWindowDim& c) { return c.transposed; });
+}
+
+namespace {
+
+// A chain that upsamples, read as one transposed window. A sliding layer of
+// stride 1 is a transposed one of stride 1 (output o reads o - l + [0, e):
+// kernel e, left e - 1 - l, right e - 1 - r). Layer A then layer B: output
+// o reads B's inputs ceil((o + l_B - e_B + 1) / s_B) to floor((o + l_B) /
+// s_B), and nested floors and ceilings divide once by s_A s_B, so the pair
+// is one window of stride s_A s_B, left l_B + s_B l_A, right r_B + s_B r_A
+// and kernel e_B + s_B (e_A - 1).
+WindowDim upsampling_chain_window(const std::vector<ChainWindowDim>& convs) {
+  std::int64_t kernel = 1, left = 0, right = 0, stride = 1;
+  for (const auto& c : convs) {
+    DTENSOR_CHECK_ARG(c.transposed || c.stride == 1, "halo_chain",
+                      "internal: a chain that upsamples has a layer of stride {}", c.stride);
+    const std::int64_t l = c.transposed ? c.pad_left : c.extent - 1 - c.pad_left;
+    const std::int64_t r = c.transposed ? c.pad_right() : c.extent - 1 - c.pad_right();
+    kernel = c.extent + c.stride * (kernel - 1);
+    left = l + c.stride * left;
+    right = r + c.stride * right;
+    stride *= c.stride;
+  }
+  WindowDim w = WindowDim::transposed(kernel, stride, 1, 0, 0);
+  w.pad_left = left;
+  w.pad_right = right;
+  return w;
+}
+
+}  // namespace
+
 WindowDim chain_window(const std::vector<ChainWindowDim>& convs) {
+  if (chain_upsamples(convs)) return upsampling_chain_window(convs);
   // Output o of layer k reads its input from o s_k - l_k: composed, the
   // strides multiply and each layer's reach counts in the input's cells.
   std::int64_t extent = 1, left = 0, right = 0, stride = 1;
@@ -32,7 +67,13 @@ std::optional<std::string> chain_statistics_refusal(std::int64_t length, std::si
   for (std::size_t k = 0; k < layers.size(); ++k) {
     const ChainWindowDim& c = layers[k];
     const std::int64_t out = c.output_length(length);
-    if (k >= first && out > 0) {
+    if (k >= first && out > 0 && c.transposed) {
+      // Every input writes an output (its first inside the output) and
+      // every output reads one.
+      if (c.extent < c.stride || c.pad_left > c.extent - 1 || c.pad_right() > c.extent - 1)
+        return "a norm's statistics would need input cells that an upsample after it reads "
+               "none of";
+    } else if (k >= first && out > 0) {
       // No gap between two outputs' reads, none after the last one's.
       const auto [lo, hi] = c.reads(0, out);
       if (c.extent < c.stride || hi < length || lo > 0)
@@ -51,6 +92,15 @@ std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int6
   });
   if (circular && !chain_is_ring(convs))
     return "a chain mixes circular padding with another padding mode";
+  if (chain_upsamples(convs) &&
+      std::any_of(convs.begin(), convs.end(),
+                  [](const ChainWindowDim& c) { return c.boundary != Boundary::Zeros; }))
+    return "a chain that upsamples pads with zeros only";
+  // Output o reads a multiple of the stride in o + l - e + 1 ... o + l:
+  // one there is, when the extent is at least the stride.
+  if (std::any_of(convs.begin(), convs.end(),
+                  [](const ChainWindowDim& c) { return c.transposed && c.extent < c.stride; }))
+    return "a transposed window narrower than its stride has outputs that read nothing";
   if (circular) {
     const WindowDim w = chain_window(convs);
     if (w.pad_left > length || w.pad_right > length)
@@ -110,14 +160,21 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
     const auto [lo, hi] = c.reads(a, b);
     a = ring ? lo : std::max<std::int64_t>(0, lo);
     b = ring ? hi : std::min(lengths[k], hi);
-    // The input's share: from the output's, cut where the outputs' reads
-    // begin (c keeps it inside them when reads leave no gaps).
-    const std::int64_t cut = std::max<std::int64_t>(0, c.stride + c.pad_left - c.extent);
     if (share_b > share_a) {  // (clipped: padding may reach beyond the input)
       const bool last = share_b == lengths[k + 1];
-      share_a = std::clamp<std::int64_t>(share_a * c.stride - cut, 0, lengths[k]);
-      share_b =
-          last ? lengths[k] : std::clamp<std::int64_t>(share_b * c.stride - cut, 0, lengths[k]);
+      auto input_share = [&](std::int64_t o) {
+        if (c.transposed) {
+          // Input i goes to the rank owning output i s - l + shift, one
+          // it writes: i from ceil((o + l - shift) / s).
+          const std::int64_t shift = std::min(c.pad_left, c.extent - 1);
+          return window::ceil_div(o + c.pad_left - shift, c.stride);
+        }
+        // From the output's, cut where the outputs' reads begin (c keeps
+        // it inside them when reads leave no gaps).
+        return o * c.stride - std::max<std::int64_t>(0, c.stride + c.pad_left - c.extent);
+      };
+      share_a = std::clamp<std::int64_t>(input_share(share_a), 0, lengths[k]);
+      share_b = last ? lengths[k] : std::clamp<std::int64_t>(input_share(share_b), 0, lengths[k]);
     }
   }
   std::int64_t in_begin = idle ? owned_begin : window_begin;
@@ -130,8 +187,14 @@ ChainDimPlan plan_chain_dim(std::int64_t length, std::int64_t owned_begin, std::
     // Outputs [out_begin, out_end) read [lo, hi): the local padding lines
     // the held input up with them, and rows held beyond them are skipped.
     // (An idle rank's padding is the layer's own: it computes nothing.)
-    const auto [lo, hi] = idle ? std::pair{in_begin - c.pad_left, in_end + c.pad_right()}
-                               : c.reads(s.out_begin, s.out_end);
+    // (A transposed window's reach beyond the input reads nothing: no
+    // padding.)
+    auto [lo, hi] = idle ? std::pair{in_begin - c.pad_left, in_end + c.pad_right()}
+                         : c.reads(s.out_begin, s.out_end);
+    if (c.transposed) {
+      lo = idle ? in_begin : std::max<std::int64_t>(lo, 0);
+      hi = idle ? in_end : std::min(hi, lengths[k]);
+    }
     s.pad_left = std::max<std::int64_t>(0, s.in_begin - lo);
     s.pad_right = std::max<std::int64_t>(0, hi - s.in_end);
     s.skip_left = idle ? 0 : std::max<std::int64_t>(0, lo - s.in_begin);

@@ -31,6 +31,7 @@
 #include "ops/detail/op_pair.h"
 #include "ops/detail/placed_like_input.h"
 #include "ops/window/resample_taps.h"
+#include "ops/window/upsample_geometry.h"
 #include "ops/window/window_strategies.h"
 
 namespace dtensor {
@@ -99,8 +100,7 @@ struct UpsampleCall {
   std::vector<WindowDim> dims() const {
     std::vector<WindowDim> out;
     for (std::size_t i = 0; i < output_size.size(); ++i)
-      out.push_back(WindowDim::resample(output_size[i], linear, align_corners,
-                                        i < scales.size() ? scales[i] : 0.0));
+      out.push_back(resample_dim({output_size, scales}, i, linear, align_corners));
     return out;
   }
 
@@ -254,14 +254,22 @@ struct Registrar {
 };
 const Registrar registrar;
 
-// The front end's expansion: per spatial dim the output size and the scale
-// factor handed to the kernel (0 when sized by `size`).
-struct Expanded {
-  IntList output_size;
-  std::vector<double> scales;
-};
+DTensor run(const DTensor* grad_output, const DTensor& input, const UpsampleParams& params) {
+  const ExpandedUpsample e = detail::agreed_front_end(
+      input.mesh(), kOp, [&] { return expand_upsample(input.shape(), params); });
+  if (grad_output)
+    return dispatch(kBackward,
+                    BackwardCall::Fields::encode(*grad_output, input, params.mode, e.output_size,
+                                                 params.align_corners, e.scales))
+        .at(0);
+  return dispatch(kOp, ForwardCall::Fields::encode(input, params.mode, e.output_size,
+                                                   params.align_corners, e.scales))
+      .at(0);
+}
 
-Expanded expand(const Shape& x, const UpsampleParams& p) {
+}  // namespace
+
+ExpandedUpsample expand_upsample(const Shape& x, const UpsampleParams& p) {
   const auto n = static_cast<std::int64_t>(x.size()) - 2;
   DTENSOR_CHECK_ARG(n >= 1 && n <= 3, kOp,
                     "input: expected [N, C, spatial...] with 1 to 3 spatial dims, got shape {}",
@@ -270,7 +278,7 @@ Expanded expand(const Shape& x, const UpsampleParams& p) {
             "size: give exactly one of size and scale_factor");
   check_arg(p.mode == UpsampleMode::Linear || !p.align_corners, kOp,
             "align_corners: only the linear modes take align_corners");
-  Expanded e;
+  ExpandedUpsample e;
   const auto un = static_cast<std::size_t>(n);
   if (!p.size.empty()) {
     DTENSOR_CHECK_ARG(p.size.size() == 1 || p.size.size() == un, kOp,
@@ -298,20 +306,11 @@ Expanded expand(const Shape& x, const UpsampleParams& p) {
   return e;
 }
 
-DTensor run(const DTensor* grad_output, const DTensor& input, const UpsampleParams& params) {
-  const Expanded e =
-      detail::agreed_front_end(input.mesh(), kOp, [&] { return expand(input.shape(), params); });
-  if (grad_output)
-    return dispatch(kBackward,
-                    BackwardCall::Fields::encode(*grad_output, input, params.mode, e.output_size,
-                                                 params.align_corners, e.scales))
-        .at(0);
-  return dispatch(kOp, ForwardCall::Fields::encode(input, params.mode, e.output_size,
-                                                   params.align_corners, e.scales))
-      .at(0);
+WindowDim resample_dim(const ExpandedUpsample& e, std::size_t d, bool linear, bool align_corners) {
+  return WindowDim::resample(e.output_size.at(d), linear, align_corners,
+                             d < e.scales.size() ? e.scales[d] : 0.0);
 }
 
-}  // namespace
 }  // namespace dtensor::window
 
 namespace dtensor {
@@ -327,7 +326,7 @@ std::string UpsampleParams::str() const {
 }
 
 Shape upsample_output_shape(const Shape& input, const UpsampleParams& params) {
-  const auto e = window::expand(input, params);
+  const auto e = window::expand_upsample(input, params);
   Shape out{input[0], input[1]};
   out.insert(out.end(), e.output_size.begin(), e.output_size.end());
   return out;

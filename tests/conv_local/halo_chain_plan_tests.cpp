@@ -6,11 +6,13 @@
 // with the plan's local padding). Every rank's range of every intermediate
 // and its share of the output must equal the global ones exactly (the same
 // products summed in the same order), over uneven and empty shards and
-// halos several ranks wide.
+// halos several ranks wide. Strided chains, and chains that upsample
+// (nearest and linear interpolation between the convolutions), likewise.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -287,6 +289,127 @@ TEST_CASE(
   }
   CHECK(statistics_checked > 1000);
   CHECK(skipping > 50);
+}
+
+TEST_CASE(
+    "halo chain plan: chains that upsample (nearest and linear) give the global chain's ranges, "
+    "and their shares tile every intermediate inside what the rank computes",
+    "[halo][halo_chain]") {
+  std::mt19937_64 rng(31);
+  auto uni = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  // An upsample by an integer factor, as PyTorch's interpolate with that
+  // scale factor computes it: nearest reads floor(o / f); linear
+  // (align_corners off) max((o + 0.5) / f - 0.5, 0) and the next input.
+  struct Upsample {
+    std::int64_t factor = 1;
+    bool linear = false;
+  };
+  auto taps = [](const Upsample& u, std::int64_t o, std::int64_t length) {
+    if (!u.linear) return std::tuple{o / u.factor, o / u.factor, 1.0};
+    const double src =
+        std::max((static_cast<double>(o) + 0.5) / static_cast<double>(u.factor) - 0.5, 0.0);
+    const auto i0 = static_cast<std::int64_t>(src);
+    return std::tuple{i0, std::min(i0 + 1, length - 1), 1.0 - (src - static_cast<double>(i0))};
+  };
+  // Outputs [0, out.size()) of global positions from `first` on, reading
+  // `in` whose element 0 is global position `in_begin` of `length`.
+  auto upsample = [&](const std::vector<double>& in, std::int64_t in_begin, std::int64_t length,
+                      const Upsample& u, std::int64_t first, std::int64_t count) {
+    std::vector<double> out;
+    for (std::int64_t o = first; o < first + count; ++o) {
+      const auto [i0, i1, w0] = taps(u, o, length);
+      REQUIRE((i0 >= in_begin && i1 < in_begin + static_cast<std::int64_t>(in.size())));
+      out.push_back(w0 * in[static_cast<std::size_t>(i0 - in_begin)] +
+                    (1.0 - w0) * in[static_cast<std::size_t>(i1 - in_begin)]);
+    }
+    return out;
+  };
+  int statistics_checked = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::int64_t L = uni(1, 16), P = uni(1, 6);
+    auto [convs, dims] = random_chain(rng, 4, 2);
+    // One or two upsamples among the convolutions (free padding on these).
+    std::vector<std::optional<Upsample>> ups(convs.size() + 2);
+    std::vector<Conv1d> layers;
+    std::vector<ChainWindowDim> window;
+    for (std::size_t k = 0, c = 0; c < convs.size(); ++k) {
+      if (k > 0 && uni(0, 2) == 0 &&
+          std::count_if(ups.begin(), ups.end(), [](auto& u) { return u.has_value(); }) < 2) {
+        Upsample u{uni(1, 3), uni(0, 1) == 1};
+        ups[window.size()] = u;
+        layers.emplace_back();
+        ChainWindowDim d{u.linear ? 3 * u.factor : u.factor, u.linear ? u.factor : 0};
+        d.stride = u.factor;
+        d.right = d.pad_left;
+        d.transposed = true;
+        window.push_back(d);
+        continue;
+      }
+      convs[c].dim.right = uni(0, convs[c].dim.extent - 1);
+      layers.push_back(convs[c]);
+      window.push_back(convs[c].dim);
+      ++c;
+    }
+    std::vector<std::int64_t> lengths{L};
+    for (const auto& d : window)
+      lengths.push_back(d.output_length(lengths.back()));
+    if (std::any_of(lengths.begin(), lengths.end(), [](std::int64_t l) { return l < 1; }) ||
+        !detail::chain_upsamples(window))
+      continue;
+    const std::vector<double> x = random_signal(rng, L);
+    std::vector<std::vector<double>> global{x};
+    for (std::size_t k = 0; k < window.size(); ++k)
+      global.push_back(ups[k] ? upsample(global.back(), 0, lengths[k], *ups[k], 0, lengths[k + 1])
+                              : conv(global.back(), layers[k], window[k].pad_left, lengths[k + 1]));
+    REQUIRE(detail::chain_window(window).output_length_for(L) == lengths.back());
+    std::vector<std::vector<int>> owners(window.size());
+    for (std::size_t k = 0; k < window.size(); ++k)
+      owners[k].assign(static_cast<std::size_t>(lengths[k + 1]), 0);
+    for (std::int64_t r = 0; r < P; ++r) {
+      std::string described;
+      for (const auto& d : window)
+        described += std::string(" [") + (d.transposed ? "up" : "") + "e" +
+                     std::to_string(d.extent) + " s" + std::to_string(d.stride) + " p" +
+                     std::to_string(d.pad_left) + "," + std::to_string(d.pad_right()) + "]";
+      INFO("trial " << trial << " L " << L << " P " << P << " rank " << r << described);
+      const auto [owned, wb, we, plan] = plan_rank(L, lengths.back(), P, r, window);
+      if (owned.length == 0) continue;
+      std::vector<double> held(x.begin() + wb, x.begin() + we);
+      for (std::size_t k = 0; k < window.size(); ++k) {
+        const auto& s = plan.steps[k];
+        REQUIRE(s.in_end - s.in_begin == static_cast<std::int64_t>(held.size()));
+        const std::int64_t outputs = s.out_end - s.out_begin;
+        std::vector<double> out;
+        if (ups[k]) {
+          REQUIRE((s.pad_left == 0 && s.pad_right == 0));
+          out = upsample(held, s.in_begin, lengths[k], *ups[k], s.out_begin, outputs);
+        } else {
+          const std::vector<double> used(held.begin() + s.skip_left, held.end() - s.skip_right);
+          REQUIRE(outputs + window[k].extent - 1 ==
+                  static_cast<std::int64_t>(used.size()) + s.pad_left + s.pad_right);
+          out = conv(used, layers[k], s.pad_left, outputs);
+        }
+        for (std::int64_t o = s.out_begin; o < s.out_end; ++o)
+          REQUIRE(out[static_cast<std::size_t>(o - s.out_begin)] ==
+                  global[k + 1][static_cast<std::size_t>(o)]);
+        for (std::int64_t o = s.owned_begin; o < s.owned_end; ++o)
+          ++owners[k][static_cast<std::size_t>(o)];
+        if (!detail::chain_statistics_refusal(L, k + 1, window)) {
+          ++statistics_checked;
+          REQUIRE((s.owned_begin >= s.out_begin && s.owned_end <= s.out_end));
+        }
+        held = out;
+      }
+      CHECK(plan.steps.back().out_begin == owned.offset);
+      CHECK(plan.steps.back().out_end - plan.steps.back().out_begin == owned.length);
+    }
+    for (std::size_t k = 0; k < window.size(); ++k)
+      for (const int n : owners[k])
+        REQUIRE(n == 1);
+  }
+  CHECK(statistics_checked > 1000);
 }
 
 namespace {

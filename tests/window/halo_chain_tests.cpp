@@ -4,7 +4,8 @@
 // without running statistics, and in eval mode), activations and stride-1
 // max and average pools (every padding mode; in zero-padded chains a
 // quarter of the convolutions and pools strided or padded otherwise than
-// "same") run fused equals the same
+// "same", or, in a third of them, upsamples and transposed convolutions
+// between the convolutions) run fused equals the same
 // layers run one by one, forward, every gradient (the input's and each
 // parameter's) and the batch norms' updated running statistics, in f64 to
 // 1e-12 relative. Random shapes of one to three
@@ -35,6 +36,7 @@
 #include "dtensor/ops/normalization.h"
 #include "dtensor/ops/pointwise.h"
 #include "dtensor/ops/registry.h"
+#include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/dtensor.h"
 #include "tests/support/multiprocess.h"
@@ -56,11 +58,13 @@ struct LayerSpec {
   ConvParams params;
   std::int64_t groups = 1;
   bool relu = false;
-  bool batch = false;                           // a norm: batch_norm, else group_norm
-  bool training = true;                         // a batch norm's
-  Tensor running_mean, running_var;             // a batch norm's; undefined: none
-  std::optional<ChainActivation> activation{};  // set: an activation layer
-  std::optional<ChainPool> pool{};              // set: a pool layer
+  bool batch = false;                               // a norm: batch_norm, else group_norm
+  bool training = true;                             // a batch norm's
+  Tensor running_mean, running_var;                 // a batch norm's; undefined: none
+  std::optional<ChainActivation> activation{};      // set: an activation layer
+  std::optional<ChainPool> pool{};                  // set: a pool layer
+  std::optional<ChainUpsample> upsample{};          // set: an upsample layer
+  std::optional<ConvTransposeParams> transposed{};  // set: a transposed convolution (weight, bias)
 };
 
 // A random activation layer (after a convolution or a norm).
@@ -131,6 +135,7 @@ struct Case {
   bool input_grad = true;      // the input requires grad (else only the parameters)
   bool ring_too_wide = false;  // drawn circular, but a padding wraps more than once
   bool resamples = false;      // a layer has a stride or padding that is not "same"
+  bool upsamples = false;      // an upsample layer (then nothing strided)
   std::string what;
 };
 
@@ -157,8 +162,70 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
   // replicate, or circular throughout (a ring).
   const std::int64_t family = uni(rng, 0, 3);
   const PaddingMode mixed[] = {PaddingMode::Zeros, PaddingMode::Reflect, PaddingMode::Replicate};
+  // Zero-padded chains, a third: an upsample or two between the
+  // convolutions (nearest or linear, by whole factors, sized by scale
+  // factor or by size), and nothing strided.
+  const bool upsampling = family < 2 && uni(rng, 0, 2) == 0;
   std::uint64_t draw = seed;
   for (std::int64_t k = 0; k < convs; ++k) {
+    if (upsampling && k > 0 && (!c.upsamples || (spatial < 3 && uni(rng, 0, 2) == 0)) &&
+        uni(rng, 0, 2) > 0) {
+      // A transposed convolution: its window at least as wide as its
+      // stride, output_padding at most its padding (and under the stride).
+      LayerSpec up;
+      ConvTransposeParams p;
+      p.stride.clear();
+      p.padding.clear();
+      p.output_padding.clear();
+      p.dilation.clear();
+      const std::int64_t out = uni(rng, 1, 3);
+      Shape w{channels, out};
+      for (std::int64_t d = 0; d < spatial; ++d) {
+        const std::int64_t stride = uni(rng, 1, spatial == 3 ? 2 : 3);
+        const std::int64_t dilation = uni(rng, 1, 2);
+        const std::int64_t kernel = uni(rng, (stride + dilation - 2) / dilation + 1, 4);
+        const std::int64_t extent = dilation * (kernel - 1) + 1;
+        const std::int64_t padding = uni(rng, 0, extent - 1);
+        auto& length = lengths[static_cast<std::size_t>(d)];
+        std::int64_t output_padding =
+            uni(rng, 0, std::min(padding, std::max(stride, dilation) - 1));
+        // Every output length at least 1.
+        if ((length - 1) * stride - 2 * padding + extent + output_padding < 1) {
+          output_padding = 0;
+          p.padding.push_back(0);
+        } else {
+          p.padding.push_back(padding);
+        }
+        p.stride.push_back(stride);
+        p.dilation.push_back(dilation);
+        p.output_padding.push_back(output_padding);
+        w.push_back(kernel);
+        length = (length - 1) * stride - 2 * p.padding.back() + extent + output_padding;
+      }
+      up.transposed = p;
+      up.weight = Tensor::rand(w, DType::F64, ++draw);
+      if (uni(rng, 0, 1)) up.bias = Tensor::rand({out}, DType::F64, ++draw);
+      channels = out;
+      c.layers.push_back(up);
+      c.upsamples = true;
+    } else if (upsampling && k > 0 && (!c.upsamples || (spatial < 3 && uni(rng, 0, 2) == 0))) {
+      LayerSpec up;
+      ChainUpsample u;
+      u.params.mode = uni(rng, 0, 1) ? UpsampleMode::Linear : UpsampleMode::Nearest;
+      const bool by_size = uni(rng, 0, 1) == 1;
+      for (std::int64_t d = 0; d < spatial; ++d) {
+        const std::int64_t f = uni(rng, 1, spatial == 3 ? 2 : 3);
+        auto& length = lengths[static_cast<std::size_t>(d)];
+        if (by_size)
+          u.params.size.push_back(length * f);
+        else
+          u.params.scale_factor.push_back(static_cast<double>(f));
+        length *= f;
+      }
+      up.upsample = u;
+      c.layers.push_back(up);
+      c.upsamples = true;
+    }
     LayerSpec conv;
     conv.conv = true;
     const std::int64_t out = uni(rng, 1, 4);
@@ -191,7 +258,7 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
     std::vector<std::int64_t> extents;
     for (std::int64_t d = 0; d < spatial; ++d)
       extents.push_back(conv.params.dilation[static_cast<std::size_t>(d)] * (w[d + 2] - 1) + 1);
-    if (family < 2 && uni(rng, 0, 3) == 0) {
+    if (family < 2 && !upsampling && uni(rng, 0, 3) == 0) {
       std::vector<std::int64_t> caps;
       for (const std::int64_t e : extents)
         caps.push_back(e - 1);
@@ -210,8 +277,8 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
       std::vector<std::int64_t> extents;
       for (std::size_t d = 0; d < p.kernel.size(); ++d)
         extents.push_back(p.dilation[d] * (p.kernel[d] - 1) + 1);
-      if (family < 2 && uni(rng, 0, 2) == 0) {  // a strided or shrinking pool
-        std::vector<std::int64_t> caps;         // PyTorch: within half the kernel
+      if (family < 2 && !upsampling && uni(rng, 0, 2) == 0) {  // a strided or shrinking pool
+        std::vector<std::int64_t> caps;                        // PyTorch: within half the kernel
         for (const std::int64_t k : p.kernel)
           caps.push_back(k / 2);
         resample(rng, p.stride, p.padding, extents, caps, lengths);
@@ -254,8 +321,11 @@ Case random_case(std::mt19937_64& rng, const DeviceMesh& mesh, std::uint64_t see
   for (const auto& p : c.placements)
     c.what += " " + p.str();
   for (const auto& l : c.layers)
-    c.what += l.pool ? fmt::format(" | {} {}", l.pool->average ? "avg_pool" : "max_pool",
-                                   l.pool->params.str())
+    c.what += l.transposed ? fmt::format(" | conv_transpose w{} {}", shape_str(l.weight.shape()),
+                                         l.transposed->str())
+              : l.upsample ? fmt::format(" | upsample {}", l.upsample->params.str())
+              : l.pool     ? fmt::format(" | {} {}", l.pool->average ? "avg_pool" : "max_pool",
+                                         l.pool->params.str())
               : l.activation
                   ? fmt::format(" | {} {} {}", l.activation->op, l.activation->negative_slope,
                                 gelu_approximate_name(l.activation->approximate))
@@ -293,6 +363,11 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
   for (const auto& l : c.layers) {
     if (l.activation) {
       chain.emplace_back(*l.activation);
+    } else if (l.upsample) {
+      chain.emplace_back(*l.upsample);
+    } else if (l.transposed) {
+      const auto w = leaf(l.weight);
+      chain.emplace_back(ChainConvTranspose{*w, leaf(l.bias), *l.transposed});
     } else if (l.pool) {
       chain.emplace_back(*l.pool);
     } else if (l.conv) {
@@ -325,6 +400,10 @@ std::vector<Tensor> run(const Case& c, const DeviceMesh& mesh, bool fused, std::
         y = convolution(y, conv->weight, conv->bias, conv->params);
       } else if (const auto* pool = std::get_if<ChainPool>(&layer)) {
         y = pool->average ? avg_pool(y, pool->params) : max_pool(y, pool->params);
+      } else if (const auto* u = std::get_if<ChainUpsample>(&layer)) {
+        y = upsample(y, u->params);
+      } else if (const auto* t = std::get_if<ChainConvTranspose>(&layer)) {
+        y = conv_transpose(y, t->weight, t->bias, t->params);
       } else if (const auto* a = std::get_if<ChainActivation>(&layer)) {
         y = a->op == "relu"         ? relu(y)
             : a->op == "leaky_relu" ? leaky_relu(y, a->negative_slope)
@@ -379,7 +458,7 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
                double tolerance = 1e-12) {
   std::mt19937_64 rng(seed);
   int refused = 0, fused_with_modes = 0, fused_with_pools = 0, fused_with_batch_norms = 0,
-      fused_resampling = 0;
+      fused_resampling = 0, fused_upsampling = 0, fused_transposed = 0;
   for (int k = 0; k < cases; ++k) {
     const Case c = random_case(rng, mesh, 100 * seed + static_cast<std::uint64_t>(k) * 10);
     INFO(fmt::format("case {}: {}", k, c.what));
@@ -395,6 +474,9 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
       continue;
     }
     fused_resampling += c.resamples;
+    fused_upsampling += c.upsamples;
+    fused_transposed += std::any_of(c.layers.begin(), c.layers.end(),
+                                    [](const LayerSpec& l) { return l.transposed.has_value(); });
     fused_with_modes += modes;
     fused_with_pools += std::any_of(c.layers.begin(), c.layers.end(),
                                     [](const LayerSpec& l) { return l.pool.has_value(); });
@@ -429,13 +511,16 @@ void run_cases(const DeviceMesh& mesh, int cases, std::uint64_t seed, DType dtyp
   }
   // The draw reaches chains with padding modes, and most of them fuse.
   INFO(fmt::format(
-      "{} chains with padding modes fused, {} refused, {} with pools, {} with batch norms and {} "
-      "resampling fused",
-      fused_with_modes, refused, fused_with_pools, fused_with_batch_norms, fused_resampling));
+      "{} chains with padding modes fused, {} refused, {} with pools, {} with batch norms, {} "
+      "resampling and {} upsampling ({} with a transposed convolution) fused",
+      fused_with_modes, refused, fused_with_pools, fused_with_batch_norms, fused_resampling,
+      fused_upsampling, fused_transposed));
   CHECK(fused_with_modes >= cases / 5);
   CHECK(fused_with_pools >= cases / 4);
   CHECK(fused_with_batch_norms >= cases / 4);
-  CHECK(fused_resampling >= cases / 5);
+  CHECK(fused_resampling >= cases / 10);
+  CHECK(fused_upsampling >= cases / 15);
+  CHECK(fused_transposed >= cases / 30);
   CHECK(refused <= fused_with_modes + fused_resampling);
 }
 
@@ -485,7 +570,7 @@ TEST_CASE("halo_chain in f32 (oneDNN's kernels, padded copies) equals its layers
 
 TEST_CASE("halo_chain on a 2x2 mesh: two spatial dims, or batch and space, sharded",
           "[window][halo_chain][mp]") {
-  run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 50, 5); });
+  run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 80, 5); });
 }
 
 TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, and its cost model",
@@ -588,7 +673,67 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
         std::string::npos);
     CHECK(halo_chain_refusal(x, {max3, a}).value_or("").find("start with a convolution") !=
           std::string::npos);
+    // Upsamples: nearest, or linear without align_corners, by whole
+    // factors whose taps their footprint holds; never with a stride.
+    auto upsampled = [](UpsampleMode mode, std::vector<double> scale,
+                        std::vector<std::int64_t> size, bool align_corners = false) {
+      ChainUpsample u;
+      u.params.mode = mode;
+      u.params.scale_factor = std::move(scale);
+      u.params.size = std::move(size);
+      u.params.align_corners = align_corners;
+      return u;
+    };
+    const ChainUpsample twice = upsampled(UpsampleMode::Nearest, {2.0}, {});
+    CHECK_FALSE(halo_chain_refusal(x, {a, twice, a}));
+    CHECK_FALSE(halo_chain_refusal(x, {a, upsampled(UpsampleMode::Linear, {}, {24, 8}), a}));
+    CHECK(halo_chain_refusal(x, {a, upsampled(UpsampleMode::Linear, {2.0}, {}, true), a})
+              .value_or("")
+              .find("aligns corners") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, upsampled(UpsampleMode::Nearest, {2.5}, {}), a})
+              .value_or("")
+              .find("no whole multiple") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, upsampled(UpsampleMode::Nearest, {2.0000001}, {}), a})
+              .value_or("")
+              .find("as no whole factor does") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, upsampled(UpsampleMode::Nearest, {}, {8, 8, 8}), a})
+              .value_or("")
+              .find("size or scale_factor") != std::string::npos);
+    ConvParams halving = same;
+    halving.stride = {2};
+    CHECK(halo_chain_refusal(x, {ChainConv{w, std::nullopt, halving}, twice, a})
+              .value_or("")
+              .find("upsample has a strided layer") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {reflect, twice, a}).value_or("").find("pads with zeros only") !=
+          std::string::npos);
+    CHECK(halo_chain_refusal(x, {twice, a}).value_or("").find("start with a convolution") !=
+          std::string::npos);
     CHECK(halo_chain_saving(x, {a, max3}) > 0);
+    CHECK(halo_chain_saving(x, {a, twice, a}) > 0);
+    // Transposed convolutions: at least as wide as their stride, with
+    // output_padding at most their padding.
+    auto transposed = [&](std::int64_t kernel, std::int64_t stride, std::int64_t padding,
+                          std::int64_t output_padding) {
+      ConvTransposeParams p;
+      p.stride = {stride};
+      p.padding = {padding};
+      p.output_padding = {output_padding};
+      return ChainConvTranspose{
+          distribute_tensor(Tensor::rand({2, 2, kernel, kernel}, DType::F64, 6), mesh, R),
+          std::nullopt, p};
+    };
+    CHECK_FALSE(halo_chain_refusal(x, {a, transposed(3, 2, 1, 1), a}));
+    CHECK_FALSE(halo_chain_refusal(x, {a, transposed(2, 2, 0, 0), a}));
+    CHECK(halo_chain_refusal(x, {a, transposed(1, 2, 0, 0), a})
+              .value_or("")
+              .find("narrower than its stride") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, transposed(3, 2, 0, 1), a})
+              .value_or("")
+              .find("output_padding exceeds its padding") != std::string::npos);
+    CHECK(halo_chain_refusal(x, {a, transposed(3, 2, 1, 2), a})
+              .value_or("")
+              .find("does not fit its input") != std::string::npos);
+    CHECK(halo_chain_saving(x, {a, transposed(3, 2, 1, 1), a}) > 0);
     // Batch norms: running statistics both or neither, given in eval mode,
     // [C] and replicated; in training more than one value per channel.
     const DTensor stat = distribute_tensor(Tensor::rand({2}, DType::F64, 5), mesh, R);
@@ -822,6 +967,60 @@ TEST_CASE(
           std::make_shared<nn::Conv2d>(4, 2, 3, o)});
       pooled->distribute(mesh);
       fused_equals_unfused(*pooled, Shard(2), 10, 1);
+    }
+    // An Upsample after a Conv joins the chain (a decoder's block: the
+    // convolutions before and after it share one exchange), nearest by a
+    // scale factor and linear by a size; one after a strided Conv does not
+    // (strides and upsamples read as no one window): the run is cut before
+    // it, and the Conv after it starts the second chain.
+    for (const bool linear : {false, true}) {
+      UpsampleParams up;
+      up.mode = linear ? UpsampleMode::Linear : UpsampleMode::Nearest;
+      if (linear)
+        up.size = {32, 48};
+      else
+        up.scale_factor = {2.0};
+      auto decoder = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Upsample>(up),
+          std::make_shared<nn::Conv2d>(4, 4, 3, o),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 2, 3, o)});
+      decoder->distribute(mesh);
+      fused_equals_unfused(*decoder, Shard(2), 18, 1);
+      fused_equals_unfused(*decoder, Shard(3), 19, 1);
+    }
+    // A ConvTranspose after a Conv joins it too: overlapping windows (k 3,
+    // stride 2, padding 1, output_padding 1) and the U-Net's way up (k =
+    // stride = 2, which exchanges nothing alone).
+    for (const std::int64_t kernel : {3, 2}) {
+      nn::ConvTransposeOptions t;
+      t.stride = {2};
+      t.padding = {kernel == 3 ? 1 : 0};
+      t.output_padding = {kernel == 3 ? 1 : 0};
+      t.dtype = DType::F64;
+      auto decoder = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::ConvTranspose2d>(4, 3, kernel, t),
+          std::make_shared<nn::Conv2d>(3, 4, 3, o),
+          std::make_shared<nn::GroupNorm>(2, 4, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 2, 3, o)});
+      decoder->distribute(mesh);
+      fused_equals_unfused(*decoder, Shard(2), 21, 1);
+    }
+    {
+      nn::ConvOptions halving = o;
+      halving.stride = {2};
+      UpsampleParams up;
+      up.scale_factor = {2.0};
+      auto strided = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o), std::make_shared<nn::Conv2d>(4, 4, 3, halving),
+          std::make_shared<nn::Upsample>(up), std::make_shared<nn::Conv2d>(4, 4, 3, o),
+          std::make_shared<nn::Conv2d>(4, 2, 3, o)});
+      strided->distribute(mesh);
+      fused_equals_unfused(*strided, Shard(2), 20, 2);
     }
     // A run that cannot fuse whole (a group norm before a 1x1 convolution of
     // stride 2, which reads every other row only) fuses up to that

@@ -93,6 +93,8 @@ class ConvTranspose : public Module {
   ConvTranspose(std::int64_t spatial_dims, std::int64_t in_channels, std::int64_t out_channels,
                 std::vector<std::int64_t> kernel_size, const ConvTransposeOptions& options = {});
   DTensor forward(const DTensor& input) override;
+  /// This layer as a link of a fused chain (dtensor/ops/halo_chain.h).
+  ChainConvTranspose chain_layer() const { return {value(weight_), value_if(bias_), params_}; }
 
  private:
   ConvTransposeParams params_;
@@ -177,6 +179,8 @@ class Upsample : public Module {
  public:
   explicit Upsample(UpsampleParams params) : params_(std::move(params)) {}
   DTensor forward(const DTensor& input) override;
+  /// This layer as a link of a fused chain (dtensor/ops/halo_chain.h).
+  ChainUpsample chain_layer() const { return {params_}; }
 
  private:
   UpsampleParams params_;

@@ -4,8 +4,10 @@
 // forward and again in the backward. A chain of convolutions and pools (of
 // stride 1 and "same", with zeros, reflect or replicate padding or circular
 // throughout; or, padding with zeros, of any stride and padding: a chain
-// that resamples), with group and batch norms (and their fused relu) and
-// element-wise activations between them, can instead exchange the
+// that resamples; or, padding with zeros, of stride 1 around upsamples and
+// transposed convolutions: a chain that upsamples), with group and batch
+// norms (and their fused relu) and element-wise activations between them,
+// can instead exchange the
 // chain's combined halo once, up front: each rank computes every layer on a
 // window as much larger than its shard as the layers after it still read
 // (recomputing what its neighbours compute too), so the last layer's output
@@ -29,6 +31,7 @@
 
 #include "dtensor/ops/activations.h"
 #include "dtensor/ops/conv_params.h"
+#include "dtensor/ops/upsample.h"
 #include "dtensor/ops/window_ops.h"
 #include "dtensor/placement/dtensor.h"
 
@@ -86,8 +89,30 @@ struct ChainPool {
   PoolParams params{};
 };
 
-using ChainLayer =
-    std::variant<ChainConv, ChainGroupNorm, ChainBatchNorm, ChainActivation, ChainPool>;
+/// An interpolation: F.interpolate(x, ...) as upsample(x, params). In a
+/// chain it must be nearest, or linear without align_corners, by a whole
+/// factor f along every spatial dim (the output f times the input; f = 1
+/// too). To the plan it is a transposed window: output o reads input
+/// floor(o / f) (nearest) or that and its neighbours (linear), so the
+/// convolutions around it share one exchange (docs/halo.md).
+struct ChainUpsample {
+  UpsampleParams params{};
+};
+
+/// A transposed convolution: conv_transpose(x, weight, bias, params). In a
+/// chain its window must be at least as wide as its stride (dilation * (k -
+/// 1) + 1 >= stride, so every output hears from an input) and its
+/// output_padding at most its padding; it is a transposed window to the
+/// plan, as an upsample (a kernel equal to the stride, the U-Net's way up,
+/// reads no neighbour).
+struct ChainConvTranspose {
+  DTensor weight;  // [C_in, C_out / groups, k...]
+  std::optional<DTensor> bias{};
+  ConvTransposeParams params{};
+};
+
+using ChainLayer = std::variant<ChainConv, ChainGroupNorm, ChainBatchNorm, ChainActivation,
+                                ChainPool, ChainUpsample, ChainConvTranspose>;
 
 /// Why `layers` on `input` cannot run as one exchange, or nullopt when they
 /// can: a batch norm's running statistics go together, are given in eval
@@ -100,8 +125,11 @@ using ChainLayer =
 /// convolution pads with zeros, reflect or replicate (a reflect padding no
 /// wider than what the edge rank holds), or every convolution's is circular
 /// (the combined halo wrapping once at most, and no pool); a chain that
-/// resamples (a window layer with a stride, or padding that is not "same")
-/// pads with zeros only, and no layer after a norm whose statistics are the
+/// resamples (a window layer with a stride, or padding that is not "same",
+/// or an upsample or transposed convolution) pads with zeros only; a chain
+/// that upsamples has no strided convolution or pool, and its upsamples and
+/// transposed convolutions are of the kinds ChainUpsample and
+/// ChainConvTranspose say; and no layer after a norm whose statistics are the
 /// batch's leaves input cells unread (a 1x1 convolution of stride 2, say:
 /// the cells no rank computes would be counted); an activation is
 /// one of ChainActivation's; the input is sharded (or replicated) on batch
