@@ -12,10 +12,14 @@
 namespace dtensor::nn {
 namespace {
 
-// The channels the last convolution of `layers` gives (0 when none).
+// The channels the last convolution or transposed convolution of `layers`
+// gives (0 when none).
 std::int64_t channels_after(const std::vector<ChainLayer>& layers) {
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it)
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     if (const auto* c = std::get_if<ChainConv>(&*it)) return c->weight.shape()[0];
+    if (const auto* t = std::get_if<ChainConvTranspose>(&*it))
+      return t->weight.shape()[1] * t->params.groups;
+  }
   return 0;
 }
 

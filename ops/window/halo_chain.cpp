@@ -494,8 +494,8 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
     }
   }
   if (windowed < 2)
-    return "a chain of fewer than two window layers (convolutions, pools, upsamples) saves no "
-           "exchange";
+    return "a chain of fewer than two window layers (convolutions, pools, upsamples, transposed "
+           "convolutions) saves no exchange";
   const auto has = [&](auto is) { return std::any_of(layers.begin(), layers.end(), is); };
   if (has([](const ChainLayer& l) { return std::holds_alternative<ChainPool>(l); }) &&
       has([](const ChainLayer& l) {
@@ -1530,8 +1530,11 @@ void validate(const OpSchema& s, bool backward) {
 Shape output_shape(const OpSchema& s, const Chain& c) {
   Shape shape = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(c.input)]).shape();
   for (const Layer& l : c.layers) {
-    if (l.conv)
-      shape[1] = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(l.weight)]).shape()[0];
+    const auto weight = [&] {
+      return s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(l.weight)]).shape();
+    };
+    if (l.conv) shape[1] = weight()[0];
+    if (l.conv_transpose) shape[1] = weight()[1] * l.transposed.groups;
     for (std::size_t d = 0; d < l.dims.size(); ++d)
       shape[d + 2] = l.dims[d].output_length(shape[d + 2]);
   }

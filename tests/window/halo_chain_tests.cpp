@@ -573,6 +573,41 @@ TEST_CASE("halo_chain on a 2x2 mesh: two spatial dims, or batch and space, shard
   run_ranks(4, [](RankContext&) { run_cases(init_device_mesh(DeviceType::CPU, {2, 2}), 80, 5); });
 }
 
+TEST_CASE(
+    "halo_chain ending in a transposed convolution that changes the channels equals its layers",
+    "[window][halo_chain][mp]") {
+  // (The random chains put a convolution after every transposed one: the
+  // chain's output then has the last convolution's channels either way.)
+  run_ranks(2, [](RankContext&) {
+    const auto mesh = init_device_mesh(DeviceType::CPU, {2});
+    Case c;
+    c.shape = {2, 2, 9, 6};
+    c.placements = {Shard(2)};
+    LayerSpec conv;
+    conv.conv = true;
+    conv.params.padding = {{1, 1}};
+    conv.weight = Tensor::rand({4, 2, 3, 3}, DType::F64, 31);
+    LayerSpec up;
+    ConvTransposeParams p;
+    p.stride = {2};
+    p.padding = {1};
+    p.output_padding = {1};
+    p.groups = 2;
+    up.transposed = p;
+    up.weight = Tensor::rand({4, 3, 3, 3}, DType::F64, 32);  // 4 -> 6 channels
+    up.bias = Tensor::rand({6}, DType::F64, 33);
+    LayerSpec relu;
+    relu.activation = ChainActivation{"relu"};
+    c.layers = {conv, relu, up};
+    const auto fused = run(c, mesh, true, 34, DType::F64);
+    const auto unfused = run(c, mesh, false, 34, DType::F64);
+    REQUIRE(fused.size() == unfused.size());
+    REQUIRE(fused[0].shape() == Shape{2, 6, 18, 12});
+    for (std::size_t i = 0; i < fused.size(); ++i)
+      CHECK(max_relative_error(fused[i], unfused[i]) <= 1e-12);
+  });
+}
+
 TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, and its cost model",
           "[window][halo_chain][mp]") {
   run_ranks(2, [](RankContext&) {
@@ -1009,6 +1044,23 @@ TEST_CASE(
           std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 2, 3, o)});
       decoder->distribute(mesh);
       fused_equals_unfused(*decoder, Shard(2), 21, 1);
+    }
+    // An InstanceNorm after a ConvTranspose has a group per channel of the
+    // transposed convolution's output (8 here, not the 4 of the Conv
+    // before it, which would divide 8 and pass as a group norm).
+    {
+      nn::ConvTransposeOptions t;
+      t.stride = {2};
+      t.padding = {1};
+      t.output_padding = {1};
+      t.dtype = DType::F64;
+      auto decoder = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Conv2d>(2, 4, 3, o),
+          std::make_shared<nn::ConvTranspose2d>(4, 8, 3, t),
+          std::make_shared<nn::InstanceNorm>(8, 1e-5, true, DType::F64),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(8, 2, 3, o)});
+      decoder->distribute(mesh);
+      fused_equals_unfused(*decoder, Shard(2), 22, 1);
     }
     {
       nn::ConvOptions halving = o;

@@ -1,5 +1,6 @@
 // Modules whose halo exchanges are fused: a chain of convolutions, group
-// and batch norms, activations and pools exchanges its combined halo once, forward and
+// and batch norms, activations, pools, upsamples and transposed
+// convolutions exchanges its combined halo once, forward and
 // backward (dtensor/ops/halo_chain.h), wherever the input is spatially sharded, the chain fits and
 // the cost model says it pays; otherwise the modules run one by one. Either way the results are the
 // same (to rounding).
@@ -15,9 +16,10 @@ namespace dtensor::nn {
 /// halo_chain_refusal() accepts), GroupNorm,
 /// InstanceNorm (a group norm with a group per channel), BatchNorm (its
 /// running statistics updated as its forward() updates them), ReLU (after a
-/// norm: its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, MaxPool
-/// and AvgPool, that starts with a Conv and holds two or more (convolutions
-/// and pools) runs as one halo_chain() when halo_chain_pays() (a Pad right
+/// norm: its fused activation), LeakyReLU, GELU, SiLU, Sigmoid, Tanh, MaxPool,
+/// AvgPool, Upsample and ConvTranspose, that starts with a Conv and holds
+/// two or more window layers (convolutions, pools, upsamples, transposed
+/// convolutions) runs as one halo_chain() when halo_chain_pays() (a Pad right
 /// before a Conv that pads nothing itself counts as that Conv padded in the
 /// Pad's mode); where the run does not fuse whole (refused, or not paying),
 /// it is tried one module shorter at a time, and the rest starts a run of
