@@ -22,8 +22,11 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "median.h"
 
 namespace {
+
+using dtensor::bench::median;
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
@@ -35,11 +38,6 @@ double seconds_between_barriers(const std::function<void()>& f) {
   f();
   world()->barrier();
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // What a save's disk work is at its least: write the bytes, fsync.

@@ -16,16 +16,14 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "median.h"
 
 using namespace dtensor;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using dtensor::bench::median;
 
 std::vector<std::shared_ptr<nn::Module>> decoder(std::int64_t channels, const std::string& up) {
   nn::ConvOptions same;

@@ -22,17 +22,14 @@
 
 #include "backends/gloo/store_adapter.h"
 #include "dtensor/dtensor.h"
+#include "median.h"
 
 namespace {
 
+using dtensor::bench::median;
+
 using Clock = std::chrono::steady_clock;
 constexpr int kRounds = 9;  // blocks per path and size; the median is reported
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::vector<int> neighbours(int rank, int size) {
   std::vector<int> n;

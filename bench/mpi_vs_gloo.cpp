@@ -21,16 +21,14 @@
 
 #include "backends/gloo/gloo_process_group.h"
 #include "dtensor/dtensor.h"
+#include "median.h"
 
 namespace {
 
+using dtensor::bench::median;
+
 using Clock = std::chrono::steady_clock;
 constexpr int kBlocks = 9;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Seconds per call of fn, median over blocks of `iters` calls; the two
 // backends' blocks alternate.

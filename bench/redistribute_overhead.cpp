@@ -12,14 +12,14 @@
 
 #include <dtensor/dtensor.h>
 
+#include "median.h"
+
 using namespace dtensor;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+
+using dtensor::bench::median;
 template <typename F>
 double time_ms(ProcessGroup& pg, F&& f) {
   pg.barrier();

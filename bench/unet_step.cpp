@@ -12,18 +12,17 @@
 #include <vector>
 
 #include "dtensor/dtensor.h"
+#include "median.h"
 #include "tools/dtensor-train-unet/unet.h"
 
 using namespace dtensor;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using dtensor::bench::median;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 }  // namespace
 
