@@ -106,6 +106,7 @@ struct Layer {
   ConvTransposeParams transposed{};            // a transposed convolution's (expanded)
   std::vector<detail::ChainWindowDim> dims{};  // a window layer's
   Boundary boundary = Boundary::Zeros;         // a convolution's padding mode
+  std::int64_t channels = 0;                   // its output's
   std::int64_t num_groups = 1;
   double eps = 0;
   bool relu = false;
@@ -125,6 +126,7 @@ struct Chain {
   std::size_t num_windowed = 0;  // convolutions, pools, upsamples and transposed convolutions
   int num_running = 0;           // batch norms that update running statistics
   bool resamples = false;        // a window layer changes the length (halo_chain_plan.h)
+  Shape output_shape;            // the chain's output's (global)
   // Index of the input among the DTensor arguments (1 in the backward).
   int input = 0;
   // The backward only: whether the input's gradient is wanted (when not,
@@ -268,8 +270,10 @@ Chain chain_of(const DTensor& x, const std::vector<ChainLayer>& layers, int inpu
       l.bias = index_of(n.bias);
       l.relu = n.relu;
     }
+    l.channels = shape[1];
     chain.layers.push_back(std::move(l));
   }
+  chain.output_shape = shape;
   return chain;
 }
 
@@ -1017,16 +1021,10 @@ std::vector<DTensor> forward_handler(OpCall& call) {
           state.window_inputs.push_back(padded[i].defined() ? TiledTensor::whole(padded[i])
                                         : i == 0            ? window
                                                             : TiledTensor::whole(out[i - 1]));
-        const Shape shape =
-            range_shape({batch, in[static_cast<std::size_t>(l.weight)].shape()[0]}, g, k);
-        out[i] = fresh(shape);
+        out[i] = fresh(range_shape({batch, l.channels}, g, k));
       } else if (l.pool || l.upsample || l.conv_transpose) {
         if (state.save) state.window_inputs.push_back(TiledTensor::whole(out[i - 1]));
-        const std::int64_t channels =
-            l.conv_transpose
-                ? in[static_cast<std::size_t>(l.weight)].shape()[1] * l.transposed.groups
-                : out[i - 1].size(1);
-        out[i] = fresh(range_shape({batch, channels}, g, k));
+        out[i] = fresh(range_shape({batch, l.channels}, g, k));
       } else if (l.activation) {
         out[i] = fresh(out[i - 1].shape());
         if (state.save) state.activation_inputs[i] = out[i - 1];
@@ -1527,20 +1525,6 @@ void validate(const OpSchema& s, bool backward) {
   DTENSOR_CHECK_ARG(!why, s.op(), "cannot run as one exchange: {}", why.value_or(""));
 }
 
-Shape output_shape(const OpSchema& s, const Chain& c) {
-  Shape shape = s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(c.input)]).shape();
-  for (const Layer& l : c.layers) {
-    const auto weight = [&] {
-      return s.dtensor(s.dtensor_positions()[static_cast<std::size_t>(l.weight)]).shape();
-    };
-    if (l.conv) shape[1] = weight()[0];
-    if (l.conv_transpose) shape[1] = weight()[1] * l.transposed.groups;
-    for (std::size_t d = 0; d < l.dims.size(); ++d)
-      shape[d + 2] = l.dims[d].output_length(shape[d + 2]);
-  }
-  return shape;
-}
-
 Placements partial_where_sharded(const Placements& x) {
   Placements out;
   for (const Placement& p : x)
@@ -1555,7 +1539,7 @@ void register_chain() {
   // The output, then each updating batch norm's running mean and variance.
   fwd.output_meta = [](const OpSchema& s) {
     const Chain& c = chain_of(s, false);
-    std::vector<TensorMeta> out{{output_shape(s, c), s.dtensor(0).dtype()}};
+    std::vector<TensorMeta> out{{c.output_shape, s.dtensor(0).dtype()}};
     for (const Layer& l : c.layers)
       if (l.running_output >= 0)
         for (const int t : {l.running_mean, l.running_var}) {
