@@ -457,14 +457,11 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
       }
       if (!parameter_ok(t->bias, {w[1] * p.groups}))
         return "a transposed convolution's bias is not [out], replicated";
+      // (Windows narrower than their stride, and output_padding beyond the
+      // padding, are the plan's to refuse: chain_boundary_refusal.)
       for (std::int64_t d = 0; d < spatial; ++d) {
         const auto i = static_cast<std::size_t>(d);
         const detail::ChainWindowDim dim = conv_transpose_dim(p, w, i);
-        if (dim.extent < dim.stride)
-          return "a transposed convolution's window is narrower than its stride (outputs that "
-                 "hear from no input)";
-        if (p.output_padding[i] > p.padding[i])
-          return "a transposed convolution's output_padding exceeds its padding";
         lengths[i] = dim.output_length(lengths[i]);
         window_layers[i].push_back(dim);
       }

@@ -97,10 +97,15 @@ std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int6
                   [](const ChainWindowDim& c) { return c.boundary != Boundary::Zeros; }))
     return "a chain that upsamples pads with zeros only";
   // Output o reads a multiple of the stride in o + l - e + 1 ... o + l:
-  // one there is, when the extent is at least the stride.
+  // one there is, when the extent is at least the stride; and the last
+  // outputs read the last input while the right padding is not negative.
   if (std::any_of(convs.begin(), convs.end(),
                   [](const ChainWindowDim& c) { return c.transposed && c.extent < c.stride; }))
     return "a transposed window narrower than its stride has outputs that read nothing";
+  if (std::any_of(convs.begin(), convs.end(),
+                  [](const ChainWindowDim& c) { return c.transposed && c.pad_right() < 0; }))
+    return "a transposed window whose output_padding exceeds its padding (a negative right "
+           "padding) has outputs that read nothing";
   if (circular) {
     const WindowDim w = chain_window(convs);
     if (w.pad_left > length || w.pad_right > length)

@@ -93,8 +93,9 @@ WindowDim chain_window(const std::vector<ChainWindowDim>& convs);
 /// holds: rows [1, l_k] at the left edge, where a rank holds at least its
 /// share widened by the later convolutions' right reach (and mirrored on the
 /// right). A chain that upsamples pads with zeros, and each of its
-/// transposed windows is at least as wide as its stride (else some outputs
-/// would read no input). Pure; the same on every rank.
+/// transposed windows is at least as wide as its stride and pads its right
+/// side by 0 or more (else some outputs would read no input). Pure; the
+/// same on every rank.
 std::optional<std::string> chain_boundary_refusal(std::int64_t length, std::int64_t smallest_shard,
                                                   const std::vector<ChainWindowDim>& convs);
 
