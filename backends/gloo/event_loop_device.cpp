@@ -123,13 +123,17 @@ class LoopWaker final : public ::gloo::transport::tcp::Handler {
 };
 
 // The wakers by device, for EventLoopHurry (which is given the device).
+// Never destroyed: a program that exits without destroy_process_group()
+// ends its world group in the library's static destructors, which run in
+// the reverse order of construction, and these were made after it (at the
+// first device); a destroyed map there was a use after free at exit.
 std::mutex& wakers_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::map<const ::gloo::transport::Device*, LoopWaker*>& wakers() {
-  static std::map<const ::gloo::transport::Device*, LoopWaker*> w;
-  return w;
+  static auto* w = new std::map<const ::gloo::transport::Device*, LoopWaker*>;
+  return *w;
 }
 LoopWaker* waker_of(const ::gloo::transport::Device* device) {
   std::lock_guard lock(wakers_mutex());

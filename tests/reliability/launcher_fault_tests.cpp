@@ -152,6 +152,23 @@ TEST_CASE("launcher: after a clean job nothing is left in TMPDIR", "[reliability
   check_clean(l, tmp, 3);
 }
 
+TEST_CASE("launcher: a program that returns from main without destroy_process_group exits cleanly",
+          "[reliability][launcher]") {
+  // The world group then ends in the library's static destructors, after
+  // others made later are gone: any it still used would be a use after free.
+  // glibc's perturbation fills freed memory, so such a use crashes every time
+  // instead of now and then.
+  for (const char* ranks : {"2", "3"}) {
+    PrivateTmp tmp(/*set_env=*/false);
+    const Launch l = launch({"-n", ranks, kProgram, "exit-live", "--width", "100"}, tmp, 40s,
+                            {{"GLIBC_TUNABLES", "glibc.malloc.perturb=165"}});
+    INFO(l.output);
+    CHECK(l.code == 0);
+    CHECK_THAT(l.output, Catch::Contains("conv-check max_err"));
+    check_clean(l, tmp, static_cast<std::size_t>(std::stoi(ranks)));
+  }
+}
+
 namespace {
 
 // The TCP ports on 127.0.0.1 on which one of `pids` listens: its socket
