@@ -39,6 +39,7 @@ dtensor_header_view(data_api dtensor/data=include/dtensor/data)
 dtensor_header_view(core_internal core=core)
 dtensor_header_view(placement_internal placement=placement)
 dtensor_header_view(ops_internal ops=ops)
+dtensor_header_view(nn_internal nn=nn)
 dtensor_header_view(checkpoint_internal checkpoint=checkpoint)
 dtensor_header_view(data_internal data=data)
 

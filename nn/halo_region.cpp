@@ -8,6 +8,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/halo_chain.h"
+#include "nn/fusion_decisions.h"
 
 namespace dtensor::nn {
 namespace {
@@ -156,31 +157,70 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
   return at;
 }
 
+// Whether a run from `begin` could fuse at all: it starts with a Conv, or
+// a Pad right before one (chain_run's first layer is then a convolution).
+bool starts_chain(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin) {
+  if (begin + 1 >= modules.size()) return false;  // a chain holds two window layers
+  const Module& m = *modules[begin];
+  return is_conv(m) || (typeid(m) == typeid(Pad) && is_conv(*modules[begin + 1]));
+}
+
+// The end of the longest run from `begin` that fuses and pays on `x`, with
+// its layers (and updating BatchNorms) in `layers` / `updating`; `begin`:
+// none does.
+std::size_t search_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
+                       const DTensor& x, std::vector<ChainLayer>& layers,
+                       std::vector<BatchNorm*>& updating) {
+  std::size_t end = chain_run(modules, begin, modules.size(), layers, updating);
+  while (end > begin + 1) {
+    if (halo_chain_pays(x, layers)) return end;
+    layers.clear();
+    updating.clear();
+    end = chain_run(modules, begin, end - 1, layers, updating);
+  }
+  layers.clear();
+  updating.clear();
+  return begin;
+}
+
 }  // namespace
 
 DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,
                              const DTensor& input) {
   DTensor x = input;
+  if (!config().halo_fusion) {
+    for (const auto& m : modules)
+      x = m->forward(x);
+    return x;
+  }
+  detail::FusionDecisions decisions(modules);
   std::size_t i = 0;
   while (i < modules.size()) {
-    // The longest run that fuses and pays: the whole run first, then one
-    // module shorter at a time (a layer the refusal or the cost model
-    // objects to is left to the next run). Not tried at all where the input
-    // rules fusion out, or the run does not start with a convolution
-    // (nor would any shorter one), whatever the layers.
+    // The longest run from i that fuses and pays (fusion_decisions.h): as
+    // found before for this input layout, checked again; else searched,
+    // the whole run first, then one module shorter at a time (a layer the
+    // refusal or the cost model objects to is left to the next run). Not
+    // tried at all where the input rules fusion out, or the run does not
+    // start with a convolution (nor would any shorter one).
     std::vector<ChainLayer> layers;
     std::vector<BatchNorm*> updating;
-    std::size_t end = chain_run(modules, i, modules.size(), layers, updating);
-    bool fuse = false;
-    if (end > i + 1 && std::holds_alternative<ChainConv>(layers.front()) && config().halo_fusion &&
-        !halo_chain_input_refusal(x)) {
-      while (end > i + 1 && !(fuse = halo_chain_pays(x, layers))) {
-        layers.clear();
-        updating.clear();
-        end = chain_run(modules, i, end - 1, layers, updating);
+    std::size_t end = i;
+    if (starts_chain(modules, i) && !halo_chain_input_refusal(x)) {
+      if (const std::optional<std::size_t> known = decisions.lookup(i, x)) {
+        end = *known;
+        if (end > i + 1 &&
+            (chain_run(modules, i, end, layers, updating) != end || !halo_chain_pays(x, layers))) {
+          layers.clear();
+          updating.clear();
+          end = search_run(modules, i, x, layers, updating);
+          decisions.remember(i, x, end);
+        }
+      } else {
+        end = search_run(modules, i, x, layers, updating);
+        decisions.remember(i, x, end);
       }
     }
-    if (fuse) {
+    if (end > i + 1) {
       HaloChainResult r = halo_chain_updating(x, layers);
       for (std::size_t k = 0; k < updating.size(); ++k)
         updating[k]->take_running_stats(r.running_stats.at(k).first, r.running_stats.at(k).second);

@@ -15,6 +15,7 @@
 // where the cost model and DTENSOR_HALO_FUSION say so, and the trainer's kind of chain runs as one
 // exchange (counted).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -534,6 +535,7 @@ class ChainCounter {
         "halo_chain",
         [this, builtin](OpCall& call) {
           ++count;
+          arguments.push_back(call.schema().size());
           return builtin(call);
         },
         true, options);
@@ -542,6 +544,7 @@ class ChainCounter {
   }
   ~ChainCounter() { register_op_handler("halo_chain", builtin_, true, options_); }
   int count = 0;
+  std::vector<std::size_t> arguments;  // each chain's: its layers and their kinds, by size
 
  private:
   OpHandler builtin_;
@@ -1195,5 +1198,79 @@ TEST_CASE(
     const DTensor r = distribute_tensor(input, mesh, {Replicate()});
     (*seq)(r);
     CHECK(counter.count == 0);
+  });
+}
+
+TEST_CASE(
+    "nn::Sequential remembers which runs fuse per input layout and link: every call chooses as a "
+    "fresh search would, and equals the layers one by one",
+    "[window][halo_chain][mp]") {
+  run_ranks(2, [](RankContext&) {
+    const auto mesh = init_device_mesh(DeviceType::CPU, {2});
+    // Eight conv / group norm / relu blocks of 32 channels, f32: at the
+    // default message cost the cost model cuts them into several chains
+    // (recomputing wide tiles' overlap costs more than the messages saved),
+    // over a slow link into one.
+    auto blocks = [&] {
+      nn::manual_seed(11);
+      nn::ConvOptions o;
+      o.padding = {1};
+      std::vector<std::shared_ptr<nn::Module>> modules;
+      for (int b = 0; b < 8; ++b) {
+        modules.push_back(std::make_shared<nn::Conv2d>(b == 0 ? 2 : 32, 32, 3, o));
+        modules.push_back(std::make_shared<nn::GroupNorm>(4, 32));
+        modules.push_back(std::make_shared<nn::ReLU>());
+      }
+      auto seq = std::make_shared<nn::Sequential>(modules);
+      seq->distribute(mesh);
+      return seq;
+    };
+    const auto kept = blocks();
+    struct Run {
+      Tensor y;
+      std::vector<std::size_t> chains;  // the arguments of each chain run
+    };
+    auto run = [&](nn::Module& net, const Tensor& input) {
+      NoGradGuard no_grad;
+      ChainCounter counter;
+      const DTensor y = net(distribute_tensor(input, mesh, {Shard(2)}));
+      return Run{y.full_tensor().to(DType::F64), counter.arguments};
+    };
+    const Tensor narrow = Tensor::rand({1, 2, 16, 24}, DType::F32, 5);
+    const Tensor wide = Tensor::rand({1, 2, 16, 1024}, DType::F32, 6);
+    const std::optional<Config::SimLink> loopback, slow = Config::SimLink{5000, std::nullopt};
+    // Revisited layouts and links, in an order where a decision remembered
+    // under the wrong key would be reused: a run remembered is checked again
+    // before it fuses, so what a wrong key would show is a shorter run than
+    // a fresh search finds (the wide tile's, on the narrow tile or over the
+    // slow link).
+    std::vector<std::vector<std::size_t>> chains;
+    for (const auto& [input, link] :
+         {std::pair{wide, loopback}, std::pair{narrow, loopback}, std::pair{wide, slow},
+          std::pair{narrow, slow}, std::pair{narrow, loopback}, std::pair{wide, loopback}}) {
+      ScopedConfig knob([link = link](Config& c) { c.sim_link = link; });
+      const Run remembered = run(*kept, input);
+      const Run fresh = run(*blocks(), input);  // new modules: nothing remembered
+      INFO("link " << (link ? "slow" : "loopback") << ", width " << input.shape()[3]
+                   << ", chains of " << fmt::format("{}", fmt::join(remembered.chains, ", "))
+                   << " arguments");
+      CHECK(remembered.chains == fresh.chains);
+      CHECK(max_abs_diff(remembered.y, fresh.y) == 0.0);  // the same chains, the same sums
+      Run unfused;
+      {
+        ScopedConfig off([](Config& c) { c.halo_fusion = false; });
+        unfused = run(*kept, input);
+      }
+      CHECK(unfused.chains.empty());
+      // Summed in other orders (three norms deep, ~1e-4 of the largest value).
+      CHECK(max_relative_error(remembered.y, unfused.y) <= 1e-3);
+      chains.push_back(remembered.chains);
+    }
+    // The layouts and links chose differently, so a key that left one out
+    // would have been caught above.
+    INFO(fmt::format("chains per call: {}", chains));
+    CHECK(chains[0] != chains[1]);
+    CHECK(chains[1] != chains[3]);
+    CHECK(chains[2].size() == 1);
   });
 }

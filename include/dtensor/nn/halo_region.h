@@ -23,8 +23,11 @@ namespace dtensor::nn {
 /// before a Conv that pads nothing itself counts as that Conv padded in the
 /// Pad's mode); where the run does not fuse whole (refused, or not paying),
 /// it is tried one module shorter at a time, and the rest starts a run of
-/// its own; everything else runs module by module. What nn::Sequential and
-/// nn::HaloRegion do.
+/// its own; everything else runs module by module. The runs found are
+/// remembered per module list (held weakly, with each module's train / eval
+/// mode), input layout, autocast state and simulated link, and checked again
+/// before they fuse (docs/halo.md, "Found once per layout"). What
+/// nn::Sequential and nn::HaloRegion do.
 DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,
                              const DTensor& input);
 
