@@ -102,6 +102,13 @@ std::optional<ChainActivation> activation_of(const Module& m) {
   return std::nullopt;
 }
 
+// A place a run of modules can end: the module after it, and the layers,
+// updating BatchNorms and folded ReLU the run holds up to there.
+struct RunEnd {
+  std::size_t at, layers, updating;
+  bool relu;  // whether the last layer, a norm, has a ReLU folded in
+};
+
 // The run of chainable modules from `begin`: its layers, the BatchNorms in
 // it that update their running statistics (in order), and where it ends.
 // An InstanceNorm is a group norm with a group per channel; a ReLU folds into
@@ -110,10 +117,11 @@ std::optional<ChainActivation> activation_of(const Module& m) {
 // the Upsamples and ConvTransposes after a Conv (halo_chain_refusal has the
 // last word); a
 // Pad joins the Conv after it (padded_conv). The run ends at `limit` at
-// the latest.
+// the latest. With `ends`, each place the run could end is recorded in it
+// (RunEnd), in order.
 std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
                       std::size_t limit, std::vector<ChainLayer>& layers,
-                      std::vector<BatchNorm*>& updating) {
+                      std::vector<BatchNorm*>& updating, std::vector<RunEnd>* ends = nullptr) {
   std::size_t at = begin;
   for (; at < limit; ++at) {
     const Module& m = *modules[at];
@@ -153,8 +161,22 @@ std::size_t chain_run(const std::vector<std::shared_ptr<Module>>& modules, std::
     } else {
       break;
     }
+    if (ends) {
+      const bool* relu = norm_relu(layers);
+      ends->push_back({at + 1, layers.size(), updating.size(), relu && *relu});
+    }
   }
   return at;
+}
+
+// The run cut back to `end`, one of the places chain_run recorded: the
+// layers and BatchNorms after it dropped, and a ReLU after it unfolded from
+// the norm before it.
+void cut_run(const RunEnd& end, std::vector<ChainLayer>& layers,
+             std::vector<BatchNorm*>& updating) {
+  layers.erase(layers.begin() + static_cast<std::ptrdiff_t>(end.layers), layers.end());
+  updating.resize(end.updating);
+  if (bool* relu = norm_relu(layers)) *relu = end.relu;
 }
 
 // Whether a run from `begin` could fuse at all: it starts with a Conv, or
@@ -171,12 +193,13 @@ bool starts_chain(const std::vector<std::shared_ptr<Module>>& modules, std::size
 std::size_t search_run(const std::vector<std::shared_ptr<Module>>& modules, std::size_t begin,
                        const DTensor& x, std::vector<ChainLayer>& layers,
                        std::vector<BatchNorm*>& updating) {
-  std::size_t end = chain_run(modules, begin, modules.size(), layers, updating);
-  while (end > begin + 1) {
-    if (halo_chain_pays(x, layers)) return end;
-    layers.clear();
-    updating.clear();
-    end = chain_run(modules, begin, end - 1, layers, updating);
+  // The whole run built once, then cut back end by end (building it again
+  // for every end cost more than the tries themselves on deep lists).
+  std::vector<RunEnd> ends;
+  chain_run(modules, begin, modules.size(), layers, updating, &ends);
+  for (auto end = ends.rbegin(); end != ends.rend() && end->at > begin + 1; ++end) {
+    cut_run(*end, layers, updating);
+    if (halo_chain_pays(x, layers)) return end->at;
   }
   layers.clear();
   updating.clear();

@@ -377,18 +377,28 @@ std::optional<std::string> upsample_refusal(
   return std::nullopt;
 }
 
-std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
+// What the refusal's rules on the layers found, for its rules on the plan.
+struct ChainGeometry {
+  // Per spatial dim, the window layers (convolutions and pools) in order.
+  std::vector<std::vector<detail::ChainWindowDim>> window_layers;
+  // Per norm whose statistics are the batch's: the window layers before it.
+  std::vector<std::size_t> statistics_at;
+};
+
+// The refusal's rules on the input and each layer, and on the layers
+// together; the plan's are plan_refusal's.
+std::optional<std::string> layer_refusal(const DTensor& x, const std::vector<ChainLayer>& layers,
+                                         ChainGeometry& geometry) {
   if (auto why = input_refusal(x)) return why;
   if (layers.empty() || !std::holds_alternative<ChainConv>(layers.front()))
     return "the chain does not start with a convolution";
   const std::int64_t spatial = x.ndim() - 2;
   std::int64_t channels = x.shape()[1];
   std::size_t windowed = 0;
-  // Per spatial dim, the window layers (convolutions and pools) in order.
-  std::vector<std::vector<detail::ChainWindowDim>> window_layers(static_cast<std::size_t>(spatial));
+  auto& window_layers = geometry.window_layers;
+  window_layers.assign(static_cast<std::size_t>(spatial), {});
   Shape lengths(x.shape().begin() + 2, x.shape().end());  // each layer's input's, in turn
-  // Per norm whose statistics are the batch's: the window layers before it.
-  std::vector<std::size_t> statistics_at;
+  auto& statistics_at = geometry.statistics_at;
   auto parameter_ok = [&](const std::optional<DTensor>& t, const Shape& shape) {
     return !t || (t->mesh() == x.mesh() && replicated(*t) && t->dtype() == x.dtype() &&
                   t->shape() == shape);
@@ -523,20 +533,31 @@ std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLaye
           return !d.transposed && d.stride != 1;
         }))
       return "a chain with an upsample has a strided layer";
-  for (std::int64_t d = 0; d < spatial; ++d) {
-    const auto& dims = window_layers[static_cast<std::size_t>(d)];
-    for (const std::size_t first : statistics_at)
-      if (auto why = detail::chain_statistics_refusal(x.shape()[static_cast<std::size_t>(d) + 2],
-                                                      first, dims))
-        return why;
+  return std::nullopt;
+}
+
+// The refusal's rules on the plan of each dim (detail::chain_*_refusal):
+// a simulation per norm and dim, the refusal's costliest part.
+std::optional<std::string> plan_refusal(const DTensor& x, const ChainGeometry& geometry) {
+  for (std::size_t d = 0; d < geometry.window_layers.size(); ++d) {
+    const auto& dims = geometry.window_layers[d];
+    for (const std::size_t first : geometry.statistics_at)
+      if (auto why = detail::chain_statistics_refusal(x.shape()[d + 2], first, dims)) return why;
     const bool reads_held = std::any_of(
         dims.begin(), dims.end(), [](const auto& c) { return c.boundary == Boundary::Reflect; });
-    const std::int64_t length = x.shape()[static_cast<std::size_t>(d) + 2];
+    const std::int64_t length = x.shape()[d + 2];
     if (auto why = detail::chain_boundary_refusal(
-            length, reads_held ? smallest_shard(x, d + 2) : length, dims))
+            length, reads_held ? smallest_shard(x, static_cast<std::int64_t>(d) + 2) : length,
+            dims))
       return why;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> refusal(const DTensor& x, const std::vector<ChainLayer>& layers) {
+  ChainGeometry geometry;
+  if (auto why = layer_refusal(x, layers, geometry)) return why;
+  return plan_refusal(x, geometry);
 }
 
 // ---- what the forward keeps for the backward -------------------------------
@@ -1651,8 +1672,13 @@ std::optional<std::string> halo_chain_input_refusal(const DTensor& input) {
 }
 
 bool halo_chain_pays(const DTensor& input, const std::vector<ChainLayer>& layers) {
-  return config().halo_fusion && !halo_chain_refusal(input, layers) &&
-         halo_chain_saving(input, layers) > 0;
+  if (!config().halo_fusion) return false;
+  // The price before the plan's rules: most chains a deep Sequential tries
+  // do not pay, and pricing one reads its geometry once where the plan's
+  // rules simulate every norm on every dim.
+  ChainGeometry geometry;
+  return !layer_refusal(input, layers, geometry) && halo_chain_saving(input, layers) > 0 &&
+         !plan_refusal(input, geometry);
 }
 
 HaloChainResult halo_chain_updating(const DTensor& input, const std::vector<ChainLayer>& layers) {
