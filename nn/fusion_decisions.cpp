@@ -4,30 +4,45 @@
 #include <mutex>
 
 #include "dtensor/core/config.h"
-#include "dtensor/ops/autocast.h"
+#include "dtensor/core/process_group.h"
 
 namespace dtensor::nn::detail {
 namespace {
 
-// Lists remembered (the least recently used goes first), and runs per list
-// (all forgotten at once when full: inputs of ever new shapes).
-constexpr std::size_t kLists = 32;
+// Lists remembered: past this many, those whose modules died go first, then
+// the least recently used. Runs per list: all forgotten at once when full
+// (inputs of ever new shapes).
+constexpr std::size_t kLists = 256;
 constexpr std::size_t kRunsPerList = 512;
 
-// What the search read besides the modules: the input's layout and the
-// settings the refusal and the cost model consult.
+// What the search read besides the modules, held by value: a DTensorSpec
+// would keep its mesh, and the mesh its process groups, alive.
 struct Setting {
-  DTensorSpec spec;
-  bool autocast;
+  Shape shape;
+  DType dtype;
+  Placements placements;
+  DeviceType device;
+  Shape mesh_shape;
+  std::vector<int> mesh_ranks;
+  double message_seconds;
   std::optional<Config::SimLink> link;
 
   explicit Setting(const DTensor& x)
-      : spec(x.spec()), autocast(autocast_enabled()), link(config().sim_link) {}
+      : shape(x.shape()),
+        dtype(x.dtype()),
+        placements(x.placements()),
+        device(x.mesh().device_type()),
+        mesh_shape(x.mesh().shape()),
+        mesh_ranks(x.mesh().ranks()),
+        message_seconds(x.mesh().get_mesh_group()->message_seconds()),
+        link(config().sim_link) {}
   bool operator==(const Setting& o) const {
     const bool same_link =
         link.has_value() == o.link.has_value() &&
         (!link || (link->latency_us == o.link->latency_us && link->gbit == o.link->gbit));
-    return autocast == o.autocast && same_link && spec == o.spec;
+    return same_link && shape == o.shape && dtype == o.dtype && placements == o.placements &&
+           device == o.device && mesh_shape == o.mesh_shape && mesh_ranks == o.mesh_ranks &&
+           message_seconds == o.message_seconds;
   }
 };
 
@@ -44,6 +59,9 @@ struct FusionDecisions::List {
   std::vector<bool> training;
   std::vector<Run> runs;
 
+  bool dead() const {
+    return std::any_of(alive.begin(), alive.end(), [](const auto& w) { return w.expired(); });
+  }
   bool matches(const std::vector<std::shared_ptr<Module>>& m) const {
     if (m.size() != modules.size()) return false;
     for (std::size_t k = 0; k < m.size(); ++k)
@@ -84,7 +102,11 @@ FusionDecisions::FusionDecisions(const std::vector<std::shared_ptr<Module>>& mod
     list_->alive.push_back(m);
     list_->training.push_back(m->is_training());
   }
-  if (all.size() >= kLists) all.erase(all.begin());
+  if (all.size() >= kLists) {
+    all.erase(std::remove_if(all.begin(), all.end(), [](const auto& l) { return l->dead(); }),
+              all.end());
+    if (all.size() >= kLists) all.erase(all.begin());
+  }
   all.push_back(list_);
 }
 
@@ -105,6 +127,11 @@ void FusionDecisions::remember(std::size_t begin, const DTensor& input, std::siz
              runs.end());
   if (runs.size() >= kRunsPerList) runs.clear();
   runs.push_back(Run{begin, end, std::move(setting)});
+}
+
+void forget_fusion_decisions() {
+  std::lock_guard lock(lists_mutex());
+  lists().clear();
 }
 
 }  // namespace dtensor::nn::detail

@@ -1,18 +1,21 @@
 // Which runs of a module list fuse their halo exchanges, remembered per list
 // and input layout (forward_fusing_halos, halo_region.h).
 //
-// Finding a run tries it from the longest down, a plan and a cost per try:
+// Finding a run tries it from the longest down, a price and a plan per try:
 // for a list of L modules that is O(L^2) tries, more than the layers
-// themselves cost once lists are deep (40 conv / norm / relu blocks on small
-// tiles: 40 ms a forward), and the answer is the same on every call with the
-// same modules and input layout. So it is found once and then looked up.
+// themselves cost once lists are deep, and the answer is the same on every
+// call with the same modules and input layout. So it is found once and then
+// looked up.
 //
-// A remembered run is only a choice: forward_fusing_halos checks it again
-// (halo_chain_pays) before fusing, so a module changed since (its dtype, say)
-// can cost a search, never a wrong result. Entries hold the modules weakly:
-// one that died never matches a new module at its address. Every rank calls
-// with the same lists in the same order, so every rank finds and misses
-// alike, and chooses alike.
+// A decision is remembered under everything it reads: the modules (held
+// weakly: one that died never matches a new module at its address) with
+// their train / eval mode, the input's layout (shape, dtype, placements, and
+// the mesh by its device type, shape and ranks: no group is kept alive), the
+// mesh's message cost and the simulated link. What else it reads is the
+// parameters' layout, which only Module::distribute() and Module::to()
+// change: they forget every decision (forget_fusion_decisions). So a
+// decision looked up is the one a search would make, on every rank, whatever
+// each rank remembered before.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +35,7 @@ class FusionDecisions {
   /// The end of the run that fuses from `begin` on `input` (== begin: none
   /// does), as found before; nullopt: not known yet.
   std::optional<std::size_t> lookup(std::size_t begin, const DTensor& input) const;
-  /// Records what the search found (in place of what was known before).
+  /// Records what the search found.
   void remember(std::size_t begin, const DTensor& input, std::size_t end);
 
   struct List;
@@ -40,5 +43,8 @@ class FusionDecisions {
  private:
   std::shared_ptr<List> list_;
 };
+
+/// Forgets every decision (a parameter's layout changed).
+void forget_fusion_decisions();
 
 }  // namespace dtensor::nn::detail

@@ -216,11 +216,13 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
       x = m->forward(x);
     return x;
   }
-  detail::FusionDecisions decisions(modules);
+  std::optional<detail::FusionDecisions> decisions;  // made at the first run that may fuse
   std::size_t i = 0;
   while (i < modules.size()) {
     // The longest run from i that fuses and pays (fusion_decisions.h): as
-    // found before for this input layout, checked again; else searched,
+    // found before for this input layout (one that fuses checked again:
+    // cheap, and a parameter changed behind the modules' back costs a
+    // search, not a refused chain); else searched,
     // the whole run first, then one module shorter at a time (a layer the
     // refusal or the cost model objects to is left to the next run). Not
     // tried at all where the input rules fusion out, or the run does not
@@ -229,18 +231,19 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
     std::vector<BatchNorm*> updating;
     std::size_t end = i;
     if (starts_chain(modules, i) && !halo_chain_input_refusal(x)) {
-      if (const std::optional<std::size_t> known = decisions.lookup(i, x)) {
+      if (!decisions) decisions.emplace(modules);
+      if (const std::optional<std::size_t> known = decisions->lookup(i, x)) {
         end = *known;
         if (end > i + 1 &&
             (chain_run(modules, i, end, layers, updating) != end || !halo_chain_pays(x, layers))) {
           layers.clear();
           updating.clear();
           end = search_run(modules, i, x, layers, updating);
-          decisions.remember(i, x, end);
+          decisions->remember(i, x, end);
         }
       } else {
         end = search_run(modules, i, x, layers, updating);
-        decisions.remember(i, x, end);
+        decisions->remember(i, x, end);
       }
     }
     if (end > i + 1) {

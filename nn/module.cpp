@@ -10,6 +10,7 @@
 #include "dtensor/nn/halo_region.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/ops/deferred_agreement.h"
+#include "nn/fusion_decisions.h"
 
 namespace dtensor::nn {
 namespace {
@@ -195,6 +196,7 @@ void Module::load_state_dict(const NamedDTensors& state, bool strict) {
 }
 
 void Module::distribute(const DeviceMesh& mesh, const ShardingPlan& plan) {
+  detail::forget_fusion_decisions();  // they read the parameters' layout
   distribute_with_prefix(mesh, plan, "");
 }
 
@@ -215,6 +217,7 @@ void Module::distribute_with_prefix(const DeviceMesh& mesh, const ShardingPlan& 
 }
 
 Module& Module::to(DType dtype) {
+  detail::forget_fusion_decisions();  // they read the parameters' dtypes
   NoGradGuard no_grad;
   for (auto& s : slots_) {
     if (!s.value->has_value()) {

@@ -399,6 +399,7 @@ std::optional<std::string> layer_refusal(const DTensor& x, const std::vector<Cha
   window_layers.assign(static_cast<std::size_t>(spatial), {});
   Shape lengths(x.shape().begin() + 2, x.shape().end());  // each layer's input's, in turn
   auto& statistics_at = geometry.statistics_at;
+  statistics_at.clear();
   auto parameter_ok = [&](const std::optional<DTensor>& t, const Shape& shape) {
     return !t || (t->mesh() == x.mesh() && replicated(*t) && t->dtype() == x.dtype() &&
                   t->shape() == shape);

@@ -1274,3 +1274,70 @@ TEST_CASE(
     CHECK(chains[2].size() == 1);
   });
 }
+
+TEST_CASE(
+    "nn::Sequential's remembered runs follow train / eval, with batch norms' running statistics "
+    "and Pad + Conv",
+    "[window][halo_chain][mp]") {
+  run_ranks(2, [](RankContext&) {
+    const auto mesh = init_device_mesh(DeviceType::CPU, {2});
+    // Zero-padded blocks (a Pad before a Conv that pads nothing) with batch
+    // norms, cut by the cost model into a chain and layers one by one.
+    auto blocks = [&] {
+      nn::manual_seed(12);
+      nn::ConvOptions valid;
+      valid.padding = {0};
+      std::vector<std::shared_ptr<nn::Module>> modules;
+      for (int b = 0; b < 6; ++b) {
+        modules.push_back(std::make_shared<nn::Pad>(ConvParams::Padding{{1, 1}}));
+        modules.push_back(std::make_shared<nn::Conv2d>(b == 0 ? 2 : 32, 32, 3, valid));
+        modules.push_back(std::make_shared<nn::BatchNorm>(32));
+        modules.push_back(std::make_shared<nn::ReLU>());
+      }
+      auto seq = std::make_shared<nn::Sequential>(modules);
+      seq->distribute(mesh);
+      return seq;
+    };
+    const Tensor input = Tensor::rand({2, 2, 16, 64}, DType::F32, 7);
+    auto run = [&](nn::Module& net) {
+      NoGradGuard no_grad;
+      ChainCounter counter;
+      const DTensor y = net(distribute_tensor(input, mesh, {Shard(2)}));
+      std::vector<Tensor> out{y.full_tensor().to(DType::F64)};
+      for (auto& [name, b] : net.named_buffers())
+        if (name.find("running") != std::string::npos)
+          out.push_back(b->full_tensor().to(DType::F64));
+      return std::pair{out, counter.arguments};
+    };
+    // `kept` runs fused (remembering), `twin` the same modules one by one:
+    // the same history of running statistics.
+    const auto kept = blocks(), twin = blocks();
+    auto step = [&](const char* what) {
+      INFO(what);
+      const auto [fused, chains] = run(*kept);
+      // A fresh search: new modules, nothing remembered, the same mode.
+      const auto fresh = blocks();
+      fresh->train(kept->is_training());
+      CHECK(run(*fresh).second == chains);
+      decltype(run(*twin)) unfused;
+      {
+        ScopedConfig off([](Config& c) { c.halo_fusion = false; });
+        unfused = run(*twin);
+      }
+      REQUIRE(fused.size() == unfused.first.size());
+      for (std::size_t k = 0; k < fused.size(); ++k)
+        CHECK(max_relative_error(fused[k], unfused.first[k]) <= 1e-3);
+      return chains;
+    };
+    const auto trained = step("training: running statistics updated");
+    CHECK(!trained.empty());
+    CHECK(step("training, remembered") == trained);
+    kept->eval();
+    twin->eval();
+    step("eval: running statistics read");
+    step("eval, remembered");
+    kept->train();
+    twin->train();
+    CHECK(step("training again") == trained);
+  });
+}
