@@ -197,23 +197,44 @@ void Module::load_state_dict(const NamedDTensors& state, bool strict) {
 
 void Module::distribute(const DeviceMesh& mesh, const ShardingPlan& plan) {
   detail::forget_fusion_decisions();  // they read the parameters' layout
-  distribute_with_prefix(mesh, plan, "");
+  for (const bool check : {true, false}) {
+    std::vector<const Module*> visited{this};
+    distribute_with_prefix(mesh, plan, "", visited, check);
+  }
 }
 
 void Module::distribute_with_prefix(const DeviceMesh& mesh, const ShardingPlan& plan,
-                                    const std::string& prefix) {
+                                    const std::string& prefix, std::vector<const Module*>& visited,
+                                    bool check) {
   for (auto& s : slots_) {
     const std::string name = joined(prefix, s.name);
-    DTensor d = distribute_tensor(s.initial, mesh, placements_for(name, plan, mesh));
+    const Placements placements = placements_for(name, plan, mesh);
+    if (s.value->has_value()) {
+      // Distributed before: its initial values are gone, and placing it
+      // anew would drop what training made of it.
+      const DTensor& d = **s.value;
+      DTENSOR_CHECK_ARG(d.mesh() == mesh && d.placements() == placements, "nn",
+                        "distribute: {} is already distributed, as {} on {}, and this call asks "
+                        "for {} on {}: redistribute it (DTensor::redistribute), or build the "
+                        "module anew",
+                        name, placements_str(d.placements()), d.mesh().str(),
+                        placements_str(placements), mesh.str());
+      continue;
+    }
+    if (check) continue;
+    DTensor d = distribute_tensor(s.initial, mesh, placements);
     if (!s.is_buffer) d.requires_grad_();
     *s.value = std::move(d);
     s.initial = Tensor();  // the DTensor holds the values now
   }
-  // A child met before (a module shared by two parents, or used twice in a
-  // Sequential) holds its DTensors already.
-  for (auto& [name, child] : children_)
-    if (!child->distributed_) child->distribute_with_prefix(mesh, plan, joined(prefix, name));
-  distributed_ = true;
+  // A child met before in this call (a module shared by two parents, or used
+  // twice in a Sequential) is placed under its first name only.
+  for (auto& [name, child] : children_) {
+    if (std::find(visited.begin(), visited.end(), child.get()) != visited.end()) continue;
+    visited.push_back(child.get());
+    child->distribute_with_prefix(mesh, plan, joined(prefix, name), visited, check);
+  }
+  if (!check) distributed_ = true;
 }
 
 Module& Module::to(DType dtype) {

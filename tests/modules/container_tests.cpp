@@ -1,5 +1,6 @@
-// Identity, ModuleList and ModuleDict (names, order, indexing, refusals) and
-// Module::to(dtype) (values, placements, identity and gradients kept).
+// Identity, ModuleList and ModuleDict (names, order, indexing, refusals),
+// Module::to(dtype) (values, placements, identity and gradients kept) and
+// Module::distribute() on what was distributed before.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -142,4 +143,38 @@ DTENSOR_TEST_CASE("a module used twice is distributed once and its parameters li
   const DTensor y = (*seq)(x);
   const DTensor z = (*shared)((*seq->named_children()[1].second)((*shared)(x)));
   CHECK(max_abs_diff(y.full_tensor(), z.full_tensor()) == 0);
+}
+
+DTENSOR_TEST_CASE(
+    "Module::distribute again: what was placed stays where the plan agrees, else an "
+    "InvalidArgument naming it on every rank, before anything is placed",
+    "[modules]", 2) {
+  const DeviceMesh mesh(DeviceType::CPU, {2});
+  nn::ShardingPlan sharded;
+  sharded.rules.emplace_back("0.weight", Placements{Shard(0)});
+  // A leaf distributed twice alike: nothing changes (its initial values are
+  // gone; placing it again used to fail on them).
+  auto leaf = conv(2, 4);
+  leaf->distribute(mesh);
+  const Tensor values = leaf->named_parameters()[0].second->full_tensor();
+  CHECK_NOTHROW(leaf->distribute(mesh));
+  CHECK(max_abs_diff(leaf->named_parameters()[0].second->full_tensor(), values) == 0.0);
+  // A container whose first child was placed on its own, sharded: the
+  // container's default plan (replicate) disagrees, and says so, naming it,
+  // before the second child (not distributed yet) is placed.
+  auto first = conv(2, 4), second = conv(4, 2);
+  nn::Sequential pre({first});
+  pre.distribute(mesh, sharded);
+  nn::Sequential whole({first, second});
+  CHECK_THROWS_WITH(whole.distribute(mesh),
+                    Contains("0.weight is already distributed, as S(0)") && Contains("asks for R"));
+  CHECK_FALSE(second->is_distributed());
+  CHECK_THROWS_AS(second->named_parameters(), InvalidArgument);  // not placed
+  // The plan that agrees places the rest and keeps the first as it was.
+  whole.distribute(mesh, sharded);
+  CHECK(first->named_parameters()[0].second->placements() == Placements{Shard(0)});
+  CHECK(second->named_parameters()[0].second->placements() == Placements{Replicate()});
+  // Again, another plan: refused; the same: nothing changes.
+  CHECK_THROWS_AS(whole.distribute(mesh), InvalidArgument);
+  CHECK_NOTHROW(whole.distribute(mesh, sharded));
 }

@@ -66,7 +66,11 @@ class Module {
   void load_state_dict(const NamedDTensors& state, bool strict = true);
 
   /// Places every parameter and buffer on `mesh` (a collective: every rank
-  /// calls it with the same plan); rank 0's initial values are used.
+  /// calls it with the same plan); rank 0's initial values are used. One
+  /// distributed before (by an earlier call, or as a submodule distributed
+  /// on its own) stays as it is where the plan asks for what it has, and is
+  /// an InvalidArgument naming it otherwise (as torch's distribute_tensor of
+  /// a DTensor): redistribute it, or build the module anew.
   void distribute(const DeviceMesh& mesh, const ShardingPlan& plan = {});
   bool is_distributed() const { return distributed_; }
 
@@ -115,8 +119,11 @@ class Module {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool buffers, bool params,
                std::vector<std::pair<std::string, DTensor*>>& out);
+  // With `check`, only the check of what was distributed before (first,
+  // so that an InvalidArgument leaves nothing half placed).
   void distribute_with_prefix(const DeviceMesh& mesh, const ShardingPlan& plan,
-                              const std::string& prefix);
+                              const std::string& prefix, std::vector<const Module*>& visited,
+                              bool check);
 
   std::vector<Slot> slots_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
