@@ -1208,9 +1208,9 @@ TEST_CASE(
   run_ranks(2, [](RankContext&) {
     const auto mesh = init_device_mesh(DeviceType::CPU, {2});
     // Eight conv / group norm / relu blocks of 32 channels, f32: at the
-    // default message cost the cost model cuts them into several chains
-    // (recomputing wide tiles' overlap costs more than the messages saved),
-    // over a slow link into one.
+    // default message cost the cost model fuses the first blocks only, the
+    // fewer the wider the tile (recomputing its overlap costs more than the
+    // messages saved), over a slow link all eight.
     auto blocks = [&] {
       nn::manual_seed(11);
       nn::ConvOptions o;
