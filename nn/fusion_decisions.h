@@ -12,10 +12,11 @@
 // their train / eval mode, the input's layout (shape, dtype, placements, and
 // the mesh by its device type, shape and ranks: no group is kept alive), the
 // mesh's message cost and the simulated link. What else it reads is the
-// parameters' layout, which only Module::distribute() and Module::to()
-// change: they forget every decision (forget_fusion_decisions). So a
-// decision looked up is the one a search would make, on every rank, whatever
-// each rank remembered before.
+// parameters' layout, which Module::distribute() and Module::to() change:
+// they forget every decision (forget_fusion_decisions). So a decision looked
+// up is the one a search would make, on every rank, whatever each rank
+// remembered before. (A layout changed behind the modules' back, through
+// named_parameters(), is not seen: docs/halo.md, "Found once per layout".)
 #pragma once
 
 #include <cstddef>

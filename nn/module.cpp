@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <unordered_set>
@@ -211,17 +212,25 @@ void Module::distribute_with_prefix(const DeviceMesh& mesh, const ShardingPlan& 
     const Placements placements = placements_for(name, plan, mesh);
     if (s.value->has_value()) {
       // Distributed before: its initial values are gone, and placing it
-      // anew would drop what training made of it.
+      // anew would drop what training made of it. The plan's placements
+      // normalised as the tensor's were (Shard(-1) is the last dim).
       const DTensor& d = **s.value;
-      DTENSOR_CHECK_ARG(d.mesh() == mesh && d.placements() == placements, "nn",
-                        "distribute: {} is already distributed, as {} on {}, and this call asks "
-                        "for {} on {}: redistribute it (DTensor::redistribute), or build the "
-                        "module anew",
-                        name, placements_str(d.placements()), d.mesh().str(),
-                        placements_str(placements), mesh.str());
+      DTENSOR_CHECK_ARG(
+          d.mesh() == mesh &&
+              DTensorSpec(mesh, placements, d.shape(), d.dtype()).placements() == d.placements(),
+          "nn",
+          "distribute: {} is already distributed, as {} on {}, and this call asks for {} on {}: "
+          "distribute it with a plan that agrees, or build the module anew",
+          name, placements_str(d.placements()), d.mesh().str(), placements_str(placements),
+          mesh.str());
       continue;
     }
-    if (check) continue;
+    if (check) {
+      // The plan's placements for this tensor are valid (their count, their
+      // dims), so that the placing pass does not stop half way.
+      (void)DTensorSpec(mesh, placements, s.initial.shape(), s.initial.dtype());
+      continue;
+    }
     DTensor d = distribute_tensor(s.initial, mesh, placements);
     if (!s.is_buffer) d.requires_grad_();
     *s.value = std::move(d);

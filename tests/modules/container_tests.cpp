@@ -177,4 +177,18 @@ DTENSOR_TEST_CASE(
   // Again, another plan: refused; the same: nothing changes.
   CHECK_THROWS_AS(whole.distribute(mesh), InvalidArgument);
   CHECK_NOTHROW(whole.distribute(mesh, sharded));
+  // A plan by negative dims asks what the placed tensor has (Shard(-4) of a
+  // [4, 2, 1, 1] weight is its Shard(0)).
+  nn::ShardingPlan negative;
+  negative.rules.emplace_back("0.weight", Placements{Shard(-4)});
+  CHECK_NOTHROW(whole.distribute(mesh, negative));
+  // A plan that cannot be made (two placements on a 1-D mesh) is refused
+  // before anything is placed: the first child, not placed yet, still is not.
+  auto third = conv(2, 4), fourth = conv(4, 2);
+  nn::Sequential fresh({third, fourth});
+  nn::ShardingPlan bad;
+  bad.rules.emplace_back("1.weight", Placements{Shard(0), Replicate()});
+  CHECK_THROWS_AS(fresh.distribute(mesh, bad), InvalidArgument);
+  CHECK_FALSE(third->is_distributed());
+  CHECK_NOTHROW(fresh.distribute(mesh));
 }

@@ -70,7 +70,7 @@ class Module {
   /// distributed before (by an earlier call, or as a submodule distributed
   /// on its own) stays as it is where the plan asks for what it has, and is
   /// an InvalidArgument naming it otherwise (as torch's distribute_tensor of
-  /// a DTensor): redistribute it, or build the module anew.
+  /// a DTensor). The plan is checked whole before anything is placed.
   void distribute(const DeviceMesh& mesh, const ShardingPlan& plan = {});
   bool is_distributed() const { return distributed_; }
 
