@@ -232,15 +232,16 @@ DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules
     std::size_t end = i;
     if (starts_chain(modules, i) && !halo_chain_input_refusal(x)) {
       if (!decisions) decisions.emplace(modules);
-      if (const std::optional<std::size_t> known = decisions->lookup(i, x)) {
+      std::optional<std::size_t> known = decisions->lookup(i, x);
+      if (known && *known > i + 1 &&
+          (chain_run(modules, i, *known, layers, updating) != *known ||
+           !halo_chain_pays(x, layers))) {
+        layers.clear();
+        updating.clear();
+        known.reset();
+      }
+      if (known) {
         end = *known;
-        if (end > i + 1 &&
-            (chain_run(modules, i, end, layers, updating) != end || !halo_chain_pays(x, layers))) {
-          layers.clear();
-          updating.clear();
-          end = search_run(modules, i, x, layers, updating);
-          decisions->remember(i, x, end);
-        }
       } else {
         end = search_run(modules, i, x, layers, updating);
         decisions->remember(i, x, end);

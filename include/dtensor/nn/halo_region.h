@@ -25,9 +25,9 @@ namespace dtensor::nn {
 /// it is tried one module shorter at a time, and the rest starts a run of
 /// its own; everything else runs module by module. The runs found are
 /// remembered per module list (held weakly, with each module's train / eval
-/// mode), input layout, autocast state and simulated link, and checked again
-/// before they fuse (docs/halo.md, "Found once per layout"). What
-/// nn::Sequential and nn::HaloRegion do.
+/// mode), input layout, message cost and simulated link, and one that fuses
+/// is checked again before it runs (docs/halo.md, "Found once per layout").
+/// What nn::Sequential and nn::HaloRegion do.
 DTensor forward_fusing_halos(const std::vector<std::shared_ptr<Module>>& modules,
                              const DTensor& input);
 
