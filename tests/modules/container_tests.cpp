@@ -145,6 +145,30 @@ DTENSOR_TEST_CASE("a module used twice is distributed once and its parameters li
   CHECK(max_abs_diff(y.full_tensor(), z.full_tensor()) == 0);
 }
 
+DTENSOR_TEST_CASE("a module that is or contains the one it is registered in is refused",
+                  "[modules]", 1) {
+  const DeviceMesh mesh(DeviceType::CPU, {1});
+  auto inner =
+      std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{conv(2, 2)});
+  auto outer = std::make_shared<nn::Sequential>(
+      std::vector<std::shared_ptr<nn::Module>>{inner, conv(2, 2), inner});  // shared twice: fine
+  CHECK_THROWS_WITH(inner->push_back(inner),
+                    Contains("register_module: '1'") && Contains("a module cannot contain itself"));
+  CHECK_THROWS_AS(inner->push_back(outer), InvalidArgument);  // outer holds inner
+  // Two levels down, through the shared module.
+  auto top = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{outer});
+  CHECK_THROWS_AS(inner->push_back(top), InvalidArgument);
+  // A refusal leaves the modules as they were: they walk, place and run.
+  CHECK(inner->named_children().size() == 1);
+  top->distribute(mesh);
+  CHECK(names(top->named_parameters()) ==
+        std::vector<std::string>{"0.0.0.weight", "0.0.0.bias", "0.1.weight", "0.1.bias"});
+  top->eval();
+  CHECK(!inner->is_training());
+  const DTensor x = distribute_tensor(Tensor::rand({1, 2, 4, 4}, DType::F32, 1), mesh, {Shard(2)});
+  CHECK((*top)(x).shape() == std::vector<std::int64_t>{1, 2, 4, 4});
+}
+
 DTENSOR_TEST_CASE(
     "Module::distribute again: what was placed stays where the plan agrees, else an "
     "InvalidArgument naming it on every rank, before anything is placed",

@@ -95,6 +95,8 @@ class Module {
   /// Registers a parameter (a whole tensor until distribute()).
   Ref register_parameter(const std::string& name, Tensor initial);
   Ref register_buffer(const std::string& name, Tensor initial);
+  /// Registers a child module (one may be shared by several parents; one
+  /// that is this module or contains it is an InvalidArgument).
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -117,6 +119,9 @@ class Module {
     std::unique_ptr<std::optional<DTensor>> value{};  // a stable address for named_parameters()
   };
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // Whether `target` is this module or one below it (visited: shared
+  // sub-modules are walked once).
+  bool reaches(const Module* target, std::vector<const Module*>& visited) const;
   void collect(const std::string& prefix, bool buffers, bool params,
                std::vector<std::pair<std::string, DTensor*>>& out);
   // With `check`, only the check of what was distributed before (first,
