@@ -39,8 +39,12 @@ namespace dtensor::conv {
 
 inline constexpr const char* kForwardOp = "convolution";
 inline constexpr const char* kBackwardOp = "convolution_backward";
-inline constexpr detail::WeightedOpNames kNames{"conv", kForwardOp, kBackwardOp,
-                                                "the convolution's output", "[N, C, spatial...]"};
+inline constexpr detail::WeightedOpNames kNames{"conv",
+                                                kForwardOp,
+                                                kBackwardOp,
+                                                "the convolution's output",
+                                                "[N, C, spatial...]",
+                                                "[OC, C/groups, k...]"};
 
 /// A "convolution" call and a "convolution_backward" call.
 using ForwardCall = detail::WeightedForwardCall<ConvParams>;

@@ -19,9 +19,11 @@ std::vector<T> expand_list(const std::vector<T>& v, std::int64_t n, const T& dfl
                            const char* component, const char* what) {
   if (v.empty()) return std::vector<T>(static_cast<std::size_t>(n), dflt);
   if (v.size() == 1) return std::vector<T>(static_cast<std::size_t>(n), v[0]);
-  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(v.size()) == n, component,
-            "{}: {} values given for {} with {} spatial dims (give 1 or {})", name, v.size(), what,
-            n, n);
+  DTENSOR_CHECK_ARG(
+      static_cast<std::int64_t>(v.size()) == n, component,
+      "{}: {} values given for {} with {} spatial dims (the input's dims after N and C): "
+      "give one value, or one per spatial dim",
+      name, v.size(), what, n);
   return v;
 }
 

@@ -24,8 +24,9 @@ struct WeightedOpNames {
   const char* component;   // names the operator in error messages
   const char* forward_op;  // registered names
   const char* backward_op;
-  const char* output_name;   // "the convolution's output"
-  const char* input_layout;  // "[N, C, spatial...]", for the input's rank error
+  const char* output_name;    // "the convolution's output"
+  const char* input_layout;   // "[N, C, spatial...]", for the input's rank error
+  const char* weight_layout;  // "[OC, C/groups, k...]", for the weight's
 };
 
 template <class Params>
@@ -60,6 +61,23 @@ inline void check_weighted_input(const Shape& input, const char* component, cons
     DTENSOR_CHECK_ARG(e >= 0, component, "input: negative extent in shape {}", shape_str(input));
 }
 
+/// The input as check_weighted_input() has it, and the weight of its rank:
+/// the weight says how many spatial dims the operator has (a Conv2d's 4-d
+/// weight against an unbatched 3-d input is named as such, before the
+/// parameters are read for the input's 1 spatial dim).
+inline void check_weighted_operands(const Shape& input, const Shape& weight, const char* component,
+                                    const char* input_layout, const char* weight_layout) {
+  check_weighted_input(input, component, input_layout);
+  DTENSOR_CHECK_ARG(input.size() + 1 != weight.size(), component,
+                    "input: shape {} has rank {} where the weight {} asks for {} ({}: an "
+                    "unbatched input needs its batch dim)",
+                    shape_str(input), input.size(), shape_str(weight), weight.size(), input_layout);
+  DTENSOR_CHECK_ARG(weight.size() == input.size(), component,
+                    "weight: shape {} has rank {} but the input {} has rank {} (expected {})",
+                    shape_str(weight), weight.size(), shape_str(input), input.size(),
+                    weight_layout);
+}
+
 /// The first checks of a weighted operator's operands, alike for both: the
 /// input (`input_layout`), the weight's rank (`weight_layout` in the
 /// message), then stride and dilation >= 1; returns the parameters expanded
@@ -85,12 +103,8 @@ template <class Params>
 Params checked_weighted_params(const Shape& input, const Shape& weight, const Params& params,
                                const char* component, const char* input_layout,
                                const char* weight_layout) {
-  check_weighted_input(input, component, input_layout);
-  const auto rank = static_cast<std::int64_t>(input.size());
-  DTENSOR_CHECK_ARG(static_cast<std::int64_t>(weight.size()) == rank, component,
-                    "weight: shape {} has rank {} but the input {} has rank {} (expected {})",
-                    shape_str(weight), weight.size(), shape_str(input), rank, weight_layout);
-  Params p = params.expanded(rank - 2);
+  check_weighted_operands(input, weight, component, input_layout, weight_layout);
+  Params p = params.expanded(static_cast<std::int64_t>(input.size()) - 2);
   check_steps(p.stride, p.dilation, component);
   return p;
 }

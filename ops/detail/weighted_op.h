@@ -180,8 +180,10 @@ struct WeightedOpRegistration {
 template <class Forward, class Backward>
 typename WeightedOp<Forward, Backward>::Params expanded_for(const WeightedOp<Forward, Backward>& op,
                                                             const DTensor& input,
+                                                            const DTensor& weight,
                                                             const decltype(Forward::params)& p) {
-  check_weighted_input(input.shape(), op.names.component, op.names.input_layout);
+  check_weighted_operands(input.shape(), weight.shape(), op.names.component, op.names.input_layout,
+                          op.names.weight_layout);
   return p.expanded(input.spec().ndim() - 2);
 }
 
@@ -192,7 +194,7 @@ DTensor call_weighted_forward(const WeightedOp<Forward, Backward>& op, const DTe
                               const DTensor& weight, const std::optional<DTensor>& bias,
                               const decltype(Forward::params)& params) {
   const auto p = agreed_front_end(input.mesh(), op.names.forward_op,
-                                  [&] { return expanded_for(op, input, params); });
+                                  [&] { return expanded_for(op, input, weight, params); });
   return dispatch(op.names.forward_op,
                   Forward::Fields::encode(input, weight, bias ? &*bias : nullptr, p))
       .at(0);
@@ -207,7 +209,7 @@ ConvGrads call_weighted_backward(const WeightedOp<Forward, Backward>& op,
   ConvGrads g;
   if (!mask.input && !mask.weight && !mask.bias) return g;
   const auto p = agreed_front_end(input.mesh(), op.names.backward_op,
-                                  [&] { return expanded_for(op, input, params); });
+                                  [&] { return expanded_for(op, input, weight, params); });
   auto outs =
       dispatch(op.names.backward_op, Backward::Fields::encode(grad_output, input, weight, p, mask));
   std::size_t i = 0;

@@ -39,9 +39,12 @@ namespace dtensor::tconv {
 inline constexpr const char* kForwardOp = "conv_transpose";
 inline constexpr const char* kBackwardOp = "conv_transpose_backward";
 inline constexpr const char* kComponent = "conv_transpose";
-inline constexpr detail::WeightedOpNames kNames{kComponent, kForwardOp, kBackwardOp,
+inline constexpr detail::WeightedOpNames kNames{kComponent,
+                                                kForwardOp,
+                                                kBackwardOp,
                                                 "the transposed convolution's output",
-                                                "[N, C_in, spatial...]"};
+                                                "[N, C_in, spatial...]",
+                                                "[C_in, C_out/groups, k...]"};
 
 /// A "conv_transpose" call and a "conv_transpose_backward" call.
 using ForwardCall = detail::WeightedForwardCall<ConvTransposeParams>;

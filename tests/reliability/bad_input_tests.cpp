@@ -71,6 +71,20 @@ const std::vector<BadCase>& library_cases() {
        [](Ctx& c) {
          convolution(c.x, rep(c, {6, 4, 3}), c.b, params());
        }},
+      // An unbatched [C, H, W] input to a 2-d weight: named as such, not as
+      // a stride list of the wrong length for 1 spatial dim.
+      {"conv unbatched input", "InvalidArgument",
+       "input: shape [4, 8, 12] has rank 3 where the weight",
+       [](Ctx& c) {
+         convolution(rep(c, {4, 8, 12}), c.w, c.b, params({1, 1}, {{1, 1}, {1, 1}}, {1, 1}));
+       }},
+      {"conv_transpose unbatched input", "InvalidArgument",
+       "an unbatched input needs its batch dim",
+       [](Ctx& c) {
+         ConvTransposeParams p;
+         p.stride = {2, 2};
+         conv_transpose(rep(c, {6, 8, 12}), c.w, std::nullopt, p);
+       }},
       {"conv channel mismatch", "InvalidArgument", "weight",
        [](Ctx& c) {
          convolution(c.x, rep(c, {6, 3, 3, 3}), c.b, params());
