@@ -181,7 +181,10 @@ int run(const Args& a, int rank) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  // The rank is needed before init_process_group (a late or killed victim):
+  // dtensor-run's variable, or OpenMPI's under mpirun.
   const char* r = std::getenv("DTENSOR_RANK");
+  if (r == nullptr) r = std::getenv("OMPI_COMM_WORLD_RANK");
   const int rank = r ? std::atoi(r) : 0;
   std::printf("pid=%d\n", static_cast<int>(getpid()));
   std::fflush(stdout);
