@@ -69,10 +69,9 @@ Module::Ref Module::register_buffer(const std::string& name, Tensor initial) {
   return {slots_.size() - 1};
 }
 
-bool Module::reaches(const Module* target, std::vector<const Module*>& visited) const {
+bool Module::reaches(const Module* target, std::unordered_set<const Module*>& visited) const {
   if (this == target) return true;
-  if (std::find(visited.begin(), visited.end(), this) != visited.end()) return false;
-  visited.push_back(this);
+  if (!visited.insert(this).second) return false;
   for (const auto& [name, child] : children_)
     if (child->reaches(target, visited)) return true;
   return false;
@@ -82,7 +81,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   check_arg(module != nullptr, "nn", "register_module: '{}' is null", name);
   // A module inside itself would make every walk over the tree (parameters,
   // train, to, distribute) endless, and its shared pointers a leak.
-  std::vector<const Module*> visited;
+  std::unordered_set<const Module*> visited;
   check_arg(!module->reaches(this, visited), "nn",
             "register_module: '{}' is this module or contains it (a module cannot contain "
             "itself)",

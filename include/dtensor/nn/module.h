@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -121,7 +122,7 @@ class Module {
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   // Whether `target` is this module or one below it (visited: shared
   // sub-modules are walked once).
-  bool reaches(const Module* target, std::vector<const Module*>& visited) const;
+  bool reaches(const Module* target, std::unordered_set<const Module*>& visited) const;
   void collect(const std::string& prefix, bool buffers, bool params,
                std::vector<std::pair<std::string, DTensor*>>& out);
   // With `check`, only the check of what was distributed before (first,
