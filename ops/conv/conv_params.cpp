@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "dtensor/core/errors.h"
+#include "ops/conv/conv_call.h"
 #include "ops/detail/expand_list.h"
 #include "ops/detail/weighted_call.h"
 #include "ops/window/integer_division.h"
@@ -123,8 +124,8 @@ std::int64_t conv_output_length(std::int64_t length, std::int64_t kernel, std::i
 
 ConvParams check_conv_args(const Shape& input, const Shape& weight,
                            const std::optional<Shape>& bias, const ConvParams& params) {
-  ConvParams p = detail::checked_weighted_params(input, weight, params, kComponent,
-                                                 "[N, C, spatial...]", "[OC, C/groups, k...]");
+  ConvParams p = detail::checked_weighted_params(
+      input, weight, params, kComponent, conv::kNames.input_layout, conv::kNames.weight_layout);
   const auto n_spatial = static_cast<std::int64_t>(input.size()) - 2;
 
   // Bounds that keep every length computation far from overflowing (a

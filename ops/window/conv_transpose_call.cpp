@@ -43,7 +43,7 @@ ConvTransposeParams check_args(const Shape& input, const Shape& weight,
                                const std::optional<Shape>& bias,
                                const ConvTransposeParams& params) {
   ConvTransposeParams p = detail::checked_weighted_params(
-      input, weight, params, kComponent, "[N, C_in, spatial...]", "[C_in, C_out/groups, k...]");
+      input, weight, params, kComponent, kNames.input_layout, kNames.weight_layout);
   const auto n_spatial = static_cast<std::int64_t>(input.size()) - 2;
   for (std::int64_t i = 0; i < n_spatial; ++i) {
     const auto u = static_cast<std::size_t>(i);
