@@ -91,8 +91,16 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
 
 const DTensor& Module::value(Ref ref) const {
   const Slot& s = slots_.at(ref.index);
-  check_arg(s.value->has_value(), "nn",
-            "{}: the module is not distributed yet (call distribute(mesh) first)", s.name);
+  if (!s.value->has_value()) {
+    // Named by the first slot registered, not the one asked for: a forward
+    // may read its arguments in any order (C++ evaluates them right to left
+    // here), and "weight" is what a user looks for.
+    const auto first = std::find_if(slots_.begin(), slots_.end(),
+                                    [](const Slot& o) { return !o.value->has_value(); });
+    throw InvalidArgument(
+        "nn", fmt::format("{}: the module is not distributed yet (call distribute(mesh) first)",
+                          first->name));
+  }
   return **s.value;
 }
 

@@ -43,6 +43,13 @@ DTENSOR_TEST_CASE("modules name parameters and buffers as PyTorch does", "[modul
   seq.push_back(std::make_shared<nn::ReLU>());
   seq.push_back(std::make_shared<nn::ConvTranspose2d>(4, 2, 2));
   CHECK_THROWS_AS(seq.named_parameters(), InvalidArgument);  // not distributed yet
+  // A forward before distribute names the first parameter registered,
+  // whichever one the forward happens to read first.
+  nn::Conv2d lone(2, 4, 3);
+  const DTensor x0 =
+      distribute_tensor(Tensor::zeros({1, 2, 5, 5}, DType::F32), mesh, {Replicate()});
+  CHECK_THROWS_WITH(lone.forward(x0),
+                    Catch::Contains("weight: the module is not distributed yet (call distribute"));
   seq.distribute(mesh);
   // torch: own parameters, then children's, in registration order.
   CHECK(names(seq.named_parameters()) ==
