@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "core/detail/operator_profile.h"
+
 namespace dtensor::detail {
 namespace {
 
@@ -21,8 +23,12 @@ thread_local int t_depth = 0;
 
 }  // namespace
 
-CommScope::CommScope(std::string_view op) : outermost_(t_depth++ == 0) {
+CommScope::CommScope(std::string_view op) : outermost_(t_depth++ == 0), op_(op) {
   if (!outermost_) return;
+  if (operator_profiling_on()) {
+    comm_before_ns_ = call_began();
+    start_ns_ = profile_clock_ns();
+  }
   Record& r = record();
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(r.mutex);
@@ -35,10 +41,13 @@ CommScope::CommScope(std::string_view op) : outermost_(t_depth++ == 0) {
 CommScope::~CommScope() {
   --t_depth;
   if (!outermost_) return;
-  Record& r = record();
-  std::lock_guard lock(r.mutex);
-  r.active = false;
-  r.op = {};
+  {
+    Record& r = record();
+    std::lock_guard lock(r.mutex);
+    r.active = false;
+    r.op = {};
+  }
+  if (start_ns_ >= 0) call_ended(op_, start_ns_, comm_before_ns_);
 }
 
 std::optional<CurrentCall> current_call() {

@@ -212,6 +212,7 @@ Config Config::from(const Lookup& lookup) {
                                     c.log_level);
   c.debug = flag(lookup, "DTENSOR_DEBUG", c.debug);
   c.check_agreement = flag(lookup, "DTENSOR_CHECK_AGREEMENT", c.check_agreement);
+  c.profile = choice(lookup, "DTENSOR_PROFILE", {{"on", true}, {"off", false}}, c.profile);
   c.cpu_cache_mb = integer(lookup, "DTENSOR_CPU_CACHE_MB", c.cpu_cache_mb, 0);
   c.onednn_band_kb = integer(lookup, "DTENSOR_ONEDNN_BAND_KB", c.onednn_band_kb, 0);
   c.halo_fusion =

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <mutex>
 
@@ -27,6 +28,7 @@
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/core/profile.h"
 #include "dtensor/core/store_url.h"
 
 namespace dtensor {
@@ -322,6 +324,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     pg = detail::ValidatingProcessGroup::wrap(std::make_shared<detail::RoutingProcessGroup>(
         pg, cuda_factory ? detail::ValidatingProcessGroup::wrap(cuda_factory(init)) : nullptr));
   pg = monitor_world(std::move(pg), r, config());
+  if (config().profile) set_operator_profiling(true);
   log::info("initialised: rank {}/{} backend {} store {} job '{}'", pg->rank(), pg->size(),
             pg->backend_name(), r.store.empty() ? "(none)" : redact_store_url(r.store),
             config().job_id);
@@ -359,6 +362,13 @@ void destroy_process_group() {
   {
     std::lock_guard lock(g_mutex);
     pg = std::move(g_world);
+  }
+  if (pg && config().profile) {
+    // Before the final barrier, which is no call of the program's. One write,
+    // so that ranks sharing a terminal do not interleave their lines.
+    std::cerr << fmt::format("dtensor profile, rank {} (DTENSOR_PROFILE=on):\n{}", pg->rank(),
+                             format_operator_profile(operator_profile()))
+              << std::flush;
   }
   if (pg) {
     try {

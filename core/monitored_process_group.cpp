@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/detail/flight_recorder.h"
+#include "core/detail/operator_profile.h"
 #include "dtensor/core/comm_scope.h"
 #include "dtensor/core/errors.h"
 
@@ -33,6 +34,7 @@ class MonitoredWork final : public Work {
                 std::uint64_t id, MonitoredProcessGroup::MessageWait what)
       : inner_(std::move(inner)), group_(std::move(group)), id_(id), what_(what) {}
   void wait(std::chrono::milliseconds timeout) override {
+    const std::int64_t start = operator_profiling_on() ? profile_clock_ns() : -1;
     try {
       group_->throw_if_failed(what_);
       inner_->wait(timeout);
@@ -40,6 +42,7 @@ class MonitoredWork final : public Work {
       group_->on_failure(what_.str(), id_);
     }
     Rec::finish(id_, Rec::State::Completed);
+    if (start >= 0) add_comm_time(profile_clock_ns() - start);
   }
 
  private:
@@ -126,12 +129,14 @@ void MonitoredProcessGroup::run(Kind kind, std::string_view op, int peer, std::u
   if (is_world_ && kind == Kind::Collective) scope.emplace(op);
   throw_if_failed(op);
   const std::uint64_t id = record_start(op, peer, bytes);
+  const std::int64_t start = operator_profiling_on() ? profile_clock_ns() : -1;
   try {
     fn();
   } catch (...) {
     on_failure(op, id);
   }
   Rec::finish(id, Rec::State::Completed);
+  if (start >= 0) add_comm_time(profile_clock_ns() - start);
 }
 
 std::shared_ptr<Work> MonitoredProcessGroup::wrap_work(std::shared_ptr<Work> inner, const Tensor& t,

@@ -12,6 +12,7 @@
 #include "dtensor/core/forwarding_process_group.h"
 #include "dtensor/core/logging.h"
 #include "dtensor/core/process_group.h"
+#include "dtensor/core/profile.h"
 #include "dtensor/core/shape.h"
 #include "dtensor/core/store.h"
 #include "dtensor/core/tensor.h"

@@ -16,6 +16,7 @@ TEST_CASE("config: defaults with no variable set", "[config]") {
   CHECK(c.log_level == "warn");
   CHECK_FALSE(c.debug);
   CHECK(c.check_agreement);
+  CHECK_FALSE(c.profile);
   CHECK(c.cpu_cache_mb == 512);
   CHECK(c.onednn_band_kb == 512);
   CHECK(c.cudnn_workspace_mb == 1024);
@@ -38,6 +39,7 @@ TEST_CASE("config: every variable is read", "[config]") {
   const Config c = Config::from(Vars{{"DTENSOR_LOG_LEVEL", "debug"},
                                      {"DTENSOR_DEBUG", "1"},
                                      {"DTENSOR_CHECK_AGREEMENT", "0"},
+                                     {"DTENSOR_PROFILE", "on"},
                                      {"DTENSOR_CPU_CACHE_MB", "0"},
                                      {"DTENSOR_ONEDNN_BAND_KB", "64"},
                                      {"DTENSOR_CUDNN_WORKSPACE_MB", "16"},
@@ -62,6 +64,7 @@ TEST_CASE("config: every variable is read", "[config]") {
   CHECK(c.log_level == "debug");
   CHECK(c.debug);
   CHECK_FALSE(c.check_agreement);
+  CHECK(c.profile);
   CHECK(c.cpu_cache_mb == 0);
   CHECK(c.onednn_band_kb == 64);
   CHECK(c.cudnn_workspace_mb == 16);
@@ -121,6 +124,7 @@ TEST_CASE("config: a bad value names the variable and the accepted values", "[co
       {"DTENSOR_CUDNN_WORKSPACE_MB", "0", "integer >= 1"},
       {"DTENSOR_GLOO_LOOP", "fast", "batch | normal"},
       {"DTENSOR_GLOO_SHM", "yes", "on | off"},
+      {"DTENSOR_PROFILE", "1", "on | off"},
       {"DTENSOR_TIMEOUT", "-3", "positive number of seconds"},
       {"DTENSOR_RANK", "one", "not an integer"},
       {"DTENSOR_JOB_ID", "my job", "[A-Za-z0-9._-]"},

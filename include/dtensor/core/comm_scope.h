@@ -24,6 +24,11 @@ class CommScope {
 
  private:
   bool outermost_;
+  // The operator profile's (dtensor/core/profile.h): when the call began
+  // (-1: not timed) and this thread's communication time then.
+  std::string_view op_;
+  std::int64_t start_ns_ = -1;
+  std::int64_t comm_before_ns_ = 0;
 };
 
 struct CurrentCall {

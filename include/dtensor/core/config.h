@@ -33,6 +33,10 @@ struct Config {
   bool debug = false;
   /// DTENSOR_CHECK_AGREEMENT: 0 | 1. The cross-rank check of every dispatch.
   bool check_agreement = true;
+  /// DTENSOR_PROFILE: on | off. init_process_group turns the operator
+  /// profile on (dtensor/core/profile.h); destroy_process_group prints each
+  /// rank's table to stderr.
+  bool profile = false;
 
   // ---- memory and kernels ----
   /// DTENSOR_CPU_CACHE_MB: integer >= 0. Freed CPU buffers kept for reuse.

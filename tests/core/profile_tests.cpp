@@ -1,0 +1,105 @@
+// The operator profile (dtensor/core/profile.h): each outermost call counted
+// once under its name, the communication inside it in its own column, and a
+// rank that waits for a slower one shows the wait there.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "dtensor/dtensor.h"
+#include "dtensor/testing.h"
+
+using namespace dtensor;
+using Catch::Contains;
+
+namespace {
+
+const OperatorTime* find_row(const std::vector<OperatorTime>& rows, const std::string& op) {
+  for (const auto& r : rows)
+    if (r.op == op) return &r;
+  return nullptr;
+}
+
+// Profiling on for one test case, from an empty profile; off again after.
+struct Profiling {
+  Profiling() {
+    reset_operator_profile();
+    set_operator_profiling(true);
+  }
+  ~Profiling() {
+    set_operator_profiling(false);
+    reset_operator_profile();
+  }
+};
+
+}  // namespace
+
+DTENSOR_TEST_CASE("the operator profile counts each outermost call once, under its name",
+                  "[profile]", 2) {
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  const DTensor x = distribute_tensor(Tensor::rand({2, 3, 8, 8}, DType::F32, 1), mesh, {Shard(2)});
+  reset_operator_profile();
+  set_operator_profiling(false);
+  (void)relu(x);
+  CHECK(operator_profile().empty());  // off: nothing counted
+
+  const Profiling on;
+  CHECK(operator_profiling());
+  for (int i = 0; i < 3; ++i)
+    (void)relu(x);
+  for (int i = 0; i < 2; ++i)
+    (void)x.full_tensor();
+  const auto rows = operator_profile();
+  const OperatorTime* r = find_row(rows, "relu");
+  REQUIRE(r != nullptr);
+  CHECK(r->calls == 3);  // not the calls relu makes inside
+  CHECK(r->seconds > 0);
+  CHECK(r->comm_seconds <= r->seconds);
+  const OperatorTime* f = find_row(rows, "full_tensor");
+  REQUIRE(f != nullptr);
+  CHECK(f->calls == 2);
+  CHECK(f->comm_seconds > 0);  // an allgather
+  CHECK(f->comm_seconds <= f->seconds);
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    CHECK(rows[i - 1].seconds >= rows[i].seconds);
+
+  const std::string table = format_operator_profile(rows);
+  CHECK_THAT(table, Contains("relu") && Contains("full_tensor") && Contains("comm ms") &&
+                        Contains("total"));
+
+  reset_operator_profile();
+  CHECK(operator_profile().empty());
+}
+
+DTENSOR_TEST_CASE("the operator profile shows a rank's wait for a slower one as communication",
+                  "[profile]", 2) {
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  const DTensor x = distribute_tensor(Tensor::rand({4, 6}, DType::F64, 2), mesh, {Shard(0)});
+  const Profiling on;
+  if (get_rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  (void)x.full_tensor();
+  const auto rows = operator_profile();
+  const OperatorTime* f = find_row(rows, "full_tensor");
+  REQUIRE(f != nullptr);
+  CHECK(f->calls == 1);
+  if (get_rank() == 0) {
+    CHECK(f->comm_seconds >= 0.3);  // rank 1 came 400 ms later
+    CHECK(f->seconds >= f->comm_seconds);
+  } else {
+    CHECK(f->comm_seconds < 0.2);  // rank 0 was there already
+  }
+}
+
+DTENSOR_TEST_CASE("communication outside any call is profiled as (outside calls)", "[profile]", 2) {
+  auto sub = world()->new_subgroup({0, 1});  // not the world: no call of its own
+  const Profiling on;
+  Tensor t = Tensor::full({16}, 1.0, DType::F32);
+  sub->allreduce(t);
+  CHECK(t.data<float>()[0] == 2.0f);
+  const auto rows = operator_profile();
+  const OperatorTime* o = find_row(rows, "(outside calls)");
+  REQUIRE(o != nullptr);
+  CHECK(o->calls == 0);
+  CHECK(o->comm_seconds > 0);
+  CHECK(o->seconds == o->comm_seconds);
+}
