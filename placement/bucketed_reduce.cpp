@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "dtensor/core/comm_scope.h"
 #include "dtensor/core/direct_allreduce.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/placement/redistribute.h"
@@ -96,6 +97,9 @@ std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
                                      std::size_t bucket_bytes) {
   std::vector<DTensor> out(tensors);
   if (tensors.empty()) return out;
+  // A public call of its own, like redistribute: the desync check names it
+  // and the operator profile times it (a backward's gradients meet here).
+  detail::CommScope scope("reduce_partials");
   // Every rank sees the same list, so the buckets (and the collectives) are
   // formed in the same order everywhere; one agreement check covers them all.
   std::size_t fingerprint = tensors.size();

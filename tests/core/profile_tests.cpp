@@ -67,6 +67,15 @@ DTENSOR_TEST_CASE("the operator profile counts each outermost call once, under i
   CHECK_THAT(table, Contains("relu") && Contains("full_tensor") && Contains("comm ms") &&
                         Contains("total"));
 
+  // The gradients' reduction is a call of its own (what a backward ends in).
+  const DTensor p = DTensor::from_local(Tensor::full({3}, 1.0, DType::F32), mesh, {Partial()});
+  const auto reduced = reduce_partials({p, p});
+  CHECK(reduced.at(0).to_local().data<float>()[0] == 2.0f);
+  const auto after = operator_profile();
+  const OperatorTime* g = find_row(after, "reduce_partials");
+  REQUIRE(g != nullptr);
+  CHECK(g->calls == 1);
+
   reset_operator_profile();
   CHECK(operator_profile().empty());
 }

@@ -1,7 +1,8 @@
 // Which communicating call this process is in: every public entry point that
-// talks to other ranks (dispatch, redistribute, full_tensor, DeviceMesh, the
-// world group's own operations) opens a CommScope. Only the outermost scope
-// of a thread counts, so "convolution" is one call whatever it does inside.
+// talks to other ranks (dispatch, redistribute, full_tensor, reduce_partials,
+// DeviceMesh, the world group's own operations) opens a CommScope. Only the
+// outermost scope of a thread counts, so "convolution" is one call whatever
+// it does inside.
 // The n-th outermost call is call n on every rank that makes the same calls,
 // which is what the desync check compares (core/detail/fault_monitor.h).
 #pragma once
