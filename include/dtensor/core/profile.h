@@ -29,7 +29,9 @@ struct OperatorTime {
   /// Of it, inside communication: collectives, posting messages and waiting
   /// for them (a rank ahead waits here for the others). In the row
   /// "(outside calls)": communication made outside any call (a ProcessGroup
-  /// used directly), where `calls` is 0.
+  /// used directly), where `calls` is 0. Timed by the layer that watches
+  /// for failed ranks, which every multi-rank job has but one of backend mpi
+  /// without a store (its MPI launcher watches it): there this reads 0.
   double comm_seconds = 0;
 };
 
