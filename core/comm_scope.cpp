@@ -25,12 +25,13 @@ thread_local int t_depth = 0;
 
 CommScope::CommScope(std::string_view op) : outermost_(t_depth++ == 0), op_(op) {
   if (!outermost_) return;
-  if (operator_profiling_on()) {
+  const auto now = std::chrono::steady_clock::now();
+  if (operator_profiling_on()) {  // the profile's clock is the same steady_clock
     comm_before_ns_ = call_began();
-    start_ns_ = profile_clock_ns();
+    start_ns_ =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   }
   Record& r = record();
-  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(r.mutex);
   r.op = op;
   r.call = r.next++;
