@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/detail/trim_spaces.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor::detail {
@@ -10,14 +11,6 @@ namespace {
 constexpr const char* kGloo = "gloo";
 constexpr const char* kNccl = "nccl";
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ')
-    s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ')
-    s.remove_suffix(1);
-  return s;
-}
-
 }  // namespace
 
 std::string BackendPlan::str() const {
@@ -25,7 +18,7 @@ std::string BackendPlan::str() const {
 }
 
 BackendPlan plan_backends(std::string_view spec, int cuda_device_count) {
-  spec = trim(spec);
+  spec = trim_spaces(spec);
   check_arg(!spec.empty(), "init", "backend: empty backend name");
   if (spec.find(':') == std::string_view::npos) {
     check_arg(spec.find(',') == std::string_view::npos, "init",
@@ -41,13 +34,13 @@ BackendPlan plan_backends(std::string_view spec, int cuda_device_count) {
   std::string_view rest = spec;
   while (!rest.empty()) {
     const std::size_t comma = rest.find(',');
-    const std::string_view item = trim(rest.substr(0, comma));
+    const std::string_view item = trim_spaces(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     const std::size_t colon = item.find(':');
     check_arg(colon != std::string_view::npos && colon > 0 && colon + 1 < item.size(), "init",
               "backend '{}': '{}' is not DEVICE:NAME", spec, item);
-    const std::string_view dev = trim(item.substr(0, colon));
-    const std::string name(trim(item.substr(colon + 1)));
+    const std::string_view dev = trim_spaces(item.substr(0, colon));
+    const std::string name(trim_spaces(item.substr(colon + 1)));
     std::string* slot = dev == "cpu" ? &plan.cpu : dev == "cuda" ? &plan.cuda : nullptr;
     check_arg(slot != nullptr, "init", "backend '{}': unknown device '{}' (cpu or cuda)", spec,
               dev);

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/detail/trim_spaces.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor {
@@ -160,11 +161,11 @@ std::optional<Config::SimLink> read_sim_link(const Lookup& lookup) {
   std::string_view rest = v;
   while (true) {
     const std::size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
+    const std::string_view item = detail::trim_spaces(rest.substr(0, comma));
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos) throw fail(fmt::format("'{}' is not key=value", item));
-    const std::string_view key = item.substr(0, eq);
-    const std::string value(item.substr(eq + 1));
+    const std::string_view key = detail::trim_spaces(item.substr(0, eq));
+    const std::string value(detail::trim_spaces(item.substr(eq + 1)));
     if (key == "latency_us") {
       if (seen_latency) throw fail("latency_us is given twice");
       seen_latency = true;

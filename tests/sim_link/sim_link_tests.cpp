@@ -227,13 +227,21 @@ TEST_CASE("sim link: DTENSOR_SIM_LINK parses latency and bandwidth", "[sim_link]
   REQUIRE(bandwidth_only.sim_link);
   CHECK(bandwidth_only.sim_link->latency_us == 0);
   CHECK(*bandwidth_only.sim_link->gbit == 25);
+
+  // Spaces around an item, its key or its value are not part of them.
+  const Config spaced = Config::from(Vars{{"DTENSOR_SIM_LINK", "latency_us=500, gbit = 10 "}});
+  REQUIRE(spaced.sim_link);
+  CHECK(spaced.sim_link->latency_us == 500);
+  REQUIRE(spaced.sim_link->gbit);
+  CHECK(*spaced.sim_link->gbit == 10);
 }
 
 TEST_CASE("sim link: a bad DTENSOR_SIM_LINK is InvalidArgument naming it", "[sim_link][config]") {
   for (const char* bad :
        {"latency_us=-1", "gbit=0", "gbit=-3", "bandwidth=10", "latency_us", "latency_us=abc",
         "latency_us=5x", "gbit=", "garbage", "latency_us=1,,gbit=1", "latency_us=1,",
-        "latency_us=1,latency_us=2", "gbit=inf", "latency_us=nan", "latency_us=2e9"}) {
+        "latency_us=1,latency_us=2", "gbit=inf", "latency_us=nan", "latency_us=2e9",
+        "latency_us=5 0", "latency_us=1, ", " "}) {
     INFO(bad);
     CHECK_THROWS_AS(Config::from(Vars{{"DTENSOR_SIM_LINK", bad}}), InvalidArgument);
     CHECK_THROWS_WITH(Config::from(Vars{{"DTENSOR_SIM_LINK", bad}}),
