@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/detail/flight_recorder.h"
+#include "core/detail/thread_name.h"
 #include "dtensor/core/comm_scope.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -121,6 +122,7 @@ std::shared_ptr<FaultMonitor> FaultMonitor::start(std::shared_ptr<Store> store, 
   // Detached, owning the monitor: a thread blocked in a store that stopped
   // answering must not block the process's exit or destroy_process_group.
   std::thread([m] {
+    detail::name_this_thread("dtensor-monitor");
     m->run();
     std::lock_guard lock(m->mutex_);
     m->ended_ = true;

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "core/detail/thread_name.h"
 #include "dtensor/core/logging.h"
 
 namespace dtensor::detail {
@@ -189,6 +190,7 @@ extern "C" void on_sigusr1(int) {
 }
 
 void write_on_request(int read_fd) {
+  detail::name_this_thread("dtensor-recorder");
   char b;
   while (true) {
     const ssize_t n = read(read_fd, &b, 1);

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/detail/thread_name.h"
+
 namespace dtensor::detail {
 namespace {
 
@@ -30,6 +32,7 @@ extern "C" void on_sigterm(int) {
 }
 
 void flusher(int read_fd) {
+  detail::name_this_thread("dtensor-flusher");
   char b;
   while (read(read_fd, &b, 1) < 0 && errno == EINTR) {
   }

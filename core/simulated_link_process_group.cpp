@@ -9,6 +9,7 @@
 
 #include "core/detail/direct_collectives.h"
 #include "core/detail/helper_thread.h"
+#include "core/detail/thread_name.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor::detail {
@@ -208,7 +209,11 @@ std::shared_ptr<Work> SimulatedLinkProcessGroup::post_send(const Tensor& t, int 
   {
     std::lock_guard lock(mutex_);
     if (stopped_.empty()) {
-      if (!thread_.joinable()) thread_ = std::thread([this] { delay_loop(); });
+      if (!thread_.joinable())
+        thread_ = std::thread([this] {
+          detail::name_this_thread("dtensor-simlink");
+          delay_loop();
+        });
       // The delay thread sleeps until the earliest message is due, so only a
       // message that is now the earliest changes when it must wake: the rest
       // of a burst costs it no wake-up, and the rank's core no switch to it.

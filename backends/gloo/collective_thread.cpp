@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/detail/thread_name.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor::gloo_backend {
@@ -59,7 +60,10 @@ void CollectiveThread::run(const CallName& op, std::function<void()> call,
   if (s.aborted) throw CommError("gloo", op.str() + ": the group was aborted: " + *s.aborted);
   if (!s.started) {
     // Detached and owning the state: an abandoned call may outlast the group.
-    std::thread([state = state_] { state->serve(); }).detach();
+    std::thread([state = state_] {
+      detail::name_this_thread("dtensor-collect");
+      state->serve();
+    }).detach();
     s.started = true;
   }
   s.call = std::move(call);

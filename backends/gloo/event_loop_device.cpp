@@ -69,6 +69,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "core/detail/helper_thread.h"
+#include "core/detail/thread_name.h"
 #include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
@@ -183,6 +184,8 @@ std::shared_ptr<::gloo::transport::Device> create_tcp_device(
   std::shared_ptr<::gloo::transport::Device> device;
   std::exception_ptr error;
   std::thread maker([&] {
+    // Gloo's loop thread, started by CreateDevice, inherits this name.
+    detail::name_this_thread("dtensor-gloo");
     if (batch) {
       sched_param none{};
       if (sched_setscheduler(0, SCHED_BATCH, &none) != 0)
