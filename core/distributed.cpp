@@ -46,6 +46,25 @@ struct PrivateStoreRemover {
     if (!g_private_store_dir.empty()) std::filesystem::remove_all(g_private_store_dir, ec);
   }
 } g_private_store_remover;
+// DTENSOR_PROFILE=on: the rank whose profile is still to be printed (-1:
+// none). destroy_process_group prints it; a program that returns from main
+// without calling it gets its table at exit instead.
+int g_profile_rank = -1;
+
+void print_operator_profile() {
+  std::lock_guard lock(g_mutex);
+  if (g_profile_rank < 0) return;
+  // One write, so that ranks sharing a terminal do not interleave their lines.
+  std::cerr << fmt::format("dtensor profile, rank {} (DTENSOR_PROFILE=on):\n{}", g_profile_rank,
+                           format_operator_profile(operator_profile()))
+            << std::flush;
+  g_profile_rank = -1;
+}
+
+void print_operator_profile_at_exit() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(print_operator_profile); });
+}
 constexpr const char* kNcclBackend = "nccl";
 constexpr const char* kMpiBackend = "mpi";
 int g_world_generation = 0;  // every rank counts its worlds alike: fresh monitor keys per world
@@ -324,13 +343,17 @@ std::shared_ptr<ProcessGroup> init_process_group(const InitOptions& options) {
     pg = detail::ValidatingProcessGroup::wrap(std::make_shared<detail::RoutingProcessGroup>(
         pg, cuda_factory ? detail::ValidatingProcessGroup::wrap(cuda_factory(init)) : nullptr));
   pg = monitor_world(std::move(pg), r, config());
-  if (config().profile) set_operator_profiling(true);
+  if (config().profile) {
+    set_operator_profiling(true);
+    print_operator_profile_at_exit();
+  }
   log::info("initialised: rank {}/{} backend {} store {} job '{}'", pg->rank(), pg->size(),
             pg->backend_name(), r.store.empty() ? "(none)" : redact_store_url(r.store),
             config().job_id);
   std::lock_guard lock(g_mutex);
   g_world = pg;
   g_local_rank = r.local_rank;
+  if (config().profile) g_profile_rank = pg->rank();
   return pg;
 }
 
@@ -363,13 +386,8 @@ void destroy_process_group() {
     std::lock_guard lock(g_mutex);
     pg = std::move(g_world);
   }
-  if (pg && config().profile) {
-    // Before the final barrier, which is no call of the program's. One write,
-    // so that ranks sharing a terminal do not interleave their lines.
-    std::cerr << fmt::format("dtensor profile, rank {} (DTENSOR_PROFILE=on):\n{}", pg->rank(),
-                             format_operator_profile(operator_profile()))
-              << std::flush;
-  }
+  // Before the final barrier, which is no call of the program's.
+  print_operator_profile();
   if (pg) {
     try {
       pg->barrier();

@@ -4,10 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "dtensor/dtensor.h"
 #include "dtensor/testing.h"
+#include "tests/support/multiprocess.h"
 
 using namespace dtensor;
 using Catch::Contains;
@@ -111,4 +116,48 @@ DTENSOR_TEST_CASE("communication outside any call is profiled as (outside calls)
   CHECK(o->calls == 0);
   CHECK(o->comm_seconds > 0);
   CHECK(o->seconds == o->comm_seconds);
+}
+
+TEST_CASE("DTENSOR_PROFILE prints each rank's table once, with or without destroy_process_group",
+          "[profile]") {
+  using dtensor::testing::JobResult;
+  using dtensor::testing::RankContext;
+  using dtensor::testing::RunOptions;
+  RunOptions opt;
+  opt.env["DTENSOR_PROFILE"] = "on";
+  // Both jobs are started before either is checked: a rank process runs only
+  // its own call's body and returns from the others at once.
+  std::vector<JobResult> jobs;
+  for (const bool destroy : {true, false})
+    jobs.push_back(dtensor::testing::run_ranks_collect(
+        2,
+        [destroy](RankContext& ctx) {
+          DeviceMesh mesh(DeviceType::CPU, {2});
+          const DTensor x =
+              distribute_tensor(Tensor::rand({2, 4}, DType::F32, 3), mesh, {Shard(0)});
+          (void)x.full_tensor();
+          std::fflush(nullptr);
+          if (destroy) {
+            destroy_process_group();
+          } else {
+            // A program that returns from main without destroy_process_group.
+            ctx.pg->barrier();
+          }
+          std::exit(0);
+        },
+        opt));
+  if (dtensor::testing::in_rank_process()) return;
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    INFO("destroy_process_group called: " << (j == 0));
+    REQUIRE(jobs[j].passed());
+    for (int r = 0; r < 2; ++r) {
+      const std::string& out = jobs[j].ranks[static_cast<std::size_t>(r)].output;
+      INFO(out);
+      const std::string title = "dtensor profile, rank " + std::to_string(r);
+      const auto first = out.find(title);
+      REQUIRE(first != std::string::npos);
+      CHECK(out.find(title, first + 1) == std::string::npos);  // once
+      CHECK_THAT(out, Contains("full_tensor"));
+    }
+  }
 }

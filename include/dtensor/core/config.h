@@ -35,7 +35,7 @@ struct Config {
   bool check_agreement = true;
   /// DTENSOR_PROFILE: on | off. init_process_group turns the operator
   /// profile on (dtensor/core/profile.h); destroy_process_group prints each
-  /// rank's table to stderr.
+  /// rank's table to stderr (the process's exit, if it never calls it).
   bool profile = false;
 
   // ---- memory and kernels ----

@@ -9,9 +9,10 @@
 //
 // Off by default: then a call costs one relaxed load more. DTENSOR_PROFILE=on
 // turns it on at init_process_group and prints each rank's table to stderr
-// at destroy_process_group; set_operator_profiling() turns it on or off from
-// code. Counts only calls made on a thread with no outer call open, as the
-// desync check numbers them (dtensor/core/comm_scope.h).
+// at destroy_process_group (at exit, for a program that never calls it);
+// set_operator_profiling() turns it on or off from code. Counts only calls
+// made on a thread with no outer call open, as the desync check numbers them
+// (dtensor/core/comm_scope.h).
 #pragma once
 
 #include <cstdint>
