@@ -16,16 +16,19 @@
 // exchange (counted).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "dtensor/core/device_mesh.h"
+#include "dtensor/core/logging.h"
 #include "dtensor/nn/halo_region.h"
 #include "dtensor/nn/layers.h"
 #include "dtensor/ops/activations.h"
@@ -1339,5 +1342,50 @@ TEST_CASE(
     kept->train();
     twin->train();
     CHECK(step("training again") == trained);
+  });
+}
+
+TEST_CASE("nn::Sequential logs each fusion decision once, at debug level, with the model's price",
+          "[window][halo_chain][mp]") {
+  run_ranks(2, [](RankContext&) {
+    const auto mesh = init_device_mesh(DeviceType::CPU, {2});
+    nn::manual_seed(5);
+    nn::ConvOptions o;
+    o.padding = {1};
+    // A chain that pays on small tiles, and a convolution with a norm after
+    // it: one window layer, nothing to fuse.
+    auto chain = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(2, 4, 3, o), std::make_shared<nn::GroupNorm>(2, 4),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::Conv2d>(4, 4, 3, o)});
+    auto single = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(2, 4, 3, o), std::make_shared<nn::GroupNorm>(2, 4)});
+    chain->distribute(mesh);
+    single->distribute(mesh);
+    const DTensor x =
+        distribute_tensor(Tensor::rand({1, 2, 16, 16}, DType::F32, 6), mesh, {Shard(2)});
+    std::ostringstream out;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+    auto logger = log::logger();
+    const auto level = logger->level();
+    logger->sinks().push_back(sink);
+    logger->set_level(spdlog::level::debug);
+    for (int i = 0; i < 2; ++i) {  // the second forward finds the decisions remembered
+      (void)(*chain)(x);
+      (void)(*single)(x);
+    }
+    logger->set_level(level);
+    logger->sinks().pop_back();
+    const std::string text = out.str();
+    INFO(text);
+    const std::string fused =
+        "halo fusion: modules 0-3 of 4 run as one exchange on DTensorSpec(f32, [1, 2, 16, 16]";
+    const auto at = text.find(fused);
+    REQUIRE(at != std::string::npos);
+    CHECK(text.find(fused, at + 1) == std::string::npos);  // once
+    CHECK_THAT(text, Catch::Contains("us a step)"));
+    const std::string declined = "halo fusion: no run from module 0 of 2 fuses and pays on";
+    const auto no = text.find(declined);
+    REQUIRE(no != std::string::npos);
+    CHECK(text.find(declined, no + 1) == std::string::npos);
   });
 }
