@@ -135,6 +135,20 @@ void read_job(const Lookup& lookup, Config& c) {
   }
 }
 
+// DTENSOR_WAIT_SPIN_US: auto (unset, empty) or microseconds, at most a second.
+std::optional<std::int64_t> wait_spin(const Lookup& lookup) {
+  constexpr const char* kName = "DTENSOR_WAIT_SPIN_US";
+  const char* v = get(lookup, kName);
+  if (!v || std::string_view(v) == "auto") return std::nullopt;
+  std::int64_t out = 0;
+  const char* end = v + std::strlen(v);
+  const auto [p, ec] = std::from_chars(v, end, out);
+  check_arg(ec == std::errc() && p == end && out >= 0 && out <= 1000000, kComponent,
+            "{}='{}': accepted values are auto and an integer from 0 to 1000000 (microseconds)",
+            kName, v);
+  return out;
+}
+
 // DTENSOR_SIM_LINK: comma-separated key=value pairs, each key at most once.
 std::optional<Config::SimLink> read_sim_link(const Lookup& lookup) {
   constexpr const char* kName = "DTENSOR_SIM_LINK";
@@ -222,6 +236,7 @@ Config Config::from(const Lookup& lookup) {
   c.gloo_loop = choice(lookup, "DTENSOR_GLOO_LOOP",
                        {{"batch", GlooLoop::Batch}, {"normal", GlooLoop::Normal}}, c.gloo_loop);
   c.gloo_shm = choice(lookup, "DTENSOR_GLOO_SHM", {{"on", true}, {"off", false}}, c.gloo_shm);
+  c.wait_spin_us = wait_spin(lookup);
   c.cuda_module = text(lookup, "DTENSOR_CUDA_MODULE");
   c.mpi_module = text(lookup, "DTENSOR_MPI_MODULE");
   c.backend = text(lookup, "DTENSOR_BACKEND");

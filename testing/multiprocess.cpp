@@ -219,6 +219,10 @@ JobResult run_ranks_collect(int world_size, const std::function<void(RankContext
     // As dtensor-run: each rank its share of the cores, unless the user chose.
     if (auto threads = launch::default_omp_threads(std::getenv("OMP_NUM_THREADS"), world_size))
       spec.env["OMP_NUM_THREADS"] = *threads;
+    // Test binaries run side by side (ctest -j), so a rank rarely has a core
+    // of its own even when its job fits the host: ranks wait without the long
+    // spin (core/detail/wait_spin.h), unless the user chose.
+    if (!std::getenv("DTENSOR_WAIT_SPIN_US")) spec.env["DTENSOR_WAIT_SPIN_US"] = "50";
     spec.env["DTENSOR_STORE"] = "file:" + store_dir;
     spec.env["DTENSOR_TIMEOUT"] = std::to_string(o.comm_timeout.count() / 1000.0);
     // A failing rank writes its flight recorder: into the job's directory

@@ -27,6 +27,8 @@
 #include "backends/gloo/shm_ring.h"
 #include "backends/gloo/store_adapter.h"
 #include "backends/gloo/transfer_work.h"
+#include "core/detail/wait_spin.h"
+#include "dtensor/core/config.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/core/logging.h"
 
@@ -41,10 +43,9 @@ struct MessageHeader {
   std::uint64_t slot;
   std::uint64_t nbytes;
 };
-// A waiter with nothing to read spins this long (the peer is usually about to
-// write: it has its own core), then sleeps on the bell in slices, so that it
-// also looks at its other peers and at its deadline.
-constexpr auto kSpin = std::chrono::microseconds(50);
+// A waiter with nothing to read spins (Impl::spin, core/detail/wait_spin.h:
+// the peer is usually about to write), then sleeps on the bell in slices, so
+// that it also looks at its other peers and at its deadline.
 constexpr auto kSleepSlice = std::chrono::milliseconds(1);
 constexpr auto kAliveCheckEvery = std::chrono::milliseconds(100);
 
@@ -182,6 +183,7 @@ struct ShmChannel::Impl {
   std::vector<Peer> peers;
   std::mutex mutex;
   std::atomic<bool> aborted{false};
+  std::chrono::microseconds spin{50};  // how long a waiter spins before it sleeps
 
   ~Impl() {
     // A peer still waiting on this rank hears that it went, as a closed
@@ -339,7 +341,7 @@ struct ShmChannel::Impl {
       bool moved;
       {
         std::lock_guard lock(mutex);
-        moved = progress(/*drain=*/Clock::now() - idle_since >= kSpin);
+        moved = progress(/*drain=*/Clock::now() - idle_since >= spin);
       }
       if (op.complete.load(std::memory_order_acquire)) {
         if (!op.error.empty()) throw CommError("gloo", what.str() + ": " + op.error);
@@ -359,7 +361,7 @@ struct ShmChannel::Impl {
         idle_since = now;
         continue;
       }
-      if (now - idle_since < kSpin) {
+      if (now - idle_since < spin) {
         sched_yield();  // lets a thread sharing the core (two ranks on one) go first
         continue;
       }
@@ -512,6 +514,8 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
   const std::uint64_t ring = ring_bytes(local.size());
   auto impl = std::make_unique<Impl>();
   impl->index.assign(static_cast<std::size_t>(size), -1);
+  impl->spin = detail::wait_spin(config(), static_cast<int>(local.size()) + 1,
+                                 sysconf(_SC_NPROCESSORS_ONLN));
   const auto pair_key = [&](const char* what, int a, int b) {
     return fmt::format("shm/{}/{}-{}", what, std::min(a, b), std::max(a, b));
   };
@@ -566,8 +570,10 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
     attach(p, usable[i].second, rank < p.rank ? 0 : 1, ring);
     impl->index[static_cast<std::size_t>(p.rank)] = static_cast<int>(i);
   }
-  log::debug("gloo: rank {} reaches {} peer(s) through shared memory ({} KiB rings)", rank,
-             usable.size(), ring >> 10);
+  log::debug(
+      "gloo: rank {} reaches {} peer(s) through shared memory ({} KiB rings, waits "
+      "spin {} us)",
+      rank, usable.size(), ring >> 10, impl->spin.count());
   return std::shared_ptr<ShmChannel>(new ShmChannel(std::move(impl)));
 }
 

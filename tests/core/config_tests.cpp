@@ -22,6 +22,7 @@ TEST_CASE("config: defaults with no variable set", "[config]") {
   CHECK(c.cudnn_workspace_mb == 1024);
   CHECK(c.gloo_loop == Config::GlooLoop::Batch);
   CHECK(c.gloo_shm);
+  CHECK_FALSE(c.wait_spin_us);  // auto
   CHECK_FALSE(c.cuda_module);
   CHECK_FALSE(c.backend);
   CHECK_FALSE(c.store);
@@ -45,6 +46,7 @@ TEST_CASE("config: every variable is read", "[config]") {
                                      {"DTENSOR_CUDNN_WORKSPACE_MB", "16"},
                                      {"DTENSOR_GLOO_LOOP", "normal"},
                                      {"DTENSOR_GLOO_SHM", "off"},
+                                     {"DTENSOR_WAIT_SPIN_US", "250"},
                                      {"DTENSOR_CUDA_MODULE", "/opt/m/libdtensor-cuda.so"},
                                      {"DTENSOR_MPI_MODULE", "/opt/m/libdtensor-mpi.so"},
                                      {"DTENSOR_BACKEND", "cpu:gloo,cuda:nccl"},
@@ -70,6 +72,7 @@ TEST_CASE("config: every variable is read", "[config]") {
   CHECK(c.cudnn_workspace_mb == 16);
   CHECK(c.gloo_loop == Config::GlooLoop::Normal);
   CHECK_FALSE(c.gloo_shm);
+  CHECK(c.wait_spin_us == 250);
   CHECK(*c.cuda_module == "/opt/m/libdtensor-cuda.so");
   CHECK(*c.mpi_module == "/opt/m/libdtensor-mpi.so");
   CHECK_FALSE(c.mpi_launcher.has_value());
@@ -124,6 +127,9 @@ TEST_CASE("config: a bad value names the variable and the accepted values", "[co
       {"DTENSOR_CUDNN_WORKSPACE_MB", "0", "integer >= 1"},
       {"DTENSOR_GLOO_LOOP", "fast", "batch | normal"},
       {"DTENSOR_GLOO_SHM", "yes", "on | off"},
+      {"DTENSOR_WAIT_SPIN_US", "-1", "auto and an integer from 0 to 1000000"},
+      {"DTENSOR_WAIT_SPIN_US", "2000000", "auto and an integer from 0 to 1000000"},
+      {"DTENSOR_WAIT_SPIN_US", "3ms", "auto and an integer from 0 to 1000000"},
       {"DTENSOR_PROFILE", "1", "on | off"},
       {"DTENSOR_TIMEOUT", "-3", "positive number of seconds"},
       {"DTENSOR_RANK", "one", "not an integer"},
