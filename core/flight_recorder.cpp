@@ -190,7 +190,7 @@ extern "C" void on_sigusr1(int) {
 }
 
 void write_on_request(int read_fd) {
-  detail::name_this_thread("dtensor-recorder");
+  detail::name_this_thread("dtensor-record");
   char b;
   while (true) {
     const ssize_t n = read(read_fd, &b, 1);

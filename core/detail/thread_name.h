@@ -9,7 +9,8 @@
 
 namespace dtensor::detail {
 
-/// Names the calling thread; `name` has at most 15 characters. Best effort.
+/// Names the calling thread; `name` has at most 15 characters (a longer one
+/// is refused, and the thread keeps its name). Best effort.
 inline void name_this_thread(const char* name) {
   pthread_setname_np(pthread_self(), name);
 }

@@ -39,4 +39,5 @@ DTENSOR_TEST_CASE("a rank's library threads are named after what they do", "[thr
   CHECK(names.count("dtensor-monitor") >= 1);  // the fault monitor
   CHECK(names.count("dtensor-collect") >= 1);  // the world group's collective thread
   CHECK(names.count("dtensor-gloo") >= 1);     // Gloo's event loop
+  CHECK(names.count("dtensor-record") == 1);   // the flight recorder's SIGUSR1 writer
 }
