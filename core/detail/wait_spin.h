@@ -2,8 +2,9 @@
 //
 // Sleeping (a futex) hands the core to the kernel: on a virtual machine the
 // virtual CPU halts, and waking it again costs the wait a scheduling round
-// trip through the host, after which the rank computes on a core whose
-// caches went cold. A rank with a core of its own has nothing to give the
+// trip through the host, after which the rank computed slower (measured; the
+// cause, likely caches gone cold, could not be counted: the VMs measured on
+// expose no hardware counters). A rank with a core of its own has nothing to give the
 // core to, so it spins through the short waits a training step is made of
 // (the norms' statistics, the halos: tens of microseconds to a few
 // milliseconds). Where ranks share cores, a spinning rank would take the core
