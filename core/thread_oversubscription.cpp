@@ -1,9 +1,8 @@
 #include "core/detail/thread_oversubscription.h"
 
-#include <sched.h>
-
 #include <atomic>
 
+#include "core/detail/cpu_budget.h"
 #include "dtensor/core/logging.h"
 
 namespace dtensor::detail {
@@ -14,10 +13,10 @@ void warn_if_oversubscribed(const Config& cfg) {
   // known: without the launcher's count of local ranks there is no product.
   if (!cfg.local_world_size.value || warned.load()) return;
   if (cfg.local_rank.value && *cfg.local_rank.value != 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return;
-  const long cores = CPU_COUNT(&set);
+  const cpu_budget::Budget budget = cpu_budget::read_budget();
+  if (budget.affinity <= 0) return;
+  // The CPUs it may run on, or fewer under a cgroup's CPU quota.
+  const long cores = budget.own();
   const long ranks = *cfg.local_world_size.value;
   // OpenMP's default: a thread for every core the process can run on.
   const long threads = cfg.omp_num_threads.value_or(static_cast<int>(cores));

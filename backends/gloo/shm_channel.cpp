@@ -514,8 +514,8 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
   const std::uint64_t ring = ring_bytes(local.size());
   auto impl = std::make_unique<Impl>();
   impl->index.assign(static_cast<std::size_t>(size), -1);
-  impl->spin = detail::wait_spin(config(), static_cast<int>(local.size()) + 1,
-                                 sysconf(_SC_NPROCESSORS_ONLN));
+  const cpu_budget::Budget cpus = cpu_budget::read_budget();
+  impl->spin = detail::wait_spin(config(), static_cast<int>(local.size()) + 1, cpus);
   const auto pair_key = [&](const char* what, int a, int b) {
     return fmt::format("shm/{}/{}-{}", what, std::min(a, b), std::max(a, b));
   };
@@ -572,8 +572,9 @@ std::shared_ptr<ShmChannel> ShmChannel::connect(StoreAdapter& store, int rank,
   }
   log::debug(
       "gloo: rank {} reaches {} peer(s) through shared memory ({} KiB rings, waits "
-      "spin {} us)",
-      rank, usable.size(), ring >> 10, impl->spin.count());
+      "spin {} us; CPUs: {} its own, {} for the host's ranks{})",
+      rank, usable.size(), ring >> 10, impl->spin.count(), cpus.own(), cpus.host(),
+      cpus.quota ? fmt::format(", a quota of {:.2f}", *cpus.quota) : std::string());
   return std::shared_ptr<ShmChannel>(new ShmChannel(std::move(impl)));
 }
 

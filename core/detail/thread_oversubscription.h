@@ -11,7 +11,8 @@ namespace dtensor::detail {
 
 /// Logs a warning (once per process, on local rank 0) when
 /// Config::local_world_size ranks x Config::omp_num_threads (unset: the
-/// cores) exceed the cores this process may run on (sched_getaffinity) and
+/// cores) exceed the cores this process may run on (sched_getaffinity,
+/// capped by its cgroup's CPU quota: core/detail/cpu_budget.h) and
 /// each rank runs more than one thread. Nothing when the ranks on this host
 /// are not known.
 void warn_if_oversubscribed(const Config& cfg);

@@ -17,16 +17,19 @@
 
 #include <chrono>
 
+#include "core/detail/cpu_budget.h"
 #include "dtensor/core/config.h"
 
 namespace dtensor::detail {
 
-/// The spin of a rank of a group with `local_ranks` ranks on this host, on a
-/// host with `cpus` CPUs online: Config::wait_spin_us when set; else 3 ms
-/// when the ranks on this host (the larger of `local_ranks` and
+/// The spin of a rank of a group with `local_ranks` ranks on this host, with
+/// `cpus` (core/detail/cpu_budget.h): Config::wait_spin_us when set; else
+/// 3 ms when the ranks on this host (the larger of `local_ranks` and
 /// Config::local_world_size) times each rank's OpenMP threads
-/// (Config::omp_num_threads; unset: OpenMP's one per CPU) fit in `cpus`;
-/// else 50 us.
-std::chrono::microseconds wait_spin(const Config& cfg, int local_ranks, long cpus);
+/// (Config::omp_num_threads; unset: OpenMP's one per CPU it may run on) fit
+/// in the host's CPUs (its cgroup's cpuset, capped by a CPU quota) and the
+/// rank's threads fit in its own (its affinity, capped alike); else 50 us.
+std::chrono::microseconds wait_spin(const Config& cfg, int local_ranks,
+                                    const cpu_budget::Budget& cpus);
 
 }  // namespace dtensor::detail

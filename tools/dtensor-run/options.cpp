@@ -314,8 +314,8 @@ DTENSOR_JOB_ID, DTENSOR_JOB_TOKEN (a secret: DTENSOR_JOB_TOKEN of our
 environment, else a fresh random one on one node; several nodes must export
 the same one) and, with --timeout, DTENSOR_TIMEOUT. When OMP_NUM_THREADS is
 not set (or empty), each rank gets OMP_NUM_THREADS = the CPUs dtensor-run may
-use / P (at least 1), and a one-line note on stderr says so; a value of
-yours is passed on as is.
+use (or its container's CPU limit, when lower) / P (at least 1), and a
+one-line note on stderr says so; a value of yours is passed on as is.
 Every line a rank prints is prefixed with its rank ("[3] "): its stdout on our
 stdout, its stderr on our stderr. SIGINT, SIGTERM and SIGHUP are forwarded to
 the ranks; ranks still running 10 s later are killed (at once on a second

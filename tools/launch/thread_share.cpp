@@ -1,16 +1,13 @@
 #include "tools/launch/thread_share.h"
 
-#include <sched.h>
-
 #include <algorithm>
+
+#include "core/detail/cpu_budget.h"
 
 namespace dtensor::launch {
 
 int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(cpu_budget::read_budget().own());
 }
 
 int thread_share(int cpus, int ranks_on_host) {

@@ -1,6 +1,6 @@
 // How many OpenMP threads each rank of a host gets when the user has not
 // said (OMP_NUM_THREADS unset): its share of the CPUs this process may run
-// on. Without it every rank starts one thread per core, and P ranks on one
+// on, or of its container's CPU limit. Without it every rank starts one thread per core, and P ranks on one
 // host run P times as many threads as there are cores. Shared by dtensor-run
 // and the test harness.
 #pragma once
@@ -10,7 +10,9 @@
 
 namespace dtensor::launch {
 
-/// CPUs this process may run on (sched_getaffinity), at least 1.
+/// CPUs this process may run on (sched_getaffinity), or fewer under its
+/// cgroup's CPU quota (a container's CPU limit: core/detail/cpu_budget.h),
+/// at least 1.
 int usable_cpus();
 
 /// cpus / ranks_on_host, at least 1.
