@@ -101,75 +101,78 @@ TEST_CASE("a budget's own and host CPUs: the quota caps both, rounded down", "[c
   }
 }
 
-TEST_CASE("cgroup v2 inside a container: the namespace's root holds the limits", "[cpu_budget]") {
-  Tree t;
-  t.write("proc/self/mountinfo",
-          "22 1 0:21 / / rw,relatime - overlay overlay rw\n"
-          "30 22 0:26 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup rw,nsdelegate\n");
-  t.write("proc/self/cgroup", "0::/\n");
-  t.write("sys/fs/cgroup/cpu.max", "200000 100000\n");
-  t.write("sys/fs/cgroup/cpuset.cpus.effective", "0-3\n");
-  const auto b = cpu_budget::read_cgroup_limits(t.sources());
-  CHECK(b.quota == 2.0);
-  CHECK(b.cpuset == 4);
-}
+// A cgroup layout as the kernel shows it, and what it limits.
+struct Layout {
+  std::string what;
+  std::string mountinfo, self_cgroup;
+  std::map<std::string, std::string> files;
+  std::optional<double> quota;
+  long cpuset;
+};
 
-TEST_CASE("cgroup v2 on a host: the lowest quota on the way up counts", "[cpu_budget]") {
-  Tree t;
-  t.write("proc/self/mountinfo",
-          "30 22 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n");
-  t.write("proc/self/cgroup", "0::/kubepods/pod1/c1\n");
-  t.write("sys/fs/cgroup/kubepods/cpu.max", "800000 100000\n");
-  t.write("sys/fs/cgroup/kubepods/pod1/cpu.max", "300000 100000\n");
-  t.write("sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n");
-  // The leaf has no cpuset controller: its parent's effective set applies.
-  t.write("sys/fs/cgroup/kubepods/pod1/cpuset.cpus.effective", "2-5,9\n");
-  t.write("sys/fs/cgroup/cpuset.cpus.effective", "0-15\n");
-  const auto b = cpu_budget::read_cgroup_limits(t.sources());
-  CHECK(b.quota == 3.0);
-  CHECK(b.cpuset == 5);
-}
-
-TEST_CASE("cgroup v1, controllers mounted together, the cgroup below the root", "[cpu_budget]") {
-  Tree t;
-  t.write("proc/self/mountinfo",
-          "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
-          "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
-          "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
-          "40 31 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n");
-  t.write("proc/self/cgroup", "4:cpu,cpuacct:/docker/abc\n3:cpuset:/docker/abc\n0::/docker/abc\n");
-  t.write("sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "150000\n");
-  t.write("sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
-  t.write("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-  t.write("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  t.write("sys/fs/cgroup/cpuset/docker/abc/cpuset.effective_cpus", "0-1,4\n");
-  const auto b = cpu_budget::read_cgroup_limits(t.sources());
-  CHECK(b.quota == 1.5);
-  CHECK(b.cpuset == 3);
-}
-
-TEST_CASE("cgroup v1 mounted at the container's own cgroup", "[cpu_budget]") {
-  Tree t;
-  // Without a cgroup namespace the container sees its cgroup's full path in
-  // /proc/self/cgroup, and its mount's root is that cgroup.
-  t.write("proc/self/mountinfo",
-          "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu\n");
-  t.write("proc/self/cgroup", "5:cpu:/docker/abc\n");
-  t.write("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "250000\n");
-  t.write("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
-  const auto b = cpu_budget::read_cgroup_limits(t.sources());
-  CHECK(b.quota == 2.5);
-  CHECK(b.cpuset == 0);
-}
-
-TEST_CASE("no cgroup files: no quota and no cpuset", "[cpu_budget]") {
-  Tree t;
-  CHECK_FALSE(cpu_budget::read_cgroup_limits(t.sources()).quota);
-  t.write("proc/self/mountinfo", "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n");
-  t.write("proc/self/cgroup", "0::/\n");
-  const auto b = cpu_budget::read_cgroup_limits(t.sources());
-  CHECK_FALSE(b.quota);
-  CHECK(b.cpuset == 0);
+TEST_CASE("cgroup trees, v1 and v2, read to their quota and cpuset", "[cpu_budget]") {
+  const Layout layouts[] = {
+      {"v2 inside a container: the namespace's root holds the limits",
+       "22 1 0:21 / / rw,relatime - overlay overlay rw\n"
+       "30 22 0:26 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup rw,nsdelegate\n",
+       "0::/\n",
+       {{"sys/fs/cgroup/cpu.max", "200000 100000\n"},
+        {"sys/fs/cgroup/cpuset.cpus.effective", "0-3\n"}},
+       2.0,
+       4},
+      // The leaf has no cpuset controller: its parent's effective set applies.
+      {"v2 on a host: the lowest quota on the way up counts",
+       "30 22 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n",
+       "0::/kubepods/pod1/c1\n",
+       {{"sys/fs/cgroup/kubepods/cpu.max", "800000 100000\n"},
+        {"sys/fs/cgroup/kubepods/pod1/cpu.max", "300000 100000\n"},
+        {"sys/fs/cgroup/kubepods/pod1/c1/cpu.max", "max 100000\n"},
+        {"sys/fs/cgroup/kubepods/pod1/cpuset.cpus.effective", "2-5,9\n"},
+        {"sys/fs/cgroup/cpuset.cpus.effective", "0-15\n"}},
+       3.0,
+       5},
+      {"v1, controllers mounted together, the cgroup below the root",
+       "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+       "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+       "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
+       "40 31 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
+       "4:cpu,cpuacct:/docker/abc\n3:cpuset:/docker/abc\n0::/docker/abc\n",
+       {{"sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "150000\n"},
+        {"sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n"},
+        {"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n"},
+        {"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n"},
+        {"sys/fs/cgroup/cpuset/docker/abc/cpuset.effective_cpus", "0-1,4\n"}},
+       1.5,
+       3},
+      // Without a cgroup namespace the container sees its cgroup's full path
+      // in /proc/self/cgroup, and its mount's root is that cgroup.
+      {"v1 mounted at the container's own cgroup",
+       "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu\n",
+       "5:cpu:/docker/abc\n",
+       {{"sys/fs/cgroup/cpu/cpu.cfs_quota_us", "250000\n"},
+        {"sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n"}},
+       2.5,
+       0},
+      {"no cgroup mounted",
+       "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n",
+       "0::/\n",
+       {},
+       std::nullopt,
+       0},
+  };
+  for (const Layout& l : layouts) {
+    INFO(l.what);
+    Tree t;
+    t.write("proc/self/mountinfo", l.mountinfo);
+    t.write("proc/self/cgroup", l.self_cgroup);
+    for (const auto& [path, text] : l.files)
+      t.write(path, text);
+    const auto b = cpu_budget::read_cgroup_limits(t.sources());
+    CHECK(b.quota == l.quota);
+    CHECK(b.cpuset == l.cpuset);
+  }
+  Tree none;  // no /proc files at all
+  CHECK_FALSE(cpu_budget::read_cgroup_limits(none.sources()).quota);
 }
 
 TEST_CASE("this process's budget counts its CPUs", "[cpu_budget]") {
