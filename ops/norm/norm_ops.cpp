@@ -136,15 +136,9 @@ std::vector<DTensor> backward(OpCall& call, const NormOp& op) {
     const ReductionPlan plan = plan_reduction(op.kind, p.input->mesh(), p.input->placements());
     merge_moments_and_grad_sums(call, plan, packed);
     st = stats_from_moments(packed, 5, c.eps);
-    // The means over each statistic's elements of g and g * xhat.
-    args.mean_g = Tensor::empty({k}, DType::F64);
-    args.mean_gxhat = Tensor::empty({k}, DType::F64);
-    for (std::int64_t s = 0; s < k; ++s) {
-      const double* r = packed.data<double>() + 5 * s;
-      const double n = r[0] > 0 ? r[0] : 1.0;
-      args.mean_g.data<double>()[s] = r[3] / n;
-      args.mean_gxhat.data<double>()[s] = r[4] * st.invstd.data<double>()[s] / n;
-    }
+    GradMeans means = grad_means(packed, st);
+    args.mean_g = std::move(means.mean_g);
+    args.mean_gxhat = std::move(means.mean_gxhat);
   } else {
     st = statistics(call, c, p, b, nullptr);
   }

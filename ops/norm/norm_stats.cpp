@@ -56,6 +56,22 @@ Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps) {
   return st;
 }
 
+GradMeans grad_means(const Tensor& packed, const Stats& st) {
+  const std::int64_t k = st.mean.numel();
+  GradMeans out{Tensor::empty({k}, DType::F64), Tensor::empty({k}, DType::F64)};
+  const double* count = st.count.data<double>();
+  for (std::int64_t s = 0; s < k; ++s) {
+    const double* r = packed.data<double>() + 5 * s;
+    const double n = count[s] > 0 ? count[s] : 1.0;
+    // sum(g * (x - mean)) around the statistics' mean, from the sum around
+    // the row's own mean r[1].
+    const double h = r[4] + (r[1] - st.mean.data<double>()[s]) * r[3];
+    out.mean_g.data<double>()[s] = r[3] / n;
+    out.mean_gxhat.data<double>()[s] = h * st.invstd.data<double>()[s] / n;
+  }
+  return out;
+}
+
 DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec) {
   return DTensor(f64.view(spec.local_shape()).to(spec.dtype()).to(spec.mesh().device()), spec);
 }

@@ -28,6 +28,17 @@ Stats stats_from_moments(const Tensor& moments, std::int64_t width, double eps);
 /// From running statistics (batch_norm in eval mode): any dtype and device.
 Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps);
 
+/// The means over each statistic's elements of g and of g * xhat, which an
+/// input gradient needs beside the statistics.
+struct GradMeans {
+  Tensor mean_g, mean_gxhat;
+};
+/// From packed gradient sums (rows of 5 doubles: count, mean, M2, sum g and
+/// sum g * (x - row mean), as kNormBackwardReduce writes them and the merge
+/// leaves them) and the statistics `st` normalises with, whose mean may
+/// differ from a row's (a fused chain's statistics come from its forward).
+GradMeans grad_means(const Tensor& packed, const Stats& st);
+
 /// A small f64 host result (statistics, parameter gradients) as the output
 /// `spec` describes: its dtype, on the mesh's device.
 DTensor wrap_small(const Tensor& f64, const DTensorSpec& spec);

@@ -1210,7 +1210,6 @@ void finish_norm_backward(NormBackward& b, const Geometry& geo, int k, const Ten
   const DeviceType device = g.device().type;
   const DType dtype = g.dtype();
   const auto& layout = b.layout;
-  const std::int64_t stats = layout.stats();
   const Tensor& relu_output = b.relu_output;
   const Tensor& packed = b.sums->finish();
   kernels::NormBackwardApplyArgs args;
@@ -1221,17 +1220,9 @@ void finish_norm_backward(NormBackward& b, const Geometry& geo, int k, const Ten
   args.invstd = ns.stats.invstd;
   args.weight = b.weight;
   args.relu_output = relu_output;
-  args.mean_g = Tensor::empty({stats}, DType::F64);
-  args.mean_gxhat = Tensor::empty({stats}, DType::F64);
-  for (std::int64_t s = 0; s < stats; ++s) {
-    const double* r = packed.data<double>() + 5 * s;
-    const double n = ns.stats.count.data<double>()[s] > 0 ? ns.stats.count.data<double>()[s] : 1.0;
-    // sum(g * (x - mean)) around the statistics' mean, from the sum around
-    // the merged range's mean r[1].
-    const double h = r[4] + (r[1] - ns.stats.mean.data<double>()[s]) * r[3];
-    args.mean_g.data<double>()[s] = r[3] / n;
-    args.mean_gxhat.data<double>()[s] = h * ns.stats.invstd.data<double>()[s] / n;
-  }
+  norm::GradMeans means = norm::grad_means(packed, ns.stats);
+  args.mean_g = std::move(means.mean_g);
+  args.mean_gxhat = std::move(means.mean_gxhat);
   args.grad_input = grad_input;
   if (grad_weight)
     args.grad_weight = *grad_weight = Tensor::empty({layout.params()}, dtype, g.device());
