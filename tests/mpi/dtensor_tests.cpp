@@ -5,10 +5,15 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <numeric>
 #include <random>
+#include <thread>
 
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/core/distributed.h"
+#include "dtensor/core/profile.h"
+#include "dtensor/dtensor.h"
 #include "tests/conv/conv_case.h"
 #include "tests/placement/redistribute_check.h"
 
@@ -17,6 +22,44 @@ using namespace dtensor::testing;
 
 namespace {
 const std::vector<Placement> kPlacements = {Shard(0), Shard(1), Replicate(), Partial()};
+}
+
+// Under mpirun there is no store and so no fault monitor, whose layer times
+// the profile's communication elsewhere: a layer of its own does here. The
+// oracle is a sleep: rank 0 must see the one it waited for.
+TEST_CASE("mpi: the operator profile times communication without a store", "[mpi][profile]") {
+  const int P = get_world_size();
+  DeviceMesh mesh(DeviceType::CPU, {P});
+  const DTensor x = distribute_tensor(Tensor::rand({4 * P, 6}, DType::F64, 2), mesh, {Shard(0)});
+  auto find = [](const std::vector<OperatorTime>& rows, const std::string& op) {
+    for (const auto& r : rows)
+      if (r.op == op) return r;
+    return OperatorTime{};
+  };
+  reset_operator_profile();
+  set_operator_profiling(true);
+  if (get_rank() == P - 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  (void)x.full_tensor();
+  Tensor t = Tensor::full({8}, 1.0, DType::F32);
+  world()->allreduce(t);  // the world's own collective: a call of its own
+  std::vector<int> everyone(static_cast<std::size_t>(P));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  auto sub = world()->new_subgroup(everyone);  // not the world: no call of its own
+  sub->allreduce(t);
+  const auto rows = operator_profile();
+  set_operator_profiling(false);
+  reset_operator_profile();
+  const OperatorTime f = find(rows, "full_tensor");
+  CHECK(f.calls == 1);
+  if (get_rank() == 0) {
+    CHECK(f.comm_seconds >= 0.3);  // the last rank came 400 ms later
+    CHECK(f.seconds >= f.comm_seconds);
+  }
+  const OperatorTime a = find(rows, "allreduce");
+  CHECK(a.calls == 1);
+  CHECK(a.comm_seconds > 0);
+  CHECK(t.data<float>()[0] == static_cast<float>(P * P));
+  CHECK(find(rows, "(outside calls)").comm_seconds > 0);
 }
 
 TEST_CASE("mpi: redistribute every placement pair on a 1-D mesh of the world", "[mpi]") {
