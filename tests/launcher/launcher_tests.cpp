@@ -52,8 +52,12 @@ class Launcher {
     for (const auto& [k, v] : env)
       spec.env[k] = v;
     if (split_stderr) {
-      // The shell execs the launcher: same pid, stderr redirected.
-      spec.argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DTENSOR_TEST_STDERR\""};
+      // The shell execs the launcher: same pid, stderr redirected; first into
+      // the cgroup DTENSOR_TEST_CGROUP_TASKS names, when set.
+      spec.argv = {
+          "/bin/sh", "-c",
+          "[ -z \"$DTENSOR_TEST_CGROUP_TASKS\" ] || echo $$ >\"$DTENSOR_TEST_CGROUP_TASKS\" "
+          "|| exit 97; exec \"$0\" \"$@\" 2>\"$DTENSOR_TEST_STDERR\""};
       spec.env["DTENSOR_TEST_STDERR"] = dir_.path() + "/stderr";
     }
     spec.argv.push_back(kRun);
@@ -512,6 +516,44 @@ TEST_CASE("launcher: what a rank printed before an uncaught exception comes befo
   for (int i = 1; i <= 7; ++i)
     CHECK(contains(f.output, "[0] line " + std::to_string(i) + " of 7 before the exception\n"));
   CHECK(contains(f.output, "[dtensor.output_rank] the uncaught exception"));
+}
+
+// A real CPU quota, where this test may make one: a cgroup v1 CPU controller
+// it can write (root, the controller mounted read-write, as in the CI's
+// containers); skipped elsewhere. The quota is one CPU, so a lone rank gets
+// one thread, not one per CPU it may run on.
+TEST_CASE("launcher: under a cgroup CPU quota each rank's share is of the quota", "[launcher]") {
+  const fs::path controller = "/sys/fs/cgroup/cpu";
+  const fs::path group = controller / ("dtensor-launcher-test-" + std::to_string(::getpid()));
+  std::error_code ec;
+  if (!fs::exists(controller / "cpu.cfs_quota_us") || !fs::create_directory(group, ec)) {
+    WARN("skipped: no cgroup v1 CPU controller this test may write to");
+    return;
+  }
+  struct Removed {
+    fs::path dir;
+    ~Removed() {
+      std::error_code ignored;
+      fs::remove(dir, ignored);  // a cgroup goes with rmdir once its processes are gone
+    }
+  } removed{group};
+  std::ofstream(group / "cpu.cfs_period_us") << "100000\n";
+  std::ofstream(group / "cpu.cfs_quota_us") << "100000\n";
+  std::string quota;
+  std::ifstream(group / "cpu.cfs_quota_us") >> quota;
+  if (quota != "100000") {
+    WARN("skipped: the cgroup's CPU quota could not be set");
+    return;
+  }
+  Launcher l(concat({"-n", "1"}, fixture({"omp"})), true,
+             {{"OMP_NUM_THREADS", ""}, {"DTENSOR_TEST_CGROUP_TASKS", (group / "tasks").string()}});
+  const Finished f = l.finish();
+  const std::string err = l.stderr_output();
+  INFO(f.output << err);
+  REQUIRE(f.code == 0);
+  CHECK(contains(f.output, "[0] omp=1\n"));
+  if (own_cpus().size() > 1)
+    CHECK(contains(err, "OMP_NUM_THREADS=1 (its share of the 1 CPUs of this cgroup's CPU quota)"));
 }
 
 TEST_CASE("launcher: without OMP_NUM_THREADS each rank gets its share of the cores, said once",

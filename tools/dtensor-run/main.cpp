@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 
+#include "core/detail/cpu_budget.h"
 #include "core/detail/temp_dirs.h"
 #include "tools/dtensor-run/core_binding.h"
 #include "tools/dtensor-run/flight_summary.h"
@@ -159,10 +160,18 @@ int run_job(const Options& o) {
   // As torchrun: without the user's OMP_NUM_THREADS, each rank gets its share
   // of the cores (one thread per core each would oversubscribe the host).
   const auto omp_threads = launch::default_omp_threads(std::getenv("OMP_NUM_THREADS"), o.nproc);
-  if (omp_threads)
+  if (omp_threads) {
+    // A container's CPU limit below the cores it sees is worth naming: the
+    // share then looks small for the machine.
+    const cpu_budget::Budget cpus = cpu_budget::read_budget();
+    const std::string share =
+        cpus.own() < cpus.affinity
+            ? "its share of the " + std::to_string(cpus.own()) + " CPUs of this cgroup's CPU quota"
+            : std::string("its share of this host's cores");
     std::cerr << "dtensor-run: OMP_NUM_THREADS is not set: each of the " << o.nproc
-              << " ranks gets OMP_NUM_THREADS=" << *omp_threads
-              << " (its share of this host's cores); set it to choose another" << std::endl;
+              << " ranks gets OMP_NUM_THREADS=" << *omp_threads << " (" << share
+              << "); set it to choose another" << std::endl;
+  }
   launch::ProcessSet set;
   const auto slices =
       o.bind_cores ? core_slices(o.nproc, allowed_cpus()) : std::vector<std::vector<int>>(o.nproc);
