@@ -185,8 +185,12 @@ inline std::vector<std::filesystem::path> cgroup_dirs(
   if (m == mounts.end() || p == paths.end()) return {};
   std::string rel = p->second;
   // Under a mount of a cgroup other than the root, paths are relative to it.
-  if (m->second.root != "/" && rel.rfind(m->second.root, 0) == 0)
-    rel = rel.substr(m->second.root.size());
+  // A cgroup outside the mounted part is not to be read here.
+  const std::string& root = m->second.root;
+  if (root != "/") {
+    if (rel.rfind(root, 0) != 0 || (rel.size() > root.size() && rel[root.size()] != '/')) return {};
+    rel = rel.substr(root.size());
+  }
   const std::filesystem::path top =
       src.root / std::filesystem::path(m->second.point).relative_path();
   std::filesystem::path dir = top / std::filesystem::path(rel).relative_path();
@@ -229,8 +233,10 @@ inline Budget read_cgroup_limits(const Sources& src = {}) {
   }
   if (b.cpuset == 0)
     for (const auto& dir : detail::cgroup_dirs(src, mounts, paths, "cpuset")) {
-      if (const auto t = detail::read_text(dir / "cpuset.effective_cpus"))
-        b.cpuset = count_cpu_list(*t);
+      // Kernels before 4.17 have no effective_cpus; cpus is then the set.
+      for (const char* file : {"cpuset.effective_cpus", "cpuset.cpus"})
+        if (const auto t = detail::read_text(dir / file); t && b.cpuset == 0)
+          b.cpuset = count_cpu_list(*t);
       if (b.cpuset != 0) break;
     }
   return b;

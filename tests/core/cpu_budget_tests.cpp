@@ -146,12 +146,25 @@ TEST_CASE("cgroup trees, v1 and v2, read to their quota and cpuset", "[cpu_budge
        3},
       // Without a cgroup namespace the container sees its cgroup's full path
       // in /proc/self/cgroup, and its mount's root is that cgroup.
+      // An older kernel's cpuset without effective_cpus: cpus is the set.
       {"v1 mounted at the container's own cgroup",
-       "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu\n",
-       "5:cpu:/docker/abc\n",
+       "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu ro - cgroup cgroup rw,cpu\n"
+       "34 31 0:31 /docker/abc /sys/fs/cgroup/cpuset ro - cgroup cgroup rw,cpuset\n",
+       "5:cpu:/docker/abc\n3:cpuset:/docker/abc\n",
        {{"sys/fs/cgroup/cpu/cpu.cfs_quota_us", "250000\n"},
-        {"sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n"}},
+        {"sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n"},
+        {"sys/fs/cgroup/cpuset/cpuset.cpus", "0-2\n"}},
        2.5,
+       3},
+      // A cgroup that is not under the mount's root (a prefix of its name
+      // is not a parent) is not read there.
+      {"a cgroup outside the mounted part",
+       "34 31 0:31 /docker/ab /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n",
+       "3:cpuset:/docker/abc\n",
+       {{"sys/fs/cgroup/cpuset/docker/abc/cpuset.cpus", "0-5\n"},
+        {"sys/fs/cgroup/cpuset/c/cpuset.cpus", "0-3\n"},
+        {"sys/fs/cgroup/cpuset/cpuset.cpus", "0-1\n"}},
+       std::nullopt,
        0},
       {"no cgroup mounted",
        "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n",
