@@ -18,7 +18,6 @@
 #include "core/detail/flight_recorder.h"
 #include "core/detail/monitored_process_group.h"
 #include "core/detail/output_on_stop.h"
-#include "core/detail/profiled_process_group.h"
 #include "core/detail/routing_process_group.h"
 #include "core/detail/simulated_link_process_group.h"
 #include "core/detail/temp_dirs.h"
@@ -79,10 +78,10 @@ std::shared_ptr<ProcessGroup> monitor_world(std::shared_ptr<ProcessGroup> pg, co
   detail::FlightRecorder::write_on_sigusr1(cfg.flight_recorder_dir);
   // One rank has no peer to watch; a job without a store (backend mpi) is
   // watched by its MPI launcher, which ends the whole job when a rank fails.
-  // Without the monitor's layer, a layer of its own times the profile's
-  // communication.
+  // Its layer comes all the same, without a monitor: the flight recorder and
+  // the profile's communication time.
   if (r.world_size == 1 || r.store.empty())
-    return detail::ProfiledProcessGroup::wrap(std::move(pg), true);
+    return detail::MonitoredProcessGroup::wrap(std::move(pg), nullptr, true);
   detail::MonitorSettings settings;
   settings.heartbeat_interval = cfg.heartbeat_interval;
   settings.heartbeat_timeout = cfg.heartbeat_timeout;

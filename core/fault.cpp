@@ -1,6 +1,8 @@
 #include "dtensor/core/fault.h"
 
 #include "core/detail/fault_monitor.h"
+#include "core/detail/flight_recorder.h"
+#include "dtensor/core/config.h"
 #include "dtensor/core/logging.h"
 
 namespace dtensor {
@@ -14,8 +16,10 @@ void abort(const std::string& reason) {
 }
 
 std::string dump_flight_recorder() {
-  auto m = detail::fault_monitor();
-  return m ? m->dump("requested") : "";
+  if (auto m = detail::fault_monitor()) return m->dump("requested");
+  // A job without a monitor (backend mpi without a store, a world of one)
+  // records all the same; before init_process_group nothing is recorded.
+  return detail::FlightRecorder::write_to(config().flight_recorder_dir);
 }
 
 }  // namespace dtensor

@@ -57,7 +57,7 @@ class MonitoredWork final : public Work {
 std::shared_ptr<MonitoredProcessGroup> MonitoredProcessGroup::wrap(
     std::shared_ptr<ProcessGroup> inner, std::shared_ptr<FaultMonitor> monitor, bool is_world) {
   if (!inner) return nullptr;
-  monitor->watch(inner);
+  if (monitor) monitor->watch(inner);
   return std::shared_ptr<MonitoredProcessGroup>(
       new MonitoredProcessGroup(std::move(inner), std::move(monitor), is_world));
 }
@@ -70,11 +70,13 @@ MonitoredProcessGroup::MonitoredProcessGroup(std::shared_ptr<ProcessGroup> inner
       name_(group_name(*inner_, is_world)) {}
 
 void MonitoredProcessGroup::throw_if_failed(std::string_view op) const {
+  if (!monitor_) return;
   if (auto cause = monitor_->remote_failure())
     throw CommError("monitor", fmt::format("{}: {}", op, *cause));
 }
 
 void MonitoredProcessGroup::throw_if_failed(const MessageWait& wait) const {
+  if (!monitor_) return;
   if (auto cause = monitor_->remote_failure())
     throw CommError("monitor", fmt::format("{}: {}", wait.str(), *cause));
 }
@@ -103,6 +105,7 @@ void MonitoredProcessGroup::on_failure(std::string_view op, std::uint64_t id) {
     // This rank waited out its own timeout: its error stands on its own
     // (the type is kept), unless the job's cause is already known.
     Rec::finish(id, Rec::State::Failed);
+    if (!monitor_) throw;
     if (auto cause = monitor_->remote_failure())
       throw TimeoutError("monitor", fmt::format("{}: {}", op, *cause));
     monitor_->fail_local(e.what());
@@ -111,6 +114,7 @@ void MonitoredProcessGroup::on_failure(std::string_view op, std::uint64_t id) {
     // A broken connection is usually the news of another rank's failure,
     // told by the transport a moment before the monitor tells the cause.
     Rec::finish(id, Rec::State::Failed);
+    if (!monitor_) throw;
     if (auto cause = monitor_->remote_failure_within(kCauseGrace))
       throw CommError("monitor", fmt::format("{}: {}", op, *cause));
     monitor_->fail_local(e.what());

@@ -11,6 +11,11 @@
 //  - a failure of this rank's own is published for the others.
 //
 // Subgroups it makes are wrapped alike.
+//
+// A job without a fault monitor (backend mpi started without a store, whose
+// MPI launcher watches the ranks, or a world of one) gets the layer without
+// one: the flight recorder, the world's calls and the profile's
+// communication time as in any other job; failures pass through as raised.
 #pragma once
 
 #include <memory>

@@ -6,12 +6,16 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <thread>
 
 #include "dtensor/core/device_mesh.h"
 #include "dtensor/core/distributed.h"
+#include "dtensor/core/fault.h"
 #include "dtensor/core/profile.h"
 #include "dtensor/dtensor.h"
 #include "tests/conv/conv_case.h"
@@ -24,10 +28,11 @@ namespace {
 const std::vector<Placement> kPlacements = {Shard(0), Shard(1), Replicate(), Partial()};
 }
 
-// Under mpirun there is no store and so no fault monitor, whose layer times
-// the profile's communication elsewhere: a layer of its own does here. The
-// oracle is a sleep: rank 0 must see the one it waited for.
-TEST_CASE("mpi: the operator profile times communication without a store", "[mpi][profile]") {
+// Under mpirun there is no store and so no fault monitor; its layer, which
+// times the profile's communication and keeps the flight recorder, comes
+// without it. The oracle is a sleep: rank 0 must see the one it waited for.
+TEST_CASE("mpi: the operator profile and the flight recorder work without a store",
+          "[mpi][profile]") {
   const int P = get_world_size();
   DeviceMesh mesh(DeviceType::CPU, {P});
   const DTensor x = distribute_tensor(Tensor::rand({4 * P, 6}, DType::F64, 2), mesh, {Shard(0)});
@@ -60,6 +65,13 @@ TEST_CASE("mpi: the operator profile times communication without a store", "[mpi
   CHECK(a.comm_seconds > 0);
   CHECK(t.data<float>()[0] == static_cast<float>(P * P));
   CHECK(find(rows, "(outside calls)").comm_seconds > 0);
+
+  const std::string path = dump_flight_recorder();
+  REQUIRE(!path.empty());
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("allreduce world all 32 completed"));
+  std::remove(path.c_str());
 }
 
 TEST_CASE("mpi: redistribute every placement pair on a 1-D mesh of the world", "[mpi]") {

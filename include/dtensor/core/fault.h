@@ -17,7 +17,8 @@ void abort(const std::string& reason);
 
 /// Writes this rank's flight recorder (its last DTENSOR_FLIGHT_RECORDER_SIZE
 /// communication calls) to DTENSOR_FLIGHT_RECORDER_DIR and returns the
-/// file's path; "" when nothing was written (no multi-rank job, recorder off).
+/// file's path; "" when nothing was written (nothing recorded: before
+/// init_process_group, or the recorder off).
 /// SIGUSR1 does the same from the monitor thread.
 std::string dump_flight_recorder();
 

@@ -31,8 +31,8 @@ struct OperatorTime {
   /// for them (a rank ahead waits here for the others). In the row
   /// "(outside calls)": communication made outside any call (a ProcessGroup
   /// used directly), where `calls` is 0. Timed by the layer that watches
-  /// for failed ranks, or, in a job without one (backend mpi without a
-  /// store, whose MPI launcher watches it), by a layer of its own.
+  /// for failed ranks (which a job without a fault monitor, backend mpi
+  /// without a store, has too, without the watching).
   double comm_seconds = 0;
 };
 
