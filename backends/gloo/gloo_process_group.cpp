@@ -1,5 +1,6 @@
 #include "backends/gloo/gloo_process_group.h"
 
+#include <netdb.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -168,6 +169,25 @@ GlooProcessGroup::~GlooProcessGroup() {
   teardown_hurry_.start();
 }
 
+namespace {
+
+// Gloo 0.5 looks a hostname up with getaddrinfo and, when that fails, walks
+// the result it never got (an uninitialised pointer): a crash or a wrong
+// error, by chance. So the name is resolved here first, as Gloo resolves it.
+void check_resolves(const std::string& hostname, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rv = getaddrinfo(hostname.c_str(), nullptr, &hints, &result);
+  if (result) freeaddrinfo(result);
+  if (rv != 0)
+    throw InvalidArgument("gloo", "cannot create a TCP device on " + what + ": " +
+                                      "it does not resolve (" + gai_strerror(rv) + ")");
+}
+
+}  // namespace
+
 std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendInit& init) {
   check_arg(init.world_size >= 1 && init.rank >= 0 && init.rank < init.world_size, "gloo",
             "rank {} is outside world of size {}", init.rank, init.world_size);
@@ -186,6 +206,7 @@ std::shared_ptr<GlooProcessGroup> GlooProcessGroup::create_world(const BackendIn
     if (!init.hostname.empty()) {
       attr.hostname = init.hostname;
       what = "hostname '" + init.hostname + "' (DTENSOR_HOSTNAME)";
+      check_resolves(init.hostname, what);
     } else if (!init.iface.empty()) {
       attr.iface = init.iface;
       what = "interface '" + init.iface + "' (DTENSOR_IFNAME)";
