@@ -550,6 +550,10 @@ TEST_CASE("launcher: under a cgroup CPU quota each rank's share is of the quota"
   const Finished f = l.finish();
   const std::string err = l.stderr_output();
   INFO(f.output << err);
+  if (f.code == 97) {  // the shell could not move itself into it (no delegation)
+    WARN("skipped: a process cannot be moved into the test's cgroup here");
+    return;
+  }
   REQUIRE(f.code == 0);
   CHECK(contains(f.output, "[0] omp=1\n"));
   if (own_cpus().size() > 1)
