@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/detail/trim_spaces.h"
+#include "core/detail/whole_integer.h"
 #include "dtensor/core/errors.h"
 
 namespace dtensor {
@@ -28,18 +29,10 @@ const char* get(const Lookup& lookup, const char* name) {
   return v && *v ? v : nullptr;
 }
 
-// The whole of `v` as a decimal integer; nullopt if it is not one.
-std::optional<std::int64_t> whole_integer(const char* v) {
-  std::int64_t out = 0;
-  const char* end = v + std::strlen(v);
-  const auto [p, ec] = std::from_chars(v, end, out);
-  return ec == std::errc() && p == end ? std::optional<std::int64_t>(out) : std::nullopt;
-}
-
 std::int64_t integer(const Lookup& lookup, const char* name, std::int64_t dflt, std::int64_t min) {
   const char* v = get(lookup, name);
   if (!v) return dflt;
-  const std::optional<std::int64_t> out = whole_integer(v);
+  const std::optional<std::int64_t> out = detail::whole_integer(v);
   check_arg(out && *out >= min, kComponent, "{}='{}' is not an integer >= {} (default {})", name, v,
             min, dflt);
   return *out;
@@ -146,7 +139,7 @@ std::optional<std::int64_t> wait_spin(const Lookup& lookup) {
   constexpr const char* kName = "DTENSOR_WAIT_SPIN_US";
   const char* v = get(lookup, kName);
   if (!v || std::string_view(v) == "auto") return std::nullopt;
-  const std::optional<std::int64_t> out = whole_integer(v);
+  const std::optional<std::int64_t> out = detail::whole_integer(v);
   check_arg(out && *out >= 0 && *out <= 1000000, kComponent,
             "{}='{}': accepted values are auto and an integer from 0 to 1000000 (microseconds)",
             kName, v);

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -32,6 +31,7 @@
 #include <vector>
 
 #include "core/detail/trim_spaces.h"
+#include "core/detail/whole_integer.h"
 
 namespace dtensor::cpu_budget {
 
@@ -57,12 +57,9 @@ struct Budget {
 
 namespace detail {
 
+// A number in a cgroup file, its line end and spaces aside.
 inline std::optional<std::int64_t> to_int(std::string_view s) {
-  s = dtensor::detail::trim_spaces(s);
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
+  return dtensor::detail::whole_integer(dtensor::detail::trim_spaces(s));
 }
 
 inline std::optional<std::string> read_text(const std::filesystem::path& p) {
