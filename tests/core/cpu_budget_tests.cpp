@@ -5,8 +5,6 @@
 // them.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +12,7 @@
 #include <string>
 
 #include "core/detail/cpu_budget.h"
+#include "tools/launch/process_set.h"
 
 namespace fs = std::filesystem;
 using namespace dtensor;
@@ -22,20 +21,8 @@ namespace {
 
 // A scratch tree: its own /proc/self files and cgroup mounts.
 struct Tree {
-  fs::path root;
-  Tree() {
-    root = fs::temp_directory_path() /
-           ("cpu-budget-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::create_directories(root);
-  }
-  ~Tree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
+  dtensor::launch::TempDir dir{"cpu-budget"};
+  fs::path root = dir.path();
   void write(const std::string& rel, const std::string& text) const {
     const fs::path p = root / rel;
     fs::create_directories(p.parent_path());

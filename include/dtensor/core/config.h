@@ -58,8 +58,8 @@ struct Config {
   /// DTENSOR_WAIT_SPIN_US: auto | integer 0 to 1000000. How long a rank
   /// waiting for a message through shared memory spins before it sleeps.
   /// Unset (auto): 3000 when the ranks on this host times their threads fit
-  /// its cores (a rank has a core of its own), else 50
-  /// (core/detail/wait_spin.h).
+  /// its cores, a cgroup CPU quota counted (a rank has a core of its own),
+  /// else 50 (core/detail/wait_spin.h).
   std::optional<std::int64_t> wait_spin_us{};
   /// DTENSOR_CUDA_MODULE: path of libdtensor-cuda.so. Unset: next to
   /// libdtensor.so, then the install libdir (docs/architecture.md).
