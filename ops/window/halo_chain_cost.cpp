@@ -15,10 +15,13 @@ namespace {
 
 // The rate of a link between two ranks (a message's fixed cost is the mesh
 // group's estimate, ProcessGroup::message_seconds), and the rate the
-// recomputed overlap runs at (oneDNN's f32 convolutions on small tiles, per
-// core). docs/halo.md.
+// recomputed overlap runs at: a few more rows of a convolution that runs
+// anyway, so oneDNN's f32 direct convolution's own rate, one core. Its
+// primitives in the U-Net's training step (ONEDNN_VERBOSE, 3x3, 8-32
+// channels, 2x8x128x128 at P = 2, AVX-512): 93-114 GFLOP/s forward,
+// backward-data and backward-weights. docs/halo.md.
 constexpr double kLinkBytesPerSecond = 2e9;
-constexpr double kFlopsPerSecond = 60e9;
+constexpr double kFlopsPerSecond = 90e9;
 // A convolution that pads by reflection or replication inside the chain
 // runs on a padded copy of its input (held_padding.h), forward, and its
 // gradient comes back through one (the backward): two copies of the input
@@ -28,6 +31,14 @@ constexpr double kFlopsPerSecond = 60e9;
 // zeros 4.61-5.90 ms a forward and backward, 0.6-1.9 ms for ~4.4 MB
 // copied; 3 GB/s is its middle.
 constexpr double kPaddedCopyBytesPerSecond = 3e9;
+// What a window layer's own exchange costs beyond its messages: the call's
+// exchange planned, its buffers packed and unpacked, and its convolution
+// cut into the rows that wait for the halo and those that do not (more
+// kernel calls). Measured with `dtensor-op conv --bench` (a 3x3
+// convolution at P = 2 through shared memory against the same call on the
+// shard alone, 2x8x16x16 to 2x16x128x128): 39-52 us more forward and
+// 50-77 us more backward, whatever the size.
+constexpr double kExchangeSeconds = 50e-6;
 
 }  // namespace
 
@@ -43,12 +54,16 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   // fuse (a collective) while the others ran the layers one by one.
   const Shape local = x.spec().local_shape_at(
       std::vector<std::int64_t>(static_cast<std::size_t>(x.mesh().ndim()), 0));
-  // The sharded spatial dims.
+  // The sharded spatial dims, and into how many shards.
   std::vector<bool> sharded(spatial, false);
+  std::vector<std::int64_t> shards(spatial, 1);
   for (std::size_t m = 0; m < x.placements().size(); ++m) {
     const Placement& p = x.placements()[m];
-    if (p.is_shard() && p.dim() >= 2 && x.mesh().size(static_cast<std::int64_t>(m)) > 1)
+    const std::int64_t size = x.mesh().size(static_cast<std::int64_t>(m));
+    if (p.is_shard() && p.dim() >= 2 && size > 1) {
       sharded[static_cast<std::size_t>(p.dim() - 2)] = true;
+      shards[static_cast<std::size_t>(p.dim() - 2)] *= size;
+    }
   }
   // A slab of the local shard `depth` cells deep across dim d, per channel,
   // on a grid the strides before it made `scale` times coarser per dim.
@@ -155,8 +170,13 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   // alone (each a send and a receive to each neighbour along the dim) are
   // saved but one; the bytes move into the one exchange.
   double saved_messages = 0;
+  std::vector<bool> exchanges_alone(windowed.size(), false);
   for (std::size_t d = 0; d < spatial; ++d) {
     if (!sharded[d] && !ring) continue;
+    // The rank priced has a neighbour on each side, or one where the dim is
+    // cut in two (no ring): its slabs are then half as deep (the reaches
+    // below are both sides' sums).
+    const double sides = ring || shards[d] > 2 ? 2.0 : 1.0;
     // What the layers after k read beyond the share, in cells of k's
     // output's grid.
     double later = 0, exchanging = 0, strides = 1;
@@ -165,9 +185,10 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       std::vector<double> out_scale = wl.scale;
       for (std::size_t e = 0; e < spatial; ++e)
         out_scale[e] *= wl.stride[e];
-      recompute_flops += wl.flops * slab(d, later, out_scale);
+      recompute_flops += wl.flops * slab(d, later * sides / 2, out_scale);
       if (sharded[d] && wl.exchanges(d)) {
-        unfused_bytes += slab(d, wl.reach[d], wl.scale) * wl.channels * item;
+        unfused_bytes += slab(d, wl.reach[d] * sides / 2, wl.scale) * wl.channels * item;
+        exchanges_alone[k] = true;
         ++exchanging;
       }
       later = later * wl.stride[d] + wl.reach[d];
@@ -176,12 +197,17 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
     if (!sharded[d]) continue;
     // The one window reaches extent - strides beyond the share's input
     // (where the chain upsamples, about its extent).
-    fused_bytes += slab(d, std::max(0.0, later - std::max(0.0, strides - 1)),
+    fused_bytes += slab(d, std::max(0.0, later - std::max(0.0, strides - 1)) * sides / 2,
                         std::vector<double>(spatial, 1.0)) *
                    static_cast<double>(x.shape()[1]) * item;
-    saved_messages += 4 * std::max(0.0, exchanging - 1);
+    saved_messages += 2 * sides * std::max(0.0, exchanging - 1);
   }
-  const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth);
+  // An exchange's own cost, once per layer that exchanges alone (along any
+  // dim), saved for all but one.
+  const auto exchange_calls =
+      static_cast<double>(std::count(exchanges_alone.begin(), exchanges_alone.end(), true));
+  const double saved = 2 * (saved_messages * latency + (unfused_bytes - fused_bytes) / bandwidth +
+                            std::max(0.0, exchange_calls - 1) * kExchangeSeconds);
   // The padded copies (every rank's range meets an edge of some padded dim,
   // or waits for one whose does).
   double copied_bytes = 0;

@@ -146,9 +146,10 @@ std::optional<std::string> halo_chain_refusal(const DTensor& input,
 std::optional<std::string> halo_chain_input_refusal(const DTensor& input);
 
 /// What fusing `layers` on `input` is expected to save per training step
-/// (forward + backward), in seconds: the exchanges it saves at the link's
-/// latency and bandwidth, less the recomputed overlap at the rank's
-/// compute rate (docs/halo.md). Negative: fusing would cost.
+/// (forward + backward), in seconds: the exchanges it saves (each one's own
+/// cost, and its messages at the link's latency and bandwidth), less the
+/// recomputed overlap at the rank's compute rate (docs/halo.md). Negative:
+/// fusing would cost.
 double halo_chain_saving(const DTensor& input, const std::vector<ChainLayer>& layers);
 
 /// Whether `layers` on `input` run fused: Config::halo_fusion is on, the chain
