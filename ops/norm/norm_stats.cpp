@@ -1,6 +1,6 @@
 #include "ops/norm/norm_stats.h"
 
-#include <cmath>
+#include "dtensor/ops/kernels/norm_stats.h"
 
 namespace dtensor::norm {
 
@@ -33,16 +33,17 @@ kernels::NormLayout layout_of(NormKind kind, const Shape& local, std::int64_t ch
 }
 
 Stats stats_from_moments(const Tensor& moments, std::int64_t width, double eps) {
-  const std::int64_t k = moments.size(0);
-  const double* r = moments.data<double>();
+  const std::int64_t k = moments.numel() / width;
   Stats st{Tensor::empty({k}, DType::F64), Tensor::empty({k}, DType::F64),
            Tensor::empty({k}, DType::F64)};
-  for (std::int64_t i = 0; i < k; ++i) {
-    const double n = r[width * i], var = n > 0 ? r[width * i + 2] / n : 0.0;
-    st.count.data<double>()[i] = n;
-    st.mean.data<double>()[i] = r[width * i + 1];
-    st.invstd.data<double>()[i] = 1.0 / std::sqrt(var + eps);
-  }
+  kernels::NormStatsArgs args;
+  args.records = moments;
+  args.width = width;
+  args.eps = eps;
+  args.count = st.count;
+  args.mean = st.mean;
+  args.invstd = st.invstd;
+  run_kernel(kernels::kNormStats, DeviceType::CPU, DType::F64, args);
   return st;
 }
 
@@ -51,24 +52,19 @@ Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps) {
   const Tensor v = var.to(Device::cpu()).to(DType::F64);
   const std::int64_t k = m.numel();
   Stats st{m, Tensor::empty({k}, DType::F64), Tensor::zeros({k}, DType::F64)};
-  for (std::int64_t i = 0; i < k; ++i)
-    st.invstd.data<double>()[i] = 1.0 / std::sqrt(v.data<double>()[i] + eps);
+  kernels::NormStatsArgs args;
+  args.running_var = v;
+  args.eps = eps;
+  args.invstd = st.invstd;
+  run_kernel(kernels::kNormStats, DeviceType::CPU, DType::F64, args);
   return st;
 }
 
 GradMeans grad_means(const Tensor& packed, const Stats& st) {
   const std::int64_t k = st.mean.numel();
   GradMeans out{Tensor::empty({k}, DType::F64), Tensor::empty({k}, DType::F64)};
-  const double* count = st.count.data<double>();
-  for (std::int64_t s = 0; s < k; ++s) {
-    const double* r = packed.data<double>() + 5 * s;
-    const double n = count[s] > 0 ? count[s] : 1.0;
-    // sum(g * (x - mean)) around the statistics' mean, from the sum around
-    // the row's own mean r[1].
-    const double h = r[4] + (r[1] - st.mean.data<double>()[s]) * r[3];
-    out.mean_g.data<double>()[s] = r[3] / n;
-    out.mean_gxhat.data<double>()[s] = h * st.invstd.data<double>()[s] / n;
-  }
+  run_kernel(kernels::kNormGradMeans, DeviceType::CPU, DType::F64,
+             {packed, st.count, st.mean, st.invstd, out.mean_g, out.mean_gxhat});
   return out;
 }
 
@@ -80,15 +76,8 @@ RunningStats updated_running_stats(const Tensor& mean, const Tensor& var, const 
                                    std::int64_t width, double momentum) {
   RunningStats out{mean.to(Device::cpu()).to(DType::F64).clone(),
                    var.to(Device::cpu()).to(DType::F64).clone()};
-  const double* r = moments.data<double>();
-  for (std::int64_t ch = 0; ch < out.mean.numel(); ++ch) {
-    const double n = r[width * ch];
-    if (n == 0) continue;
-    double& m = out.mean.data<double>()[ch];
-    double& v = out.var.data<double>()[ch];
-    m = (1 - momentum) * m + momentum * r[width * ch + 1];
-    v = (1 - momentum) * v + momentum * r[width * ch + 2] / (n - 1);
-  }
+  run_kernel(kernels::kNormRunningUpdate, DeviceType::CPU, DType::F64,
+             {moments, width, momentum, out.mean, out.var});
   return out;
 }
 

@@ -1,8 +1,6 @@
 #include "ops/norm/stat_reduction.h"
 
-#include <algorithm>
-
-#include "dtensor/ops/kernels/norm.h"
+#include "dtensor/ops/kernels/norm_stats.h"
 
 namespace dtensor::norm {
 namespace {
@@ -42,61 +40,23 @@ ReductionPlan plan_reduction(NormKind kind, const DeviceMesh& mesh, const Placem
   return plan;
 }
 
-void chan_merge(double* a, const double* b) {
-  kernels::merge_moments_into(a, b);
-}
-
 namespace {
 
-// `all`: every member's moments, in rank order; merged into `moments`.
-void merge_moment_records(const Tensor& all, Tensor& moments) {
-  const std::int64_t k = moments.numel(), members = all.numel() / k;
-  double* out = moments.data<double>();
-  const double* in = all.data<double>();
-  std::fill(out, out + k, 0.0);
-  for (std::int64_t q = 0; q < members; ++q)
-    for (std::int64_t s = 0; s < k; s += 3)
-      chan_merge(out + s, in + q * k + s);
-}
-
-constexpr std::int64_t kGradSumsWidth = 5;
-
-// `all`: every member's packed sums, in rank order; merged into `packed`.
-void merge_grad_sums(const Tensor& all, Tensor& packed) {
-  const std::int64_t width = packed.numel();
-  const std::int64_t members = all.numel() / width;
-  const std::int64_t stats = packed.numel() / kGradSumsWidth;
-  double* out = packed.data<double>();
-  const double* in = all.data<double>();
-  for (std::int64_t s = 0; s < stats; ++s) {
-    double m[3] = {0, 0, 0};  // the moments first: the shift needs the merged mean
-    for (std::int64_t q = 0; q < members; ++q)
-      chan_merge(m, in + q * width + kGradSumsWidth * s);
-    double g = 0, h = 0;
-    for (std::int64_t q = 0; q < members; ++q) {
-      const double* r = in + q * width + kGradSumsWidth * s;
-      g += r[3];
-      h += r[4] + (r[1] - m[1]) * r[3];
-    }
-    double* o = out + kGradSumsWidth * s;
-    o[0] = m[0];
-    o[1] = m[1];
-    o[2] = m[2];
-    o[3] = g;
-    o[4] = h;
-  }
+// `all`: every member's records of `width`, in rank order; merged into `records`.
+void merge_records(const Tensor& all, Tensor& records, std::int64_t width) {
+  run_kernel(kernels::kNormMergeRecords, DeviceType::CPU, DType::F64, {all, records, width});
 }
 
 }  // namespace
 
 void merge_moments(OpCall& call, const ReductionPlan& plan, Tensor& moments) {
   if (!plan.communicates() || moments.numel() == 0) return;
-  merge_moment_records(gather(call, plan, moments), moments);
+  merge_records(gather(call, plan, moments), moments, 3);
 }
 
 void merge_moments_and_grad_sums(OpCall& call, const ReductionPlan& plan, Tensor& packed) {
   if (!plan.communicates() || packed.numel() == 0) return;
-  merge_grad_sums(gather(call, plan, packed), packed);
+  merge_records(gather(call, plan, packed), packed, 5);
 }
 
 PendingMerge::PendingMerge(OpCall& call, const ReductionPlan& plan, Tensor packed, Records records,
@@ -125,10 +85,7 @@ Tensor& PendingMerge::finish() {
   for (auto& w : works_)
     w->wait();
   works_.clear();
-  if (records_ == Records::Moments)
-    merge_moment_records(all_, packed_);
-  else
-    merge_grad_sums(all_, packed_);
+  merge_records(all_, packed_, records_ == Records::Moments ? 3 : 5);
   all_ = Tensor();
   return packed_;
 }

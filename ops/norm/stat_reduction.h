@@ -86,7 +86,4 @@ class PendingMerge {
   std::vector<std::shared_ptr<Work>> works_;
 };
 
-/// Chan's update: (n, mean, M2) of a and b together, into a.
-void chan_merge(double* a, const double* b);
-
 }  // namespace dtensor::norm
