@@ -36,14 +36,8 @@ Stats stats_from_moments(const Tensor& moments, std::int64_t width, double eps) 
   const std::int64_t k = moments.numel() / width;
   Stats st{Tensor::empty({k}, DType::F64), Tensor::empty({k}, DType::F64),
            Tensor::empty({k}, DType::F64)};
-  kernels::NormStatsArgs args;
-  args.records = moments;
-  args.width = width;
-  args.eps = eps;
-  args.count = st.count;
-  args.mean = st.mean;
-  args.invstd = st.invstd;
-  run_kernel(kernels::kNormStats, DeviceType::CPU, DType::F64, args);
+  run_kernel(kernels::kNormStats, DeviceType::CPU, DType::F64,
+             {moments, width, Tensor(), eps, st.count, st.mean, st.invstd});
   return st;
 }
 
@@ -52,11 +46,8 @@ Stats stats_from_running(const Tensor& mean, const Tensor& var, double eps) {
   const Tensor v = var.to(Device::cpu()).to(DType::F64);
   const std::int64_t k = m.numel();
   Stats st{m, Tensor::empty({k}, DType::F64), Tensor::zeros({k}, DType::F64)};
-  kernels::NormStatsArgs args;
-  args.running_var = v;
-  args.eps = eps;
-  args.invstd = st.invstd;
-  run_kernel(kernels::kNormStats, DeviceType::CPU, DType::F64, args);
+  run_kernel(kernels::kNormStats, DeviceType::CPU, DType::F64,
+             {Tensor(), 0, v, eps, Tensor(), Tensor(), st.invstd});
   return st;
 }
 
