@@ -844,6 +844,27 @@ TEST_CASE("halo_chain refuses what it cannot fuse, naming why, on every rank, an
     CHECK_FALSE(halo_chain_refusal(wide, {big, big}));
     CHECK(halo_chain_saving(wide, {big, big}) < 0);
     CHECK_FALSE(halo_chain_pays(wide, {big, big}));
+    // The trainer's DoubleConv blocks (3x3, f32; norms cost nothing here)
+    // through shared memory, as docs/halo.md prices them: an exchange's own
+    // cost saved pays for the encoders' recomputed row at both sizes and for
+    // the decoder's (32 channels in) at 2x8x128x128, not at 2x8x256x256.
+    {
+      const auto weight = [&](std::int64_t out, std::int64_t in) {
+        return ChainConv{distribute_tensor(Tensor::zeros({out, in, 3, 3}, DType::F32), mesh, R),
+                         std::nullopt, same};
+      };
+      const auto input = [&](std::int64_t c, std::int64_t hw) {
+        return distribute_tensor(Tensor::zeros({2, c, hw, hw}, DType::F32), mesh, {Shard(2)});
+      };
+      const std::vector<ChainLayer> encoder{weight(16, 8), weight(16, 16)};
+      const std::vector<ChainLayer> decoder{weight(16, 32), weight(16, 16)};
+      CHECK(halo_chain_saving(input(8, 128), encoder) > 0);
+      CHECK(halo_chain_saving(input(8, 256), encoder) > 0);
+      CHECK(halo_chain_saving(input(32, 128), decoder) > 0);
+      // Over TCP (a message 40 us) the decoder fuses at 256^2 too.
+      if (mesh.get_mesh_group()->message_seconds() <= 5e-6)
+        CHECK(halo_chain_saving(input(32, 256), decoder) < 0);
+    }
     // Every rank prices a chain alike, uneven shards too (9 rows: 5 and
     // 4), so that all fuse or none does: the cost is the largest shard's.
     {
