@@ -53,9 +53,13 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shap
                DType dtype)
     : storage_(std::move(storage)),
       offset_(offset),
-      shape_(std::move(shape)),
-      strides_(std::move(strides)),
+      layout_(std::make_shared<const Layout>(Layout{std::move(shape), std::move(strides)})),
       dtype_(dtype) {}
+
+const Shape& Tensor::no_extents() {
+  static const Shape none;
+  return none;
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (auto e : shape)
@@ -126,19 +130,19 @@ Device Tensor::device() const {
 }
 
 std::int64_t Tensor::size(std::int64_t d) const {
-  return shape_[normalize_dim(d, dim(), "size")];
+  return shape()[normalize_dim(d, dim(), "size")];
 }
 std::int64_t Tensor::stride(std::int64_t d) const {
-  return strides_[normalize_dim(d, dim(), "stride")];
+  return strides()[normalize_dim(d, dim(), "stride")];
 }
 
 bool Tensor::is_contiguous() const {
   std::int64_t expected = 1;
-  for (std::size_t i = shape_.size(); i-- > 0;) {
-    if (shape_[i] == 1) continue;
-    if (shape_[i] == 0) return true;
-    if (strides_[i] != expected) return false;
-    expected *= shape_[i];
+  for (std::size_t i = shape().size(); i-- > 0;) {
+    if (shape()[i] == 1) continue;
+    if (shape()[i] == 0) return true;
+    if (strides()[i] != expected) return false;
+    expected *= shape()[i];
   }
   return true;
 }
@@ -153,26 +157,27 @@ Tensor Tensor::narrow(std::int64_t d, std::int64_t start, std::int64_t length) c
   check_arg(defined(), "core", "narrow: undefined tensor");
   const std::int64_t dd = normalize_dim(d, dim(), "narrow");
   // start <= extent - length: start + length could overflow.
-  check_arg(start >= 0 && length >= 0 && length <= shape_[dd] && start <= shape_[dd] - length,
+  check_arg(start >= 0 && length >= 0 && length <= shape()[dd] && start <= shape()[dd] - length,
             "core", "narrow: start {} length {} is outside dim {} of extent {}", start, length, dd,
-            shape_[dd]);
-  Shape s = shape_;
+            shape()[dd]);
+  Shape s = shape();
   s[dd] = length;
   // A view with no elements addresses no memory and keeps its source's
   // offset: moved, it could point past its storage, and along the empty dims
   // of a huge shape ({0, 2^62, 2} narrowed to its ends) past 2^63 elements.
-  if (length == 0 || numel() == 0) return Tensor(storage_, offset_, std::move(s), strides_, dtype_);
-  return Tensor(storage_, offset_ + start * strides_[dd], std::move(s), strides_, dtype_);
+  if (length == 0 || numel() == 0)
+    return Tensor(storage_, offset_, std::move(s), strides(), dtype_);
+  return Tensor(storage_, offset_ + start * strides()[dd], std::move(s), strides(), dtype_);
 }
 
 Tensor Tensor::view(const Shape& shape) const {
   check_arg(defined(), "core", "view: undefined tensor");
   DTENSOR_CHECK_ARG(is_contiguous(), "core", "view: tensor of shape {} is not contiguous",
-                    shape_str(shape_));
+                    shape_str(this->shape()));
   for (auto e : shape)
     DTENSOR_CHECK_ARG(e >= 0, "core", "view: negative extent in shape {}", shape_str(shape));
   DTENSOR_CHECK_ARG(shape_numel(shape) == numel(), "core", "view: cannot view {} as {}",
-                    shape_str(shape_), shape_str(shape));
+                    shape_str(this->shape()), shape_str(shape));
   return Tensor(storage_, offset_, shape, contiguous_strides(shape), dtype_);
 }
 
@@ -181,13 +186,13 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, dtype_, device());
+  Tensor t = empty(shape(), dtype_, device());
   t.copy_(*this);
   return t;
 }
 
 Tensor Tensor::to(DType dtype) const {
-  Tensor t = empty(shape_, dtype, device());
+  Tensor t = empty(shape(), dtype, device());
   t.copy_(*this);
   return t;
 }
@@ -195,15 +200,15 @@ Tensor Tensor::to(DType dtype) const {
 Tensor Tensor::to(Device device) const {
   check_arg(defined(), "core", "to: undefined tensor");
   if (device == this->device()) return *this;
-  Tensor t = empty(shape_, dtype_, device);
+  Tensor t = empty(shape(), dtype_, device);
   t.copy_(*this);
   return t;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_arg(defined() && src.defined(), "core", "copy_: undefined tensor");
-  DTENSOR_CHECK_ARG(shape_ == src.shape_, "core", "copy_: shape {} into shape {}",
-                    shape_str(src.shape_), shape_str(shape_));
+  DTENSOR_CHECK_ARG(shape() == src.shape(), "core", "copy_: shape {} into shape {}",
+                    shape_str(src.shape()), shape_str(shape()));
   if (!device().is_cpu() || !src.device().is_cpu()) {
     // At least one side is a device tensor: its backend moves the data.
     const DeviceType t = device().is_cpu() ? src.device().type : device().type;
@@ -220,7 +225,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
       D* dst = static_cast<D*>(storage_->data());
       const S* sp = static_cast<const S*>(src.storage_->data());
       detail::for_each_row(
-          shape_, strides_, offset_, src.strides_, src.offset_,
+          shape(), strides(), offset_, src.strides(), src.offset_,
           [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd, std::int64_t ss) {
             if constexpr (std::is_same_v<D, S>) {
               if (sd == 1 && ss == 1) {
@@ -256,7 +261,7 @@ Tensor& Tensor::fill_(double value) {
     };
     if (is_contiguous()) return dense(offset_, numel());
     detail::for_each_row(
-        shape_, strides_, offset_, strides_, offset_,
+        shape(), strides(), offset_, strides(), offset_,
         [&](std::int64_t o, std::int64_t, std::int64_t n, std::int64_t s, std::int64_t) {
           if (s == 1) return dense(o, n);
           for (std::int64_t k = 0; k < n; ++k)
@@ -268,9 +273,9 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor& Tensor::add_(const Tensor& src) {
   check_arg(defined() && src.defined(), "core", "add_: undefined tensor");
-  DTENSOR_CHECK_ARG(shape_ == src.shape_ && dtype_ == src.dtype_, "core",
+  DTENSOR_CHECK_ARG(shape() == src.shape() && dtype_ == src.dtype_, "core",
                     "add_: {} {} += {} {}: shapes and dtypes must match", dtype_name(dtype_),
-                    shape_str(shape_), dtype_name(src.dtype_), shape_str(src.shape_));
+                    shape_str(shape()), dtype_name(src.dtype_), shape_str(src.shape()));
   DTENSOR_CHECK_ARG(device() == src.device(), "core", "add_: {} += {}: devices must match",
                     device().str(), src.device().str());
   if (!device().is_cpu()) {
@@ -282,7 +287,7 @@ Tensor& Tensor::add_(const Tensor& src) {
     T* dst = static_cast<T*>(storage_->data());
     const T* sp = static_cast<const T*>(src.storage_->data());
     detail::for_each_row(
-        shape_, strides_, offset_, src.strides_, src.offset_,
+        shape(), strides(), offset_, src.strides(), src.offset_,
         [&](std::int64_t o, std::int64_t so, std::int64_t n, std::int64_t sd, std::int64_t ss) {
           if constexpr (!is_half_float_v<T>) {
             if (sd == 1 && ss == 1) {  // dense rows: a loop the compiler vectorises
@@ -313,9 +318,9 @@ double Tensor::item(std::initializer_list<std::int64_t> index) const {
   std::int64_t off = offset_;
   std::size_t d = 0;
   for (auto i : index) {
-    check_arg(i >= 0 && i < shape_[d], "core", "item: index {} out of range for dim {} ({})", i, d,
-              shape_[d]);
-    off += i * strides_[d++];
+    check_arg(i >= 0 && i < shape()[d], "core", "item: index {} out of range for dim {} ({})", i, d,
+              shape()[d]);
+    off += i * strides()[d++];
   }
   if (!device().is_cpu()) return device_element(off);
   return visit_any_dtype(dtype_, [&](auto tag) {
@@ -329,9 +334,9 @@ double Tensor::item_flat(std::int64_t flat) const {
   DTENSOR_CHECK_ARG(flat >= 0 && flat < numel(), "core", "item_flat: index {} out of range ({})",
                     flat, numel());
   std::int64_t off = offset_;
-  for (std::size_t d = shape_.size(); d-- > 0;) {
-    off += (flat % shape_[d]) * strides_[d];
-    flat /= shape_[d];
+  for (std::size_t d = shape().size(); d-- > 0;) {
+    off += (flat % shape()[d]) * strides()[d];
+    flat /= shape()[d];
   }
   if (!device().is_cpu()) return device_element(off);
   return visit_any_dtype(dtype_, [&](auto tag) {
@@ -348,7 +353,7 @@ double Tensor::device_element(std::int64_t storage_index) const {
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
-  return fmt::format("Tensor({}, {}, {})", dtype_name(dtype_), shape_str(shape_), device().str());
+  return fmt::format("Tensor({}, {}, {})", dtype_name(dtype_), shape_str(shape()), device().str());
 }
 
 namespace {

@@ -36,12 +36,12 @@ class Tensor {
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
   Device device() const;
-  const Shape& shape() const { return shape_; }
-  const Shape& strides() const { return strides_; }
-  std::int64_t dim() const { return static_cast<std::int64_t>(shape_.size()); }
+  const Shape& shape() const { return layout_ ? layout_->shape : no_extents(); }
+  const Shape& strides() const { return layout_ ? layout_->strides : no_extents(); }
+  std::int64_t dim() const { return static_cast<std::int64_t>(shape().size()); }
   std::int64_t size(std::int64_t d) const;
   std::int64_t stride(std::int64_t d) const;
-  std::int64_t numel() const { return shape_numel(shape_); }
+  std::int64_t numel() const { return shape_numel(shape()); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
   std::int64_t storage_offset() const { return offset_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
@@ -91,10 +91,16 @@ class Tensor {
   Tensor(std::shared_ptr<Storage> storage, std::int64_t offset, Shape shape, Shape strides,
          DType dtype);
   double device_element(std::int64_t storage_index) const;
+  // The extents and strides of a view never change once made, so copies of
+  // a Tensor share them: copying one (tensors are passed around by value in
+  // every call's arguments) allocates nothing.
+  struct Layout {
+    Shape shape, strides;
+  };
+  static const Shape& no_extents();
   std::shared_ptr<Storage> storage_;
   std::int64_t offset_ = 0;
-  Shape shape_;
-  Shape strides_;
+  std::shared_ptr<const Layout> layout_;
   DType dtype_ = DType::F32;
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,12 +20,16 @@ class DTensorSpec {
   /// Validates: one placement per mesh dim, Shard dims in range (negative dims
   /// are normalised), non-negative extents. InvalidArgument names the problem.
   DTensorSpec(DeviceMesh mesh, Placements placements, Shape global_shape, DType dtype);
+  // Copied, never moved from: a spec always holds its data (a copy costs a
+  // reference count).
+  DTensorSpec(const DTensorSpec&) = default;
+  DTensorSpec& operator=(const DTensorSpec&) = default;
 
-  const DeviceMesh& mesh() const { return mesh_; }
-  const Placements& placements() const { return placements_; }
-  const Shape& shape() const { return shape_; }
-  DType dtype() const { return dtype_; }
-  std::int64_t ndim() const { return static_cast<std::int64_t>(shape_.size()); }
+  const DeviceMesh& mesh() const { return data_->mesh; }
+  const Placements& placements() const { return data_->placements; }
+  const Shape& shape() const { return data_->shape; }
+  DType dtype() const { return data_->dtype; }
+  std::int64_t ndim() const { return static_cast<std::int64_t>(shape().size()); }
 
   /// Shape and global offset of the shard at a mesh coordinate. A tensor dim
   /// sharded on several mesh dims is split in mesh-dim order (nested chunks).
@@ -45,10 +50,15 @@ class DTensorSpec {
   std::string str() const;
 
  private:
-  DeviceMesh mesh_;
-  Placements placements_;
-  Shape shape_;
-  DType dtype_;
+  // A spec never changes once made, so copies share it: every call's
+  // arguments, plans and results copy specs, and a copy allocates nothing.
+  struct Data {
+    DeviceMesh mesh;
+    Placements placements;
+    Shape shape;
+    DType dtype;
+  };
+  std::shared_ptr<const Data> data_;
 };
 
 }  // namespace dtensor
