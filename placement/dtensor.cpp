@@ -38,8 +38,7 @@ Tensor local_part(const Tensor& global, const DTensorSpec& spec,
 
 }  // namespace
 
-DTensor::DTensor(Tensor local, DTensorSpec spec)
-    : local_(std::move(local)), spec_(std::move(spec)) {
+DTensor::DTensor(Tensor local, DTensorSpec spec) : local_(std::move(local)), spec_(spec) {
   check_arg(local_.defined(), "dtensor", "DTensor: the local tensor is undefined");
   // A local tensor on another device than its mesh would reach a backend
   // that cannot read it (e.g. Gloo given CUDA memory): refuse it here, by name.

@@ -40,7 +40,7 @@ DTensor seeded(const DeviceMesh& mesh, const Placements& placements, const Shape
                DType dtype, std::uint64_t seed, bool pos = false) {
   DTensorSpec spec(mesh, placements, shape, dtype);
   Tensor local = seeded_local(spec, seed, pos).to(mesh.device());
-  return DTensor(std::move(local), std::move(spec));
+  return DTensor(std::move(local), spec);
 }
 
 std::uint64_t other_seed(const Seeds& seeds) {
@@ -76,7 +76,7 @@ DTensor sliced(const DeviceMesh& mesh, const Placements& placements, const Tenso
       local = local.narrow(static_cast<std::int64_t>(d), offset[d], shape[d]);
     local = local.clone();
   }
-  return DTensor(local.to(mesh.device()), std::move(spec));
+  return DTensor(local.to(mesh.device()), spec);
 }
 
 std::uint64_t input_seed(const Seeds& seeds, std::int64_t k) {
