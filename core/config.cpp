@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string_view>
@@ -71,12 +72,11 @@ EnvInt first_int(const Lookup& lookup, std::initializer_list<const char*> names)
   for (const char* n : names) {
     const char* v = lookup(n);
     if (!v) continue;
-    int out = 0;
-    const char* end = v + std::strlen(v);
-    const auto [p, ec] = std::from_chars(v, end, out);
-    check_arg(ec == std::errc() && p == end && p != v, "init",
-              "environment variable {}='{}' is not an integer", n, v);
-    return {out, n};
+    const std::optional<std::int64_t> out = detail::whole_integer(v);
+    check_arg(
+        out && *out >= std::numeric_limits<int>::min() && *out <= std::numeric_limits<int>::max(),
+        "init", "environment variable {}='{}' is not an integer", n, v);
+    return {static_cast<int>(*out), n};
   }
   return {};
 }
