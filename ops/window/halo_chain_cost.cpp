@@ -54,17 +54,14 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   // fuse (a collective) while the others ran the layers one by one.
   const Shape local = x.spec().local_shape_at(
       std::vector<std::int64_t>(static_cast<std::size_t>(x.mesh().ndim()), 0));
-  // The sharded spatial dims, and into how many shards.
-  std::vector<bool> sharded(spatial, false);
+  // Into how many shards each spatial dim is cut (1: not sharded).
   std::vector<std::int64_t> shards(spatial, 1);
   for (std::size_t m = 0; m < x.placements().size(); ++m) {
     const Placement& p = x.placements()[m];
-    const std::int64_t size = x.mesh().size(static_cast<std::int64_t>(m));
-    if (p.is_shard() && p.dim() >= 2 && size > 1) {
-      sharded[static_cast<std::size_t>(p.dim() - 2)] = true;
-      shards[static_cast<std::size_t>(p.dim() - 2)] *= size;
-    }
+    if (p.is_shard() && p.dim() >= 2)
+      shards[static_cast<std::size_t>(p.dim() - 2)] *= x.mesh().size(static_cast<std::int64_t>(m));
   }
+  auto sharded = [&](std::size_t d) { return shards[d] > 1; };
   // A slab of the local shard `depth` cells deep across dim d, per channel,
   // on a grid the strides before it made `scale` times coarser per dim.
   auto slab = [&](std::size_t d, double depth, const std::vector<double>& scale) {
@@ -172,7 +169,7 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
   double saved_messages = 0;
   std::vector<bool> exchanges_alone(windowed.size(), false);
   for (std::size_t d = 0; d < spatial; ++d) {
-    if (!sharded[d] && !ring) continue;
+    if (!sharded(d) && !ring) continue;
     // The rank priced has a neighbour on each side, or one where the dim is
     // cut in two (no ring): its slabs are then half as deep (the reaches
     // below are both sides' sums).
@@ -186,7 +183,7 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       for (std::size_t e = 0; e < spatial; ++e)
         out_scale[e] *= wl.stride[e];
       recompute_flops += wl.flops * slab(d, later * sides / 2, out_scale);
-      if (sharded[d] && wl.exchanges(d)) {
+      if (sharded(d) && wl.exchanges(d)) {
         unfused_bytes += slab(d, wl.reach[d] * sides / 2, wl.scale) * wl.channels * item;
         exchanges_alone[k] = true;
         ++exchanging;
@@ -194,7 +191,7 @@ double halo_chain_saving(const DTensor& x, const std::vector<ChainLayer>& layers
       later = later * wl.stride[d] + wl.reach[d];
       strides *= wl.stride[d];
     }
-    if (!sharded[d]) continue;
+    if (!sharded(d)) continue;
     // The one window reaches extent - strides beyond the share's input
     // (where the chain upsamples, about its extent).
     fused_bytes += slab(d, std::max(0.0, later - std::max(0.0, strides - 1)) * sides / 2,
