@@ -19,11 +19,6 @@
 // indices that every rank then refuses alike, wherever they lay. The
 // forward's result is then whole (Replicate); the backward's is placed like
 // its input.
-#include <algorithm>
-#include <cmath>
-#include <functional>
-#include <limits>
-
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/kernels/loss.h"
@@ -137,19 +132,8 @@ void merge_records(OpCall& call, const Placements& input, Tensor& record) {
     Tensor all = Tensor::empty({group.size() * kFields}, DType::F64);
     group.allgather(record, all,
                     std::vector<std::int64_t>(static_cast<std::size_t>(group.size()), kFields));
-    const double* in = all.data<double>();
-    double* out = record.data<double>();
-    out[kSum] = out[kCounted] = out[kOutOfRange] = 0;
-    out[kSmallest] = std::numeric_limits<double>::infinity();
-    out[kLargest] = -std::numeric_limits<double>::infinity();
-    for (int q = 0; q < group.size(); ++q) {
-      const double* r = in + static_cast<std::ptrdiff_t>(q) * kFields;
-      out[kSum] += r[kSum];
-      out[kCounted] += r[kCounted];
-      out[kOutOfRange] += r[kOutOfRange];
-      out[kSmallest] = std::min(out[kSmallest], r[kSmallest]);
-      out[kLargest] = std::max(out[kLargest], r[kLargest]);
-    }
+    run_kernel(kernels::kClassIndexRecordsMerge, DeviceType::CPU, DType::F64,
+               kernels::ClassIndexRecordsMergeArgs{all, record});
   }
 }
 

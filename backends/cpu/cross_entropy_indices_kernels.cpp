@@ -1,7 +1,7 @@
 // CPU kernels of cross_entropy with class-index targets
 // (dtensor/ops/kernels/loss.h): f32 and f64 in their own type, bf16 and f16
 // widened to f32 (and the gradient rounded once); the target's count in
-// exact integers.
+// exact integers; the ranks' records merged on the host.
 //
 // As the class-probability kernels (loss_kernels.cpp), each sample [C, S]
 // is one unit of work, positions S the inner contiguous loop, samples on the
@@ -142,6 +142,34 @@ void run_count(const kernels::ClassIndexCountArgs& a) {
   out[3] = bad ? static_cast<double>(hi) : -std::numeric_limits<double>::infinity();
 }
 
+void run_records_merge(const kernels::ClassIndexRecordsMergeArgs& a) {
+  constexpr std::int64_t kFields = 5;  // sum, counted, out of range, smallest, largest
+  DTENSOR_CHECK_ARG(
+      a.all.dtype() == DType::F64 && a.out.dtype() == DType::F64 && a.all.is_contiguous() &&
+          a.out.is_contiguous() && a.out.numel() == kFields && a.all.numel() % kFields == 0,
+      kernels::kClassIndexRecordsMerge.name,
+      "internal: records {} {} and {} {}, f64 rows of {} expected", dtype_name(a.all.dtype()),
+      shape_str(a.all.shape()), dtype_name(a.out.dtype()), shape_str(a.out.shape()), kFields);
+  const double* in = a.all.data<double>();
+  double* out = Tensor(a.out).data<double>();
+  double sum = 0, counted = 0, out_of_range = 0;
+  double smallest = std::numeric_limits<double>::infinity();
+  double largest = -std::numeric_limits<double>::infinity();
+  for (std::int64_t q = 0; q < a.all.numel() / kFields; ++q) {
+    const double* r = in + q * kFields;
+    sum += r[0];
+    counted += r[1];
+    out_of_range += r[2];
+    smallest = std::min(smallest, r[3]);
+    largest = std::max(largest, r[4]);
+  }
+  out[0] = sum;
+  out[1] = counted;
+  out[2] = out_of_range;
+  out[3] = smallest;
+  out[4] = largest;
+}
+
 struct Registrar {
   Registrar() {
     const auto cpu = DeviceType::CPU;
@@ -153,6 +181,8 @@ struct Registrar {
     }
     register_kernel(kernels::kClassIndexCount, cpu, DType::I64,
                     KernelFunction<kernels::ClassIndexCountArgs>(run_count));
+    register_kernel(kernels::kClassIndexRecordsMerge, cpu, DType::F64,
+                    KernelFunction<kernels::ClassIndexRecordsMergeArgs>(run_records_merge));
   }
 };
 const Registrar registrar;

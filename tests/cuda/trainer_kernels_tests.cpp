@@ -82,13 +82,14 @@ void train_steps(DType dtype, int optimizer, const DeviceMesh& mesh) {
 }
 
 // Kernels that read small f64 host tensors (merged moments, a norm's
-// statistics) and run on the CPU for every device: reduce.var_from_moments
-// (var moves its result), norm.merge_records, norm.stats, norm.grad_means and
-// norm.running_update (dtensor/ops/kernels/norm_stats.h).
+// statistics, cross_entropy's per-rank records) and run on the CPU for every
+// device: reduce.var_from_moments (var moves its result), norm.merge_records,
+// norm.stats, norm.grad_means and norm.running_update
+// (dtensor/ops/kernels/norm_stats.h), loss.class_index_records_merge.
 bool host_only(const std::string& name) {
-  static const std::set<std::string> names = {"reduce.var_from_moments", "norm.merge_records",
-                                              "norm.stats", "norm.grad_means",
-                                              "norm.running_update"};
+  static const std::set<std::string> names = {
+      "reduce.var_from_moments", "norm.merge_records",  "norm.stats",
+      "norm.grad_means",         "norm.running_update", "loss.class_index_records_merge"};
   return names.count(name) == 1;
 }
 

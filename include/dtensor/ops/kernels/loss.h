@@ -78,6 +78,18 @@ struct ClassIndexCountArgs {
   Tensor counts;  // out, [4] f64 CPU
 };
 
+/// The ranks' records of a cross_entropy_indices call merged into one, on
+/// the host: each record is 5 f64 (the shard's loss sum, the positions that
+/// contribute, those out of range, the smallest and the largest index out of
+/// range, +inf and -inf for none); `all` holds every member's in rank order
+/// ([members * 5]), `out` ([5]) their sums, minimum and maximum, merged in
+/// that order so that every rank holds the same bits. Registered for the
+/// CPU and f64 only, and run there for every device.
+struct ClassIndexRecordsMergeArgs {
+  Tensor all;
+  Tensor out;  // out, [5] f64 CPU
+};
+
 // PointwiseLoss and the losses' per-element formulas: pointwise_loss_terms.h.
 /// sum = sum over elements of the loss's term; `param` is smooth_l1's beta
 /// or huber's delta (unused by the others).
@@ -107,6 +119,9 @@ inline constexpr KernelSlot<CrossEntropyIndicesBackwardArgs> kCrossEntropyIndice
     "loss.cross_entropy_indices_backward"};
 /// Registered for the target's dtype, I64.
 inline constexpr KernelSlot<ClassIndexCountArgs> kClassIndexCount{"loss.class_index_count"};
+/// Registered for f64 on the CPU (the records' dtype and device).
+inline constexpr KernelSlot<ClassIndexRecordsMergeArgs> kClassIndexRecordsMerge{
+    "loss.class_index_records_merge"};
 inline constexpr KernelSlot<PointwiseLossArgs> kPointwiseLoss{"loss.pointwise"};
 inline constexpr KernelSlot<PointwiseLossBackwardArgs> kPointwiseLossBackward{
     "loss.pointwise_backward"};
