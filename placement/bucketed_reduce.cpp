@@ -51,7 +51,10 @@ Tensor packed(const std::vector<DTensor>& in, const Bucket& b) {
   return flat;
 }
 
-// The reduced flat tensor handed back as the members' Replicate tensors.
+// The reduced flat tensor handed back as the members' Replicate tensors:
+// views of it, as DDP's gradients are views of its buckets, so that a step
+// copies each gradient once (into the bucket), not twice. The views are
+// disjoint and contiguous.
 void unpack(const std::vector<DTensor>& in, const Bucket& b, const Tensor& flat,
             std::vector<DTensor>& out) {
   const DTensorSpec& spec = in[b.members[0]].spec();
@@ -59,7 +62,7 @@ void unpack(const std::vector<DTensor>& in, const Bucket& b, const Tensor& flat,
   std::int64_t at = 0;
   for (auto i : b.members) {
     const Tensor& l = in[i].to_local();
-    out[i] = DTensor(flat.narrow(0, at, l.numel()).view(l.shape()).clone(),
+    out[i] = DTensor(flat.narrow(0, at, l.numel()).view(l.shape()),
                      DTensorSpec(spec.mesh(), target, in[i].shape(), in[i].dtype()));
     at += l.numel();
   }
@@ -103,14 +106,17 @@ std::vector<DTensor> reduce_partials(const std::vector<DTensor>& tensors,
   // Every rank sees the same list, so the buckets (and the collectives) are
   // formed in the same order everywhere; one agreement check covers them all.
   std::size_t fingerprint = tensors.size();
-  std::string description;
-  for (const auto& t : tensors) {
+  for (const auto& t : tensors)
     fingerprint = fingerprint * 1000003u ^ t.spec().hash();
-    description += t.spec().str() + ";";
-  }
   // Posted now and confirmed before anything waits: the small buckets' sums
   // are posted first, under a tag of this call's own, and travel with it.
-  CheckedCall call(tensors[0].mesh().get_mesh_group(), fingerprint, "reduce_partials", description);
+  CheckedCall call(tensors[0].mesh().get_mesh_group(), fingerprint, "reduce_partials",
+                   agreement_description([&] {
+                     std::string d;
+                     for (const auto& t : tensors)
+                       d += t.spec().str() + ";";
+                     return d;
+                   }));
   const auto buckets = call.local([&] { return form_buckets(tensors, bucket_bytes); });
   // The small buckets first, packed and posted, each a DirectAllreduce; the
   // others, packed one at a time after the check (their collectives wait).

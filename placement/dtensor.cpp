@@ -190,7 +190,8 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, const Placements& placemen
   // (The call's tag is taken by every call, whatever it turns out to need, so
   // that ranks that disagree here still number their later calls alike.)
   CheckedCall call(mesh.get_mesh_group(), spec_.hash() * 31 + target_hash, "redistribute",
-                   spec_.str() + " -> [" + placements_str(placements) + "]");
+                   agreement_description(
+                       [&] { return spec_.str() + " -> [" + placements_str(placements) + "]"; }));
   if (invalid) {
     call.agreement.confirm();
     throw *invalid;

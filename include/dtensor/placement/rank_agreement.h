@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dtensor/core/process_group.h"
@@ -56,6 +57,16 @@ class PendingAgreement {
   bool settled_ = false;
   std::exception_ptr error_;
 };
+
+/// Whether descriptions are compared (DTENSOR_DEBUG=1): only then does a
+/// caller need to build one, so that an ordinary call builds no string.
+bool agreement_descriptions_compared();
+
+/// `describe()` where descriptions are compared, else an empty string.
+template <typename Describe>
+std::string agreement_description(Describe&& describe) {
+  return agreement_descriptions_compared() ? std::forward<Describe>(describe)() : std::string();
+}
 
 /// The point-to-point tag of PendingAgreement's messages. Tags from 2^30 up
 /// are the library's; a caller's own point-to-point traffic stays below.
