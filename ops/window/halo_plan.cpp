@@ -1,6 +1,9 @@
 #include "ops/window/halo_plan.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -208,6 +211,39 @@ std::string HaloPlan::str() const {
     s += "\n";
   }
   return s;
+}
+
+std::shared_ptr<const HaloPlan> shared_halo_plan(std::int64_t length, std::int64_t ranks,
+                                                 const WindowDim& dim) {
+  // Every field of the call: two keys that compare equal give the same plan.
+  using Key =
+      std::tuple<std::int64_t, std::int64_t, WindowDim::Kind, std::int64_t, std::int64_t,
+                 std::int64_t, std::int64_t, std::int64_t, std::int64_t, Boundary, bool, double>;
+  const Key key{length,
+                ranks,
+                dim.kind,
+                dim.kernel,
+                dim.stride,
+                dim.dilation,
+                dim.pad_left,
+                dim.pad_right,
+                dim.output_length,
+                dim.boundary,
+                dim.align_corners,
+                dim.scale_factor};
+  // A network has a few dozen distinct windows; a program that keeps making
+  // new ones (lengths that change every call) starts the table again.
+  constexpr std::size_t kMaxPlans = 1024;
+  static std::mutex mutex;
+  static std::map<Key, std::shared_ptr<const HaloPlan>> plans;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = plans.find(key); it != plans.end()) return it->second;
+  }
+  auto plan = std::make_shared<const HaloPlan>(length, ranks, dim);
+  std::lock_guard lock(mutex);
+  if (plans.size() >= kMaxPlans) plans.clear();
+  return plans.emplace(key, std::move(plan)).first->second;
 }
 
 }  // namespace dtensor

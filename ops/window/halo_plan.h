@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -147,5 +148,12 @@ class HaloPlan {
   std::int64_t output_length_ = 0;
   std::vector<HaloRankPlan> ranks_;
 };
+
+/// HaloPlan(length, ranks, dim), built once per distinct argument and then
+/// shared: a window operator's exchange asks for its plans on every call,
+/// and a plan is a pure function of these. Throws as the constructor does
+/// (nothing is kept then). Safe from any thread.
+std::shared_ptr<const HaloPlan> shared_halo_plan(std::int64_t length, std::int64_t ranks,
+                                                 const WindowDim& dim);
 
 }  // namespace dtensor

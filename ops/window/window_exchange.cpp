@@ -20,14 +20,14 @@ namespace dtensor {
 
 struct WindowExchange::Dim {
   std::int64_t tensor_dim;
-  HaloPlan plan;
-  std::int64_t index;   // this rank's row of the plan
-  ProcessGroup* group;  // null for a dim no mesh dim shards
-  Shape owned_before;   // the tensor's shape before this dim's gather
-  const HaloRankPlan& me() const { return plan.rank(index); }
+  std::shared_ptr<const HaloPlan> plan;  // shared_halo_plan: built once per window
+  std::int64_t index;                    // this rank's row of the plan
+  ProcessGroup* group;                   // null for a dim no mesh dim shards
+  Shape owned_before;                    // the tensor's shape before this dim's gather
+  const HaloRankPlan& me() const { return plan->rank(index); }
   // Nothing to do: an unsharded, zero-padded dim (the window is the shard).
   bool trivial() const {
-    return !group && plan.dim().boundary == Boundary::Zeros && me().window == me().input;
+    return !group && plan->dim().boundary == Boundary::Zeros && me().window == me().input;
   }
 };
 
@@ -73,8 +73,8 @@ WindowExchange::WindowExchange(OpCall& call, const DTensorSpec& input, std::vect
     const std::int64_t td = sd + 2, m = sharded_by[static_cast<std::size_t>(sd)];
     const std::int64_t P = m < 0 ? 1 : mesh.size(m);
     auto d = std::make_unique<Dim>(Dim{td,
-                                       HaloPlan(input.shape()[static_cast<std::size_t>(td)], P,
-                                                dims[static_cast<std::size_t>(sd)]),
+                                       shared_halo_plan(input.shape()[static_cast<std::size_t>(td)],
+                                                        P, dims[static_cast<std::size_t>(sd)]),
                                        m < 0 ? 0 : coord[static_cast<std::size_t>(m)],
                                        m < 0 ? nullptr : &call.group(m), shape});
     const HaloRankPlan& me = d->me();
