@@ -580,3 +580,44 @@ TEST_CASE(
   }
   CHECK(checked > 1500);
 }
+
+TEST_CASE("shared_halo_plan: one plan per distinct window, each the plan built directly",
+          "[halo][plan]") {
+  // Every field of the window changed in turn: a field the cache's key left
+  // out would hand back the first plan for the second window.
+  std::vector<std::pair<std::int64_t, WindowDim>> windows;
+  const WindowDim base = WindowDim::sliding(3, 1, 1, 1, 1);
+  windows.emplace_back(17, base);
+  windows.emplace_back(18, base);  // length
+  auto with = [&](auto change) {
+    WindowDim d = base;
+    change(d);
+    windows.emplace_back(17, d);
+  };
+  with([](WindowDim& d) { d.kernel = 5; });
+  with([](WindowDim& d) { d.stride = 2; });
+  with([](WindowDim& d) { d.dilation = 2; });
+  with([](WindowDim& d) { d.pad_left = 2; });
+  with([](WindowDim& d) { d.pad_right = 0; });
+  with([](WindowDim& d) { d.output_length = 16; });
+  with([](WindowDim& d) { d.boundary = Boundary::Reflect; });
+  windows.emplace_back(17, WindowDim::transposed(3, 1, 1, 1, 0));
+  windows.emplace_back(17, WindowDim::adaptive(5));
+  windows.emplace_back(17, WindowDim::resample(34, true));
+  windows.emplace_back(17, WindowDim::resample(34, true, true));
+  windows.emplace_back(17, WindowDim::resample(34, true, false, 2.0));
+  for (const std::int64_t ranks : {2, 3}) {
+    for (const auto& [length, dim] : windows) {
+      const auto shared = shared_halo_plan(length, ranks, dim);
+      INFO("length " << length << ", ranks " << ranks << "\n" << shared->str());
+      CHECK(shared->str() == HaloPlan(length, ranks, dim).str());
+      CHECK(shared->output_length() == HaloPlan(length, ranks, dim).output_length());
+      CHECK(shared_halo_plan(length, ranks, dim) == shared);  // built once
+    }
+  }
+  // A window with no output is refused as the constructor refuses it, and
+  // nothing is kept.
+  const WindowDim too_wide = WindowDim::sliding(9);
+  CHECK_THROWS_AS(shared_halo_plan(4, 2, too_wide), InvalidArgument);
+  CHECK_THROWS_AS(shared_halo_plan(4, 2, too_wide), InvalidArgument);
+}
