@@ -120,7 +120,7 @@ std::vector<ShardingSignature> indices_signatures(const OpSchema& s) {
 }
 
 // One rank's record, then the merged one: see the file's comment.
-enum Field : std::int64_t { kSum, kCounted, kOutOfRange, kSmallest, kLargest, kFields };
+using Record = kernels::ClassIndexRecordsMergeArgs;
 
 // Merges every rank's record over each mesh dim that shards the input (the
 // ranks along the others hold the same data), in rank order on every rank.
@@ -129,9 +129,10 @@ void merge_records(OpCall& call, const Placements& input, Tensor& record) {
     if (!input[m].is_shard()) continue;
     ProcessGroup& group = call.group(static_cast<std::int64_t>(m));
     if (group.size() == 1) continue;
-    Tensor all = Tensor::empty({group.size() * kFields}, DType::F64);
-    group.allgather(record, all,
-                    std::vector<std::int64_t>(static_cast<std::size_t>(group.size()), kFields));
+    Tensor all = Tensor::empty({group.size() * Record::kFields}, DType::F64);
+    group.allgather(
+        record, all,
+        std::vector<std::int64_t>(static_cast<std::size_t>(group.size()), Record::kFields));
     run_kernel(kernels::kClassIndexRecordsMerge, DeviceType::CPU, DType::F64,
                kernels::ClassIndexRecordsMergeArgs{all, record});
   }
@@ -148,28 +149,29 @@ std::vector<DTensor> indices_handler(OpCall& call) {
   Tensor counts = Tensor::empty({4}, DType::F64);
   run_kernel(kernels::kClassIndexCount, t.device().type, DType::I64,
              {t, classes, c.ignore_index, counts});
-  Tensor record = Tensor::zeros({kFields}, DType::F64);
-  record.narrow(0, kCounted, 4).copy_(counts);
+  Tensor record = Tensor::zeros({Record::kFields}, DType::F64);
+  record.narrow(0, Record::kCounted, 4).copy_(counts);
   if (!c.backward) {
     Tensor sum = Tensor::empty({}, DType::F64);
     run_kernel(kernels::kCrossEntropyIndices, x.device().type, x.dtype(),
                {x, t, c.ignore_index, c.label_smoothing, sum});
-    record.narrow(0, kSum, 1).copy_(sum.view({1}));
+    record.narrow(0, Record::kSum, 1).copy_(sum.view({1}));
   }
   merge_records(call, inputs[0].placements(), record);
 
   const double* r = record.data<double>();
-  if (r[kOutOfRange] > 0)
+  if (r[Record::kOutOfRange] > 0)
     throw InvalidArgument(
         s.op(), fmt::format("target: {} class {} outside [0, {}) and not "
                             "ignore_index ({}): from {} to {}",
-                            r[kOutOfRange], r[kOutOfRange] == 1 ? "index lies" : "indices lie",
-                            classes, c.ignore_index, r[kSmallest], r[kLargest]));
+                            r[Record::kOutOfRange],
+                            r[Record::kOutOfRange] == 1 ? "index lies" : "indices lie", classes,
+                            c.ignore_index, r[Record::kSmallest], r[Record::kLargest]));
   // The mean divides by the positions counted on every rank (NaN for none, as PyTorch).
-  const double denominator = c.mean ? r[kCounted] : 1.0;
+  const double denominator = c.mean ? r[Record::kCounted] : 1.0;
   if (!c.backward) {
     const Placements whole(static_cast<std::size_t>(s.mesh().ndim()), Replicate());
-    const Tensor out = Tensor::full({}, r[kSum] / denominator, x.dtype(), x.device());
+    const Tensor out = Tensor::full({}, r[Record::kSum] / denominator, x.dtype(), x.device());
     return {DTensor(out, DTensorSpec(s.mesh(), whole, {}, x.dtype()))};
   }
   Tensor g = Tensor::empty(x.shape(), x.dtype(), x.device());

@@ -143,7 +143,8 @@ void run_count(const kernels::ClassIndexCountArgs& a) {
 }
 
 void run_records_merge(const kernels::ClassIndexRecordsMergeArgs& a) {
-  constexpr std::int64_t kFields = 5;  // sum, counted, out of range, smallest, largest
+  using Record = kernels::ClassIndexRecordsMergeArgs;
+  constexpr std::int64_t kFields = Record::kFields;
   DTENSOR_CHECK_ARG(
       a.all.dtype() == DType::F64 && a.out.dtype() == DType::F64 && a.all.is_contiguous() &&
           a.out.is_contiguous() && a.out.numel() == kFields && a.all.numel() % kFields == 0,
@@ -157,17 +158,17 @@ void run_records_merge(const kernels::ClassIndexRecordsMergeArgs& a) {
   double largest = -std::numeric_limits<double>::infinity();
   for (std::int64_t q = 0; q < a.all.numel() / kFields; ++q) {
     const double* r = in + q * kFields;
-    sum += r[0];
-    counted += r[1];
-    out_of_range += r[2];
-    smallest = std::min(smallest, r[3]);
-    largest = std::max(largest, r[4]);
+    sum += r[Record::kSum];
+    counted += r[Record::kCounted];
+    out_of_range += r[Record::kOutOfRange];
+    smallest = std::min(smallest, r[Record::kSmallest]);
+    largest = std::max(largest, r[Record::kLargest]);
   }
-  out[0] = sum;
-  out[1] = counted;
-  out[2] = out_of_range;
-  out[3] = smallest;
-  out[4] = largest;
+  out[Record::kSum] = sum;
+  out[Record::kCounted] = counted;
+  out[Record::kOutOfRange] = out_of_range;
+  out[Record::kSmallest] = smallest;
+  out[Record::kLargest] = largest;
 }
 
 struct Registrar {

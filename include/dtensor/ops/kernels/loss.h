@@ -86,6 +86,8 @@ struct ClassIndexCountArgs {
 /// that order so that every rank holds the same bits. Registered for the
 /// CPU and f64 only, and run there for every device.
 struct ClassIndexRecordsMergeArgs {
+  /// A record's fields, in order (the operator writes them, the kernel merges them).
+  enum Field : std::int64_t { kSum, kCounted, kOutOfRange, kSmallest, kLargest, kFields };
   Tensor all;
   Tensor out;  // out, [5] f64 CPU
 };
