@@ -14,12 +14,15 @@ struct Record {
   std::uint64_t next = 0;
   bool active = false;
   std::chrono::steady_clock::time_point since;
+  bool blocked = false;  // the call's thread is in a CommWaitScope
+  std::chrono::steady_clock::time_point blocked_since;
 };
 Record& record() {
   static auto* r = new Record();  // never destroyed: scopes may close during exit
   return *r;
 }
-thread_local int t_depth = 0;
+thread_local int t_depth = 0;       // CommScopes open on this thread
+thread_local int t_wait_depth = 0;  // CommWaitScopes open on this thread
 
 }  // namespace
 
@@ -46,16 +49,34 @@ CommScope::~CommScope() {
     Record& r = record();
     std::lock_guard lock(r.mutex);
     r.active = false;
+    r.blocked = false;
     r.op = {};
   }
   if (start_ns_ >= 0) call_ended(op_, start_ns_, comm_before_ns_);
+}
+
+CommWaitScope::CommWaitScope() : counted_(t_depth > 0) {
+  if (!counted_ || t_wait_depth++ > 0) return;
+  Record& r = record();
+  std::lock_guard lock(r.mutex);
+  r.blocked = true;
+  r.blocked_since = std::chrono::steady_clock::now();
+}
+
+CommWaitScope::~CommWaitScope() {
+  if (!counted_ || --t_wait_depth > 0) return;
+  Record& r = record();
+  std::lock_guard lock(r.mutex);
+  r.blocked = false;
 }
 
 std::optional<CurrentCall> current_call() {
   Record& r = record();
   std::lock_guard lock(r.mutex);
   if (!r.active) return std::nullopt;
-  return CurrentCall{std::string(r.op), r.call, r.since};
+  CurrentCall c{std::string(r.op), r.call, r.since, std::nullopt};
+  if (r.blocked) c.blocked_since = r.blocked_since;
+  return c;
 }
 
 std::uint64_t current_call_number() {

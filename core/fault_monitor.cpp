@@ -422,7 +422,11 @@ void FaultMonitor::check_desync() {
 std::string FaultMonitor::desync_verdict() {
   const auto call = current_call();
   const auto now = Clock::now();
-  const bool waiting = call && now - call->since >= settings_.desync_delay;
+  // Blocked on the others for the delay, not merely inside the call: a rank
+  // computing through a long call (a big kernel, a debugger's or valgrind's
+  // slowness) while its peer waits a call or two ahead is slow, not diverged.
+  const bool waiting =
+      call && call->blocked_since && now - *call->blocked_since >= settings_.desync_delay;
   if (!waiting) {
     if (desync_posted_call_) {
       // Unstuck after all: say so, or a peer would compare with a stale call.

@@ -37,6 +37,7 @@ class MonitoredWork final : public Work {
     const std::int64_t start = operator_profiling_on() ? profile_clock_ns() : -1;
     try {
       group_->throw_if_failed(what_);
+      const CommWaitScope blocked;
       inner_->wait(timeout);
     } catch (...) {
       group_->on_failure(what_.str(), id_);
@@ -135,6 +136,7 @@ void MonitoredProcessGroup::run(Kind kind, std::string_view op, int peer, std::u
   const std::uint64_t id = record_start(op, peer, bytes);
   const std::int64_t start = operator_profiling_on() ? profile_clock_ns() : -1;
   try {
+    const CommWaitScope blocked;
     fn();
   } catch (...) {
     on_failure(op, id);
@@ -220,6 +222,7 @@ std::shared_ptr<ProcessGroup> MonitoredProcessGroup::new_subgroup(const std::vec
   throw_if_failed("new_subgroup");
   const std::uint64_t id = record_start("new_subgroup", -1, 0);
   try {
+    const CommWaitScope blocked;
     sub = inner_->new_subgroup(ranks);
   } catch (...) {
     on_failure("new_subgroup", id);

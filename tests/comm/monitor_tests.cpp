@@ -21,6 +21,7 @@
 #include "tests/comm/killed_rank_check.h"
 #include "tests/comm/redis_server.h"
 #include "tests/support/multiprocess.h"
+#include "tools/reference/reference_conv.h"
 
 using namespace dtensor;
 using namespace dtensor::testing;
@@ -467,6 +468,47 @@ TEST_CASE("monitor: a barrier on one rank, convolution on the others: desync nam
                                          "ranks 1-3 are in convolution \\(call \\1\\).*"));
           CHECK(s < 10.0);
         }
+      },
+      opt);
+}
+
+TEST_CASE(
+    "monitor: a rank computing through a long call while the other waits a call ahead is "
+    "slow, not a desync P=2",
+    "[comm][fault][monitor]") {
+  // Rank 0's convolution returns three desync delays late (a long kernel,
+  // or a rank slowed by a debugger); rank 1 has its result and waits in the
+  // next call, full_tensor. Both have been inside a call for longer than the
+  // delay, in different calls, but only rank 1 is blocked on the other: the
+  // job must finish, with the right numbers.
+  RunOptions opt;
+  opt.env["DTENSOR_DESYNC_CHECK_DELAY"] = "0.5";
+  opt.deadline = 60s;
+  run_ranks(
+      2,
+      [](RankContext& ctx) {
+        HandlerOptions opts;
+        const auto builtin = current_handler("convolution", &opts);
+        REQUIRE(builtin);
+        const bool slow = ctx.rank == 0;
+        register_op_handler(
+            "convolution",
+            [builtin, slow](OpCall& call) {
+              auto out = (*builtin)(call);  // its messages are out already
+              if (slow) std::this_thread::sleep_for(1500ms);
+              return out;
+            },
+            /*override_existing=*/true, opts);
+        DeviceMesh mesh(DeviceType::CPU, {2});
+        const Tensor X = Tensor::rand({2, 2, 6, 7}, DType::F64, 21);
+        const Tensor W = Tensor::rand({3, 2, 3, 3}, DType::F64, 22);
+        const DTensor y =
+            convolution(distribute_tensor(X, mesh, {Shard(3)}),
+                        distribute_tensor(W, mesh, {Replicate()}), std::nullopt, conv_params());
+        const Tensor full = y.full_tensor();
+        CHECK(max_abs_diff(full, reference::ref_conv_forward(X, W, Tensor(), conv_params())) <
+              1e-12);
+        register_op_handler("convolution", *builtin, true, opts);
       },
       opt);
 }

@@ -32,10 +32,29 @@ class CommScope {
   std::int64_t comm_before_ns_ = 0;
 };
 
+/// Marks the thread's call as blocked on another rank: waiting for a
+/// message or inside a collective. Opened where the monitored group waits
+/// (core/monitored_process_group.cpp); counts only on a thread inside a
+/// call. The desync check compares calls only while every rank is blocked:
+/// a rank computing inside a long call is slow, not diverged.
+class CommWaitScope {
+ public:
+  CommWaitScope();
+  ~CommWaitScope();
+  CommWaitScope(const CommWaitScope&) = delete;
+  CommWaitScope& operator=(const CommWaitScope&) = delete;
+
+ private:
+  bool counted_;  // opened inside a call
+};
+
 struct CurrentCall {
   std::string op{};
   std::uint64_t call = 0;
   std::chrono::steady_clock::time_point since{};
+  /// Since when the call has been blocked on another rank without a break
+  /// (CommWaitScope); none: it is computing now.
+  std::optional<std::chrono::steady_clock::time_point> blocked_since{};
 };
 
 /// The outermost call in progress, if any (read by the monitor thread).
