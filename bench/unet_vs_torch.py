@@ -36,7 +36,12 @@ any message. Rows: the medians, P = 2 and the two shards against the shard
 alone, and P = 2 against the two shards (what the library itself adds);
 where the batch has a sample per rank, also P = 2 with the batch split
 instead (--placements S0: data parallel, the same work per rank as the
-shard alone, no halos) and the H split against it.
+shard alone, no halos) and the H split against it; and P = 2 with the batch
+split on twice the batch at half the height (--placements S0 on 2N x C x H/2
+x W: each rank trains exactly the shard's shape), which has every cost of
+P = 2 (the groups, the gradients' all-reduce, the agreement checks, the
+ranks meeting) but the H split's own (halos, recomputed rows, statistics
+across ranks), and the H split against it.
 """
 import argparse
 import json
@@ -147,10 +152,11 @@ def overhead_rows(a):
         for size in filter(None, a.sizes.split(",")):
             n, c, h, w = (int(v) for v in size.split("x"))
             whole, shard = make_data(tmp, (n, c, h, w)), make_data(tmp, (n, c, h // 2, w))
+            stacked = make_data(tmp, (2 * n, c, h // 2, w))  # a rank's half: the shard's shape
 
-            def p2(placements):
+            def p2(placements, data=whole):
                 return lambda s: [[os.path.join(bin_, "dtensor-run"), "-n", "2", "--bind-cores",
-                                   "--", *trainer(whole, s), "--placements", placements]]
+                                   "--", *trainer(data, s), "--placements", placements]]
 
             runs = {
                 "p2": p2("S2"),
@@ -160,6 +166,7 @@ def overhead_rows(a):
             }
             if n % 2 == 0:  # the batch split needs a sample per rank
                 runs["p2_batch"] = p2("S0")
+            runs["p2_batch_shard_shape"] = p2("S0", stacked)
             times = {k: [] for k in runs}
             for _ in range(a.reps):
                 for key, make in runs.items():
@@ -173,7 +180,9 @@ def overhead_rows(a):
                    "overhead_over_floor": ms["p2"] / ms["two_shards"],
                    "p2_batch_split_ms": ms.get("p2_batch"),
                    "h_split_over_batch_split": ms["p2"] / ms["p2_batch"] if "p2_batch" in ms
-                   else None}
+                   else None,
+                   "p2_batch_split_shard_shape_ms": ms["p2_batch_shard_shape"],
+                   "h_split_over_shard_shape_batch_split": ms["p2"] / ms["p2_batch_shard_shape"]}
             add_row(results, row)
     return save(results, a.json)
 
