@@ -55,9 +55,12 @@ void print_operator_profile() {
   std::lock_guard lock(g_mutex);
   if (g_profile_rank < 0) return;
   // One write, so that ranks sharing a terminal do not interleave their lines.
-  std::cerr << fmt::format("dtensor profile, rank {} (DTENSOR_PROFILE=on):\n{}", g_profile_rank,
-                           format_operator_profile(operator_profile()))
-            << std::flush;
+  std::cerr
+      << fmt::format(
+             "dtensor profile, rank {} (DTENSOR_PROFILE=on):\n{}dtensor kernels, rank {}:\n{}",
+             g_profile_rank, format_operator_profile(operator_profile()), g_profile_rank,
+             format_kernel_profile(kernel_profile()))
+      << std::flush;
   g_profile_rank = -1;
 }
 

@@ -12,6 +12,7 @@
 #include "dtensor/core/errors.h"
 #include "dtensor/core/fault.h"
 #include "dtensor/core/logging.h"
+#include "dtensor/core/profile.h"
 #include "dtensor/ops/autocast.h"
 #include "dtensor/ops/autograd.h"
 #include "dtensor/placement/redistribute.h"
@@ -256,9 +257,13 @@ std::vector<DTensor> OpCall::run_kernel(const std::vector<DTensor>& inputs) {
     call.input_specs.push_back(inputs[i].spec());
   }
   const DTensor& first = inputs.at(0);
-  const LocalKernel& kernel =
-      op_kernel(schema_.op(), first.to_local().device().type, first.dtype());
-  std::vector<Tensor> locals = kernel(call);
+  const DeviceType device = first.to_local().device().type;
+  const LocalKernel& kernel = op_kernel(schema_.op(), device, first.dtype());
+  std::vector<Tensor> locals;
+  {
+    const detail::KernelTimer timed(schema_.op().c_str(), device, first.dtype());
+    locals = kernel(call);
+  }
   DTENSOR_CHECK_ARG(locals.size() == s.output_specs.size(), "dispatch",
                     "{}: the kernel returned {} outputs, {} expected", schema_.op(), locals.size(),
                     s.output_specs.size());

@@ -118,6 +118,69 @@ DTENSOR_TEST_CASE("communication outside any call is profiled as (outside calls)
   CHECK(o->seconds == o->comm_seconds);
 }
 
+namespace {
+const KernelTime* find_kernel_row(const std::vector<KernelTime>& rows, const std::string& kernel) {
+  for (const auto& r : rows)
+    if (r.kernel == kernel && r.device == DeviceType::CPU && r.dtype == DType::F32) return &r;
+  return nullptr;
+}
+}  // namespace
+
+DTENSOR_TEST_CASE(
+    "the kernel profile times each kernel call once, a slot's and a default path's, by the "
+    "clock",
+    "[profile]", 2) {
+  DeviceMesh mesh(DeviceType::CPU, {2});
+  const DTensor x = distribute_tensor(Tensor::rand({2, 4, 8, 8}, DType::F32, 4), mesh, {Shard(2)});
+  // relu's default-path kernel, slowed by 30 ms a call: the clock must see it.
+  const LocalKernel relu_kernel = op_kernel("relu", DeviceType::CPU, DType::F32);
+  register_kernel(
+      "relu", DeviceType::CPU, DType::F32,
+      [relu_kernel](const KernelCall& c) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        return relu_kernel(c);
+      },
+      /*override_existing=*/true);
+  reset_operator_profile();
+  set_operator_profiling(false);
+  (void)relu(x);
+  CHECK(kernel_profile().empty());  // off: nothing counted
+  {
+    const Profiling on;
+    for (int i = 0; i < 2; ++i)
+      (void)relu(x);
+    (void)group_norm(x, 2, std::nullopt, std::nullopt, 1e-5);
+    const auto rows = kernel_profile();
+    const KernelTime* r = find_kernel_row(rows, "relu");
+    REQUIRE(r != nullptr);
+    CHECK(r->calls == 2);
+    CHECK(r->seconds >= 0.06);
+    CHECK(r->seconds < 1.0);
+    // group_norm's slots: its statistics and its normalisation, once each.
+    for (const char* slot : {"norm.moments", "norm.apply"}) {
+      INFO(slot);
+      const KernelTime* k = find_kernel_row(rows, slot);
+      REQUIRE(k != nullptr);
+      CHECK(k->calls == 1);
+    }
+    // Kernels run inside the operators: their time is part of the calls'.
+    double kernels = 0, calls = 0;
+    for (const auto& k : rows)
+      kernels += k.seconds;
+    for (const auto& o : operator_profile())
+      calls += o.seconds;
+    CHECK(kernels <= calls);
+    for (std::size_t i = 1; i < rows.size(); ++i)
+      CHECK(rows[i - 1].seconds >= rows[i].seconds);
+    const std::string table = format_kernel_profile(rows);
+    CHECK_THAT(table, Contains("kernel") && Contains("norm.apply") && Contains("relu") &&
+                          Contains("cpu") && Contains("f32") && Contains("total"));
+    reset_operator_profile();
+    CHECK(kernel_profile().empty());
+  }
+  register_kernel("relu", DeviceType::CPU, DType::F32, relu_kernel, true);
+}
+
 TEST_CASE("DTENSOR_PROFILE prints each rank's table once, with or without destroy_process_group",
           "[profile]") {
   using dtensor::testing::JobResult;
@@ -158,6 +221,9 @@ TEST_CASE("DTENSOR_PROFILE prints each rank's table once, with or without destro
       REQUIRE(first != std::string::npos);
       CHECK(out.find(title, first + 1) == std::string::npos);  // once
       CHECK_THAT(out, Contains("full_tensor"));
+      // The kernel table follows: full_tensor's local copy is no kernel, but
+      // the table and its totals are printed all the same.
+      CHECK_THAT(out, Contains("dtensor kernels, rank " + std::to_string(r)));
     }
   }
 }

@@ -24,6 +24,7 @@
 #include <typeindex>
 
 #include "dtensor/core/dtype.h"
+#include "dtensor/core/profile.h"
 
 namespace dtensor {
 
@@ -69,10 +70,13 @@ const KernelFunction<Args>& find_kernel(const KernelSlot<Args>& slot, DeviceType
       detail::typed_kernel(slot.name, device, dtype, std::type_index(typeid(Args))));
 }
 
-/// Runs the kernel of `slot` for (device, dtype) on `args`.
+/// Runs the kernel of `slot` for (device, dtype) on `args` (timed under the
+/// profile, dtensor/core/profile.h).
 template <typename Args>
 void run_kernel(const KernelSlot<Args>& slot, DeviceType device, DType dtype, const Args& args) {
-  find_kernel(slot, device, dtype)(args);
+  const KernelFunction<Args>& kernel = find_kernel(slot, device, dtype);
+  const detail::KernelTimer timed(slot.name, device, dtype);
+  kernel(args);
 }
 
 template <typename Args>
