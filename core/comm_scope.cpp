@@ -14,8 +14,8 @@ struct Record {
   std::uint64_t next = 0;
   bool active = false;
   std::chrono::steady_clock::time_point since;
-  bool blocked = false;  // the call's thread is in a CommWaitScope
-  std::chrono::steady_clock::time_point blocked_since;
+  // Set while the call's thread is in a CommWaitScope.
+  std::optional<std::chrono::steady_clock::time_point> blocked_since;
 };
 Record& record() {
   static auto* r = new Record();  // never destroyed: scopes may close during exit
@@ -49,7 +49,7 @@ CommScope::~CommScope() {
     Record& r = record();
     std::lock_guard lock(r.mutex);
     r.active = false;
-    r.blocked = false;
+    r.blocked_since.reset();
     r.op = {};
   }
   if (start_ns_ >= 0) call_ended(op_, start_ns_, comm_before_ns_);
@@ -59,7 +59,6 @@ CommWaitScope::CommWaitScope() : counted_(t_depth > 0) {
   if (!counted_ || t_wait_depth++ > 0) return;
   Record& r = record();
   std::lock_guard lock(r.mutex);
-  r.blocked = true;
   r.blocked_since = std::chrono::steady_clock::now();
 }
 
@@ -67,16 +66,14 @@ CommWaitScope::~CommWaitScope() {
   if (!counted_ || --t_wait_depth > 0) return;
   Record& r = record();
   std::lock_guard lock(r.mutex);
-  r.blocked = false;
+  r.blocked_since.reset();
 }
 
 std::optional<CurrentCall> current_call() {
   Record& r = record();
   std::lock_guard lock(r.mutex);
   if (!r.active) return std::nullopt;
-  CurrentCall c{std::string(r.op), r.call, r.since, std::nullopt};
-  if (r.blocked) c.blocked_since = r.blocked_since;
-  return c;
+  return CurrentCall{std::string(r.op), r.call, r.since, r.blocked_since};
 }
 
 std::uint64_t current_call_number() {
