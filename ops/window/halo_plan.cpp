@@ -215,22 +215,10 @@ std::string HaloPlan::str() const {
 
 std::shared_ptr<const HaloPlan> shared_halo_plan(std::int64_t length, std::int64_t ranks,
                                                  const WindowDim& dim) {
-  // Every field of the call: two keys that compare equal give the same plan.
-  using Key =
-      std::tuple<std::int64_t, std::int64_t, WindowDim::Kind, std::int64_t, std::int64_t,
-                 std::int64_t, std::int64_t, std::int64_t, std::int64_t, Boundary, bool, double>;
-  const Key key{length,
-                ranks,
-                dim.kind,
-                dim.kernel,
-                dim.stride,
-                dim.dilation,
-                dim.pad_left,
-                dim.pad_right,
-                dim.output_length,
-                dim.boundary,
-                dim.align_corners,
-                dim.scale_factor};
+  // Every field of the call (WindowDim compares field by field): two keys
+  // that compare equal give the same plan.
+  using Key = std::tuple<std::int64_t, std::int64_t, WindowDim>;
+  const Key key{length, ranks, dim};
   // A network has a few dozen distinct windows; a program that keeps making
   // new ones (lengths that change every call) starts the table again.
   constexpr std::size_t kMaxPlans = 1024;

@@ -30,6 +30,7 @@
 // written this way; docs/halo.md has the maths.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,6 +86,13 @@ struct WindowDim {
   /// kernels take them (resample_source() below).
   bool align_corners = false;
   double scale_factor = 0.0;
+
+  /// Field by field, in declaration order: equal windows read alike (and
+  /// key shared_halo_plan's table, so a new field takes part by itself).
+  // (clang-tidy 14 reads the defaulted comparison's synthesized "<=> 0" as
+  // a null pointer.)
+  // NOLINTNEXTLINE(modernize-use-nullptr)
+  friend auto operator<=>(const WindowDim&, const WindowDim&) = default;
 
   static WindowDim sliding(std::int64_t kernel, std::int64_t stride = 1, std::int64_t dilation = 1,
                            std::int64_t pad_left = 0, std::int64_t pad_right = 0,
