@@ -152,12 +152,19 @@ void run_binary(const Forms<T>& f, const Tensor& a, const Tensor& b, Tensor& y) 
     }
     return;
   }
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (Int r = 0; r < rows; ++r) {
+  const auto row = [&](Int r) {
     Int off[2];
     row_offsets(w, r, off);
     form(pa + off[0], pb + off[1], py + r * n, n);
+  };
+  if (threads <= 1) {  // no region: libgomp would still start a team of one
+    for (Int r = 0; r < rows; ++r)
+      row(r);
+    return;
   }
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (Int r = 0; r < rows; ++r)
+    row(r);
 }
 
 LocalKernel binary_kernel(Forms<float> f32, Forms<double> f64) {

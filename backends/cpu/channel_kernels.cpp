@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/row_sum.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/kernels/channel.h"
@@ -33,7 +34,9 @@ struct Rows {
   std::int64_t n = 0, c = 0, inner = 0;
   explicit Rows(const Tensor& t)
       : n(t.size(0)), c(t.size(1)), inner(t.numel() / std::max<std::int64_t>(n * c, 1)) {}
-  bool parallel() const { return n * c > 1 && n * c * inner >= kParallelElements; }
+  bool parallel() const {
+    return n * c > 1 && n * c * inner >= kParallelElements && omp_get_max_threads() > 1;
+  }
 };
 
 void run_add_bias(const kernels::ChannelBiasArgs& a) {
@@ -46,9 +49,11 @@ void run_add_bias(const kernels::ChannelBiasArgs& a) {
     T* y = out.data<T>();
     if (out.data<T>() != y0.data<T>()) std::copy_n(y0.data<T>(), y0.numel(), y);
     const T* bias = b.data<T>();
-#pragma omp parallel for schedule(static) if (r.parallel())
-    for (std::int64_t row = 0; row < r.n * r.c; ++row)
-      add_scalar_row(y + row * r.inner, bias[row % r.c], r.inner);
+    parallel_region(r.parallel(), [&] {
+#pragma omp for schedule(static)
+      for (std::int64_t row = 0; row < r.n * r.c; ++row)
+        add_scalar_row(y + row * r.inner, bias[row % r.c], r.inner);
+    });
   });
 }
 
@@ -62,9 +67,11 @@ void run_sums(const kernels::ChannelSumsArgs& a) {
   in_type(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* p = x.data<T>();
-#pragma omp parallel for schedule(static) if (r.parallel())
-    for (std::int64_t row = 0; row < r.n * r.c; ++row)
-      per_row[static_cast<std::size_t>(row)] = row_sum(p + row * r.inner, r.inner);
+    parallel_region(r.parallel(), [&] {
+#pragma omp for schedule(static)
+      for (std::int64_t row = 0; row < r.n * r.c; ++row)
+        per_row[static_cast<std::size_t>(row)] = row_sum(p + row * r.inner, r.inner);
+    });
   });
   for (std::int64_t row = 0; row < r.n * r.c; ++row)
     sums[row % r.c] += per_row[static_cast<std::size_t>(row)];

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/norm_rows.h"
+#include "backends/cpu/parallel_region.h"
 #include "dtensor/ops/kernels/norm.h"
 
 namespace dtensor::cpu {
@@ -115,13 +116,12 @@ class Params {
 template <typename F>
 void for_rows(std::int64_t rows, std::int64_t s, F&& f) {
   const bool parallel = rows > 1 && rows * s >= kParallelElements && omp_get_max_threads() > 1;
-#pragma omp parallel if (parallel)
-  {
+  parallel_region(parallel, [&] {
     Scratch scratch;
 #pragma omp for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r)
       f(r, scratch);
-  }
+  });
 }
 
 const double* f64(const Tensor& t) {

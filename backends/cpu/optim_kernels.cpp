@@ -28,8 +28,12 @@ constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
 template <typename Fn>
 void in_blocks(std::int64_t n, Fn&& fn) {
   const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
-  const std::int64_t block = (n + threads - 1) / std::max(threads, 1);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  if (threads <= 1) {  // no region: libgomp would still start a team of one
+    if (n > 0) fn(std::int64_t{0}, n);
+    return;
+  }
+  const std::int64_t block = (n + threads - 1) / threads;
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int i = 0; i < threads; ++i) {
     const std::int64_t lo = i * block, hi = std::min(n, lo + block);
     if (lo < hi) fn(lo, hi);

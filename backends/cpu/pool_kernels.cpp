@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/pool.h"
@@ -154,9 +155,9 @@ struct Geometry {
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
     const std::int64_t out_plane = dim[0].outputs() * dim[1].outputs() * dim[2].outputs();
-    const bool parallel = planes > 1 && planes * out_plane >= (1 << 14);
-#pragma omp parallel if (parallel)
-    {
+    const bool parallel =
+        planes > 1 && planes * out_plane >= (1 << 14) && omp_get_max_threads() > 1;
+    parallel_region(parallel, [&] {
       std::vector<std::int64_t> bases;
 #pragma omp for schedule(static)
       for (std::int64_t p = 0; p < planes; ++p) {
@@ -170,7 +171,7 @@ struct Geometry {
             fn(at, a * out_row[0] + b * out_row[1], a, b, bases);
           }
       }
-    }
+    });
   }
   // avg_pool's divisor is a product over the dims (count_include_pad: of
   // the padded window sizes; otherwise of the taps in range; an override is

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/upsample.h"
@@ -222,21 +223,24 @@ struct Geometry {
   // in parallel when it pays.
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
-    const bool parallel = planes > 1 && planes * out_plane >= kParallelOutputs;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (std::int64_t p = 0; p < planes; ++p) {
-      const Plane starts = plane(p);
-      std::int64_t previous_at = -1;
-      RowBases previous;
-      for (std::int64_t a = 0; a < out[0]; ++a)
-        for (std::int64_t b = 0; b < out[1]; ++b) {
-          const RowBases bases = row_bases(a, b);
-          const std::int64_t at = a * out_stride[0] + b * out_stride[1];
-          fn(starts, at, bases, previous_at >= 0 && bases == previous ? previous_at : -1);
-          previous = bases;
-          previous_at = at;
-        }
-    }
+    const bool parallel =
+        planes > 1 && planes * out_plane >= kParallelOutputs && omp_get_max_threads() > 1;
+    parallel_region(parallel, [&] {
+#pragma omp for schedule(static)
+      for (std::int64_t p = 0; p < planes; ++p) {
+        const Plane starts = plane(p);
+        std::int64_t previous_at = -1;
+        RowBases previous;
+        for (std::int64_t a = 0; a < out[0]; ++a)
+          for (std::int64_t b = 0; b < out[1]; ++b) {
+            const RowBases bases = row_bases(a, b);
+            const std::int64_t at = a * out_stride[0] + b * out_stride[1];
+            fn(starts, at, bases, previous_at >= 0 && bases == previous ? previous_at : -1);
+            previous = bases;
+            previous_at = at;
+          }
+      }
+    });
   }
 
  private:

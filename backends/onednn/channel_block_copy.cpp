@@ -138,12 +138,22 @@ bool copy_channel_blocked(const Tensor& plain, const dnnl::memory::desc& blocked
       aligned(reinterpret_cast<std::uintptr_t>(src)) &&
       aligned(static_cast<std::uintptr_t>(sn * 4)) &&
       aligned(static_cast<std::uintptr_t>(sc * 4)) && aligned(static_cast<std::uintptr_t>(sh * 4));
-#pragma omp parallel for collapse(3) schedule(static) if (parallel)
+  const auto row = [&](std::int64_t i, std::int64_t c, std::int64_t y) {
+    copy_row(src + i * sn + c * kBlock * sc + y * sh, sc, dst + i * bs[0] + c * bs[1] + y * bs[2],
+             bs[3], w, into, stream);
+  };
+  if (!parallel) {  // no region: libgomp would still start a team of one
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t c = 0; c < cb; ++c)
+        for (std::int64_t y = 0; y < h; ++y)
+          row(i, c, y);
+    return true;
+  }
+#pragma omp parallel for collapse(3) schedule(static)
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t c = 0; c < cb; ++c)
       for (std::int64_t y = 0; y < h; ++y)
-        copy_row(src + i * sn + c * kBlock * sc + y * sh, sc,
-                 dst + i * bs[0] + c * bs[1] + y * bs[2], bs[3], w, into, stream);
+        row(i, c, y);
   return true;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -21,15 +22,46 @@
 
 namespace dtensor::detail {
 
+/// A list of int64s (a nest's extents or strides) with a capacity fixed when
+/// it is made, held inline up to kInline of them and on the heap beyond: an
+/// element-wise kernel walks a nest per call, and three or four vectors a
+/// call were most of the allocations of a small tensor's copy.
+class DimList {
+ public:
+  static constexpr std::size_t kInline = 8;
+  /// Empty, with room for `capacity` entries (zeros until resized over).
+  explicit DimList(std::size_t capacity) : heap_(capacity > kInline ? capacity : 0) {}
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  void resize(std::size_t n) { size_ = n; }  // within the capacity
+  void push_back(std::int64_t v) { data()[size_++] = v; }
+  std::int64_t& operator[](std::size_t i) { return data()[i]; }
+  std::int64_t operator[](std::size_t i) const { return data()[i]; }
+  std::int64_t& front() { return data()[0]; }
+  std::int64_t& back() { return data()[size_ - 1]; }
+  std::int64_t back() const { return data()[size_ - 1]; }
+  std::int64_t* begin() { return data(); }
+  std::int64_t* end() { return data() + size_; }
+
+ private:
+  std::int64_t* data() { return heap_.empty() ? inline_.data() : heap_.data(); }
+  const std::int64_t* data() const { return heap_.empty() ? inline_.data() : heap_.data(); }
+  std::array<std::int64_t, kInline> inline_{};
+  std::vector<std::int64_t> heap_;
+  std::size_t size_ = 0;
+};
+
 /// Extents and the two views' strides, outermost first.
 struct RowNest {
-  std::vector<std::int64_t> shape, strides_a, strides_b;
+  explicit RowNest(std::size_t capacity)
+      : shape(capacity), strides_a(capacity), strides_b(capacity) {}
+  DimList shape, strides_a, strides_b;
 };
 
 /// The nest of `shape` simplified as above (empty: one element).
 inline RowNest simplified_nest(const Shape& shape, const Shape& strides_a, const Shape& strides_b) {
   // Built innermost first, then reversed.
-  RowNest n;
+  RowNest n(shape.size());
   for (std::size_t d = shape.size(); d-- > 0;) {
     if (shape[d] == 1) continue;
     if (!n.shape.empty() && strides_a[d] == n.shape.back() * n.strides_a.back() &&
@@ -69,7 +101,8 @@ void for_each_row(const Shape& shape, const Shape& strides_a, std::int64_t offse
   }
   const std::int64_t inner = n.shape[nd - 1];
   const std::int64_t sa = n.strides_a[nd - 1], sb = n.strides_b[nd - 1];
-  std::vector<std::int64_t> idx(nd - 1, 0);
+  DimList idx(nd - 1);  // zeros
+  idx.resize(nd - 1);
   std::int64_t oa = offset_a, ob = offset_b;
   while (true) {
     row(oa, ob, inner, sa, sb);

@@ -640,6 +640,7 @@ struct Geometry {
   // whole range on the dims after.
   std::vector<Tensor> halo_slabs(const Tensor& t, int k) const {
     std::vector<Tensor> out;
+    out.reserve(2 * dims.size());
     Tensor core = t;  // owned on the dims done so far
     for (std::size_t d = 0; d < dims.size(); ++d) {
       const auto dim = static_cast<std::int64_t>(d) + 2;
@@ -1237,14 +1238,17 @@ void finish_norm_backward(NormBackward& b, const Geometry& geo, int k, const Ten
   halo.mean_gxhat = Tensor();
   halo.grad_weight = Tensor();
   halo.grad_bias = Tensor();
-  const std::size_t slabs = geo.halo_slabs(args.grad_input, k).size();
-  for (std::size_t i = 0; i < slabs; ++i) {
-    auto cut = [&](const Tensor& t) { return geo.halo_slabs(t, k)[i]; };
-    Tensor out = cut(args.grad_input);
+  // Each tensor cut once: the slabs of one are views built in one pass.
+  const std::vector<Tensor> outs = geo.halo_slabs(args.grad_input, k);
+  const std::vector<Tensor> gs = geo.halo_slabs(g, k), xs = geo.halo_slabs(ns.input, k);
+  const std::vector<Tensor> ys =
+      relu_output.defined() ? geo.halo_slabs(relu_output, k) : std::vector<Tensor>();
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    Tensor out = outs[i];
     if (out.numel() == 0) continue;
-    halo.grad_output = cut(g).contiguous();
-    halo.x = cut(ns.input).contiguous();
-    if (relu_output.defined()) halo.relu_output = cut(relu_output).contiguous();
+    halo.grad_output = gs[i].contiguous();
+    halo.x = xs[i].contiguous();
+    if (relu_output.defined()) halo.relu_output = ys[i].contiguous();
     halo.layout = layout_over(l, halo.x);
     halo.grad_input = Tensor::empty(halo.x.shape(), dtype, g.device());
     run_kernel(kernels::kNormBackwardApply, device, dtype, halo);
