@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -23,10 +24,24 @@ struct Totals {
 };
 // A kernel's row: its name, device type and dtype.
 using KernelKey = std::tuple<std::string, DeviceType, DType>;
+using KernelKeyView = std::tuple<std::string_view, DeviceType, DType>;
+// Orders keys and views of keys alike, so that a call finds its row without
+// building a string.
+struct KernelKeyLess {
+  using is_transparent = void;
+  static KernelKeyView view(const KernelKey& k) {
+    return {std::get<0>(k), std::get<1>(k), std::get<2>(k)};
+  }
+  static const KernelKeyView& view(const KernelKeyView& k) { return k; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return view(a) < view(b);
+  }
+};
 struct Profile {
   std::mutex mutex;
   std::map<std::string, Totals, std::less<>> by_op;
-  std::map<KernelKey, Totals> by_kernel;
+  std::map<KernelKey, Totals, KernelKeyLess> by_kernel;
 };
 Profile& profile() {
   static auto* p = new Profile();  // never destroyed: calls may end during exit
@@ -80,9 +95,12 @@ KernelTimer::~KernelTimer() {
   const std::int64_t ns = profile_clock_ns() - start_ns_;
   Profile& p = profile();
   std::lock_guard lock(p.mutex);
-  Totals& t = p.by_kernel[KernelKey(kernel_, device_, dtype_)];
-  ++t.calls;
-  t.ns += ns;
+  const KernelKeyView key(kernel_, device_, dtype_);
+  auto it = p.by_kernel.find(key);
+  if (it == p.by_kernel.end())
+    it = p.by_kernel.emplace(KernelKey(kernel_, device_, dtype_), Totals{}).first;
+  ++it->second.calls;
+  it->second.ns += ns;
 }
 
 }  // namespace detail
