@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/kernels/elementwise_math.h"
 #include "dtensor/ops/kernels/reduce.h"
@@ -152,19 +153,14 @@ void run_binary(const Forms<T>& f, const Tensor& a, const Tensor& b, Tensor& y) 
     }
     return;
   }
-  const auto row = [&](Int r) {
-    Int off[2];
-    row_offsets(w, r, off);
-    form(pa + off[0], pb + off[1], py + r * n, n);
-  };
-  if (threads <= 1) {  // no region: libgomp would still start a team of one
-    for (Int r = 0; r < rows; ++r)
-      row(r);
-    return;
-  }
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (Int r = 0; r < rows; ++r)
-    row(r);
+  parallel_region(threads > 1, [&] {
+#pragma omp for schedule(static)
+    for (Int r = 0; r < rows; ++r) {
+      Int off[2];
+      row_offsets(w, r, off);
+      form(pa + off[0], pb + off[1], py + r * n, n);
+    }
+  });
 }
 
 LocalKernel binary_kernel(Forms<float> f32, Forms<double> f64) {

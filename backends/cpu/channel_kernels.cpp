@@ -34,9 +34,7 @@ struct Rows {
   std::int64_t n = 0, c = 0, inner = 0;
   explicit Rows(const Tensor& t)
       : n(t.size(0)), c(t.size(1)), inner(t.numel() / std::max<std::int64_t>(n * c, 1)) {}
-  bool parallel() const {
-    return n * c > 1 && n * c * inner >= kParallelElements && omp_get_max_threads() > 1;
-  }
+  bool parallel() const { return n * c > 1 && n * c * inner >= kParallelElements; }
 };
 
 void run_add_bias(const kernels::ChannelBiasArgs& a) {

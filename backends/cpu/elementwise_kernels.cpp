@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/registry.h"
 
@@ -44,17 +45,9 @@ using RowsFn = void (*)(const C*, const C*, C, C*, std::int64_t);
 // parallel blocks when it pays.
 template <typename C>
 void run_blocks(RowsFn<C> rows, const C* a, const C* b, C s, C* y, std::int64_t n) {
-  const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
-  if (threads <= 1) {
-    rows(a, b, s, y, n);
-    return;
-  }
-  const std::int64_t block = (n + threads - 1) / threads;
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int t = 0; t < threads; ++t) {
-    const std::int64_t lo = t * block, hi = std::min(n, lo + block);
-    if (lo < hi) rows(a + lo, b ? b + lo : nullptr, s, y + lo, hi - lo);
-  }
+  parallel_blocks(n, kParallelElements, [&](std::int64_t lo, std::int64_t hi) {
+    rows(a + lo, b ? b + lo : nullptr, s, y + lo, hi - lo);
+  });
 }
 
 // A kernel of `arity` tensor operands (the scalar, when any, is argument 1).

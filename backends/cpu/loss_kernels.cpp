@@ -17,6 +17,7 @@
 
 #include "backends/cpu/class_log_sum_exp.h"
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/row_sum.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
@@ -64,13 +65,9 @@ DTENSOR_SIMD_CLONES void scaled_error(const double* x, const double* t, double s
 // The elementwise gradient over the whole tensor, in parallel blocks when it pays.
 template <typename T>
 void scaled_error_blocks(const T* x, const T* t, T s, T* g, std::int64_t n) {
-  const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
-  const std::int64_t block = (n + threads - 1) / std::max(threads, 1);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int i = 0; i < threads; ++i) {
-    const std::int64_t lo = i * block, hi = std::min(n, lo + block);
-    if (lo < hi) scaled_error(x + lo, t + lo, s, g + lo, hi - lo);
-  }
+  parallel_blocks(n, kParallelElements, [&](std::int64_t lo, std::int64_t hi) {
+    scaled_error(x + lo, t + lo, s, g + lo, hi - lo);
+  });
 }
 
 template <typename T>

@@ -115,7 +115,7 @@ class Params {
 // Runs f(row, scratch) for every row in [0, rows), in parallel when it pays.
 template <typename F>
 void for_rows(std::int64_t rows, std::int64_t s, F&& f) {
-  const bool parallel = rows > 1 && rows * s >= kParallelElements && omp_get_max_threads() > 1;
+  const bool parallel = rows > 1 && rows * s >= kParallelElements;
   parallel_region(parallel, [&] {
     Scratch scratch;
 #pragma omp for schedule(static)

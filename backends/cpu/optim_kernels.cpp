@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/optim.h"
@@ -23,22 +24,6 @@ namespace {
 
 // Tensors smaller than this run on one thread.
 constexpr std::int64_t kParallelElements = std::int64_t{1} << 16;
-
-// fn(begin, end) over [0, n) in one block per thread when it pays.
-template <typename Fn>
-void in_blocks(std::int64_t n, Fn&& fn) {
-  const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
-  if (threads <= 1) {  // no region: libgomp would still start a team of one
-    if (n > 0) fn(std::int64_t{0}, n);
-    return;
-  }
-  const std::int64_t block = (n + threads - 1) / threads;
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int i = 0; i < threads; ++i) {
-    const std::int64_t lo = i * block, hi = std::min(n, lo + block);
-    if (lo < hi) fn(lo, hi);
-  }
-}
 
 // ---- the updates: torch's formulas, one element at a time (optim_update.h) ----
 
@@ -185,7 +170,7 @@ void run_sgd(const kernels::SgdArgs& a) {
   T* p = a.param.data<T>();
   const T* g = a.grad.data<T>();
   T* buf = kernels::state_data<T>(a.momentum_buffer);
-  in_blocks(a.param.numel(), [&](std::int64_t lo, std::int64_t hi) {
+  parallel_blocks(a.param.numel(), kParallelElements, [&](std::int64_t lo, std::int64_t hi) {
     sgd_rows(p + lo, g + lo, buf ? buf + lo : nullptr, hi - lo, s);
   });
 }
@@ -199,7 +184,7 @@ void run_adam(const kernels::AdamArgs& a) {
   T* m = a.exp_avg.data<T>();
   T* v = a.exp_avg_sq.data<T>();
   T* vmax = kernels::state_data<T>(a.max_exp_avg_sq);
-  in_blocks(a.param.numel(), [&](std::int64_t lo, std::int64_t hi) {
+  parallel_blocks(a.param.numel(), kParallelElements, [&](std::int64_t lo, std::int64_t hi) {
     adam_rows(p + lo, g + lo, m + lo, v + lo, vmax ? vmax + lo : nullptr, hi - lo, s);
   });
 }
@@ -213,7 +198,7 @@ void run_rmsprop(const kernels::RmspropArgs& a) {
   T* sq = a.square_avg.data<T>();
   T* ga = kernels::state_data<T>(a.grad_avg);
   T* buf = kernels::state_data<T>(a.momentum_buffer);
-  in_blocks(a.param.numel(), [&](std::int64_t lo, std::int64_t hi) {
+  parallel_blocks(a.param.numel(), kParallelElements, [&](std::int64_t lo, std::int64_t hi) {
     rmsprop_rows(p + lo, g + lo, sq + lo, ga ? ga + lo : nullptr, buf ? buf + lo : nullptr, hi - lo,
                  s);
   });
@@ -250,8 +235,8 @@ void run_scale_in_place(const kernels::ScaleInPlaceArgs& a) {
             "internal: the tensor is not contiguous");
   T* x = a.tensor.data<T>();
   const auto s = static_cast<T>(a.scale);
-  in_blocks(a.tensor.numel(),
-            [&](std::int64_t lo, std::int64_t hi) { scale_rows(x + lo, s, hi - lo); });
+  parallel_blocks(a.tensor.numel(), kParallelElements,
+                  [&](std::int64_t lo, std::int64_t hi) { scale_rows(x + lo, s, hi - lo); });
 }
 
 template <typename T>

@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/loss.h"
@@ -126,13 +127,9 @@ void run_pointwise_loss_backward(const kernels::PointwiseLossBackwardArgs& a) {
     const auto p = static_cast<T>(a.param);
     const auto s = static_cast<T>(a.scale);
     const std::int64_t n = x.numel();
-    const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
-    const std::int64_t block = (n + threads - 1) / std::max(threads, 1);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int i = 0; i < threads; ++i) {
-      const std::int64_t lo = i * block, hi = std::min(n, lo + block);
-      if (lo < hi) slopes(a.loss, px + lo, pt + lo, p, s, pg + lo, hi - lo);
-    }
+    parallel_blocks(n, kParallelElements, [&](std::int64_t lo, std::int64_t hi) {
+      slopes(a.loss, px + lo, pt + lo, p, s, pg + lo, hi - lo);
+    });
   });
 }
 

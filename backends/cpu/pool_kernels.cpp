@@ -155,8 +155,7 @@ struct Geometry {
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
     const std::int64_t out_plane = dim[0].outputs() * dim[1].outputs() * dim[2].outputs();
-    const bool parallel =
-        planes > 1 && planes * out_plane >= (1 << 14) && omp_get_max_threads() > 1;
+    const bool parallel = planes > 1 && planes * out_plane >= (1 << 14);
     parallel_region(parallel, [&] {
       std::vector<std::int64_t> bases;
 #pragma omp for schedule(static)

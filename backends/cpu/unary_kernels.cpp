@@ -12,6 +12,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/kernels/elementwise.h"
 #include "dtensor/ops/registry.h"
@@ -62,17 +63,8 @@ using RowsFn = void (*)(const C*, const C*, C, C, C*, Int);
 
 template <typename C>
 void run_blocks(RowsFn<C> rows, const C* g, const C* x, C s, C t, C* y, Int n) {
-  const int threads = n >= kParallelElements ? omp_get_max_threads() : 1;
-  if (threads <= 1) {
-    rows(g, x, s, t, y, n);
-    return;
-  }
-  const Int block = (n + threads - 1) / threads;
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int k = 0; k < threads; ++k) {
-    const Int lo = k * block, hi = std::min(n, lo + block);
-    if (lo < hi) rows(g + lo, x + lo, s, t, y + lo, hi - lo);
-  }
+  parallel_blocks(n, kParallelElements,
+                  [&](Int lo, Int hi) { rows(g + lo, x + lo, s, t, y + lo, hi - lo); });
 }
 
 LocalKernel kernel(RowsFn<float> f32, RowsFn<double> f64) {

@@ -223,8 +223,7 @@ struct Geometry {
   // in parallel when it pays.
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
-    const bool parallel =
-        planes > 1 && planes * out_plane >= kParallelOutputs && omp_get_max_threads() > 1;
+    const bool parallel = planes > 1 && planes * out_plane >= kParallelOutputs;
     parallel_region(parallel, [&] {
 #pragma omp for schedule(static)
       for (std::int64_t p = 0; p < planes; ++p) {
