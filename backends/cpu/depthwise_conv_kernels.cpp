@@ -9,13 +9,12 @@
 // the result does not drift with the image size. Channels run in parallel on
 // the rank's threads; each channel's sum is in a fixed order, so the result
 // does not depend on the thread count.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/row_sum.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
@@ -147,11 +146,7 @@ void run_depthwise_weight_grad(const kernels::DepthwiseWeightGradArgs& a) {
   const float* pdy = dy.data<float>();
   float* gw = a.grad_weight.data<float>();
   float* gb = a.grad_bias.defined() ? a.grad_bias.data<float>() : nullptr;
-  const int threads = channels > 1 && batch * channels * ho * wo * kh * kw >= (Int{1} << 16)
-                          ? omp_get_max_threads()
-                          : 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
+  parallel_region(channels > 1 && batch * channels * ho * wo * kh * kw >= (Int{1} << 16), [&] {
     std::vector<float> plane(static_cast<std::size_t>(g.rows * g.cols));
     std::vector<double> taps(static_cast<std::size_t>(kh * kw));
 #pragma omp for schedule(static)
@@ -170,7 +165,7 @@ void run_depthwise_weight_grad(const kernels::DepthwiseWeightGradArgs& a) {
         gw[c * kh * kw + k] = static_cast<float>(taps[static_cast<std::size_t>(k)]);
       if (gb) gb[c] = static_cast<float>(bias);
     }
-  }
+  });
 }
 
 struct Registrar {

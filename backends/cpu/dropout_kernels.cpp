@@ -5,11 +5,10 @@
 // consecutive global indices, so each row is one `omp simd` loop of integer
 // hashing from the row's first global index; rows run on the rank's threads
 // for large parts (the result does not depend on how they are split).
-#include <omp.h>
-
 #include <algorithm>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/dropout.h"
@@ -60,23 +59,24 @@ void run_dropout(const kernels::DropoutArgs& a) {
     const T* px = x.data<T>();
     T* py = out.data<T>();
     const T scale = a.p < 1.0 ? static_cast<T>(1.0 / (1.0 - a.p)) : T(0);
-    const int threads = numel >= kParallelElements ? omp_get_max_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (Int r = 0; r < rows; ++r) {
-      // The global index of the row's first element: local row r's
-      // multi-index (all dims but the last) plus the offset.
-      Int first = 0;
-      if (rank > 0) {
-        first = a.offset[rank - 1];
-        Int rest = r;
-        for (std::size_t d = rank - 1; d-- > 0;) {
-          first += (a.offset[d] + rest % local[d]) * stride[d];
-          rest /= local[d];
+    parallel_region(numel >= kParallelElements, [&] {
+#pragma omp for schedule(static)
+      for (Int r = 0; r < rows; ++r) {
+        // The global index of the row's first element: local row r's
+        // multi-index (all dims but the last) plus the offset.
+        Int first = 0;
+        if (rank > 0) {
+          first = a.offset[rank - 1];
+          Int rest = r;
+          for (std::size_t d = rank - 1; d-- > 0;) {
+            first += (a.offset[d] + rest % local[d]) * stride[d];
+            rest /= local[d];
+          }
         }
+        mask_row(px + r * row, py + r * row, row, a.key, static_cast<std::uint64_t>(first), a.p,
+                 scale);
       }
-      mask_row(px + r * row, py + r * row, row, a.key, static_cast<std::uint64_t>(first), a.p,
-               scale);
-    }
+    });
   });
 }
 
