@@ -5,7 +5,7 @@
 // form (PendingAgreement) sends the fingerprint to each peer directly, so it
 // can share a round trip with the call's own messages: on a busy VM every
 // round trip that follows computation can wait a scheduler tick (up to 4 ms
-// on the benchmark VM, docs/performance.md), and a local kernel pays none.
+// on the benchmark VM, docs/performance-p2-step.md), and a local kernel pays none.
 #include <cstdlib>
 
 #include "dtensor/core/errors.h"

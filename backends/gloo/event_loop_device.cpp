@@ -34,7 +34,7 @@
 // before a send lets the loop read the notices that came in meanwhile (it
 // runs only if it has something to do), so the later of the two ranks sends
 // directly. At P = 2 on 2x8x128x128 the rank's time blocked in receives fell
-// from 1.6 to 0.8 ms a step (docs/performance.md).
+// from 1.6 to 0.8 ms a step (docs/performance-p2-step.md).
 //
 // Why the loop can be hurried (EventLoopHurry).
 //

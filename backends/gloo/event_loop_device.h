@@ -1,5 +1,5 @@
 // The Gloo TCP device, created so that its event-loop thread does not preempt
-// the thread computing next to it (DTENSOR_GLOO_LOOP, docs/performance.md).
+// the thread computing next to it (DTENSOR_GLOO_LOOP, docs/performance-p2-step.md).
 #pragma once
 
 #include <memory>

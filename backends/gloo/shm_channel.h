@@ -4,10 +4,10 @@
 // Why: over loopback TCP every message crosses the kernel twice and is
 // finished by Gloo's event-loop thread, which shares the rank's core and runs
 // only when the rank blocks (event_loop_device.h); at P = 2 a U-Net step
-// spent 2-4 ms a rank on that (docs/performance.md). Here the sender copies
-// into the ring and the receiver copies out, each on its own thread, and a
-// receiver that has nothing to read spins briefly, then sleeps on a futex in
-// the shared page that the writer rings.
+// spent 2-4 ms a rank on that (docs/performance-p2-step.md). Here the sender
+// copies into the ring and the receiver copies out, each on its own thread,
+// and a receiver that has nothing to read spins briefly, then sleeps on a
+// futex in the shared page that the writer rings.
 //
 // Semantics are Gloo's: messages between two ranks match by slot, in the
 // order posted; a send completes once its bytes are in the ring, a receive

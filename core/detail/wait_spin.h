@@ -10,9 +10,9 @@
 // milliseconds). Where ranks share cores, a spinning rank would take the core
 // from the peer it waits for, so it spins only briefly.
 //
-// Measured (docs/performance.md, "A rank with a core of its own spins"):
-// the U-Net step at P = 2, bound, 2x8x128x128, 31.03 -> 28.63 ms with a
-// 3 ms spin against 50 us; a 500 us spin changed nothing.
+// Measured (docs/performance-p2-step.md, "A rank with a core of its own
+// spins"): the U-Net step at P = 2, bound, 2x8x128x128, 31.03 -> 28.63 ms
+// with a 3 ms spin against 50 us; a 500 us spin changed nothing.
 #pragma once
 
 #include <chrono>
