@@ -27,6 +27,8 @@ struct NormState {
   norm::Stats stats;
 };
 
+// The state of one call: what its forward keeps (`save`: a backward will
+// follow) and the autograd node holds for the backward.
 struct ChainState {
   bool save = false;
   // Per window layer (convolution, pool): its input, the first's the window.
