@@ -10,8 +10,6 @@
 // index, in parallel for large tensors.
 //
 // maximum/minimum propagate NaN from either side (torch.maximum).
-#include <omp.h>
-
 #include <algorithm>
 #include <type_traits>
 
@@ -138,22 +136,13 @@ void run_binary(const Forms<T>& f, const Tensor& a, const Tensor& b, Tensor& y) 
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   T* py = y.data<T>();
-  const int threads = y.numel() >= kParallelElements ? omp_get_max_threads() : 1;
   if (rows == 1) {
     // One stretch (equal shapes, or a scalar operand): split it over the threads.
-    if (threads <= 1) {
-      form(pa, pb, py, n);
-      return;
-    }
-    const Int block = (n + threads - 1) / threads;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int t = 0; t < threads; ++t) {
-      const Int lo = t * block, hi = std::min(n, lo + block);
-      if (lo < hi) form(pa + lo * sa, pb + lo * sb, py + lo, hi - lo);
-    }
+    parallel_blocks(n, kParallelElements,
+                    [&](Int lo, Int hi) { form(pa + lo * sa, pb + lo * sb, py + lo, hi - lo); });
     return;
   }
-  parallel_region(threads > 1, [&] {
+  parallel_region(y.numel() >= kParallelElements, [&] {
 #pragma omp for schedule(static)
     for (Int r = 0; r < rows; ++r) {
       Int off[2];
