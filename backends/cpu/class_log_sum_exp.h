@@ -11,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "backends/cpu/parallel_region.h"
+
 namespace dtensor::cpu {
 
 /// lse[s] = log sum_c exp(x[c * S + s]) for s < S (m: S values of scratch).
@@ -43,8 +45,7 @@ template <typename T, typename Target, typename Fn>
 void for_each_sample(const T* x, const Target* t, std::int64_t N, std::int64_t C, std::int64_t S,
                      std::int64_t target_stride, std::int64_t parallel_elements, Fn&& fn) {
   const bool parallel = N > 1 && N * C * S >= parallel_elements;
-#pragma omp parallel if (parallel)
-  {
+  parallel_region(parallel, [&] {
     std::vector<T> lse(static_cast<std::size_t>(S)), scratch(static_cast<std::size_t>(S));
 #pragma omp for schedule(static)
     for (std::int64_t n = 0; n < N; ++n) {
@@ -52,7 +53,7 @@ void for_each_sample(const T* x, const Target* t, std::int64_t N, std::int64_t C
       class_log_sum_exp(xn, C, S, scratch.data(), lse.data());
       fn(n, xn, t + n * target_stride, lse.data(), scratch.data());
     }
-  }
+  });
 }
 
 }  // namespace dtensor::cpu

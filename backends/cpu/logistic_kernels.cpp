@@ -20,6 +20,7 @@
 #include <string>
 
 #include "backends/cpu/compute_type.h"
+#include "backends/cpu/parallel_region.h"
 #include "backends/cpu/simd.h"
 #include "dtensor/ops/registry.h"
 
@@ -110,9 +111,11 @@ LocalKernel forward(void (*rows)(const float*, float*, std::int64_t)) {
       const float* xp = x.data<float>();
       float* yp = y.data<float>();
       const std::int64_t n = y.numel();
-#pragma omp parallel for schedule(static) if (n >= 4 * kBlock)
-      for (std::int64_t b = 0; b < n; b += kBlock)
-        rows(xp + b, yp + b, std::min(kBlock, n - b));
+      parallel_region(n >= 4 * kBlock, [&] {
+#pragma omp for schedule(static)
+        for (std::int64_t b = 0; b < n; b += kBlock)
+          rows(xp + b, yp + b, std::min(kBlock, n - b));
+      });
     });
     return {out};
   };
@@ -128,9 +131,11 @@ LocalKernel backward(void (*rows)(const float*, const float*, float*, std::int64
       const float* xp = x.data<float>();
       float* yp = y.data<float>();
       const std::int64_t n = y.numel();
-#pragma omp parallel for schedule(static) if (n >= 4 * kBlock)
-      for (std::int64_t b = 0; b < n; b += kBlock)
-        rows(gp + b, xp + b, yp + b, std::min(kBlock, n - b));
+      parallel_region(n >= 4 * kBlock, [&] {
+#pragma omp for schedule(static)
+        for (std::int64_t b = 0; b < n; b += kBlock)
+          rows(gp + b, xp + b, yp + b, std::min(kBlock, n - b));
+      });
     });
     return {out};
   };

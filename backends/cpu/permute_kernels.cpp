@@ -5,12 +5,11 @@
 // that stay adjacent in the input merged, so that a permute that keeps the
 // last dim in place copies whole rows (memcpy) and a true transpose gathers
 // one strided row at a time. Rows run in parallel on the rank's threads.
-#include <omp.h>
-
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/parallel_region.h"
 #include "dtensor/core/errors.h"
 #include "dtensor/ops/kernels/permute.h"
 
@@ -59,22 +58,24 @@ void permute_elements(const kernels::PermuteArgs& a) {
   const std::int64_t rows = a.output.numel() / inner;
   const T* x = static_cast<const T*>(a.input.data_ptr());
   T* y = static_cast<T*>(a.output.data_ptr());
-#pragma omp parallel for schedule(static) if (a.output.numel() >= kParallelElements)
-  for (std::int64_t row = 0; row < rows; ++row) {
-    std::int64_t base = 0, rest = row;
-    for (std::size_t k = outer_dims; k-- > 0;) {
-      base += (rest % w.size[k]) * w.in_stride[k];
-      rest /= w.size[k];
+  parallel_region(a.output.numel() >= kParallelElements, [&] {
+#pragma omp for schedule(static)
+    for (std::int64_t row = 0; row < rows; ++row) {
+      std::int64_t base = 0, rest = row;
+      for (std::size_t k = outer_dims; k-- > 0;) {
+        base += (rest % w.size[k]) * w.in_stride[k];
+        rest /= w.size[k];
+      }
+      const T* src = x + base;
+      T* dst = y + row * inner;
+      if (inner_stride == 1) {
+        std::memcpy(dst, src, static_cast<std::size_t>(inner) * sizeof(T));
+      } else {
+        for (std::int64_t i = 0; i < inner; ++i)
+          dst[i] = src[i * inner_stride];
+      }
     }
-    const T* src = x + base;
-    T* dst = y + row * inner;
-    if (inner_stride == 1) {
-      std::memcpy(dst, src, static_cast<std::size_t>(inner) * sizeof(T));
-    } else {
-      for (std::int64_t i = 0; i < inner; ++i)
-        dst[i] = src[i * inner_stride];
-    }
-  }
+  });
 }
 
 void run_permute(const kernels::PermuteArgs& a) {
