@@ -14,14 +14,20 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(```|~~~)")
 
 
-def anchors(path: Path) -> set:
-    found, seen = set(), {}
+def prose_lines(path: Path):
+    """(line number, line) for every line outside fenced code blocks."""
     in_fence = False
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if FENCE.match(line):
             in_fence = not in_fence
-            continue
-        if in_fence or not line.startswith("#"):
+        elif not in_fence:
+            yield number, line
+
+
+def anchors(path: Path) -> set:
+    found, seen = set(), {}
+    for _, line in prose_lines(path):
+        if not line.startswith("#"):
             continue
         text = line.lstrip("#").strip()
         text = re.sub(r"`([^`]*)`", r"\1", text)  # code spans keep their text
@@ -34,13 +40,7 @@ def anchors(path: Path) -> set:
 
 
 def links(path: Path):
-    in_fence = False
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if FENCE.match(line):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
+    for number, line in prose_lines(path):
         line = re.sub(r"`[^`]*`", "", line)  # links inside code spans are text
         for target in LINK.findall(line):
             yield number, target
